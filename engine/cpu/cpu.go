@@ -1,0 +1,138 @@
+// Package cpu is the pure-Go backend: float32 throughout, parallel over
+// output rows on all cores, weights read in place from the memory map. It is
+// the executable specification that the GPU backends are tested against, so
+// it stays plain; speed comes from not wasting work, not from cleverness.
+package cpu
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+	"petal/engine/quant"
+)
+
+// Backend runs ops on the host.
+type Backend struct {
+	scratch scratch
+}
+
+// New returns a CPU backend.
+func New() *Backend { return &Backend{} }
+
+type memory struct {
+	f []float32
+	i []int32
+}
+
+func (*memory) Backend() string { return "cpu" }
+
+// matrix is a bound weight: the checkpoint's own bytes.
+type matrix struct{ m quant.Matrix }
+
+func (w *matrix) Shape() quant.Matrix { return w.m }
+
+func (b *Backend) Name() string { return "cpu" }
+
+func (b *Backend) Alloc(n int, isInt bool) backend.Buffer {
+	m := &memory{}
+	if isInt {
+		m.i = make([]int32, n)
+	} else {
+		m.f = make([]float32, n)
+	}
+	return backend.Buffer{Mem: m, Len: n, Int: isInt}
+}
+
+func (b *Backend) Free(buf backend.Buffer) {
+	if m, ok := buf.Mem.(*memory); ok {
+		m.f, m.i = nil, nil
+	}
+}
+
+func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &matrix{m}, nil
+}
+
+func (b *Backend) Write(dst backend.Buffer, src []float32) { copy(F(dst), src) }
+func (b *Backend) WriteInts(dst backend.Buffer, src []int32) {
+	copy(I(dst), src)
+}
+func (b *Backend) Read(src backend.Buffer, dst []float32) { copy(dst, F(src)) }
+
+// F is the float32 slice behind a CPU buffer.
+func F(b backend.Buffer) []float32 {
+	if b.Int {
+		panic("cpu: float view of an int buffer")
+	}
+	return b.Mem.(*memory).f[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
+}
+
+// I is the int32 slice behind a CPU buffer.
+func I(b backend.Buffer) []int32 {
+	if !b.Int {
+		panic("cpu: int view of a float buffer")
+	}
+	return b.Mem.(*memory).i[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
+}
+
+func q(m backend.Matrix) *quant.Matrix { return &m.(*matrix).m }
+
+// Run executes ops in order.
+func (b *Backend) Run(ops ...backend.Op) error {
+	for _, op := range ops {
+		switch o := op.(type) {
+		case *backend.Embed:
+			b.embed(o)
+		case *backend.AddRMSNorm:
+			addRMSNorm(o)
+		case *backend.QLinear:
+			b.linear(q(o.W), F(o.X), o.Rows, F(o.Y))
+		case *backend.ConvSiLU:
+			convSiLU(o)
+		case *backend.DeltaRule:
+			b.deltaRule(o)
+		case *backend.GatedRMSNorm:
+			gatedRMSNorm(o)
+		case *backend.QKPrep:
+			qkPrep(o)
+		case *backend.Attention:
+			b.attention(o)
+		case *backend.Route:
+			b.route(o)
+		case *backend.Experts:
+			b.experts(o)
+		default:
+			return fmt.Errorf("cpu: op %s is not implemented", op.Name())
+		}
+	}
+	return nil
+}
+
+// scratch holds temporary host memory reused across calls, so the decode
+// loop allocates nothing once it has warmed up.
+type scratch struct {
+	bufs [8][]float32
+}
+
+func (s *scratch) get(slot, n int) []float32 {
+	if cap(s.bufs[slot]) < n {
+		s.bufs[slot] = make([]float32, n)
+	}
+	return s.bufs[slot][:n]
+}
+
+// scratch slots: each kernel family uses its own, so one op's temporaries
+// never alias another's within a Run.
+const (
+	slotDelta = iota
+	slotRoute
+	slotExpertX
+	slotExpertH
+	slotExpertU
+	slotExpertY
+	slotShared
+	slotAttn
+)

@@ -1,0 +1,280 @@
+package model
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+	"petal/engine/checkpoint"
+)
+
+// Model is a bound model ready to run on one backend.
+type Model struct {
+	Dims  Dims
+	W     *Weights
+	Chunk int // most tokens run through the model at once; bounds temporary memory
+
+	// Trace, when set, receives the hidden states of every position of each
+	// chunk at each stage, numbered as the oracle numbers them: 0 the
+	// embeddings, 1..Layers the residual stream after each layer, Layers+1
+	// the final-norm output. Diagnostic: it reads back from the device.
+	Trace func(stage int, rows int, h []float32)
+
+	be        backend.Backend
+	ws        workspace
+	logitsAll backend.Buffer // [Chunk, vocab], allocated on first use
+	host      []float32      // read-back buffer for logits
+}
+
+// Load binds a checkpoint's weights on a backend. chunk bounds how many
+// tokens one pass processes (and so the temporary memory).
+func Load(ck *checkpoint.Checkpoint, be backend.Backend, chunk int) (*Model, error) {
+	if chunk < 1 {
+		return nil, fmt.Errorf("model: chunk size %d, want at least 1", chunk)
+	}
+	d, err := NewDims(&ck.Config)
+	if err != nil {
+		return nil, err
+	}
+	w, err := BindWeights(ck, be, d)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
+	m.ws = newWorkspace(be, &d, chunk)
+	return m, nil
+}
+
+// Backend is the backend the model runs on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// Logits selects which positions of a Forward call produce logits.
+type Logits int
+
+const (
+	NoLogits   Logits = iota // only advance the state
+	LastLogits               // the last position (generation)
+	AllLogits                // every position (scoring)
+)
+
+// Forward runs tokens through the model after what the state already holds,
+// in chunks of at most m.Chunk, and hands each requested row of logits to
+// emit with its absolute position (the row predicts the token after it).
+// The slice passed to emit is reused; copy what must be kept.
+func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int, logits []float32)) error {
+	if err := m.reserve(s, s.Pos()+len(tokens)); err != nil {
+		return err
+	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= m.Dims.Vocab {
+			return fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Dims.Vocab)
+		}
+	}
+	for start := 0; start < len(tokens); start += m.Chunk {
+		chunk := tokens[start:min(start+m.Chunk, len(tokens))]
+		mode := want
+		if want == LastLogits && start+len(chunk) < len(tokens) {
+			mode = NoLogits
+		}
+		if err := m.runChunk(s, chunk, mode, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []float32)) error {
+	n, pos0 := len(chunk), s.Pos()
+	var p *program
+	if m.Trace != nil {
+		p = m.record(s, n, mode, true)
+	} else if p = s.programs[programKey(n, mode)]; p == nil {
+		p = m.record(s, n, mode, false)
+		s.programs[programKey(n, mode)] = p
+	}
+	p.setPos(pos0)
+	m.be.WriteInts(m.ws.tokens.View(0, n), chunk)
+	for i, seg := range p.segments {
+		if err := m.be.Run(seg...); err != nil {
+			return err
+		}
+		if m.Trace != nil {
+			out := m.ws.h
+			if i == len(p.segments)-1 {
+				out = m.ws.a
+			}
+			buf := make([]float32, n*m.Dims.Hidden)
+			m.be.Read(out.Rows(0, n, m.Dims.Hidden), buf)
+			m.Trace(i, n, buf)
+		}
+	}
+	s.Tokens = append(s.Tokens, chunk...)
+	switch mode {
+	case LastLogits:
+		m.host = grow(m.host, m.Dims.Vocab)
+		m.be.Read(m.ws.logits, m.host)
+		emit(pos0+n-1, m.host)
+	case AllLogits:
+		V := m.Dims.Vocab
+		m.host = grow(m.host, n*V)
+		m.be.Read(m.logitsAll.Rows(0, n, V), m.host)
+		for i := range n {
+			emit(pos0+i, m.host[i*V:(i+1)*V])
+		}
+	}
+	return nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func programKey(n int, mode Logits) int { return n*3 + int(mode) }
+
+// program is the recorded op sequence of one chunk length: recorded once,
+// replayed with the chunk's start position patched in.
+type program struct {
+	segments [][]backend.Op // when tracing one per stage (see Model.Trace), else one
+	posOps   []*int         // Pos0 fields to patch
+	ops      []backend.Op   // the segment being recorded
+}
+
+func (p *program) add(op backend.Op) { p.ops = append(p.ops, op) }
+func (p *program) cut() {
+	p.segments = append(p.segments, p.ops)
+	p.ops = nil
+}
+func (p *program) setPos(pos int) {
+	for _, q := range p.posOps {
+		*q = pos
+	}
+}
+
+// record writes down the forward pass for n tokens: embed, then per layer
+// norm, token mixer, residual, norm, mixture of experts, residual; final
+// norm; logits.
+func (m *Model) record(s *State, n int, mode Logits, trace bool) *program {
+	d, w, ws := &m.Dims, m.W, &m.ws
+	p := &program{}
+	H := d.Hidden
+	h, a, r := ws.h.Rows(0, n, H), ws.a.Rows(0, n, H), ws.r.Rows(0, n, H)
+
+	p.add(&backend.Embed{Tokens: ws.tokens.View(0, n), Table: w.Embed, Out: h, Rows: n})
+	if trace {
+		p.cut()
+	}
+	var pending backend.Buffer // the last MoE output, not yet added to h
+	for i, l := range w.Layers {
+		p.add(&backend.AddRMSNorm{H: h, Delta: pending, Weight: l.InputNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+		if l.Attn != nil {
+			m.gatedAttention(p, s, i, l.Attn, a, r, n)
+		} else {
+			m.gatedDeltaNet(p, s, i, l.DeltaNet, a, r, n)
+		}
+		p.add(&backend.AddRMSNorm{H: h, Delta: r, Weight: l.PostNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+		m.mixtureOfExperts(p, &l.MoE, a, r, n)
+		pending = r
+		if trace { // settle the residual so the layer's output can be read
+			p.add(&backend.AddRMSNorm{H: h, Delta: r, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+			pending = backend.Buffer{}
+			p.cut()
+		}
+	}
+	p.add(&backend.AddRMSNorm{H: h, Delta: pending, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+	switch mode {
+	case LastLogits:
+		p.add(&backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
+	case AllLogits:
+		if m.logitsAll.Mem == nil {
+			m.logitsAll = m.be.Alloc(m.Chunk*d.Vocab, false)
+		}
+		p.add(&backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
+	}
+	p.cut()
+	return p
+}
+
+// gatedAttention: projections, q/k norm and RoPE into the cache, causal GQA
+// attention gated by sigmoid, output projection. (spec 2.4)
+func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, out backend.Buffer, n int) {
+	d, ws := &m.Dims, &m.ws
+	qg := ws.qg.Rows(0, n, d.QHeads*2*d.HeadDim)
+	k, v := ws.k.Rows(0, n, d.kvWidth()), ws.v.Rows(0, n, d.kvWidth())
+	q, o := ws.q.Rows(0, n, d.QHeads*d.HeadDim), ws.attn.Rows(0, n, d.QHeads*d.HeadDim)
+
+	p.add(&backend.QLinear{X: a, W: w.QProj, Y: qg, Rows: n})
+	p.add(&backend.QLinear{X: a, W: w.KProj, Y: k, Rows: n})
+	p.add(&backend.QLinear{X: a, W: w.VProj, Y: v, Rows: n})
+	prep := &backend.QKPrep{QG: qg, K: k, V: v, QNorm: w.QNorm, KNorm: w.KNorm, Q: q,
+		KCache: s.KCache[i], VCache: s.VCache[i], Rows: n,
+		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim, RotaryDim: d.RotaryDim,
+		RopeTheta: d.RopeTheta, Eps: d.Eps}
+	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Rows: n,
+		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
+	p.add(prep)
+	p.add(attn)
+	p.posOps = append(p.posOps, &prep.Pos0, &attn.Pos0)
+	p.add(&backend.QLinear{X: o, W: w.OProj, Y: out, Rows: n})
+}
+
+// gatedDeltaNet: projections, causal conv + SiLU, the gated delta rule over
+// the recurrent state, gated RMSNorm, output projection. (spec 2.5)
+func (m *Model) gatedDeltaNet(p *program, s *State, i int, w *DeltaNetWeights, a, out backend.Buffer, n int) {
+	d, ws := &m.Dims, &m.ws
+	C, VW := d.ConvChannels(), d.ValueWidth()
+	qkv, conv := ws.qkv.Rows(0, n, C), ws.conv.Rows(0, n, C)
+	z, core, normed := ws.z.Rows(0, n, VW), ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
+	beta, decay := ws.beta.Rows(0, n, d.ValueHeads), ws.decay.Rows(0, n, d.ValueHeads)
+
+	p.add(&backend.QLinear{X: a, W: w.InQKV, Y: qkv, Rows: n})
+	p.add(&backend.QLinear{X: a, W: w.InZ, Y: z, Rows: n})
+	p.add(&backend.QLinear{X: a, W: w.InB, Y: beta, Rows: n})
+	p.add(&backend.QLinear{X: a, W: w.InA, Y: decay, Rows: n})
+	p.add(&backend.ConvSiLU{X: qkv, State: s.Conv[i], Weight: w.Conv, Out: conv, Rows: n, Chans: C, K: d.ConvK})
+	p.add(&backend.DeltaRule{QKV: conv, B: beta, A: decay, ALog: w.ALog, DtBias: w.DtBias,
+		State: s.Recur[i], Out: core, Rows: n,
+		KeyHeads: d.KeyHeads, KeyDim: d.KeyDim, ValueHeads: d.ValueHeads, ValueDim: d.ValueDim})
+	p.add(&backend.GatedRMSNorm{X: core, Z: z, Weight: w.Norm, Out: normed, Rows: n,
+		Heads: d.ValueHeads, Dim: d.ValueDim, Eps: d.Eps})
+	p.add(&backend.QLinear{X: normed, W: w.OutProj, Y: out, Rows: n})
+}
+
+// mixtureOfExperts: route each token to its top-k experts and add the gated
+// shared expert. (spec 2.8)
+func (m *Model) mixtureOfExperts(p *program, w *MoEWeights, a, out backend.Buffer, n int) {
+	d, ws := &m.Dims, &m.ws
+	idx, wts := ws.expertIdx.Rows(0, n, d.TopK), ws.expertWts.Rows(0, n, d.TopK)
+	p.add(&backend.Route{X: a, Router: w.Router, Idx: idx, Weights: wts, Rows: n, TopK: d.TopK, Normalize: d.NormTopK})
+	p.add(&backend.Experts{X: a, Idx: idx, Weights: wts, Gate: w.Gate, Up: w.Up, Down: w.Down,
+		SharedGate: w.SharedGate, SharedUp: w.SharedUp, SharedDown: w.SharedDown,
+		SharedExpertGate: w.SharedExpertGate, Out: out, Rows: n, TopK: d.TopK,
+		Inter: d.Inter, SharedInter: d.SharedInter})
+}
+
+// workspace holds the activations of one chunk; every layer reuses it.
+type workspace struct {
+	tokens                     backend.Buffer // int [chunk]
+	h, a, r                    backend.Buffer // [chunk, hidden]: residual stream, normed input, mixer/MoE output
+	qg, k, v, q, attn          backend.Buffer // gated attention
+	qkv, conv, z, core, normed backend.Buffer // Gated DeltaNet
+	beta, decay                backend.Buffer
+	expertIdx, expertWts       backend.Buffer // routing
+	logits                     backend.Buffer // [vocab] for the last position
+}
+
+func newWorkspace(be backend.Backend, d *Dims, chunk int) workspace {
+	f := func(width int) backend.Buffer { return be.Alloc(chunk*width, false) }
+	return workspace{
+		tokens: be.Alloc(chunk, true),
+		h:      f(d.Hidden), a: f(d.Hidden), r: f(d.Hidden),
+		qg: f(d.QHeads * 2 * d.HeadDim), k: f(d.kvWidth()), v: f(d.kvWidth()),
+		q: f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
+		qkv: f(d.ConvChannels()), conv: f(d.ConvChannels()),
+		z: f(d.ValueWidth()), core: f(d.ValueWidth()), normed: f(d.ValueWidth()),
+		beta: f(d.ValueHeads), decay: f(d.ValueHeads),
+		expertIdx: be.Alloc(chunk*d.TopK, true), expertWts: f(d.TopK),
+		logits: be.Alloc(d.Vocab, false),
+	}
+}

@@ -1,0 +1,208 @@
+package model_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"petal/engine/checkpoint"
+	"petal/engine/cpu"
+	"petal/engine/model"
+	"petal/engine/oracle"
+)
+
+const sharedDir = "../../../shared/oracle"
+
+func oracleDirs(t testing.TB) (modelDir, refDir string) {
+	t.Helper()
+	if _, err := os.Stat(sharedDir); err != nil {
+		t.Skipf("oracle data not found at %s: %v", sharedDir, err)
+	}
+	return filepath.Join(sharedDir, "tiny-qwen36-moe-4bit"), filepath.Join(sharedDir, "reference")
+}
+
+func loadOracle(t testing.TB, chunk int) (*model.Model, *oracle.Reference) {
+	t.Helper()
+	modelDir, refDir := oracleDirs(t)
+	ck, err := checkpoint.Open(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	m, err := model.Load(ck, cpu.New(), chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := oracle.Open(refDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ref.Close)
+	return m, ref
+}
+
+// allLogits runs ids teacher-forced and returns every row of logits.
+func allLogits(t testing.TB, m *model.Model, s *model.State, ids []int32) []float32 {
+	t.Helper()
+	V := m.Dims.Vocab
+	out := make([]float32, len(ids)*V)
+	base := s.Pos()
+	if err := m.Forward(s, ids, model.AllLogits, func(pos int, l []float32) {
+		copy(out[(pos-base)*V:], l)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// margin is top1 - top2.
+func margin(x []float32) float32 {
+	a := argmax(x)
+	second := float32(math.Inf(-1))
+	for i, v := range x {
+		if i != a && v > second {
+			second = v
+		}
+	}
+	return x[a] - second
+}
+
+// meanNLL is the mean negative log-likelihood of ids[1:] under the logits.
+func meanNLL(logits []float32, ids []int32, V int) float64 {
+	var total float64
+	for t := 0; t+1 < len(ids); t++ {
+		row := logits[t*V : (t+1)*V]
+		m := float64(row[argmax(row)])
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - m)
+		}
+		total += m + math.Log(z) - float64(row[ids[t+1]])
+	}
+	return total / float64(len(ids)-1)
+}
+
+// TestOracleLogits checks every reference sequence teacher-forced against
+// the float32 bars of shared/oracle/README.md.
+func TestOracleLogits(t *testing.T) {
+	m, ref := loadOracle(t, 64)
+	nll, _, err := ref.Floats("nll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Dims.Vocab
+	for si, name := range oracle.Sequences {
+		t.Run(name, func(t *testing.T) {
+			ids, err := ref.Ints(name + ".input_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := ref.Floats(name + ".logits")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := allLogits(t, m, m.NewState(4096), ids)
+			d := oracle.Compare(got, want)
+			t.Logf("%s: %s", name, d)
+			if d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
+				t.Errorf("logits: %s, want rel-L2 <= 1e-4 and max |Δ| <= 2e-3", d)
+			}
+			for p := range ids {
+				w, g := want[p*V:(p+1)*V], got[p*V:(p+1)*V]
+				if margin(w) >= 1e-3 && argmax(g) != argmax(w) {
+					t.Errorf("position %d: argmax %d, reference %d (margin %.4g)", p, argmax(g), argmax(w), margin(w))
+				}
+			}
+			if n := meanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
+				t.Errorf("NLL %.6f, reference %.6f", n, nll[si])
+			}
+		})
+	}
+}
+
+// TestOracleHiddenStates compares the residual stream after every layer and
+// names the first stage that diverges.
+func TestOracleHiddenStates(t *testing.T) {
+	m, ref := loadOracle(t, 256)
+	ids, err := ref.Ints("seq0.input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := make([][]float32, m.Dims.Layers+2)
+	m.Trace = func(stage, rows int, h []float32) { stages[stage] = append(stages[stage], h...) }
+	if err := m.Forward(m.NewState(4096), ids, model.LastLogits, func(int, []float32) {}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ref.CompareLayers("seq0.hidden_states", stages, 1e-4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	t.Log("\n" + b.String())
+	if rep.FirstOver >= 0 {
+		t.Errorf("hidden states diverge first at %s", oracle.StageName(rep.FirstOver, rep.LayerCount))
+	}
+}
+
+// TestOracleGreedy decodes each greedy case token by token with the caches
+// and expects the reference continuation exactly.
+func TestOracleGreedy(t *testing.T) {
+	m, ref := loadOracle(t, 64)
+	for _, name := range oracle.GreedyCases {
+		t.Run(name, func(t *testing.T) {
+			prompt, err := ref.Ints(name + ".prompt_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Ints(name + ".generated_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, err := ref.Floats(name + ".first_step_logits")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := m.NewState(4096)
+			var next int32
+			step := 0
+			emit := func(_ int, l []float32) {
+				if step == 0 {
+					if d := oracle.Compare(l, first); d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
+						t.Errorf("first-step logits: %s", d)
+					}
+				}
+				next = int32(argmax(l))
+			}
+			if err := m.Forward(s, prompt, model.LastLogits, emit); err != nil {
+				t.Fatal(err)
+			}
+			var got []int32
+			for step = 1; step <= len(want); step++ {
+				got = append(got, next)
+				if step < len(want) {
+					if err := m.Forward(s, []int32{next}, model.LastLogits, emit); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("greedy tokens %v, reference %v (first difference at %d)", got, want, i)
+				}
+			}
+		})
+	}
+}

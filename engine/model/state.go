@@ -1,0 +1,98 @@
+package model
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+)
+
+// State is one sequence's memory: the tokens so far, the KV cache of every
+// full-attention layer, and the conv and recurrent state of every Gated
+// DeltaNet layer. The recurrent state has a fixed size whatever the length;
+// the KV cache grows with the context up to MaxContext.
+type State struct {
+	Tokens     []int32 // history; len(Tokens) is the next position
+	MaxContext int
+
+	capacity int              // rows allocated in each KV cache
+	KCache   []backend.Buffer // per layer; zero Buffer for DeltaNet layers
+	VCache   []backend.Buffer //
+	Conv     []backend.Buffer // per layer [K-1, channels]; zero for attention layers
+	Recur    []backend.Buffer // per layer [value heads, value dim, key dim] float32
+	programs map[int]*program // recorded ops by chunk length, tied to these buffers
+}
+
+// Pos is the number of tokens already in the state (the next RoPE position).
+func (s *State) Pos() int { return len(s.Tokens) }
+
+// NewState allocates an empty sequence state. The KV cache starts small and
+// grows on demand up to maxContext tokens.
+func (m *Model) NewState(maxContext int) *State {
+	d := &m.Dims
+	s := &State{
+		MaxContext: maxContext,
+		KCache:     make([]backend.Buffer, d.Layers),
+		VCache:     make([]backend.Buffer, d.Layers),
+		Conv:       make([]backend.Buffer, d.Layers),
+		Recur:      make([]backend.Buffer, d.Layers),
+		programs:   map[int]*program{},
+	}
+	for i := range d.Layers {
+		if !d.Full[i] {
+			s.Conv[i] = m.be.Alloc((d.ConvK-1)*d.ConvChannels(), false)
+			s.Recur[i] = m.be.Alloc(d.ValueHeads*d.ValueDim*d.KeyDim, false)
+		}
+	}
+	return s
+}
+
+// kvWidth is the number of values one token adds to a layer's K (or V) cache.
+func (d *Dims) kvWidth() int { return d.KVHeads * d.HeadDim }
+
+// reserve makes room in the KV caches for n positions, growing them by
+// doubling (capped at MaxContext) and copying what is cached.
+func (m *Model) reserve(s *State, n int) error {
+	if n > s.MaxContext {
+		return fmt.Errorf("model: %d tokens exceed the maximum context of %d", n, s.MaxContext)
+	}
+	if n <= s.capacity {
+		return nil
+	}
+	capacity := max(256, s.capacity)
+	for capacity < n {
+		capacity *= 2
+	}
+	capacity = min(capacity, s.MaxContext)
+	w := m.Dims.kvWidth()
+	used := s.Pos() * w
+	tmp := make([]float32, used)
+	for i, full := range m.Dims.Full {
+		if !full {
+			continue
+		}
+		for _, c := range []*backend.Buffer{&s.KCache[i], &s.VCache[i]} {
+			grown := m.be.Alloc(capacity*w, false)
+			if c.Mem != nil {
+				m.be.Read(c.View(0, used), tmp)
+				m.be.Write(grown.View(0, used), tmp)
+				m.be.Free(*c)
+			}
+			*c = grown
+		}
+	}
+	s.capacity = capacity
+	clear(s.programs) // they point at the old caches
+	return nil
+}
+
+// Free releases the state's device memory.
+func (s *State) Free(be backend.Backend) {
+	for _, set := range [][]backend.Buffer{s.KCache, s.VCache, s.Conv, s.Recur} {
+		for _, b := range set {
+			if b.Mem != nil {
+				be.Free(b)
+			}
+		}
+	}
+	s.programs = nil
+}
