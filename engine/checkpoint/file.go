@@ -1,0 +1,60 @@
+package checkpoint
+
+import (
+	"path/filepath"
+)
+
+// File is one memory-mapped safetensors file: a checkpoint shard, or a file
+// of reference tensors read by tests. Tensor names are the file's own.
+type File struct {
+	Path     string
+	Metadata map[string]string // the header's __metadata__ strings (MLX: format=mlx)
+
+	tensors []*Tensor // sorted by name
+	byName  map[string]*Tensor
+	unmap   func() error
+}
+
+// OpenFile maps and validates one safetensors file.
+func OpenFile(path string) (*File, error) {
+	data, unmap, err := mapFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tensors, meta, err := parseHeader(filepath.Base(path), data)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	f := &File{Path: path, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), unmap: unmap}
+	for _, t := range tensors {
+		f.byName[t.Name] = t
+	}
+	return f, nil
+}
+
+// Tensor returns the tensor with the given name.
+func (f *File) Tensor(name string) (*Tensor, bool) {
+	t, ok := f.byName[name]
+	return t, ok
+}
+
+// Names lists the tensor names in sorted order.
+func (f *File) Names() []string {
+	names := make([]string, len(f.tensors))
+	for i, t := range f.tensors {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// Close unmaps the file; its tensors must not be used afterwards.
+func (f *File) Close() error {
+	if f.unmap == nil {
+		return nil
+	}
+	err := f.unmap()
+	f.unmap = nil
+	f.tensors, f.byName = nil, nil
+	return err
+}
