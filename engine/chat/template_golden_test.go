@@ -164,3 +164,32 @@ func TestRenderJinja2Goldens(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkCompileQwen36(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join(oracleDir, "qwen36-template", "chat_template.jinja"))
+	if err != nil {
+		b.Skip(err)
+	}
+	for b.Loop() {
+		if _, err := ParseTemplate("qwen36", string(src)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRenderQwen36Tools(b *testing.B) {
+	tmpl, err := LoadTemplateFile(filepath.Join(oracleDir, "qwen36-template", "chat_template.jinja"))
+	if err != nil {
+		b.Skip(err)
+	}
+	cases, err := os.ReadFile(filepath.Join(oracleDir, "qwen36-template", "cases.json"))
+	if err != nil {
+		b.Skip(err)
+	}
+	req := []byte(gjson.GetBytes(cases, "#(name==tools).vars").Raw)
+	for b.Loop() {
+		if _, err := tmpl.Render(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
