@@ -94,17 +94,17 @@ func (c *Checkpoint) TakeQuant(module string, experts, rows, cols int) (quant.Ma
 	if experts > 0 {
 		lead = []int{experts, rows}
 	}
+	wantW := append(append([]int(nil), lead...), cols*spec.Bits/32)
+	if len(w.Shape) != len(wantW) || !equalShape(w.Shape[:len(lead)], lead) {
+		return quant.Matrix{}, fmt.Errorf("checkpoint: tensor %q has shape %v, want %v (%d columns at %d bits)",
+			w.Name, w.Shape, wantW, cols, spec.Bits)
+	}
 	groups := cols / spec.GroupSize
 	for _, t := range []*Tensor{s, b} {
 		if want := append(append([]int(nil), lead...), groups); !equalShape(t.Shape, want) {
 			return quant.Matrix{}, fmt.Errorf("checkpoint: tensor %q has shape %v, want %v (%d columns in groups of %d)",
 				t.Name, t.Shape, want, cols, spec.GroupSize)
 		}
-	}
-	wantW := append(append([]int(nil), lead...), cols*spec.Bits/32)
-	if len(w.Shape) != len(wantW) || !equalShape(w.Shape[:len(lead)], lead) {
-		return quant.Matrix{}, fmt.Errorf("checkpoint: tensor %q has shape %v, want %v (%d columns at %d bits)",
-			w.Name, w.Shape, wantW, cols, spec.Bits)
 	}
 	if words := w.Shape[len(lead)]; words != wantW[len(lead)] {
 		found := "no whole bit width"

@@ -3,7 +3,9 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // Config is the text model's configuration, typed, as config.json gives it
@@ -98,13 +100,13 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	var outer, text textFields
 	if err := json.Unmarshal(data, &outer); err != nil {
-		return Config{}, fmt.Errorf("checkpoint: config.json: %v", err)
+		return Config{}, fmt.Errorf("checkpoint: config.json: %s", describeJSONError("", err))
 	}
 	prefix := ""
 	if tc, ok := top["text_config"]; ok && !isNull(tc) {
 		prefix = "text_config."
 		if err := json.Unmarshal(tc, &text); err != nil {
-			return Config{}, fmt.Errorf("checkpoint: config.json: text_config: %v", err)
+			return Config{}, fmt.Errorf("checkpoint: config.json: %s", describeJSONError(prefix, err))
 		}
 	} else {
 		text = outer
@@ -197,7 +199,8 @@ func (f *textFields) config(prefix string) (Config, error) {
 				c.LayerTypes[i] = FullAttention
 			}
 		}
-	} else if f.FullAttentionInterval != nil && *f.FullAttentionInterval > 0 {
+	} else if f.FullAttentionInterval != nil && *f.FullAttentionInterval > 0 && len(c.LayerTypes) == c.NumHiddenLayers {
+		// Both spellings present: they must describe the same schedule (a length mismatch is reported by validate).
 		for i, t := range c.LayerTypes {
 			if full := (i+1)%*f.FullAttentionInterval == 0; full != (t == FullAttention) {
 				return fail("layer_types[%d] is %q, but full_attention_interval %d says otherwise", i, t, *f.FullAttentionInterval)
@@ -358,4 +361,17 @@ func parseTokenIDs(m json.RawMessage) ([]int, error) {
 		}
 	}
 	return ids, nil
+}
+
+// describeJSONError names the offending field of a type mismatch instead of
+// the Go type it was decoded into.
+func describeJSONError(prefix string, err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%s%s: want %s, got a JSON %s", prefix, te.Field, te.Type, te.Value)
+	}
+	if prefix != "" {
+		return strings.TrimSuffix(prefix, ".") + ": " + err.Error()
+	}
+	return err.Error()
 }

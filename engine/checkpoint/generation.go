@@ -36,7 +36,7 @@ type generationFields struct {
 func parseGeneration(data []byte) (Generation, error) {
 	var f generationFields
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Generation{}, fmt.Errorf("checkpoint: generation_config.json: %v", err)
+		return Generation{}, fmt.Errorf("checkpoint: generation_config.json: %s", describeJSONError("", err))
 	}
 	var g Generation
 	var err error

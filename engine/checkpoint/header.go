@@ -34,7 +34,10 @@ func parseHeader(file string, buf []byte) ([]*Tensor, map[string]string, error) 
 	if n > maxHeaderLen {
 		return nil, nil, fmt.Errorf("checkpoint: %s: header length %d is over the %d-byte limit: not a safetensors file", file, n, maxHeaderLen)
 	}
-	if n < 2 || n > uint64(len(buf)-8) {
+	if n < 2 {
+		return nil, nil, fmt.Errorf("checkpoint: %s: header length %d is too small for a JSON header: not a safetensors file", file, n)
+	}
+	if n > uint64(len(buf)-8) {
 		return nil, nil, fmt.Errorf("checkpoint: %s: header length %d does not fit in the %d-byte file: not a safetensors file or truncated", file, n, len(buf))
 	}
 	head := bytes.TrimRight(buf[8:8+n], " \x00")

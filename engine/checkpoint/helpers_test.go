@@ -140,6 +140,7 @@ func wantErr(t *testing.T, err error, culprits ...string) {
 			t.Errorf("error %q does not mention %q", err, c)
 		}
 	}
+	t.Logf("error: %v", err)
 	if msg := err.Error(); !strings.HasPrefix(msg, "checkpoint: ") || strings.HasSuffix(msg, ".") {
 		t.Errorf("error %q: want the package prefix and no trailing period", msg)
 	}
