@@ -60,6 +60,7 @@ func compileError(name, src string, err error) error {
 	e := &TemplateError{Template: name, Message: err.Error()}
 	if m := linePattern.FindStringSubmatch(e.Message); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
+		e.Message = strings.Replace(e.Message, m[0]+": ", "", 1) // the line is printed once, up front
 	} else {
 		// "unclosed if block" and the like carry no position: point at the opener.
 		e.Line = unclosedBlockLine(src)
