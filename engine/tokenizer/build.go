@@ -56,13 +56,6 @@ func (d *draft) build() (*Tokenizer, error) {
 			}
 		}
 	}
-	if d.eos != "" {
-		id, ok := t.ID(d.eos)
-		if !ok {
-			return nil, fmt.Errorf("eos_token %q is not a token", d.eos)
-		}
-		t.eosID, t.eosPresent = id, true
-	}
 	return t, nil
 }
 

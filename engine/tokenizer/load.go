@@ -37,6 +37,13 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 	}
+	if d.eos != "" {
+		id, ok := t.ID(d.eos)
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: %s: eos_token %q is not a token", cfgPath, d.eos)
+		}
+		t.eosID, t.eosPresent = id, true
+	}
 	return t, nil
 }
 
