@@ -56,8 +56,8 @@ func PromptOpensThink(prompt string) bool {
 // newlines the template puts around the block are removed: reasoning loses its leading
 // and trailing newlines and content its leading ones (llama-server strips these too).
 // Both Qwen templates strip exactly these when they render the turn back as history, so
-// nothing the prompt would contain is lost. Text before <think> is kept in the content,
-// as vLLM does since it stopped discarding it.
+// nothing the prompt would contain is lost. Text before <think> that is not blank is kept
+// in the content (vLLM drops it).
 //
 // Tool calls are then read from the content; see extractToolCalls.
 func ParseOutput(text string, opts ParseOptions) Output {
