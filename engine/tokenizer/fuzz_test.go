@@ -69,11 +69,11 @@ func streamIDs(tk *Tokenizer, data []byte) []int {
 // FuzzStream: a stream decoder never emits broken UTF-8, and what it emits adds up to Decode.
 func FuzzStream(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{0, 0xE2, 0, 0, 0x82, 0, 0, 0xAC, 0})                // "€" one byte per id
+	f.Add([]byte{0, 0xE2, 0, 0, 0x82, 0, 0, 0xAC, 0})                      // "€" one byte per id
 	f.Add([]byte{0, 0xF0, 0, 0, 0x9F, 0, 4, 1, 0, 0, 0x98, 0, 0, 0x80, 0}) // a special token inside "😀"
-	f.Add([]byte{0, 0xE2, 0, 0, 0x82, 0, 0, 'A', 0})                  // truncated, then ASCII
-	f.Add([]byte{0, 0xC3, 0, 5, 7, 0, 0, 0xA9, 0})                    // unknown id inside "é"
-	f.Add([]byte{3, 0x34, 0x12, 3, 0xFF, 0xEE, 0, 0xF0, 0, 3, 0, 0x80}) // vocabulary ids around a lead byte
+	f.Add([]byte{0, 0xE2, 0, 0, 0x82, 0, 0, 'A', 0})                       // truncated, then ASCII
+	f.Add([]byte{0, 0xC3, 0, 5, 7, 0, 0, 0xA9, 0})                         // unknown id inside "é"
+	f.Add([]byte{3, 0x34, 0x12, 3, 0xFF, 0xEE, 0, 0xF0, 0, 3, 0, 0x80})    // vocabulary ids around a lead byte
 	tk := qwen3(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ids := streamIDs(tk, data)
