@@ -2,10 +2,8 @@ package checkpoint
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -41,17 +39,26 @@ type Checkpoint struct {
 // Open reads config.json, generation_config.json (optional) and the
 // safetensors shards of dir, and validates them: every tensor lies inside
 // its file with the size its dtype and shape imply, the index agrees with
-// the shards, and the layout is MLX (not a raw Hugging Face release).
-func Open(dir string) (_ *Checkpoint, err error) {
+// the shards, and the layout is MLX (not a raw Hugging Face release). The
+// shards are memory-mapped read-only.
+func Open(dir string) (*Checkpoint, error) { return open(dir, dirSource(dir)) }
+
+// OpenFS opens the checkpoint folder dir of fsys (for instance a model
+// embedded in the binary) like Open; its shards are read into memory.
+func OpenFS(fsys fs.FS, dir string) (*Checkpoint, error) {
+	return open(dir, fsSource{fsys, dir})
+}
+
+func open(dir string, src source) (_ *Checkpoint, err error) {
 	c := &Checkpoint{Dir: dir, tensors: map[string]*Tensor{}, original: map[string]string{}, used: map[string]bool{}}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	cfg, err := os.ReadFile(filepath.Join(dir, configFile))
+	cfg, err := src.readFile(configFile)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
 	if c.Config, err = parseConfig(cfg); err != nil {
 		return nil, err
@@ -59,23 +66,23 @@ func Open(dir string) (_ *Checkpoint, err error) {
 	if c.quant, err = parseQuantTable(cfg); err != nil {
 		return nil, err
 	}
-	switch gen, err := os.ReadFile(filepath.Join(dir, generationFile)); {
-	case errors.Is(err, fs.ErrNotExist):
+	switch gen, err := src.readFile(generationFile); {
+	case isNotExist(err):
 	case err != nil:
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	default:
 		if c.Generation, err = parseGeneration(gen); err != nil {
 			return nil, err
 		}
 	}
 
-	shards, weightMap, err := shardList(dir)
+	shards, weightMap, err := shardList(dir, src)
 	if err != nil {
 		return nil, err
 	}
 	found := map[string]string{} // original name -> shard
 	for _, shard := range shards {
-		f, err := OpenFile(filepath.Join(dir, shard))
+		f, err := openFile(shard, shard, src)
 		if err != nil {
 			return nil, err
 		}
@@ -134,16 +141,16 @@ func (c *Checkpoint) add(shard string, t *Tensor, weightMap, found map[string]st
 
 // shardList names the safetensors files of dir: the shards of the index
 // (with its weight_map), or the single model.safetensors (nil weight_map).
-func shardList(dir string) ([]string, map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, indexFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(filepath.Join(dir, singleFile)); err != nil {
+func shardList(dir string, src source) ([]string, map[string]string, error) {
+	data, err := src.readFile(indexFile)
+	if isNotExist(err) {
+		if !src.exists(singleFile) {
 			return nil, nil, fmt.Errorf("checkpoint: %s has neither %s nor %s", dir, singleFile, indexFile)
 		}
 		return []string{singleFile}, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, nil, err
 	}
 	var index struct {
 		WeightMap map[string]string `json:"weight_map"`
@@ -160,10 +167,10 @@ func shardList(dir string) ([]string, map[string]string, error) {
 		if seen[shard] {
 			continue
 		}
-		if !filepath.IsLocal(shard) {
+		if !fs.ValidPath(shard) || !filepath.IsLocal(shard) {
 			return nil, nil, fmt.Errorf("checkpoint: %s maps tensor %q to %q, which is outside the folder", indexFile, name, shard)
 		}
-		if _, err := os.Stat(filepath.Join(dir, shard)); err != nil {
+		if !src.exists(shard) {
 			return nil, nil, fmt.Errorf("checkpoint: %s names shard %s (for tensor %q), which does not exist", indexFile, shard, name)
 		}
 		seen[shard] = true

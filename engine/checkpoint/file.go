@@ -17,16 +17,21 @@ type File struct {
 
 // OpenFile maps and validates one safetensors file.
 func OpenFile(path string) (*File, error) {
-	data, unmap, err := mapFile(path)
+	return openFile(path, filepath.Base(path), dirSource(""))
+}
+
+// openFile opens name from src; label names the file in errors and tensors.
+func openFile(name, label string, src source) (*File, error) {
+	data, unmap, err := src.mapFile(name)
 	if err != nil {
 		return nil, err
 	}
-	tensors, meta, err := parseHeader(filepath.Base(path), data)
+	tensors, meta, err := parseHeader(label, data)
 	if err != nil {
 		unmap()
 		return nil, err
 	}
-	f := &File{Path: path, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), unmap: unmap}
+	f := &File{Path: name, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), unmap: unmap}
 	for _, t := range tensors {
 		f.byName[t.Name] = t
 	}

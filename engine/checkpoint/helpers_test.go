@@ -31,13 +31,27 @@ type testTensor struct {
 // encodeSafetensors lays tensors out in order behind a JSON header padded
 // with spaces to 8 bytes, as the safetensors writers do.
 func encodeSafetensors(tensors []testTensor) []byte {
-	header := map[string]any{"__metadata__": map[string]string{"format": "mlx"}}
-	var data []byte
+	sizes := make([]int, len(tensors))
+	for i, t := range tensors {
+		sizes[i] = len(t.data)
+	}
+	out := safetensorsHeader(tensors, sizes)
 	for _, t := range tensors {
+		out = append(out, t.data...)
+	}
+	return out
+}
+
+// safetensorsHeader is the length prefix and header of tensors holding
+// sizes[i] bytes each, laid out in order.
+func safetensorsHeader(tensors []testTensor, sizes []int) []byte {
+	header := map[string]any{"__metadata__": map[string]string{"format": "mlx"}}
+	offset := 0
+	for i, t := range tensors {
 		header[t.name] = map[string]any{
-			"dtype": t.dtype, "shape": t.shape, "data_offsets": []int{len(data), len(data) + len(t.data)},
+			"dtype": t.dtype, "shape": t.shape, "data_offsets": []int{offset, offset + sizes[i]},
 		}
-		data = append(data, t.data...)
+		offset += sizes[i]
 	}
 	js, err := json.Marshal(header)
 	if err != nil {
@@ -47,7 +61,7 @@ func encodeSafetensors(tensors []testTensor) []byte {
 		js = append(js, ' ')
 	}
 	out := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
-	return append(append(out, js...), data...)
+	return append(out, js...)
 }
 
 // testTextConfig is a small, consistent text config; tests edit copies of it.

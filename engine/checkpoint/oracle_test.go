@@ -281,3 +281,17 @@ func refTensor(t *testing.T, path, name string) *Tensor {
 	}
 	return tn
 }
+
+// BenchmarkOpenOracle measures Open (map, header parse, validation) and Close.
+func BenchmarkOpenOracle(b *testing.B) {
+	if _, err := os.Stat(oracleDir); err != nil {
+		b.Skipf("oracle model not present at %s: %v", oracleDir, err)
+	}
+	for b.Loop() {
+		c, err := Open(oracleDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
