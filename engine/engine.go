@@ -1,0 +1,138 @@
+// Package engine is petal's model-independent runtime: it opens a model
+// folder (weights, tokenizer, chat template, generation defaults) on a
+// backend and runs generation over a sequence state with sampling, stop
+// handling and per-request timing.
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"petal/engine/backend"
+	"petal/engine/chat"
+	"petal/engine/checkpoint"
+	"petal/engine/model"
+	"petal/engine/tokenizer"
+
+	"github.com/tidwall/gjson"
+)
+
+// Options choose how a model is opened.
+type Options struct {
+	Backend      backend.Backend
+	Chunk        int    // prefill chunk size (tokens per pass)
+	MaxContext   int    // tokens per sequence; 0 means the model's max_position_embeddings
+	ChatTemplate string // a template file overriding the model's own; "" for the model's
+}
+
+// Engine is an opened model.
+type Engine struct {
+	Dir        string
+	Checkpoint *checkpoint.Checkpoint
+	Model      *model.Model
+	Tokenizer  *tokenizer.Tokenizer
+	Template   *chat.Template // nil when the folder has no chat template
+	StopIDs    map[int32]bool // end-of-sequence ids: generation stops without emitting them
+	MaxContext int
+	LoadTime   time.Duration
+}
+
+// Open loads the model folder dir.
+func Open(dir string, opt Options) (*Engine, error) {
+	start := time.Now()
+	if opt.Chunk <= 0 {
+		opt.Chunk = 512
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(ck, opt.Backend, opt.Chunk)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	e := &Engine{Dir: dir, Checkpoint: ck, Model: m, Tokenizer: tok, StopIDs: map[int32]bool{}}
+	if e.Template, err = loadTemplate(dir, opt.ChatTemplate); err != nil {
+		ck.Close()
+		return nil, err
+	}
+	// stop on generation_config's eos list, else config's, else the tokenizer's
+	eos := ck.Generation.EOSTokenIDs
+	if len(eos) == 0 {
+		eos = ck.Config.EOSTokenIDs
+	}
+	for _, id := range eos {
+		e.StopIDs[int32(id)] = true
+	}
+	if id, ok := tok.EOS(); ok {
+		e.StopIDs[int32(id)] = true
+	}
+	e.MaxContext = opt.MaxContext
+	if e.MaxContext <= 0 {
+		e.MaxContext = ck.Config.MaxPositionEmbeddings
+	}
+	if e.MaxContext <= 0 {
+		e.MaxContext = 32768
+	}
+	e.LoadTime = time.Since(start)
+	return e, nil
+}
+
+func loadTemplate(dir, override string) (*chat.Template, error) {
+	if override != "" {
+		t, err := chat.LoadTemplateFile(override)
+		if err != nil {
+			return nil, err
+		}
+		special, err := chat.ReadSpecialTokens(dir)
+		if err != nil {
+			return nil, err
+		}
+		return t.WithSpecialTokens(special), nil
+	}
+	if !hasTemplate(dir) {
+		return nil, nil // a base model without a template: plain completion only
+	}
+	return chat.LoadTemplate(dir)
+}
+
+func hasTemplate(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		return true
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	return err == nil && gjson.GetBytes(data, "chat_template").Exists()
+}
+
+// Close releases the memory map.
+func (e *Engine) Close() error { return e.Checkpoint.Close() }
+
+// NewState starts an empty sequence.
+func (e *Engine) NewState() *model.State { return e.Model.NewState(e.MaxContext) }
+
+// Encode tokenises text as int32 ids.
+func (e *Engine) Encode(text string) []int32 {
+	ids := e.Tokenizer.Encode(text)
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// RenderChat applies the chat template to a request object
+// {"messages": [...], "tools": [...], "add_generation_prompt": true, ...}.
+func (e *Engine) RenderChat(req []byte) (string, error) {
+	if e.Template == nil {
+		return "", fmt.Errorf("engine: %s has no chat template (chat_template.jinja or tokenizer_config.json); use plain completion or --chat-template", e.Dir)
+	}
+	return e.Template.Render(req)
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"petal/engine/model"
+	"petal/engine/sample"
+	"petal/engine/tokenizer"
+)
+
+// Request is one generation over a sequence state.
+type Request struct {
+	Prompt         []int32 // the whole prompt; the state must already hold a prefix of it
+	Sampling       sample.Params
+	MaxTokens      int      // generated tokens at most; 0: until the context is full
+	Stop           []string // strings that end generation (not included in the text)
+	Logprobs       bool     // log-probabilities of the generated tokens
+	TopLogprobs    int      // and of the n most likely alternatives at each step
+	PromptLogprobs bool     // log-probabilities of the prompt tokens (completions echo)
+	// OnText receives the generated text as it becomes final (stop strings
+	// are held back until they can no longer match).
+	OnText func(string)
+}
+
+// TokenLogprob is a token's log-probability under the model (before any
+// sampling transformation) with the top alternatives.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float64
+	Top     []Alternative
+}
+
+// Alternative is one of the most likely tokens at a step.
+type Alternative struct {
+	ID      int32
+	Logprob float64
+}
+
+// Result of a generation.
+type Result struct {
+	Tokens         []int32 // generated tokens, without the stop token
+	Text           string  // their text, cut before a stop string
+	FinishReason   string  // "stop", "length" or "cancelled"
+	Logprobs       []TokenLogprob
+	PromptLogprobs []TokenLogprob // one per prompt token after the first
+
+	CachedTokens int           // prompt tokens the state already held
+	PromptTokens int           // prompt tokens run through the model
+	PromptTime   time.Duration // prefill
+	FirstToken   time.Duration // from the start of the call to the first token
+	DecodeTime   time.Duration // from the first token to the last
+}
+
+// Generate continues the state s with the rest of req.Prompt and samples
+// until a stop id, a stop string, MaxTokens, the context limit or ctx ends.
+// On return s holds the prompt and every generated token but the last,
+// which was never run through the model.
+func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Result, error) {
+	start := time.Now()
+	cached := s.Pos()
+	if cached > len(req.Prompt) || !prefix(s.Tokens, req.Prompt) {
+		return nil, fmt.Errorf("engine: the sequence state is not a prefix of the prompt")
+	}
+	fresh := req.Prompt[cached:]
+	if len(fresh) == 0 {
+		return nil, fmt.Errorf("engine: the prompt adds no token to the sequence")
+	}
+	if len(req.Prompt) >= e.MaxContext {
+		return nil, fmt.Errorf("engine: the prompt has %d tokens; the context holds %d", len(req.Prompt), e.MaxContext)
+	}
+	res := &Result{CachedTokens: cached, PromptTokens: len(fresh)}
+	V := e.Model.Dims.Vocab
+	logits := make([]float32, V)
+	var lp []float64
+	if req.Logprobs || req.PromptLogprobs {
+		lp = make([]float64, V)
+	}
+
+	// prefill
+	mode := model.LastLogits
+	if req.PromptLogprobs {
+		mode = model.AllLogits
+	}
+	last := cached + len(fresh) - 1
+	err := e.Model.Forward(s, fresh, mode, func(pos int, row []float32) {
+		if req.PromptLogprobs && pos < last {
+			sample.LogSoftmax(row, lp)
+			res.PromptLogprobs = append(res.PromptLogprobs, tokenLogprob(lp, req.Prompt[pos+1], req.TopLogprobs))
+		}
+		if pos == last {
+			copy(logits, row)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.PromptTime = time.Since(start)
+
+	sampler := sample.New(req.Sampling, req.Prompt)
+	text := newStopText(e.Tokenizer, req.Stop, req.OnText)
+	var firstAt time.Time
+	for {
+		if req.Logprobs {
+			sample.LogSoftmax(logits, lp)
+		}
+		tok := sampler.Next(logits)
+		if firstAt.IsZero() {
+			firstAt = time.Now()
+			res.FirstToken = firstAt.Sub(start)
+		}
+		if e.StopIDs[tok] {
+			res.FinishReason = "stop"
+			break
+		}
+		if req.Logprobs {
+			res.Logprobs = append(res.Logprobs, tokenLogprob(lp, tok, req.TopLogprobs))
+		}
+		res.Tokens = append(res.Tokens, tok)
+		sampler.Accept(tok)
+		if text.push(tok) {
+			res.FinishReason = "stop"
+			break
+		}
+		if req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens || s.Pos()+1 >= e.MaxContext {
+			res.FinishReason = "length"
+			break
+		}
+		if ctx.Err() != nil {
+			res.FinishReason = "cancelled"
+			break
+		}
+		if err := e.Model.Forward(s, []int32{tok}, model.LastLogits, func(_ int, row []float32) {
+			copy(logits, row)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	res.Text = text.finish()
+	if !firstAt.IsZero() {
+		res.DecodeTime = time.Since(firstAt)
+	}
+	return res, nil
+}
+
+func tokenLogprob(lp []float64, id int32, top int) TokenLogprob {
+	t := TokenLogprob{ID: id, Logprob: lp[id]}
+	if top > 0 {
+		for _, a := range sample.TopN(lp, top) {
+			t.Top = append(t.Top, Alternative{a, lp[a]})
+		}
+	}
+	return t
+}
+
+func prefix(a, b []int32) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stopText decodes generated tokens incrementally, finds stop strings and
+// streams the text that no stop string can still claim.
+type stopText struct {
+	dec     *tokenizer.Stream
+	stops   []string
+	hold    int // bytes kept back: the longest stop string minus one
+	text    strings.Builder
+	emitted int
+	onText  func(string)
+	stopped bool
+}
+
+func newStopText(t *tokenizer.Tokenizer, stops []string, onText func(string)) *stopText {
+	st := &stopText{dec: tokenizer.NewStream(t, false), onText: onText}
+	for _, s := range stops {
+		if s != "" {
+			st.stops = append(st.stops, s)
+			st.hold = max(st.hold, len(s)-1)
+		}
+	}
+	return st
+}
+
+// push adds a token; it reports whether a stop string has appeared.
+func (st *stopText) push(tok int32) bool {
+	piece := st.dec.Push(int(tok))
+	if piece == "" {
+		return false
+	}
+	from := max(0, st.text.Len()-st.hold)
+	st.text.WriteString(piece)
+	all := st.text.String()
+	for _, s := range st.stops {
+		if i := strings.Index(all[from:], s); i >= 0 {
+			st.cut(from + i)
+			return true
+		}
+	}
+	st.emit(len(all) - st.hold)
+	return false
+}
+
+func (st *stopText) cut(at int) {
+	all := st.text.String()[:at]
+	st.text.Reset()
+	st.text.WriteString(all)
+	st.stopped = true
+	st.emit(at)
+}
+
+// emit streams text up to byte n (never splitting a character).
+func (st *stopText) emit(n int) {
+	all := st.text.String()
+	for n > st.emitted && n < len(all) && !utf8Start(all[n]) {
+		n--
+	}
+	if n > st.emitted && st.onText != nil {
+		st.onText(all[st.emitted:n])
+	}
+	st.emitted = max(st.emitted, n)
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// finish flushes the decoder and the held-back text and returns it all.
+func (st *stopText) finish() string {
+	if !st.stopped {
+		st.text.WriteString(st.dec.Flush())
+	}
+	st.emit(st.text.Len())
+	return st.text.String()
+}
