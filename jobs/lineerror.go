@@ -1,0 +1,52 @@
+package jobs
+
+import "fmt"
+
+// Error codes carried in error result lines, in OpenAI's vocabulary.
+const (
+	codeInvalidJSON  = "invalid_json"
+	codeInvalidType  = "invalid_type"
+	codeInvalidValue = "invalid_value"
+	codeMissing      = "missing_required_parameter"
+	codeUnsupported  = "unsupported_value"
+	codeDuplicateID  = "duplicate_custom_id"
+)
+
+// LineError is a job line that cannot be served: the caller writes its
+// Output as the line's result and goes on with the batch.
+type LineError struct {
+	Line     int
+	CustomID string // when it could be read
+	Envelope bool   // when the form could be told
+	Message  string // names the field at fault
+	Param    string // the field, "" when the line as a whole is at fault
+	Code     string // machine-readable reason (invalid_type, invalid_value, ...)
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("jobs: line %d: %s", e.Line, e.Message)
+}
+
+// Origin is the identity of the failed line, for its result.
+func (e *LineError) Origin() Origin {
+	return Origin{Line: e.Line, CustomID: e.CustomID, Envelope: e.Envelope}
+}
+
+// Output is the error result line for the failed line.
+func (e *LineError) Output() Output {
+	return Failure(e.Origin(), APIError{
+		Message: e.Message,
+		Type:    InvalidRequest,
+		Param:   e.Param,
+		Code:    e.Code,
+	})
+}
+
+// fieldError is one validation failure, before it is placed on a line.
+type fieldError struct {
+	param, code, msg string
+}
+
+func fieldErrorf(param, code, format string, args ...any) *fieldError {
+	return &fieldError{param: param, code: code, msg: fmt.Sprintf(format, args...)}
+}

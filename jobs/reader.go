@@ -1,0 +1,82 @@
+package jobs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Reader reads job lines one at a time.
+type Reader struct {
+	lines *lineReader
+	seen  map[string]int // custom_id -> line it first appeared on
+
+	// Take, when set, selects the lines to decode (by physical line number);
+	// the others are consumed without being parsed, e.g. ShardSpec.Takes.
+	// Duplicate custom_ids are only detected among taken lines.
+	Take func(line int) bool
+}
+
+// NewReader reads job lines from r; lines may be of any length.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{lines: newLineReader(r), seen: map[string]int{}}
+}
+
+// Line is the number of the last physical line read.
+func (r *Reader) Line() int { return r.lines.n }
+
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// Next returns the next job, or a LineError for a line that cannot be
+// served, skipping blank lines and lines Take refuses. The error is io.EOF at
+// the end of the input and otherwise an I/O failure.
+func (r *Reader) Next() (*Job, *LineError, error) {
+	for {
+		n := r.lines.n + 1
+		if r.Take != nil && !r.Take(n) {
+			if err := r.lines.skip(); err != nil {
+				return nil, nil, readError(err, n)
+			}
+			continue
+		}
+		line, _, err := r.lines.next()
+		if err != nil {
+			return nil, nil, readError(err, n)
+		}
+		if n == 1 {
+			line = bytes.TrimPrefix(line, utf8BOM)
+		}
+		if isBlank(line) {
+			continue
+		}
+		job, lerr := ParseLine(bytes.TrimSuffix(line, []byte("\r")), n)
+		if lerr != nil {
+			// A bad line's custom_id still counts as used: its error result
+			// carries it, and resume matches results by custom_id.
+			if _, dup := r.seen[lerr.CustomID]; lerr.CustomID != "" && !dup {
+				r.seen[lerr.CustomID] = n
+			}
+			return nil, lerr, nil
+		}
+		if job.CustomID != "" {
+			if first, dup := r.seen[job.CustomID]; dup {
+				return nil, &LineError{
+					Line: n, CustomID: job.CustomID, Envelope: job.Envelope, Param: "custom_id", Code: codeDuplicateID,
+					Message: fmt.Sprintf("field \"custom_id\" is %q, already used on line %d", job.CustomID, first),
+				}, nil
+			}
+			r.seen[job.CustomID] = n
+		}
+		return job, nil, nil
+	}
+}
+
+func readError(err error, line int) error {
+	if err == io.EOF {
+		return io.EOF
+	}
+	return fmt.Errorf("jobs: read line %d: %w", line, err)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
