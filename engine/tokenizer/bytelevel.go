@@ -28,15 +28,6 @@ func printableByte(b int) bool {
 	return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)
 }
 
-// byteLevelString spells raw bytes with the table, as the ByteLevel pre-tokenizer does.
-func byteLevelString(raw string) string {
-	out := make([]rune, len(raw))
-	for i := 0; i < len(raw); i++ {
-		out[i] = byteToRune[raw[i]]
-	}
-	return string(out)
-}
-
 // tokenBytes inverts the table for one token string. Like the ByteLevel decoder of HF tokenizers,
 // a token holding any code point outside the table contributes its own UTF-8 bytes instead.
 func tokenBytes(tok string) []byte {
