@@ -32,7 +32,7 @@ func MatVec(m *Matrix, x, y []float32) {
 	j := vecJobs.Get().(*vecJob)
 	j.prepare(m, x, y)
 	parallel.For(rows, max(1, minChunkWeights/max(m.Cols, 1)), j.rows)
-	j.m, j.x, j.y = nil, nil, nil
+	j.m, j.x, j.y, j.xk = nil, nil, nil, nil
 	vecJobs.Put(j)
 }
 
@@ -43,6 +43,7 @@ type vecJob struct {
 	x, y []float32
 	xsum []float32 // Σ x over each group
 	xk   []float32 // x as the row kernel wants it (see rowKernelInput)
+	xbuf []float32 // storage for xk; never the caller's x, which xk may alias
 	fast bool      // the SIMD row kernel handles this shape
 	rows func(lo, hi int)
 }
@@ -58,7 +59,10 @@ func (j *vecJob) prepare(m *Matrix, x, y []float32) {
 	j.xsum = groupSums(j.xsum, x, m.GroupSize)
 	j.fast = !portableOnly && simdMatVec(m)
 	if j.fast {
-		j.xk = rowKernelInput(j.xk, x, m.Bits)
+		j.xk = rowKernelInput(j.xbuf, x, m.Bits)
+		if m.Bits == 4 {
+			j.xbuf = j.xk
+		}
 	}
 }
 
