@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"petal/engine/backend"
-	"petal/engine/parallel"
 	"petal/engine/quant"
 )
 
@@ -116,16 +115,11 @@ func (b *Backend) experts(o *backend.Experts) {
 // linear: y = x·Wᵀ for rows rows of x; mat-vec for one row (decode), mat-mat
 // otherwise (prefill).
 func (b *Backend) linear(w *quant.Matrix, x []float32, rows int, y []float32) {
-	R := w.Rows * w.Experts
-	parallel.For(R, 4, func(lo, hi int) {
-		row := make([]float32, w.Cols)
-		for r := lo; r < hi; r++ {
-			w.DequantizeRow(r, row)
-			for t := 0; t < rows; t++ {
-				y[t*R+r] = dot(row, x[t*w.Cols:(t+1)*w.Cols])
-			}
-		}
-	})
+	if rows == 1 {
+		quant.MatVec(w, x[:w.Cols], y[:w.Rows*w.Experts])
+		return
+	}
+	quant.MatMul(w, x[:rows*w.Cols], rows, y[:rows*w.Rows*w.Experts])
 }
 
 // embed dequantises the looked-up rows of the table.

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"petal/jobs"
+)
+
+func mergeCommand(st *Streams) *cli.Command {
+	return &cli.Command{
+		Name:      "merge",
+		Usage:     "join the outputs of batch shards back into input order",
+		ArgsUsage: "OUT...",
+		Description: `Reads result files written by petal batch --shard I/N (in any order) and writes one file in the
+order of the input lines, using each result's "line" field. A line answered twice is an error.
+With --jobs FILE (the original job file) it also checks that every job has exactly one result.
+Nothing is written when there is an error.
+
+  petal batch jobs.jsonl --shard 0/2 -o part0.jsonl
+  petal batch jobs.jsonl --shard 1/2 -o part1.jsonl
+  petal merge part0.jsonl part1.jsonl --jobs jobs.jsonl -o results.jsonl`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "merged file (default: standard output)"},
+			&cli.StringFlag{Name: "jobs", Usage: "the job file the shards ran, to check that no result is missing"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return usageErr("merge needs the shard result files")
+			}
+			var inputs []io.Reader
+			for _, path := range c.Args().Slice() {
+				f, err := os.Open(path)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				defer f.Close()
+				inputs = append(inputs, f)
+			}
+			var merged bytes.Buffer
+			if jf := c.String("jobs"); jf != "" {
+				f, err := os.Open(jf)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				defer f.Close()
+				lines, err := jobs.JobLines(f)
+				if err != nil {
+					return err
+				}
+				if err := jobs.MergeComplete(&merged, lines, inputs...); err != nil {
+					return err
+				}
+			} else if err := jobs.Merge(&merged, inputs...); err != nil {
+				return err
+			}
+			if out := c.String("output"); out != "" {
+				if err := os.WriteFile(out, merged.Bytes(), 0o644); err != nil {
+					return fmt.Errorf("merge: %w", err)
+				}
+				return nil
+			}
+			_, err := st.Out.Write(merged.Bytes())
+			return err
+		},
+	}
+}

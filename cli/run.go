@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"petal/engine/chat"
+	"petal/jobs"
+)
+
+type runOptions struct {
+	modelOptions
+	sessionOptions
+	Prompt        string
+	Stdin         string
+	Raw           bool
+	System        string
+	JSON          bool
+	Quiet         bool
+	ShowReasoning *bool // nil: shown dimmed on a terminal, dropped otherwise
+	NoThink       bool
+	Params        jobs.Params
+}
+
+func samplingFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "max-tokens", Usage: "most tokens to generate (default: until the model ends its turn or the context is full)"},
+		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature, 0 for greedy (default: the model's generation_config.json)"},
+		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling: keep the most likely tokens up to this total probability"},
+		&cli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0: off)"},
+		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens less likely than this fraction of the most likely one"},
+		&cli.Int64Flag{Name: "seed", Usage: "random seed, for reproducible sampling"},
+		&cli.StringSliceFlag{Name: "stop", Usage: "stop when this text is generated (repeatable)"},
+		&cli.Float64Flag{Name: "presence-penalty", Usage: "OpenAI presence penalty (-2..2)"},
+		&cli.Float64Flag{Name: "frequency-penalty", Usage: "OpenAI frequency penalty (-2..2)"},
+		&cli.Float64Flag{Name: "repetition-penalty", Usage: "repetition penalty (1: off)"},
+	}
+}
+
+func readSampling(c *cli.Context) jobs.Params {
+	var p jobs.Params
+	if c.IsSet("max-tokens") {
+		v := c.Int("max-tokens")
+		p.MaxTokens = &v
+	}
+	f := func(name string) *float64 {
+		if !c.IsSet(name) {
+			return nil
+		}
+		v := c.Float64(name)
+		return &v
+	}
+	p.Temperature, p.TopP, p.MinP = f("temperature"), f("top-p"), f("min-p")
+	p.PresencePenalty, p.FrequencyPenalty, p.RepetitionPenalty = f("presence-penalty"), f("frequency-penalty"), f("repetition-penalty")
+	if c.IsSet("top-k") {
+		v := c.Int("top-k")
+		p.TopK = &v
+	}
+	if c.IsSet("seed") {
+		v := c.Int64("seed")
+		p.Seed = &v
+	}
+	p.Stop = c.StringSlice("stop")
+	return p
+}
+
+func runCommand(st *Streams) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "answer one prompt, streaming the answer to stdout",
+		ArgsUsage: "[PROMPT]",
+		Description: `The prompt comes from the argument or from standard input. With both, standard input is the
+context and the argument the instruction, sent together as one user message:
+  petal run "Summarise this" < notes.txt
+The model's chat template is applied (--raw sends the text as a plain completion). The answer
+streams to stdout; the model's reasoning (its <think> block) is shown dimmed when stdout is a
+terminal and left out otherwise (--show-reasoning=true|false decides). Timing goes to stderr.
+--json prints one chat.completion (or text_completion) object instead, with usage and timings.`,
+		Flags: append(append(append(modelFlags(), samplingFlags()...), sessionFlags()...),
+			&cli.BoolFlag{Name: "raw", Usage: "plain text completion: no chat template"},
+			&cli.StringFlag{Name: "system", Usage: "a system message"},
+			&cli.BoolFlag{Name: "no-think", Usage: "ask the model to answer without reasoning (enable_thinking false)"},
+			&cli.BoolFlag{Name: "show-reasoning", Usage: "print the reasoning block (default: on a terminal only)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one result object instead of streaming"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no timing line on stderr"},
+		),
+		Action: func(c *cli.Context) error {
+			o := runOptions{
+				modelOptions: readModelOptions(c), sessionOptions: readSessionOptions(c),
+				Raw: c.Bool("raw"), System: c.String("system"), JSON: c.Bool("json"), Quiet: c.Bool("quiet"),
+				NoThink: c.Bool("no-think"), Params: readSampling(c),
+			}
+			if c.IsSet("show-reasoning") {
+				v := c.Bool("show-reasoning")
+				o.ShowReasoning = &v
+			}
+			if c.NArg() > 1 {
+				return usageErr("run takes one PROMPT argument; quote it (got %d arguments)", c.NArg())
+			}
+			o.Prompt = c.Args().First()
+			if !st.InIsTerminal && st.In != nil {
+				data, err := io.ReadAll(st.In)
+				if err != nil {
+					return err
+				}
+				o.Stdin = string(data)
+			}
+			if strings.TrimSpace(o.Prompt) == "" && strings.TrimSpace(o.Stdin) == "" {
+				return usageErr("no prompt: give one as an argument or on standard input")
+			}
+			return runRun(c, st, o)
+		},
+	}
+}
+
+// runJob turns the command line into the same job a batch line would be.
+func (o *runOptions) job() (*jobs.Job, error) {
+	text := o.Prompt
+	if strings.TrimSpace(o.Stdin) != "" {
+		if text == "" {
+			text = o.Stdin
+		} else {
+			text = o.Prompt + "\n\n" + o.Stdin
+		}
+	}
+	job := &jobs.Job{Line: 1, Params: o.Params, Session: o.Session, ForkFrom: o.ForkFrom}
+	if o.Raw {
+		if o.System != "" || o.NoThink {
+			return nil, usageErr("--system and --no-think need the chat template; drop --raw")
+		}
+		job.Kind, job.Prompt = jobs.Completion, text
+		if job.Params.MaxTokens == nil {
+			unlimited := 0
+			job.Params.MaxTokens = &unlimited
+		}
+		return job, nil
+	}
+	var msgs []map[string]string
+	if o.System != "" {
+		msgs = append(msgs, map[string]string{"role": "system", "content": o.System})
+	}
+	msgs = append(msgs, map[string]string{"role": "user", "content": text})
+	job.Kind = jobs.Chat
+	job.Messages, _ = json.Marshal(msgs)
+	if o.NoThink {
+		job.TemplateKwargs = json.RawMessage(`{"enable_thinking":false}`)
+	}
+	return job, nil
+}
+
+func runRun(c *cli.Context, st *Streams, o runOptions) error {
+	job, err := o.job()
+	if err != nil {
+		return err
+	}
+	e, name, err := openEngine(st, o.modelOptions)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	srv := &server{e: e, modelName: name, loadMS: ms(e.LoadTime)}
+	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
+		return err
+	}
+
+	var onText func(string)
+	var splitter *thinkSplitter
+	if !o.JSON {
+		showReasoning := st.OutIsTerminal
+		if o.ShowReasoning != nil {
+			showReasoning = *o.ShowReasoning
+		}
+		answer := func(s string) { io.WriteString(st.Out, s) }
+		reasoning := func(string) {}
+		if showReasoning {
+			reasoning = func(s string) {
+				if st.OutIsTerminal {
+					s = "\x1b[2m" + s + "\x1b[0m"
+				}
+				io.WriteString(st.Out, s)
+			}
+		}
+		if job.Kind == jobs.Chat {
+			splitter = &thinkSplitter{reasoning: reasoning, answer: answer}
+			onText = splitter.write
+		} else {
+			onText = answer
+		}
+	}
+	if splitter != nil {
+		// the prompt decides whether generation starts inside <think>
+		splitter.inThinking = srv.promptOpensThink(job)
+	}
+	out, jerr := srv.serve(c.Context, job, onText)
+	if jerr != nil {
+		if jerr.Status == 400 {
+			return usageErr("%v", jerr.Err)
+		}
+		return jerr.Err
+	}
+	if splitter != nil {
+		splitter.flush()
+	}
+	if o.JSON {
+		b, _ := json.Marshal(jobs.Success(job.Origin(), out.Body, out.Warnings).Body)
+		fmt.Fprintln(st.Out, string(b))
+	} else if st.OutIsTerminal || !strings.HasSuffix(out.Result.Text, "\n") {
+		fmt.Fprintln(st.Out)
+	}
+	for _, w := range out.Warnings {
+		fmt.Fprintln(st.Err, "petal: warning:", w)
+	}
+	if !o.Quiet && !o.JSON {
+		fmt.Fprintln(st.Err, timingLine(out.Timings, out.Result.FinishReason))
+	}
+	if out.Result.FinishReason == jobs.FinishCancelled {
+		return &exitError{ExitInterrupted, fmt.Errorf("interrupted")}
+	}
+	return nil
+}
+
+// promptOpensThink renders the job's prompt to see whether it leaves a
+// <think> block open (a cheap render; serve renders again).
+func (s *server) promptOpensThink(job *jobs.Job) bool {
+	if job.Kind != jobs.Chat {
+		return false
+	}
+	req, err := renderRequest(job)
+	if err != nil {
+		return false
+	}
+	text, err := s.e.RenderChat(req)
+	return err == nil && chat.PromptOpensThink(text)
+}
+
+func timingLine(t jobs.Timings, finish string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "petal: prompt %d tokens", t.PromptN)
+	if t.CacheN > 0 {
+		fmt.Fprintf(&b, " (+%d restored in %.0f ms)", t.CacheN, t.RestoreMS)
+	}
+	fmt.Fprintf(&b, " in %.0f ms (%.1f tok/s) · generated %d tokens in %.0f ms (%.1f tok/s) · first token %.0f ms",
+		t.PromptMS, t.PromptPerSecond, t.PredictedN, t.PredictedMS, t.PredictedPerSecond, t.TTFTMS)
+	if t.LoadMS > 0 {
+		fmt.Fprintf(&b, " · load %.0f ms", t.LoadMS)
+	}
+	if t.SaveMS > 0 {
+		fmt.Fprintf(&b, " · saved in %.0f ms", t.SaveMS)
+	}
+	fmt.Fprintf(&b, " · %s", finish)
+	return b.String()
+}
