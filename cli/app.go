@@ -51,7 +51,7 @@ func Main(ctx context.Context, args []string, st Streams) int {
 		st.Getenv = os.Getenv
 	}
 	app := newApp(ctx, &st)
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, hoistFlags(app, args))
 	if err == nil {
 		return ExitOK
 	}

@@ -22,7 +22,8 @@ func (s *thinkSplitter) write(text string) {
 			tag = "<think>"
 		}
 		if s.inThinking || !s.seenAnswer {
-			if i := strings.Index(s.pending, tag); i >= 0 {
+			// an opening tag counts only before any answer text
+			if i := strings.Index(s.pending, tag); i >= 0 && (s.inThinking || strings.TrimSpace(s.pending[:i]) == "") {
 				s.emit(s.pending[:i])
 				s.pending = s.pending[i+len(tag):]
 				s.inThinking = !s.inThinking
