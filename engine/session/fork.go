@@ -1,0 +1,107 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Fork starts session to from the latest snapshot of session from (see
+// Session.ForkFrom).
+func (s *Store) Fork(from, to string) (SnapshotInfo, error) {
+	ss, err := s.Lock(to)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer ss.Unlock()
+	return ss.ForkFrom(from)
+}
+
+// ForkFrom makes the latest snapshot of session from the first turn of this
+// session, which must have none yet. The file is hard-linked (snapshots
+// are never modified in place, so the two sessions can share it) or,
+// where links are not possible, copied atomically. Its header is checked:
+// a damaged snapshot or one from another model is refused.
+func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
+	s := ss.store
+	if err := ss.held(); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if err := s.needModel(); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if err := ValidateName(from); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if from == ss.name {
+		return SnapshotInfo{}, fmt.Errorf("session: cannot fork session %q from itself", from)
+	}
+	if own, err := s.turns(ss.name); err != nil {
+		return SnapshotInfo{}, err
+	} else if len(own) > 0 {
+		return SnapshotInfo{}, fmt.Errorf("session: cannot fork %q into session %q: it already exists (remove it first)", from, ss.name)
+	}
+	for range 3 { // the source's latest turn can vanish under its own retention
+		turns, err := s.turns(from)
+		if err != nil {
+			return SnapshotInfo{}, err
+		}
+		if len(turns) == 0 {
+			break
+		}
+		src := turns[len(turns)-1].path
+		info, _, err := readInfo(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return SnapshotInfo{}, err
+		}
+		if info.Err != nil {
+			return SnapshotInfo{}, info.Err
+		}
+		if info.Fingerprint != s.fp {
+			return SnapshotInfo{}, &SnapshotError{File: src, Reason: ErrOtherModel,
+				Detail: fmt.Sprintf("its model fingerprint is %s, this model's is %s", info.Fingerprint.Short(), s.fp.Short())}
+		}
+		dir := s.sessionDir(ss.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return SnapshotInfo{}, fmt.Errorf("session: %w", err)
+		}
+		dst := s.turnPath(ss.name, 1)
+		err = linkOrCopy(src, dst)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
+		}
+		info.File, info.Turn = dst, 1
+		return info, nil
+	}
+	return SnapshotInfo{}, noSession(from, s.sessionDir(from))
+}
+
+// linkOrCopy makes dst a hard link to src, or an atomic copy of it.
+func linkOrCopy(src, dst string) error {
+	err := os.Link(src, dst)
+	if err == nil {
+		return syncDir(filepath.Dir(dst))
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = writeAtomic(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+	return err
+}
