@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -47,5 +48,30 @@ func checkGoldens(t *testing.T, tk *Tokenizer, cases []goldenCase) {
 				}
 			}
 		})
+	}
+}
+
+// A Tokenizer is shared by goroutines; the piece cache is the only mutable state.
+func TestConcurrentEncode(t *testing.T) {
+	tk := qwen3(t)
+	cases := readGoldens(t, "qwen3.json")
+	errs := make(chan string, 8*len(cases))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range cases {
+				c := cases[(k+g*7)%len(cases)]
+				if ids := tk.Encode(c.Input); !slices.Equal(ids, c.IDs) {
+					errs <- fmt.Sprintf("Encode(%q) = %v, want %v", c.Input, ids, c.IDs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
