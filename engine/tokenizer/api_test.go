@@ -71,3 +71,21 @@ func TestByteTable(t *testing.T) {
 		t.Errorf(`Encode("\n") = %v, want the single token "Ċ"`, ids)
 	}
 }
+
+func TestTokenBytes(t *testing.T) {
+	tk := qwen3(t)
+	id, _ := tk.ID("Ġworld")
+	if got := string(tk.TokenBytes(id)); got != " world" {
+		t.Errorf("TokenBytes(Ġworld) = %q, want \" world\"", got)
+	}
+	// "ä¸" is the first two bytes of a three-byte CJK character.
+	if id, ok := tk.ID("ä¸"); !ok || string(tk.TokenBytes(id)) != "\xe4\xb8" {
+		t.Errorf("TokenBytes(ä¸) = % x, want e4 b8", tk.TokenBytes(id))
+	}
+	if tk.TokenBytes(-1) != nil || tk.TokenBytes(tk.VocabSize()) != nil {
+		t.Error("unknown ids must give nil")
+	}
+	if got := string(tk.TokenBytes(151644)); got != "<|im_start|>" {
+		t.Errorf("TokenBytes of <|im_start|> = %q", got)
+	}
+}
