@@ -1,0 +1,410 @@
+package main
+
+// End-to-end tests: build the petal binary and run it as a user would, on
+// the embedded default model (the oracle model), checking outputs against
+// the reference continuations in ../shared/oracle.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var petalBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "petal-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	petalBin = filepath.Join(dir, "petal")
+	build := exec.Command("go", "build", "-o", petalBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building petal: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// petal runs the binary with its own cache folder and no PETAL_MODEL.
+func petal(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(petalBin, args...)
+	cmd.Env = append(filteredEnv(), "PETAL_CACHE="+cacheDir(t))
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func filteredEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PETAL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+var sharedCache string
+
+func cacheDir(t *testing.T) string {
+	if sharedCache == "" {
+		sharedCache = filepath.Join(filepath.Dir(petalBin), "cache")
+	}
+	return sharedCache
+}
+
+type referenceGreedy struct {
+	Name          string `json:"name"`
+	PromptText    string `json:"prompt_text"`
+	GeneratedText string `json:"generated_text"`
+}
+
+func greedyCases(t *testing.T) []referenceGreedy {
+	data, err := os.ReadFile("../shared/oracle/reference/reference.json")
+	if err != nil {
+		t.Skipf("oracle data not found: %v", err)
+	}
+	var doc struct {
+		Greedy []referenceGreedy `json:"greedy"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Greedy
+}
+
+// TestRunOneShot: a chat prompt and a raw completion give the reference
+// greedy continuations, streamed to stdout, timing on stderr.
+func TestRunOneShot(t *testing.T) {
+	cases := greedyCases(t)
+	// chat_json_dumps: rendered with enable_thinking false; the answer ends at <|im_end|>
+	r := petal(t, "", "run", "--temperature", "0", "--no-think", "What does the function `dumps` in the `json` module do?")
+	want := strings.SplitN(cases[2].GeneratedText, "<|im_end|>", 2)[0]
+	if r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Fatalf("chat run: exit %d, stdout %q, want %q\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "prompt") || !strings.Contains(r.stderr, "tok/s") {
+		t.Errorf("no timing line on stderr: %q", r.stderr)
+	}
+	// code_fibonacci: plain completion, 32 tokens, flags after the argument
+	r = petal(t, "", "run", "--raw", cases[0].PromptText, "--temperature", "0", "--max-tokens", "32", "--quiet")
+	if r.code != 0 || r.stdout != cases[0].GeneratedText+"\n" || r.stderr != "" {
+		t.Fatalf("raw run: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, cases[0].GeneratedText)
+	}
+	// stdin is the context, the argument the instruction
+	r = petal(t, "some notes", "run", "--temperature", "0", "--max-tokens", "4", "--json", "Summarise this")
+	var body map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &body) != nil || body["object"] != "chat.completion" {
+		t.Fatalf("--json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := petal(t, "", "run"); r.code != 2 || !strings.Contains(r.stderr, "no prompt") {
+		t.Errorf("run without a prompt: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+const mixedBatch = `{"custom_id": "c1", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}], "temperature": 0, "max_tokens": 20, "chat_template_kwargs": {"enable_thinking": false}}}
+{"custom_id": "c2", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
+this is not json
+
+{"prompt": "import os\nimport sys\n\n\ndef main(argv):\n", "temperature": 0, "max_tokens": 8, "logprobs": 2, "echo": true}
+{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}
+{"custom_id": "c1", "messages": [{"role": "user", "content": "duplicate id"}]}
+{"custom_id": "c3", "method": "POST", "url": "/v1/completions", "body": {"prompt": [792, 1201, 198], "max_tokens": 3, "temperature": 0}}
+`
+
+// TestBatchMixedLines: one result per non-blank input line, in order; bad
+// lines get error results naming the problem; exit code 1.
+func TestBatchMixedLines(t *testing.T) {
+	greedyCases(t)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	in := filepath.Join(t.TempDir(), "jobs.jsonl")
+	os.WriteFile(in, []byte(mixedBatch), 0o644)
+	r := petal(t, "", "batch", in, "-o", out)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (some jobs failed); stderr %s", r.code, r.stderr)
+	}
+	lines := readLines(t, out)
+	wantLines := []int{1, 2, 3, 5, 6, 7, 8}
+	if len(lines) != len(wantLines) {
+		t.Fatalf("%d result lines, want %d:\n%s", len(lines), len(wantLines), strings.Join(rawLines(t, out), "\n"))
+	}
+	for i, l := range lines {
+		if int(l["line"].(float64)) != wantLines[i] {
+			t.Errorf("result %d answers line %v, want %d", i, l["line"], wantLines[i])
+		}
+	}
+	// envelope success: a Batch output line with a chat.completion body
+	chat := lines[0]["response"].(map[string]any)
+	if chat["status_code"].(float64) != 200 || lines[0]["custom_id"] != "c1" {
+		t.Errorf("line 1: %v", lines[0])
+	}
+	body := chat["body"].(map[string]any)
+	checkCompletion(t, body, "chat.completion")
+	msg := body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+	if msg["content"] != "Return the current json file object." {
+		t.Errorf("chat content %q", msg["content"])
+	}
+	// envelope error: status 400 with the message naming the url
+	errResp := lines[1]["response"].(map[string]any)
+	if errResp["status_code"].(float64) != 400 || !strings.Contains(fmt.Sprint(errResp["body"]), "/v1/embeddings") {
+		t.Errorf("line 2: %v", lines[1])
+	}
+	// bare errors: not JSON, a wrong type, a duplicate custom_id
+	for i, want := range map[int]string{2: "JSON", 4: "temperature", 5: "custom_id"} {
+		e, ok := lines[i]["error"].(map[string]any)
+		if !ok || !strings.Contains(fmt.Sprint(e["message"]), want) {
+			t.Errorf("result %d: %v, want an error about %s", i, lines[i], want)
+		}
+	}
+	// bare completion with echo + logprobs: prompt logprobs, first null
+	checkCompletion(t, lines[3], "text_completion")
+	lp := lines[3]["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+	tl := lp["token_logprobs"].([]any)
+	if tl[0] != nil || len(tl) != 11+8 {
+		t.Errorf("echo logprobs: %d entries (want 19), first %v", len(tl), tl[0])
+	}
+	// token-id prompt in an envelope
+	checkCompletion(t, lines[6]["response"].(map[string]any)["body"].(map[string]any), "text_completion")
+}
+
+// checkCompletion checks the OpenAI object and the usage/timings invariants.
+func checkCompletion(t *testing.T, body map[string]any, object string) {
+	t.Helper()
+	if body["object"] != object || body["id"] == "" || len(body["choices"].([]any)) != 1 {
+		t.Errorf("not a %s: %v", object, body)
+		return
+	}
+	u := body["usage"].(map[string]any)
+	tm := body["timings"].(map[string]any)
+	num := func(m map[string]any, k string) float64 { return m[k].(float64) }
+	if num(tm, "prompt_n")+num(tm, "cache_n") != num(u, "prompt_tokens") {
+		t.Errorf("prompt_n %v + cache_n %v != prompt_tokens %v", tm["prompt_n"], tm["cache_n"], u["prompt_tokens"])
+	}
+	if num(u, "total_tokens") != num(u, "prompt_tokens")+num(u, "completion_tokens") || num(tm, "predicted_n") != num(u, "completion_tokens") {
+		t.Errorf("usage %v and timings %v disagree", u, tm)
+	}
+	if want := num(tm, "prompt_n") / num(tm, "prompt_ms") * 1000; math.Abs(num(tm, "prompt_per_second")-want) > 1e-6*want {
+		t.Errorf("prompt_per_second %v, want %v", tm["prompt_per_second"], want)
+	}
+	if n := num(tm, "predicted_n"); n > 1 {
+		if want := (n - 1) / num(tm, "predicted_ms") * 1000; math.Abs(num(tm, "predicted_per_second")-want) > 1e-6*want {
+			t.Errorf("predicted_per_second %v, want %v", tm["predicted_per_second"], want)
+		}
+	}
+	for _, k := range []string{"load_ms", "restore_ms", "save_ms", "ttft_ms", "total_ms"} {
+		if _, ok := tm[k]; !ok {
+			t.Errorf("timings lack %s", k)
+		}
+	}
+}
+
+// TestBatchPipeline: stdin to stdout, nothing but results on stdout and
+// nothing on stderr when it is not a terminal.
+func TestBatchPipeline(t *testing.T) {
+	greedyCases(t)
+	jobs := `{"prompt": "def f(x):", "max_tokens": 4, "temperature": 0}` + "\n" +
+		`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}` + "\n"
+	r := petal(t, jobs, "batch", "-")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	n := 0
+	for sc.Scan() {
+		var v map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("stdout line %q is not JSON", sc.Text())
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("%d result lines on stdout, want 2: %q", n, r.stdout)
+	}
+}
+
+// TestBatchInterruptAndResume: Ctrl-C finishes the current line and exits
+// 130; --resume then completes the batch with every job written once.
+func TestBatchInterruptAndResume(t *testing.T) {
+	greedyCases(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "jobs.jsonl"), filepath.Join(dir, "out.jsonl")
+	var jobs strings.Builder
+	const n = 40
+	for i := range n {
+		fmt.Fprintf(&jobs, `{"custom_id": "j%d", "prompt": "def f%d(x):", "max_tokens": 48, "temperature": 0}`+"\n", i, i)
+	}
+	os.WriteFile(in, []byte(jobs.String()), 0o644)
+
+	cmd := exec.Command(petalBin, "batch", in, "-o", out)
+	cmd.Env = append(filteredEnv(), "PETAL_CACHE="+cacheDir(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, _ := os.ReadFile(out); bytes.Count(data, []byte("\n")) >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit code 130", err)
+	}
+	first := readLines(t, out)
+	if len(first) == 0 || len(first) >= n {
+		t.Fatalf("interrupted run wrote %d of %d results", len(first), n)
+	}
+	r := petal(t, "", "batch", in, "-o", out, "--resume")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d, stderr %s", r.code, r.stderr)
+	}
+	seen := map[string]int{}
+	for _, l := range readLines(t, out) {
+		seen[l["custom_id"].(string)]++
+	}
+	for i := range n {
+		if c := seen[fmt.Sprintf("j%d", i)]; c != 1 {
+			t.Errorf("job j%d has %d results, want 1", i, c)
+		}
+	}
+}
+
+// TestShardAndMerge: two shards merged equal one whole run.
+func TestShardAndMerge(t *testing.T) {
+	greedyCases(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "jobs.jsonl")
+	var jobs strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&jobs, `{"custom_id": "s%d", "prompt": "x = %d", "max_tokens": 3, "temperature": 0}`+"\n", i, i)
+	}
+	os.WriteFile(in, []byte(jobs.String()), 0o644)
+	for _, s := range []string{"0/2", "1/2"} {
+		if r := petal(t, "", "batch", in, "--shard", s, "-o", filepath.Join(dir, "part"+s[:1]+".jsonl")); r.code != 0 {
+			t.Fatalf("shard %s: exit %d %s", s, r.code, r.stderr)
+		}
+	}
+	r := petal(t, "", "merge", filepath.Join(dir, "part1.jsonl"), filepath.Join(dir, "part0.jsonl"), "--jobs", in)
+	if r.code != 0 {
+		t.Fatalf("merge: exit %d %s", r.code, r.stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var v map[string]any
+		json.Unmarshal([]byte(line), &v)
+		got = append(got, v["custom_id"].(string))
+	}
+	if strings.Join(got, ",") != "s0,s1,s2,s3,s4" {
+		t.Errorf("merged order %v", got)
+	}
+}
+
+// TestPerplexityJSON: the stable --json format, and the reference NLL.
+func TestPerplexityJSON(t *testing.T) {
+	greedyCases(t)
+	in := `{"tokens": [792, 1201, 198, 792, 1473, 650, 324, 3688, 2438, 85, 323]}` + "\n" + `{"text": "import os\n"}` + "\n" + `{"tokens": [1]}` + "\n"
+	r := petal(t, in, "perplexity", "--json", "-")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 1 || len(lines) != 3 {
+		t.Fatalf("exit %d (want 1: one line is too short), %d lines: %s %s", r.code, len(lines), r.stdout, r.stderr)
+	}
+	var first struct {
+		N              int       `json:"n"`
+		NLL            float64   `json:"nll"`
+		PPL            float64   `json:"ppl"`
+		TargetLogprobs []float64 `json:"target_logprobs"`
+		Argmax         []int     `json:"argmax"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.N != 11 || len(first.TargetLogprobs) != 10 || len(first.Argmax) != 10 || math.Abs(first.PPL-math.Exp(first.NLL)) > 1e-9 {
+		t.Errorf("perplexity line: %+v", first)
+	}
+	// the greedy reference's first continuation token is the argmax after the prompt
+	if !strings.Contains(lines[2], "error") {
+		t.Errorf("a 1-token line should be an error: %s", lines[2])
+	}
+}
+
+// TestInspectAndTokenizers: inspect describes the embedded model; tokenize,
+// detokenize and chat-template round-trip.
+func TestInspectAndTokenizers(t *testing.T) {
+	greedyCases(t)
+	r := petal(t, "", "inspect", "--json")
+	var info struct {
+		Parameters int64 `json:"parameters"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil || info.Parameters != 25313376 {
+		t.Fatalf("inspect: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = petal(t, `{"text": "import os\nimport sys\n"}`+"\n", "tokenize")
+	var tok struct {
+		IDs []int `json:"ids"`
+	}
+	if json.Unmarshal([]byte(r.stdout), &tok) != nil || fmt.Sprint(tok.IDs) != "[792 1201 198 792 1473 198]" {
+		t.Fatalf("tokenize: %s %s", r.stdout, r.stderr)
+	}
+	r = petal(t, `{"ids": [792, 1201, 198, 4072]}`+"\n", "detokenize", "--skip-special")
+	if strings.TrimSpace(r.stdout) != `{"text":"import os\n"}` {
+		t.Errorf("detokenize: %s", r.stdout)
+	}
+	r = petal(t, `{"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true}`, "chat-template")
+	if r.stdout != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
+		t.Errorf("chat-template: %q %s", r.stdout, r.stderr)
+	}
+}
+
+func rawLines(t *testing.T, path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range rawLines(t, path) {
+		if l == "" {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("result line %q: %v", l, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
