@@ -1,0 +1,403 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"petal/engine/model"
+)
+
+// withTokens is a synthetic state holding exactly the given tokens.
+func withTokens(tokens []int32, seed uint64) model.StateData {
+	d := synthState(len(tokens), seed)
+	d.Tokens = slices.Clone(tokens)
+	return d
+}
+
+func TestValidateName(t *testing.T) {
+	for _, good := range []string{"s1", "agent-7.run_2", strings.Repeat("a", 128), "A", "0"} {
+		if err := ValidateName(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", ".hidden", "a/b", `a\b`, "../x", "a b", "é", strings.Repeat("a", 129), "x\x00"} {
+		err := ValidateName(bad)
+		if err == nil || !strings.Contains(err.Error(), "invalid session name") {
+			t.Errorf("%q: got %v", bad, err)
+		}
+	}
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	if _, err := st.SaveTurn("../escape", synthState(1, 1)); err == nil || !strings.Contains(err.Error(), `"../escape"`) {
+		t.Errorf("saving to ../escape: %v", err)
+	}
+}
+
+func TestRetentionAndLatest(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{Retention: 3})
+	var last model.StateData
+	for i := 1; i <= 5; i++ {
+		last = synthState(i, uint64(i))
+		info, err := st.SaveTurn("s", last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Turn != i || info.Tokens != i || info.Bytes <= 0 {
+			t.Fatalf("save %d: %+v", i, info)
+		}
+	}
+	d, err := st.Show("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns []int
+	for _, s := range d.Snapshots {
+		turns = append(turns, s.Turn)
+	}
+	if !slices.Equal(turns, []int{3, 4, 5}) || d.Turns != 3 || d.Tokens != 5 || d.Fingerprint != testFP(1) {
+		t.Fatalf("after 5 saves with retention 3: turns %v, %+v", turns, d.Info)
+	}
+	r, err := st.Latest("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Data, last) || r.Snapshot.Turn != 5 {
+		t.Fatalf("Latest gave turn %d", r.Snapshot.Turn)
+	}
+}
+
+func TestMissingSession(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	_, err := st.Latest("nobody")
+	if !errors.Is(err, ErrNoSession) || !strings.Contains(err.Error(), `"nobody"`) {
+		t.Fatalf("Latest: %v", err)
+	}
+	if _, _, err := st.LongestPrefixOf("nobody", []int32{1, 2}); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("LongestPrefixOf: %v", err)
+	}
+	if _, err := st.Show("nobody"); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("Show: %v", err)
+	}
+	if err := st.Remove("nobody"); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("Remove: %v", err)
+	}
+	if _, err := st.Fork("nobody", "copy"); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("Fork: %v", err)
+	}
+}
+
+// corruptFile flips one byte in the middle of a file.
+func corruptFile(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedLatestIsAnError: a named session never falls back silently to
+// an older turn; the error names the file.
+func TestDamagedLatestIsAnError(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	st.SaveTurn("s", synthState(2, 1))
+	info, _ := st.SaveTurn("s", synthState(3, 2))
+	corruptFile(t, info.File)
+	_, err := st.Latest("s")
+	var se *SnapshotError
+	if !errors.As(err, &se) || se.File != info.File || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), info.File) {
+		t.Fatalf("got %v, want a corrupt-snapshot error naming %s", err, info.File)
+	}
+	other := openTestStore(t, testFP(2), StoreOptions{})
+	other.Dir = st.Dir
+	if _, err := other.Latest("s"); err == nil {
+		t.Fatal("another model read the session")
+	}
+}
+
+func TestLongestPrefixOf(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	base := tokenIDs(30, 9, 4096)
+	// turns along one conversation, then a branch saved after a divergence
+	for i, n := range []int{10, 20, 30} {
+		if _, err := st.SaveTurn("s", withTokens(base[:n], uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	branch := append(slices.Clone(base[:15]), 7, 7, 7)
+	st.SaveTurn("s", withTokens(branch, 9))
+
+	check := func(prompt []int32, want int) {
+		t.Helper()
+		r, ok, err := st.LongestPrefixOf("s", prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == 0 {
+			if ok {
+				t.Fatalf("matched %d tokens, want no match", len(r.Data.Tokens))
+			}
+			return
+		}
+		if !ok || len(r.Data.Tokens) != want || !isProperPrefix(r.Data.Tokens, prompt) {
+			t.Fatalf("ok=%v tokens=%d, want %d", ok, len(r.Data.Tokens), want)
+		}
+	}
+	check(append(slices.Clone(base), 1, 2), 30)   // continues the last turn of the main line
+	check(append(slices.Clone(base[:25]), 5), 20) // diverges inside turn 3
+	check(slices.Clone(base[:30]), 20)            // equal to turn 3: one token must be left to run
+	check(append(slices.Clone(branch), 1), 18)    // continues the branch
+	check(append(slices.Clone(base[:12]), 1), 10) // diverges inside turn 2
+	check([]int32{base[0] + 1, 1, 2}, 0)          // shares nothing
+
+	// a damaged best candidate is passed over, with a warning naming it
+	d, _ := st.Show("s")
+	var thirty string
+	for _, s := range d.Snapshots {
+		if s.Tokens == 30 {
+			thirty = s.File
+		}
+	}
+	corruptFile(t, thirty)
+	r, ok, err := st.LongestPrefixOf("s", append(slices.Clone(base), 1))
+	if err != nil || !ok || len(r.Data.Tokens) != 20 {
+		t.Fatalf("after damage: ok=%v err=%v tokens=%d, want 20", ok, err, len(r.Data.Tokens))
+	}
+	if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Error(), thirty) {
+		t.Fatalf("skipped %v, want the damaged %s", r.Skipped, thirty)
+	}
+}
+
+// TestLockContentionGoroutines: a second writer waits for the first; with
+// a short timeout it fails with a message naming session and lock file.
+func TestLockContentionGoroutines(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	a, _ := OpenStore(dir, testFP(1), StoreOptions{})
+	impatient, _ := OpenStore(dir, testFP(1), StoreOptions{LockTimeout: 50 * time.Millisecond})
+	ss, err := a.Lock("busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = impatient.SaveTurn("busy", synthState(1, 1))
+	var le *LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("got %v, want a lock error", err)
+	}
+	for _, want := range []string{`"busy"`, filepath.Join(dir, ".locks", "busy.lock"), "pid"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+	if le.Waited < 50*time.Millisecond {
+		t.Errorf("gave up after %v, before the 50ms timeout", le.Waited)
+	}
+
+	released := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		released <- time.Now()
+		ss.Unlock()
+	}()
+	if _, err := a.SaveTurn("busy", synthState(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("the second writer saved while the first still held the session")
+	}
+	if _, err := ss.SaveTurn(synthState(1, 1)); err == nil {
+		t.Error("saved through an unlocked session")
+	}
+}
+
+func TestFork(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	src := synthState(6, 1)
+	st.SaveTurn("a", synthState(3, 0))
+	st.SaveTurn("a", src)
+	info, err := st.Fork("a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Turn != 1 || info.Tokens != 6 {
+		t.Fatalf("fork: %+v", info)
+	}
+	r, err := st.Latest("b")
+	if err != nil || !reflect.DeepEqual(r.Data, src) {
+		t.Fatalf("forked session: %v", err)
+	}
+	// the sessions go on independently
+	st.SaveTurn("a", synthState(9, 2))
+	if r, _ := st.Latest("b"); len(r.Data.Tokens) != 6 {
+		t.Fatalf("forked session changed with its source: %d tokens", len(r.Data.Tokens))
+	}
+	if err := st.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Latest("b"); err != nil || !reflect.DeepEqual(r.Data, src) {
+		t.Fatalf("forked session after removing its source: %v", err)
+	}
+	if _, err := st.Fork("b", "b"); err == nil {
+		t.Error("forked a session into itself")
+	}
+	st.SaveTurn("c", synthState(1, 1))
+	if _, err := st.Fork("b", "c"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("fork over an existing session: %v", err)
+	}
+	foreign := openTestStore(t, testFP(2), StoreOptions{})
+	foreign.Dir = st.Dir
+	if _, err := foreign.Fork("b", "d"); !errors.Is(err, ErrOtherModel) {
+		t.Errorf("fork of another model's session: %v", err)
+	}
+}
+
+// TestTempFilesIgnoredAndCleaned: leftovers of a killed writer are never
+// taken for snapshots and are removed by the next save or by GC.
+func TestTempFilesIgnoredAndCleaned(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	st.SaveTurn("s", synthState(2, 1))
+	dir := filepath.Join(st.Dir, "s")
+	leftover := filepath.Join(dir, tempPrefix+"turn-00000002.snap-123")
+	os.WriteFile(leftover, []byte("PETALSNP partial"), 0o600)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600)
+	if d, err := st.Show("s"); err != nil || d.Turns != 1 {
+		t.Fatalf("Show: %v, %d turns", err, d.Turns)
+	}
+	if r, err := st.Latest("s"); err != nil || r.Snapshot.Turn != 1 {
+		t.Fatalf("Latest: %v", err)
+	}
+	st.SaveTurn("s", synthState(2, 1))
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the next save left %s", leftover)
+	}
+	os.WriteFile(leftover, nil, 0o600)
+	rep, err := st.GC(0, 0)
+	if err != nil || rep.TempFiles != 1 || len(rep.Sessions) != 0 {
+		t.Fatalf("GC: %v %+v", err, rep)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("GC left %s", leftover)
+	}
+}
+
+func TestListRemoveGC(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	now := time.Now()
+	ages := map[string]time.Duration{"old": 48 * time.Hour, "mid": 2 * time.Hour, "new": 0}
+	for name, age := range ages {
+		info, err := st.SaveTurn(name, synthState(50, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(info.File, now.Add(-age), now.Add(-age))
+	}
+	list, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var total int64
+	for _, in := range list {
+		names = append(names, in.Name)
+		total += in.Bytes
+		if in.Turns != 1 || in.Tokens != 50 || in.Fingerprint != testFP(1) || in.Err != nil {
+			t.Errorf("%+v", in)
+		}
+	}
+	if !slices.Equal(names, []string{"mid", "new", "old"}) {
+		t.Fatalf("List: %v", names)
+	}
+
+	rep, err := st.GC(24*time.Hour, 0)
+	if err != nil || !slices.Equal(rep.Sessions, []string{"old"}) {
+		t.Fatalf("GC by age: %v %+v", err, rep)
+	}
+	// a session held by a writer is never collected
+	ss, _ := st.Lock("mid")
+	rep, err = st.GC(0, 1)
+	if err != nil || !slices.Equal(rep.Sessions, []string{"new"}) || !slices.Equal(rep.Busy, []string{"mid"}) {
+		t.Fatalf("GC by size with mid held: %v %+v", err, rep)
+	}
+	ss.Unlock()
+	rep, err = st.GC(0, total) // under the limit: nothing to do
+	if err != nil || len(rep.Sessions) != 0 || rep.Kept != total/3 {
+		t.Fatalf("GC under the limit: %v %+v", err, rep)
+	}
+	if err := st.Remove("mid"); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := st.List(); len(list) != 0 {
+		t.Fatalf("after removing all: %v", list)
+	}
+	if locks, _ := os.ReadDir(filepath.Join(st.Dir, locksDir)); len(locks) != 0 {
+		t.Errorf("lock files left: %v", locks)
+	}
+}
+
+func TestPrefixCache(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	st, _ := OpenStore(dir, testFP(1), StoreOptions{PrefixRetention: 3})
+	base := tokenIDs(40, 3, 4096)
+	c := NewPrefixCache(st, 1<<30)
+	for _, n := range []int{10, 20, 30} {
+		if err := c.Add(withTokens(base[:n], uint64(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, ok, err := c.LongestPrefix(append(slices.Clone(base[:25]), 1))
+	if err != nil || !ok || len(r.Data.Tokens) != 20 || r.Snapshot.File != "" {
+		t.Fatalf("memory: ok=%v err=%v tokens=%d file=%q", ok, err, len(r.Data.Tokens), r.Snapshot.File)
+	}
+	if _, ok, _ := c.LongestPrefix(base[:10]); ok {
+		t.Fatal("a prompt equal to a cached prefix matched it")
+	}
+
+	// a later run: an empty memory, the same folder
+	st2, _ := OpenStore(dir, testFP(1), StoreOptions{PrefixRetention: 3})
+	c2 := NewPrefixCache(st2, 1<<30)
+	r, ok, err = c2.LongestPrefix(append(slices.Clone(base[:35]), 1))
+	if err != nil || !ok || !reflect.DeepEqual(r.Data, withTokens(base[:30], 30)) || r.Snapshot.File == "" {
+		t.Fatalf("disk: ok=%v err=%v tokens=%d", ok, err, len(r.Data.Tokens))
+	}
+	if r, ok, _ = c2.LongestPrefix(append(slices.Clone(base[:35]), 2)); !ok || r.Snapshot.File != "" {
+		t.Fatal("a disk hit was not kept in memory")
+	}
+	// retention: a fourth prefix pushes out the least recently used (10)
+	c2.Add(withTokens(base[:5], 5))
+	if files, _ := st2.Prefixes(); len(files) != 3 {
+		t.Fatalf("%d prefix files kept, want 3", len(files))
+	}
+	if r, ok, _ := st2.LongestPrefix(append(slices.Clone(base[:12]), 1)); !ok || len(r.Data.Tokens) != 5 {
+		t.Fatalf("after eviction: ok=%v tokens=%d, want the 5-token prefix", ok, len(r.Data.Tokens))
+	}
+	// another model sees none of them
+	foreign, _ := OpenStore(dir, testFP(2), StoreOptions{})
+	if _, ok, err := foreign.LongestPrefix(append(slices.Clone(base), 1)); ok || err != nil {
+		t.Fatalf("another model: ok=%v err=%v", ok, err)
+	}
+
+	// memory only, bounded in bytes: the least recently used goes first
+	one := stateBytes(ptr(withTokens(base[:10], 1)))
+	m := NewPrefixCache(nil, 2*one)
+	m.Add(withTokens(base[:10], 1))
+	m.Add(withTokens(append(slices.Clone(base[:9]), 1), 2))
+	m.LongestPrefix(append(slices.Clone(base[:10]), 3)) // use the first
+	m.Add(withTokens(append(slices.Clone(base[:9]), 2), 3))
+	if _, ok, _ := m.LongestPrefix(append(slices.Clone(base[:10]), 3)); !ok {
+		t.Error("the recently used entry was evicted")
+	}
+	if _, ok, _ := m.LongestPrefix(append(append(slices.Clone(base[:9]), 1), 3)); ok {
+		t.Error("the least recently used entry was kept beyond the byte limit")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
