@@ -82,24 +82,39 @@ func (b *Backend) deltaRule(o *backend.DeltaRule) {
 	})
 }
 
-// deltaStep: S = g*S; d = beta*(v - S·k); S += d⊗k; o = S·q.
-// S is [Dv][Dk]; one pass over each state row does all four.
+// deltaStep: S = g*S; d = beta*(v - S·k); S += d⊗k; o = S·q, with S
+// [Dv][Dk]. Row by row, both reads of S use the old row:
+// S·k = g*(S_old·k) and S·q = g*(S_old·q) + d*(k·q), so each row is read
+// once for two dot products and written once.
 func deltaStep(S, q, k, v []float32, beta, g float32, o []float32, Dv, Dk int) {
+	kq := dot(k, q)
 	for r := 0; r < Dv; r++ {
 		row := S[r*Dk : (r+1)*Dk]
-		var m float32
+		sk, sq := dot2(row, k, q)
+		d := beta * (v[r] - g*sk)
+		o[r] = g*sq + d*kq
 		for c := range row {
-			row[c] *= g
-			m += row[c] * k[c]
+			row[c] = g*row[c] + d*k[c]
 		}
-		d := beta * (v[r] - m)
-		var y float32
-		for c := range row {
-			row[c] += d * k[c]
-			y += row[c] * q[c]
-		}
-		o[r] = y
 	}
+}
+
+// dot2 returns (a·x, a·y) in one pass over a.
+func dot2(a, x, y []float32) (float32, float32) {
+	var x0, x1, y0, y1 float32
+	n := len(a) &^ 1
+	x, y = x[:len(a)], y[:len(a)]
+	for i := 0; i < n; i += 2 {
+		x0 += a[i] * x[i]
+		y0 += a[i] * y[i]
+		x1 += a[i+1] * x[i+1]
+		y1 += a[i+1] * y[i+1]
+	}
+	if n < len(a) {
+		x0 += a[n] * x[n]
+		y0 += a[n] * y[n]
+	}
+	return x0 + x1, y0 + y1
 }
 
 // l2Normalize writes x/sqrt(Σx²+1e-6)*scale into dst.
