@@ -7,31 +7,38 @@ import (
 	"petal/engine/parallel"
 )
 
-// qkPrep: q/k RMSNorm, partial RoPE at the chunk's positions, K and V into
-// the caches.
-func qkPrep(o *backend.QKPrep) {
-	qg, k, v, q := F(o.QG), F(o.K), F(o.V), F(o.Q)
-	qn, kn, kc, vc := F(o.QNorm), F(o.KNorm), F(o.KCache), F(o.VCache)
-	D, kvW := o.HeadDim, o.KVHeads*o.HeadDim
-	heads := o.QHeads + o.KVHeads
-	parallel.For(o.Rows*heads, 8, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t, h := i/heads, i%heads
-			pos := o.Pos0 + t
-			if h < o.QHeads {
-				src := qg[t*o.QHeads*2*D+h*2*D:][:D]
-				dst := q[t*o.QHeads*D+h*D:][:D]
-				rmsNorm(src, qn, dst, o.Eps)
-				rope(dst, pos, o.RotaryDim, o.RopeTheta)
-				continue
-			}
-			h -= o.QHeads
-			dst := kc[pos*kvW+h*D:][:D]
-			rmsNorm(k[t*kvW+h*D:][:D], kn, dst, o.Eps)
+// prepTask: q/k RMSNorm, partial RoPE at the chunk's positions, K and V
+// into the caches. One task per (token, head), query heads first.
+type prepTask struct {
+	o                           *backend.QKPrep
+	qg, k, v, q, qn, kn, kc, vc []float32
+}
+
+func (b *Backend) qkPrep(o *backend.QKPrep) {
+	t := &b.tasks.prep
+	t.o, t.qg, t.k, t.v, t.q = o, F(o.QG), F(o.K), F(o.V), F(o.Q)
+	t.qn, t.kn, t.kc, t.vc = F(o.QNorm), F(o.KNorm), F(o.KCache), F(o.VCache)
+	parallel.For(o.Rows*(o.QHeads+o.KVHeads), 8, b.tasks.prepFn)
+}
+
+func (t *prepTask) run(lo, hi int) {
+	o := t.o
+	D, kvW, heads := o.HeadDim, o.KVHeads*o.HeadDim, o.QHeads+o.KVHeads
+	for i := lo; i < hi; i++ {
+		r, h := i/heads, i%heads
+		pos := o.Pos0 + r
+		if h < o.QHeads {
+			dst := t.q[r*o.QHeads*D+h*D:][:D]
+			rmsNorm(t.qg[r*o.QHeads*2*D+h*2*D:][:D], t.qn, dst, o.Eps)
 			rope(dst, pos, o.RotaryDim, o.RopeTheta)
-			copy(vc[pos*kvW+h*D:][:D], v[t*kvW+h*D:][:D])
+			continue
 		}
-	})
+		h -= o.QHeads
+		dst := t.kc[pos*kvW+h*D:][:D]
+		rmsNorm(t.k[r*kvW+h*D:][:D], t.kn, dst, o.Eps)
+		rope(dst, pos, o.RotaryDim, o.RopeTheta)
+		copy(t.vc[pos*kvW+h*D:][:D], t.v[r*kvW+h*D:][:D])
+	}
 }
 
 // rope rotates pairs (i, i+rot/2) of the first rot dims by pos·theta^(-2i/rot).
@@ -46,42 +53,51 @@ func rope(x []float32, pos, rot int, theta float64) {
 	}
 }
 
-// attention: causal GQA with a one-pass (online) softmax, then the sigmoid
+// attnTask: causal GQA with a one-pass (online) softmax, then the sigmoid
 // output gate. One task per (token, query head).
+type attnTask struct {
+	o                  *backend.Attention
+	q, qg, kc, vc, out []float32
+}
+
 func (b *Backend) attention(o *backend.Attention) {
-	q, qg, kc, vc, out := F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
+	t := &b.tasks.attn
+	t.o, t.q, t.qg, t.kc, t.vc, t.out = o, F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
+	parallel.For(o.Rows*o.QHeads, 2, b.tasks.attnFn)
+}
+
+func (t *attnTask) run(lo, hi int) {
+	o := t.o
 	D, QH := o.HeadDim, o.QHeads
 	kvW := o.KVHeads * D
 	group := QH / o.KVHeads
 	scale := float32(1 / math.Sqrt(float64(D)))
-	parallel.For(o.Rows*QH, 2, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t, h := i/QH, i%QH
-			kv := h / group
-			qv := q[t*QH*D+h*D:][:D]
-			acc := out[t*QH*D+h*D:][:D]
-			clear(acc)
-			maxScore, sum := float32(math.Inf(-1)), float32(0)
-			for s := 0; s <= o.Pos0+t; s++ {
-				score := dot(qv, kc[s*kvW+kv*D:][:D]) * scale
-				if score > maxScore {
-					c := float32(math.Exp(float64(maxScore - score)))
-					sum *= c
-					for j := range acc {
-						acc[j] *= c
-					}
-					maxScore = score
+	for i := lo; i < hi; i++ {
+		r, h := i/QH, i%QH
+		kv := h / group
+		qv := t.q[r*QH*D+h*D:][:D]
+		acc := t.out[r*QH*D+h*D:][:D]
+		clear(acc)
+		maxScore, sum := float32(math.Inf(-1)), float32(0)
+		for s := 0; s <= o.Pos0+r; s++ {
+			score := dot(qv, t.kc[s*kvW+kv*D:][:D]) * scale
+			if score > maxScore {
+				c := float32(math.Exp(float64(maxScore - score)))
+				sum *= c
+				for j := range acc {
+					acc[j] *= c
 				}
-				p := float32(math.Exp(float64(score - maxScore)))
-				sum += p
-				axpy(p, vc[s*kvW+kv*D:][:D], acc)
+				maxScore = score
 			}
-			gate := qg[t*QH*2*D+h*2*D+D:][:D]
-			for j := range acc {
-				acc[j] = acc[j] / sum * sigmoid(gate[j])
-			}
+			p := float32(math.Exp(float64(score - maxScore)))
+			sum += p
+			axpy(p, t.vc[s*kvW+kv*D:][:D], acc)
 		}
-	})
+		gate := t.qg[r*QH*2*D+h*2*D+D:][:D]
+		for j := range acc {
+			acc[j] = acc[j] / sum * sigmoid(gate[j])
+		}
+	}
 }
 
 func dot(a, b []float32) float32 {

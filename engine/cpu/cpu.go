@@ -11,13 +11,38 @@ import (
 	"petal/engine/quant"
 )
 
-// Backend runs ops on the host.
+// Backend runs ops on the host, one op at a time (its kernels share task
+// and scratch memory): use one Backend per model.
 type Backend struct {
 	scratch scratch
+	tasks   tasks
+	views   [3]quant.Matrix // expert views handed to the kernels
+}
+
+// tasks hold each kernel's arguments and its row function, bound once, so
+// handing work to parallel.For allocates nothing.
+type tasks struct {
+	norm                 normTask
+	gatedNorm            gatedNormTask
+	conv                 convTask
+	delta                deltaTask
+	prep                 prepTask
+	attn                 attnTask
+	normFn, gatedNormFn  func(lo, hi int)
+	convFn               func(lo, hi int)
+	deltaNormFn, deltaFn func(lo, hi int)
+	prepFn, attnFn       func(lo, hi int)
 }
 
 // New returns a CPU backend.
-func New() *Backend { return &Backend{} }
+func New() *Backend {
+	b := &Backend{}
+	t := &b.tasks
+	t.normFn, t.gatedNormFn, t.convFn = t.norm.run, t.gatedNorm.run, t.conv.run
+	t.deltaNormFn, t.deltaFn = t.delta.normalize, t.delta.run
+	t.prepFn, t.attnFn = t.prep.run, t.attn.run
+	return b
+}
 
 type memory struct {
 	f []float32
@@ -87,17 +112,17 @@ func (b *Backend) Run(ops ...backend.Op) error {
 		case *backend.Embed:
 			b.embed(o)
 		case *backend.AddRMSNorm:
-			addRMSNorm(o)
+			b.addRMSNorm(o)
 		case *backend.QLinear:
 			b.linear(q(o.W), F(o.X), o.Rows, F(o.Y))
 		case *backend.ConvSiLU:
-			convSiLU(o)
+			b.convSiLU(o)
 		case *backend.DeltaRule:
 			b.deltaRule(o)
 		case *backend.GatedRMSNorm:
-			gatedRMSNorm(o)
+			b.gatedRMSNorm(o)
 		case *backend.QKPrep:
-			qkPrep(o)
+			b.qkPrep(o)
 		case *backend.Attention:
 			b.attention(o)
 		case *backend.Route:

@@ -95,13 +95,13 @@ func (b *Backend) experts(o *backend.Experts) {
 		if m == 0 {
 			continue
 		}
-		ge, ue, de := gate.Expert(e), up.Expert(e), down.Expert(e)
-		b.linear(&ge, xg[:m*H], m, hg[:m*I])
-		b.linear(&ue, xg[:m*H], m, ug[:m*I])
+		b.views = [3]quant.Matrix{gate.Expert(e), up.Expert(e), down.Expert(e)}
+		b.linear(&b.views[0], xg[:m*H], m, hg[:m*I])
+		b.linear(&b.views[1], xg[:m*H], m, ug[:m*I])
 		for i := range hg[:m*I] {
 			hg[i] = silu(hg[i]) * ug[i]
 		}
-		b.linear(&de, hg[:m*I], m, yg[:m*H])
+		b.linear(&b.views[2], hg[:m*I], m, yg[:m*H])
 		j := 0
 		for i, v := range idx[:n*K] {
 			if int(v) == e {

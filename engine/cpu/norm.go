@@ -7,25 +7,36 @@ import (
 	"petal/engine/parallel"
 )
 
-// addRMSNorm: h += delta (when given); out = h/rms(h) * weight.
-func addRMSNorm(o *backend.AddRMSNorm) {
-	h, out, w := F(o.H), F(o.Out), F(o.Weight)
-	var delta []float32
+// Kernels run their rows through parallel.For with a method value bound
+// once (see tasks in cpu.go), so a decode step allocates no closures.
+
+// normTask: h += delta (when given); out = h/rms(h) * weight, per row.
+type normTask struct {
+	o                *backend.AddRMSNorm
+	h, out, w, delta []float32
+}
+
+func (b *Backend) addRMSNorm(o *backend.AddRMSNorm) {
+	t := &b.tasks.norm
+	t.o, t.h, t.out, t.w, t.delta = o, F(o.H), F(o.Out), F(o.Weight), nil
 	if o.Delta.Mem != nil {
-		delta = F(o.Delta)
+		t.delta = F(o.Delta)
 	}
-	parallel.For(o.Rows, 4, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row := h[r*o.Dim : (r+1)*o.Dim]
-			if delta != nil {
-				d := delta[r*o.Dim : (r+1)*o.Dim]
-				for i := range row {
-					row[i] += d[i]
-				}
+	parallel.For(o.Rows, 4, b.tasks.normFn)
+}
+
+func (t *normTask) run(lo, hi int) {
+	D := t.o.Dim
+	for r := lo; r < hi; r++ {
+		row := t.h[r*D : (r+1)*D]
+		if t.delta != nil {
+			d := t.delta[r*D : (r+1)*D]
+			for i := range row {
+				row[i] += d[i]
 			}
-			rmsNorm(row, w, out[r*o.Dim:(r+1)*o.Dim], o.Eps)
 		}
-	})
+		rmsNorm(row, t.w, t.out[r*D:(r+1)*D], t.o.Eps)
+	}
 }
 
 // rmsNorm writes x/sqrt(mean(x²)+eps) * w into out.
@@ -40,19 +51,27 @@ func rmsNorm(x, w, out []float32, eps float32) {
 	}
 }
 
-// gatedRMSNorm: per head, out = x/rms(x) * w * silu(z).
-func gatedRMSNorm(o *backend.GatedRMSNorm) {
-	x, z, w, out := F(o.X), F(o.Z), F(o.Weight), F(o.Out)
-	heads := o.Rows * o.Heads
-	parallel.For(heads, 16, func(lo, hi int) {
-		for h := lo; h < hi; h++ {
-			s := h * o.Dim
-			rmsNorm(x[s:s+o.Dim], w, out[s:s+o.Dim], o.Eps)
-			for i := s; i < s+o.Dim; i++ {
-				out[i] *= silu(z[i])
-			}
+// gatedNormTask: per head, out = x/rms(x) * w * silu(z).
+type gatedNormTask struct {
+	o            *backend.GatedRMSNorm
+	x, z, w, out []float32
+}
+
+func (b *Backend) gatedRMSNorm(o *backend.GatedRMSNorm) {
+	t := &b.tasks.gatedNorm
+	t.o, t.x, t.z, t.w, t.out = o, F(o.X), F(o.Z), F(o.Weight), F(o.Out)
+	parallel.For(o.Rows*o.Heads, 16, b.tasks.gatedNormFn)
+}
+
+func (t *gatedNormTask) run(lo, hi int) {
+	D := t.o.Dim
+	for h := lo; h < hi; h++ {
+		s := h * D
+		rmsNorm(t.x[s:s+D], t.w, t.out[s:s+D], t.o.Eps)
+		for i := s; i < s+D; i++ {
+			t.out[i] *= silu(t.z[i])
 		}
-	})
+	}
 }
 
 func silu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }

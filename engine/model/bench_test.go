@@ -44,8 +44,8 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
-// TestDecodeAllocations: a decode step, once warmed up, allocates (almost)
-// nothing: no weight copies, no per-token buffers.
+// TestDecodeAllocations: a decode step, once warmed up, allocates nothing:
+// no weight copies, no per-token buffers, no closures.
 func TestDecodeAllocations(t *testing.T) {
 	m, ref := loadOracle(t, 64)
 	ids, _ := ref.Ints("seq1.input_ids")
@@ -62,7 +62,7 @@ func TestDecodeAllocations(t *testing.T) {
 	step()
 	allocs := testing.AllocsPerRun(20, step)
 	t.Logf("%.0f allocations per decode step", allocs)
-	if allocs > 400 {
+	if allocs > 0 {
 		t.Errorf("%.0f allocations per decode step", allocs)
 	}
 }
