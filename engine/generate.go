@@ -102,6 +102,8 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	sampler := sample.New(req.Sampling, req.Prompt)
 	text := newStopText(e.Tokenizer, req.Stop, req.OnText)
 	var firstAt time.Time
+	next := make([]int32, 1)
+	keepLogits := func(_ int, row []float32) { copy(logits, row) }
 	for {
 		if req.Logprobs {
 			sample.LogSoftmax(logits, lp)
@@ -132,9 +134,8 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 			res.FinishReason = "cancelled"
 			break
 		}
-		if err := e.Model.Forward(s, []int32{tok}, model.LastLogits, func(_ int, row []float32) {
-			copy(logits, row)
-		}); err != nil {
+		next[0] = tok
+		if err := e.Model.Forward(s, next, model.LastLogits, keepLogits); err != nil {
 			return nil, err
 		}
 	}
