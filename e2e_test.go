@@ -408,3 +408,17 @@ func readLines(t *testing.T, path string) []map[string]any {
 	}
 	return out
 }
+
+// TestOracleCommand: the stage-by-stage comparison passes on the CPU backend
+// and names the first stage when the bar is impossible to meet.
+func TestOracleCommand(t *testing.T) {
+	greedyCases(t)
+	r := petal(t, "", "oracle", "--oracle", "../shared/oracle")
+	if r.code != 0 || !strings.Contains(r.stdout, "all stages within") || !strings.Contains(r.stdout, "meets the float32 bars") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = petal(t, "", "oracle", "--oracle", "../shared/oracle", "--bar", "1e-9")
+	if r.code != 1 || !strings.Contains(r.stdout, "first divergence (rel-L2 > 1e-09): layer 0") {
+		t.Fatalf("with an impossible bar: exit %d\n%s", r.code, r.stdout)
+	}
+}

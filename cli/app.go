@@ -99,6 +99,7 @@ Examples:
 			chatTemplateCommand(st),
 			mergeCommand(st),
 			sessionsCommand(st),
+			oracleCommand(st),
 		},
 	}
 	return app

@@ -125,5 +125,8 @@ func Compare(got, want []float32) Diff {
 }
 
 func (d Diff) String() string {
+	if d.Worst < 0 {
+		return fmt.Sprintf("rel-L2 %.3g, max |Δ| 0", d.RelL2)
+	}
 	return fmt.Sprintf("rel-L2 %.3g, max |Δ| %.3g at %d", d.RelL2, d.MaxAbs, d.Worst)
 }
