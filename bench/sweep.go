@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"petal/engine/model"
+)
+
+// sweep runs the measurements of one Run on one model.
+type sweep struct {
+	m   *model.Model
+	o   Options
+	rng *rand.Rand
+
+	// kept is the state the last prefill left, reused as the start of the
+	// decode measurement at the same length when decode starts from
+	// prefilled states.
+	kept *model.State
+}
+
+// newRand is the sweep's generator for prompts and states.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x62656e6368)) }
+
+// room is the state capacity a measurement at length n needs: n tokens,
+// then the untimed first decode step and the timed ones.
+func (sw *sweep) room(n int) int { return n + 1 + sw.o.DecodeTokens }
+
+func (sw *sweep) tokens(n int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(sw.rng.IntN(sw.m.Dims.Vocab))
+	}
+	return t
+}
+
+// warmUp runs a short prompt and a few decode steps so the first real
+// measurement does not pay for first-use allocations.
+func (sw *sweep) warmUp() error {
+	s := sw.m.NewState(64)
+	defer s.Free(sw.m.Backend())
+	if err := sw.m.Forward(s, sw.tokens(16), model.LastLogits, func(int, []float32) {}); err != nil {
+		return err
+	}
+	_, err := decodeSteps(context.Background(), sw.m, s, 3)
+	return err
+}
+
+// prefill times Repeats fresh prompts of n tokens.
+func (sw *sweep) prefill(ctx context.Context, n int) (*Prefill, error) {
+	p := &Prefill{Tokens: n}
+	keep := sw.o.PrefillContext && slices.Contains(sw.o.ContextLengths, n)
+	for r := range sw.o.Repeats {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s := sw.m.NewState(sw.room(n))
+		tokens := sw.tokens(n)
+		start := time.Now()
+		err := sw.m.Forward(s, tokens, model.LastLogits, func(int, []float32) {})
+		elapsed := time.Since(start)
+		if err != nil {
+			s.Free(sw.m.Backend())
+			return nil, err
+		}
+		p.Runs = append(p.Runs, elapsed.Seconds())
+		if keep && r == sw.o.Repeats-1 {
+			sw.kept = s
+		} else {
+			s.Free(sw.m.Backend())
+		}
+	}
+	p.Seconds = median(p.Runs)
+	p.TokensPerSecond = float64(n) / p.Seconds
+	return p, nil
+}
+
+// decode times Repeats decode runs, each from its own state of n tokens.
+func (sw *sweep) decode(ctx context.Context, n int, method string) (*Decode, error) {
+	d := &Decode{Context: n, Tokens: sw.o.DecodeTokens, Method: method}
+	start, err := sw.startState(n, method)
+	if err != nil {
+		return nil, err
+	}
+	// Every run starts from the same n tokens: the first uses the state
+	// itself, later ones a copy of it.
+	var snapshot *model.StateData
+	if sw.o.Repeats > 1 {
+		data := sw.m.Export(start)
+		snapshot = &data
+	}
+	for r := range sw.o.Repeats {
+		s := start
+		if r > 0 {
+			if s, err = sw.m.Import(*snapshot, sw.room(n)); err != nil {
+				return nil, err
+			}
+		}
+		elapsed, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens)
+		s.Free(sw.m.Backend())
+		if err != nil {
+			return nil, err
+		}
+		d.Runs = append(d.Runs, elapsed.Seconds())
+	}
+	d.Seconds = median(d.Runs)
+	d.TokensPerSecond = float64(d.Tokens) / d.Seconds
+	return d, nil
+}
+
+// startState makes a state holding n tokens by the chosen method.
+func (sw *sweep) startState(n int, method string) (*model.State, error) {
+	if method == MethodImport {
+		return sw.m.Import(randomState(&sw.m.Dims, n, sw.rng), sw.room(n))
+	}
+	if s := sw.kept; s != nil && s.Pos() == n {
+		sw.kept = nil
+		return s, nil
+	}
+	s := sw.m.NewState(sw.room(n))
+	if err := sw.m.Forward(s, sw.tokens(n), model.NoLogits, nil); err != nil {
+		s.Free(sw.m.Backend())
+		return nil, err
+	}
+	return s, nil
+}
+
+// dropKept frees a prefilled state nobody used.
+func (sw *sweep) dropKept() {
+	if sw.kept != nil {
+		sw.kept.Free(sw.m.Backend())
+		sw.kept = nil
+	}
+}
+
+// decodeSteps runs steps+1 single-token forward passes, each feeding the
+// greedy pick of the last, and returns the time of all but the first.
+func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int) (time.Duration, error) {
+	token := []int32{0}
+	if n := len(s.Tokens); n > 0 {
+		token[0] = s.Tokens[n-1]
+	}
+	pick := func(_ int, logits []float32) { token[0] = int32(argmax(logits)) }
+	var total time.Duration
+	for i := 0; i <= steps; i++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := m.Forward(s, token, model.LastLogits, pick); err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			total += time.Since(start)
+		}
+	}
+	return total, nil
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
