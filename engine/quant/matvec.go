@@ -39,14 +39,19 @@ func MatVec(m *Matrix, x, y []float32) {
 // vecJob is one MatVec call: the inputs in the layout the row kernel reads,
 // kept between calls so a call allocates nothing.
 type vecJob struct {
-	m    *Matrix
-	x, y []float32
-	xsum []float32 // Σ x over each group
-	xk   []float32 // x as the row kernel wants it (see rowKernelInput)
-	xbuf []float32 // storage for xk; never the caller's x, which xk may alias
-	fast bool      // the SIMD row kernel handles this shape
-	rows func(lo, hi int)
+	m      *Matrix
+	x, y   []float32
+	xsum   []float32 // Σ x over each group
+	xk     []float32 // x as the row kernel reads it: x itself, or xbuf
+	xbuf   []float32 // this job's own storage for a relaid x; never the caller's
+	kernel rowKernel
+	rows   func(lo, hi int)
 }
+
+// rowKernel names a MatVec row kernel; the SIMD ones are per architecture.
+type rowKernel uint8
+
+const portableKernel rowKernel = 0
 
 var vecJobs = sync.Pool{New: func() any {
 	j := new(vecJob)
@@ -57,21 +62,22 @@ var vecJobs = sync.Pool{New: func() any {
 func (j *vecJob) prepare(m *Matrix, x, y []float32) {
 	j.m, j.x, j.y = m, x, y
 	j.xsum = groupSums(j.xsum, x, m.GroupSize)
-	j.fast = !portableOnly && simdMatVec(m)
-	if j.fast {
-		j.xk = rowKernelInput(j.xbuf, x, m.Bits)
-		if m.Bits == 4 {
-			j.xbuf = j.xk
-		}
+	j.kernel = portableKernel
+	if !portableOnly {
+		j.kernel = pickRowKernel(m)
+	}
+	j.xk = x
+	if xk := layoutInput(j.kernel, m.Bits, j.xbuf, x); xk != nil {
+		j.xbuf, j.xk = xk, xk
 	}
 }
 
 func (j *vecJob) run(lo, hi int) {
-	if j.fast {
-		matVecRowsSIMD(j.m, j.xk, j.xsum, j.y, lo, hi)
+	if j.kernel == portableKernel {
+		matVecRowsGo(j.m, j.x, j.xsum, j.y, lo, hi)
 		return
 	}
-	matVecRowsGo(j.m, j.x, j.xsum, j.y, lo, hi)
+	matVecRowsFast(j.kernel, j.m, j.xk, j.xsum, j.y, lo, hi)
 }
 
 // groupSums returns Σ x over each group of size g, reusing buf.
