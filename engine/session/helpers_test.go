@@ -79,7 +79,12 @@ func allLogits(t testing.TB, m *model.Model, s *model.State, ids []int32) []floa
 // synthState is a state of the oracle model's layout (3 DeltaNet layers and
 // one attention layer, twice) with small made-up sizes and values.
 func synthState(tokens int, seed uint64) model.StateData {
-	const layers, kvWidth, conv, recur = 8, 6, 5, 7
+	return synthStateWidth(tokens, 6, seed)
+}
+
+// synthStateWidth is synthState with kvWidth values per token and layer.
+func synthStateWidth(tokens, kvWidth int, seed uint64) model.StateData {
+	const layers, conv, recur = 8, 5, 7
 	r := rand.New(rand.NewPCG(seed, 2))
 	vals := func(n int) []float32 {
 		v := make([]float32, n)
