@@ -17,7 +17,7 @@ const (
 type LineError struct {
 	Line     int
 	CustomID string // when it could be read
-	Envelope bool   // when the form could be told
+	Envelope bool   // the line's form; from earlier lines when it is not a JSON object
 	Message  string // names the field at fault
 	Param    string // the field, "" when the line as a whole is at fault
 	Code     string // machine-readable reason (invalid_type, invalid_value, ...)

@@ -179,7 +179,7 @@ func templateKwargs(f fields) (json.RawMessage, *fieldError) {
 		}
 	}
 	m["enable_thinking"] = json.RawMessage(fmt.Sprint(think))
-	raw, merr := json.Marshal(m)
+	raw, merr := marshal(m)
 	if merr != nil {
 		return nil, fieldErrorf("chat_template_kwargs", codeInvalidValue, "field %q: %v", "chat_template_kwargs", merr)
 	}

@@ -46,7 +46,7 @@ func nullable(s string) *string {
 // input line number), "custom_id" when known, and "warnings" when any.
 type Output struct {
 	Origin
-	Body       any       // *ChatCompletion or *TextCompletion, when Error is nil
+	Body       any       // a ChatCompletion or TextCompletion (or pointer), when Error is nil
 	Error      *APIError // the request's failure
 	StatusCode int       // 0: 200 for a Body, 400 for an Error
 	Warnings   []string
@@ -62,11 +62,21 @@ func Success(o Origin, body any, warnings []string) Output {
 			c.ID = o.ChatCompletionID()
 			body = &c
 		}
+	case ChatCompletion:
+		if b.ID == "" {
+			b.ID = o.ChatCompletionID()
+			body = b
+		}
 	case *TextCompletion:
 		if b.ID == "" {
 			c := *b
 			c.ID = o.TextCompletionID()
 			body = &c
+		}
+	case TextCompletion:
+		if b.ID == "" {
+			b.ID = o.TextCompletionID()
+			body = b
 		}
 	}
 	return Output{Origin: o, Body: body, Warnings: warnings}
@@ -99,7 +109,7 @@ func (o Output) MarshalJSON() ([]byte, error) {
 	if o.Envelope {
 		return marshal(batchLine{
 			ID:       o.BatchRequestID(),
-			CustomID: o.CustomID,
+			CustomID: nullable(o.CustomID),
 			Response: batchResponse{StatusCode: o.status(), RequestID: o.RequestID(), Body: body},
 			Line:     o.Line,
 			Warnings: o.Warnings,
@@ -118,7 +128,7 @@ func (o Output) MarshalJSON() ([]byte, error) {
 
 type batchLine struct {
 	ID       string        `json:"id"`
-	CustomID string        `json:"custom_id"`
+	CustomID *string       `json:"custom_id"` // null when the line's could not be read
 	Response batchResponse `json:"response"`
 	Error    *struct{}     `json:"error"` // request failures go in response, as OpenAI's do
 	Line     int           `json:"line"`

@@ -11,6 +11,10 @@ import (
 type Reader struct {
 	lines *lineReader
 	seen  map[string]int // custom_id -> line it first appeared on
+	// envelopes is the form of the latest line whose form could be told,
+	// given to lines that are not JSON objects so that a file of Batch
+	// envelopes gets Batch-shaped error lines throughout.
+	envelopes bool
 
 	// Take, when set, selects the lines to decode (by physical line number);
 	// the others are consumed without being parsed, e.g. ShardSpec.Takes.
@@ -51,6 +55,13 @@ func (r *Reader) Next() (*Job, *LineError, error) {
 			continue
 		}
 		job, lerr := ParseLine(bytes.TrimSuffix(line, []byte("\r")), n)
+		if lerr != nil && lerr.Code == codeInvalidJSON {
+			lerr.Envelope = r.envelopes
+		} else if lerr != nil {
+			r.envelopes = lerr.Envelope
+		} else {
+			r.envelopes = job.Envelope
+		}
 		if lerr != nil {
 			// A bad line's custom_id still counts as used: its error result
 			// carries it, and resume matches results by custom_id.

@@ -136,3 +136,21 @@ func TestReaderEmptyInput(t *testing.T) {
 		}
 	}
 }
+
+func TestReaderFormOfUnreadableLines(t *testing.T) {
+	env := `{"custom_id":"%s","method":"POST","url":"/v1/completions","body":{"prompt":"p"}}`
+	input := "{oops\n" + strings.ReplaceAll(env, "%s", "a") + "\n[1]\n" + `{"prompt":"bare"}` + "\nnot json\n"
+	_, lerrs := readAll(t, NewReader(strings.NewReader(input)))
+	if len(lerrs) != 3 {
+		t.Fatalf("%d line errors", len(lerrs))
+	}
+	// Before any readable line the form is bare; afterwards it follows the
+	// latest readable line.
+	if lerrs[0].Envelope || !lerrs[1].Envelope || lerrs[2].Envelope {
+		t.Errorf("forms: %v %v %v, want false true false", lerrs[0].Envelope, lerrs[1].Envelope, lerrs[2].Envelope)
+	}
+	m := asMap(t, lerrs[1].Output())
+	if v, ok := m["custom_id"]; !ok || v != nil || m["response"] == nil || m["line"] != 3.0 {
+		t.Errorf("envelope error line for an unreadable line = %v", m)
+	}
+}

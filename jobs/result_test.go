@@ -281,6 +281,15 @@ func TestOutputBare(t *testing.T) {
 	if m["line"] != 2.0 || m["custom_id"] != "b" || m["id"] != o.TextCompletionID() || m["object"] != "text_completion" {
 		t.Errorf("bare result = %v", m)
 	}
+	// A completion given by value gets its id too.
+	m = asMap(t, Success(o, TextCompletion{}, nil))
+	if m["id"] != o.TextCompletionID() {
+		t.Errorf("id of a value completion = %v", m["id"])
+	}
+	m = asMap(t, Success(o, ChatCompletion{}, nil))
+	if m["id"] != o.ChatCompletionID() || o.ChatCompletionID() == "chatcmpl-"+o.TextCompletionID()[5:] {
+		t.Errorf("id of a value chat completion = %v", m["id"])
+	}
 	// No custom_id on the line: none in the result.
 	m = asMap(t, Success(Origin{Line: 3}, text, nil))
 	wantKeys(t, "bare result", m, "id", "object", "created", "model", "choices", "usage", "timings", "line")
