@@ -291,6 +291,9 @@ func TestBatchInterruptAndResume(t *testing.T) {
 	seen := map[string]int{}
 	for _, l := range readLines(t, out) {
 		seen[l["custom_id"].(string)]++
+		if reason := l["choices"].([]any)[0].(map[string]any)["finish_reason"]; reason != "length" {
+			t.Errorf("job %v finished with %v after resume", l["custom_id"], reason)
+		}
 	}
 	for i := range n {
 		if c := seen[fmt.Sprintf("j%d", i)]; c != 1 {

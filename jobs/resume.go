@@ -17,8 +17,10 @@ type Done struct {
 	Results    int            // complete result lines read
 
 	// Partial is the size in bytes of an incomplete last line (a run killed
-	// mid-write) that was ignored; TruncatePartial cuts it off before
-	// appending. Zero when the file ends cleanly.
+	// mid-write), or of a last result cut short by an interrupt (finish_reason
+	// "cancelled"), that was ignored: that job runs again, and
+	// TruncatePartial cuts the line off before appending. Zero when the file
+	// ends cleanly.
 	Partial int64
 }
 
@@ -86,6 +88,8 @@ func scanDone(r io.Reader, name string) (Done, int64, error) {
 	lines := newLineReader(r)
 	var pendingErr error // an unreadable line, fatal unless it proves to be the last
 	var pendingStart int64
+	var cancelled []byte // the last line, when it is a job cut short by an interrupt
+	var cancelledStart int64
 	for {
 		start := lines.off
 		line, terminated, err := lines.next()
@@ -105,15 +109,40 @@ func scanDone(r io.Reader, name string) (Done, int64, error) {
 			pendingErr, pendingStart = fmt.Errorf("jobs: resume %s line %d: unterminated", name, lines.n), start
 			continue
 		}
+		if cancelled != nil { // not last after all: it stays a result
+			d.add(cancelled)
+			cancelled = nil
+		}
+		if isCancelled(line) {
+			cancelled, cancelledStart = append([]byte(nil), line...), start
+			continue
+		}
 		if err := d.add(line); err != nil {
 			pendingErr, pendingStart = fmt.Errorf("jobs: resume %s line %d: %w", name, lines.n, err), start
 		}
 	}
-	if pendingErr != nil {
+	if pendingErr != nil && cancelled == nil {
 		d.Partial = lines.off - pendingStart
 		return d, pendingStart, nil
 	}
+	if cancelled != nil {
+		// the job an interrupt cut short runs again: its line goes too
+		d.Partial = lines.off - cancelledStart
+		return d, cancelledStart, nil
+	}
 	return d, lines.off, nil
+}
+
+// isCancelled reports whether a result line is a job cut short by an
+// interrupt (finish_reason "cancelled", bare or in a Batch envelope).
+func isCancelled(line []byte) bool {
+	v := gjson.ParseBytes(line)
+	for _, path := range []string{"choices.0.finish_reason", "response.body.choices.0.finish_reason"} {
+		if v.Get(path).Str == FinishCancelled {
+			return true
+		}
+	}
+	return false
 }
 
 // add records one result line by its "line" and "custom_id"; a line from

@@ -125,3 +125,34 @@ func TestReadDoneErrors(t *testing.T) {
 		t.Errorf("foreign output: %+v, %v", done, err)
 	}
 }
+
+// TestReadDoneCancelledLastLine: the job an interrupt cut short is not done;
+// its line is cut off so that it runs again and appears once.
+func TestReadDoneCancelledLastLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	ok := `{"id":"c","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"stop"}],"line":1,"custom_id":"a"}` + "\n"
+	cut := `{"id":"b","custom_id":"b","response":{"status_code":200,"body":{"choices":[{"finish_reason":"cancelled"}]}},"error":null,"line":2}` + "\n"
+	if err := os.WriteFile(path, []byte(ok+cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ReadDone(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.HasLine(1) || d.HasLine(2) || d.Partial != int64(len(cut)) {
+		t.Fatalf("done lines %v, partial %d; want line 1 only and %d bytes to cut", d.ByLine, d.Partial, len(cut))
+	}
+	if err := TruncatePartial(path); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != ok {
+		t.Fatalf("after truncation: %q", data)
+	}
+	// a cancelled result that is not the last line stays a result
+	if err := os.WriteFile(path, []byte(cut+ok), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = ReadDone(path); err != nil || !d.HasLine(2) || d.Partial != 0 {
+		t.Fatalf("cancelled line in the middle: %v %+v", err, d)
+	}
+}
