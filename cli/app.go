@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -66,6 +67,25 @@ func Main(ctx context.Context, args []string, st Streams) int {
 	return 1
 }
 
+// flagLine drops the library's "(default: 0)" / "(default: false)" noise,
+// and its default when the usage text already says what the default is.
+func flagLine(f cli.Flag) string {
+	line := plainFlagLine(f)
+	for _, noise := range []string{" (default: 0)", " (default: false)"} {
+		line = strings.Replace(line, noise, "", 1)
+	}
+	if i := strings.Index(line, "(default: "); i >= 0 {
+		if j := strings.LastIndex(line, " (default: "); j > i {
+			line = line[:j]
+		}
+	}
+	return line
+}
+
+var plainFlagLine = cli.FlagStringer
+
+func init() { cli.FlagStringer = flagLine }
+
 func newApp(ctx context.Context, st *Streams) *cli.App {
 	app := &cli.App{
 		Name:  "petal",
@@ -102,5 +122,13 @@ Examples:
 			oracleCommand(st),
 		},
 	}
+	var setUsage func(cmds []*cli.Command)
+	setUsage = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.OnUsageError = app.OnUsageError
+			setUsage(c.Subcommands)
+		}
+	}
+	setUsage(app.Commands)
 	return app
 }

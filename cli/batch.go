@@ -46,7 +46,7 @@ a result in -o OUT. Exit codes: 0 all jobs succeeded, 1 some failed, 2 usage err
 
 --shard I/N runs the lines whose index modulo N is I (I may be "auto", read from
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,
-		Flags: append(append(modelFlags(), sessionFlags()...),
+		Flags: append(append(modelFlags(), storeFlag()),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file (default: standard output)"},
 			&cli.BoolFlag{Name: "resume", Usage: "skip jobs that already have a result in --output; append the rest"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard I of N (\"I/N\", or \"auto/N\" from JOB_COMPLETION_INDEX / SLURM_ARRAY_TASK_ID)"},
@@ -55,7 +55,7 @@ JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal 
 		),
 		Action: func(c *cli.Context) error {
 			o := batchOptions{
-				modelOptions: readModelOptions(c), sessionOptions: readSessionOptions(c),
+				modelOptions: readModelOptions(c), sessionOptions: sessionOptions{Dir: c.String("sessions")},
 				Output: c.String("output"), Resume: c.Bool("resume"), Shard: c.String("shard"),
 				Quiet: c.Bool("quiet"), Sync: c.Bool("sync"), Input: "-",
 			}
@@ -68,9 +68,6 @@ JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal 
 				o.Input = c.Args().First()
 			default:
 				return usageErr("batch takes one FILE (got %d arguments)", c.NArg())
-			}
-			if o.Session != "" || o.ForkFrom != "" {
-				return usageErr("--session and --fork-from are per job in batch: set \"session\" / \"fork_from\" on the job lines")
 			}
 			return runBatch(c, st, o)
 		},

@@ -1,13 +1,267 @@
 package cli
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"petal/bench"
+	"petal/engine/model"
+)
+
+type benchOptions struct {
+	modelOptions
+	Synthetic      string
+	Seed           uint64
+	Lengths        string // both sweeps
+	PromptLengths  string // overrides Lengths for prefill
+	ContextLengths string // overrides Lengths for decode
+	DecodeTokens   int
+	Repeats        int
+	PrefillContext bool
+	JSON           bool
+	Out            string
+	Chart          string
+	Force          bool
+	Quiet          bool
+}
 
 func benchCommand(st *Streams) *cli.Command {
+	var flags []cli.Flag
+	for _, f := range modelFlags() {
+		if !slices.Contains(f.Names(), "chat-template") { // bench renders no chat
+			flags = append(flags, f)
+		}
+	}
 	return &cli.Command{
-		Name:  "bench",
-		Usage: "measure prefill and decode speed over prompt and context lengths",
+		Name:      "bench",
+		Usage:     "measure prefill and decode speed over prompt and context lengths",
+		ArgsUsage: " ",
+		Description: `Measures two speeds at each length N, in tokens per second:
+  prefill  N random tokens run from an empty state (in --chunk sized passes) with logits for
+           the last one, as a prompt is run before generation: N / time.
+  decode   after a state of N tokens, --decode-tokens single-token steps, each with its logits and
+           the greedy pick of the next token: steps / time. One step before them is not timed (it
+           records the op program). By default the state of N tokens is random K/V and recurrent
+           state imported into the model, which costs nothing on a slow machine and times the same
+           work; --prefill-context builds it by prefilling N tokens for real instead.
+Lengths default to 256, 512, 1K, ... 128K, up to --max-context (default: the model's
+max_position_embeddings). --repeats runs each measurement several times and keeps the median.
+
+--synthetic NAME builds a model of a named shape with random 4-bit weights in memory, so no
+checkpoint is needed: qwen3.6-35b-a3b (about 20 GB; refused where the memory is not there, unless
+--force) or tiny (the embedded model's shape). Without it the model comes from --model (default:
+the embedded tiny model). The speed of random weights is the speed of real ones of that shape.
+
+Results print as a table, or as JSON with --json (--out FILE writes the JSON to a file too);
+--chart FILE.svg draws tokens per second against length. Progress goes to stderr.
+
+Examples:
+  petal bench --synthetic tiny --lengths 256,1K,4K
+  petal bench --synthetic qwen3.6-35b-a3b --max-context 8192 --chart speed.svg
+  petal bench -m mlx-community/Qwen3.6-35B-A3B-4bit --json > speed.json`,
+		Flags: append(flags,
+			&cli.StringFlag{Name: "synthetic", Usage: "random weights of a named shape: " + strings.Join(model.SyntheticNames(), ", ")},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the synthetic weights and of the random prompts and states"},
+			&cli.StringFlag{Name: "lengths", Usage: "lengths to measure, like 256,1K,4K (default: 256 to 128K by doubling, up to --max-context)"},
+			&cli.StringFlag{Name: "prompt-lengths", Usage: "lengths for prefill only (default: --lengths)"},
+			&cli.StringFlag{Name: "context-lengths", Usage: "context lengths for decode only (default: --lengths)"},
+			&cli.IntFlag{Name: "decode-tokens", Value: 32, Usage: "timed decode steps per measurement"},
+			&cli.IntFlag{Name: "repeats", Value: 1, Usage: "runs per measurement; the median is kept"},
+			&cli.BoolFlag{Name: "prefill-context", Usage: "build decode's N-token state by prefilling, not by importing a random one"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
+			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
+			&cli.BoolFlag{Name: "force", Usage: "try a synthetic model even where the memory check says it does not fit"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
+		),
 		Action: func(c *cli.Context) error {
-			return usageErr("bench is not built yet")
+			if c.NArg() > 0 {
+				return usageErr("bench takes no arguments (got %q); use --model or --synthetic", c.Args().First())
+			}
+			return runBench(c.Context, st, benchOptions{
+				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
+				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
+				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"),
+				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
+			})
 		},
 	}
+}
+
+func runBench(ctx context.Context, st *Streams, o benchOptions) error {
+	switch {
+	case o.Synthetic != "" && o.Model != "":
+		return usageErr("--synthetic and --model both given; choose one")
+	case o.DecodeTokens < 1:
+		return usageErr("--decode-tokens %d: want at least 1", o.DecodeTokens)
+	case o.Repeats < 1:
+		return usageErr("--repeats %d: want at least 1", o.Repeats)
+	case o.Chunk < 1:
+		return usageErr("--chunk %d: want at least 1", o.Chunk)
+	case o.MaxContext < 0:
+		return usageErr("--max-context %d: want a positive number", o.MaxContext)
+	}
+	progress := func(line string) {
+		if !o.Quiet {
+			fmt.Fprintln(st.Err, line)
+		}
+	}
+	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed}
+
+	var m *model.Model
+	if o.Synthetic != "" {
+		cfg, err := model.NamedConfig(o.Synthetic)
+		if err != nil {
+			return usageErr("--synthetic: %v", err)
+		}
+		if err := benchLengths(&opts, o, benchMaxContext(o.MaxContext, cfg.MaxPositionEmbeddings)); err != nil {
+			return err
+		}
+		if m, err = syntheticModel(o, progress, opts); err != nil {
+			return err
+		}
+		opts.Model, opts.Synthetic = o.Synthetic, true
+	} else {
+		e, name, err := openEngine(st, o.modelOptions)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		if err := benchLengths(&opts, o, e.MaxContext); err != nil {
+			return err
+		}
+		m, opts.Model = e.Model, name
+	}
+
+	r, runErr := bench.Run(ctx, m, opts, progress)
+	if r == nil {
+		return runErr
+	}
+	if err := writeBenchReport(st.Out, r, o); err != nil {
+		return err
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return &exitError{ExitInterrupted, fmt.Errorf("interrupted: the lengths measured so far are above")}
+		}
+		return runErr
+	}
+	return nil
+}
+
+// benchLengths fills the sweep's lengths from the flags, the defaults
+// capped at limit.
+func benchLengths(opts *bench.Options, o benchOptions, limit int) error {
+	pick := func(flag, value string) ([]int, error) {
+		if value == "" {
+			value, flag = o.Lengths, "lengths"
+		}
+		if value == "" {
+			return bench.CapLengths(bench.DefaultLengths(), limit), nil
+		}
+		ls, err := bench.ParseLengths(value)
+		if err != nil {
+			return nil, usageErr("--%s: %v", flag, err)
+		}
+		for _, n := range ls {
+			if n > limit {
+				return nil, usageErr("--%s: length %d exceeds the maximum context of %d (raise --max-context)", flag, n, limit)
+			}
+		}
+		return ls, nil
+	}
+	var err error
+	if opts.PromptLengths, err = pick("prompt-lengths", o.PromptLengths); err != nil {
+		return err
+	}
+	if opts.ContextLengths, err = pick("context-lengths", o.ContextLengths); err != nil {
+		return err
+	}
+	opts.MaxContext = limit
+	return nil
+}
+
+// benchMaxContext is --max-context when given, else the model's positions.
+func benchMaxContext(flag, positions int) int {
+	if flag > 0 {
+		return flag
+	}
+	return positions
+}
+
+// syntheticModel checks that the named shape fits in memory, then builds it.
+func syntheticModel(o benchOptions, progress func(string), opts bench.Options) (*model.Model, error) {
+	be, err := newBackend(o.Backend)
+	if err != nil {
+		return nil, err
+	}
+	d, err := model.NamedDims(o.Synthetic)
+	if err != nil {
+		return nil, usageErr("--synthetic: %v", err)
+	}
+	longest := slices.Max(append(slices.Clone(opts.PromptLengths), opts.ContextLengths...))
+	weights := model.SyntheticWeightBytes(d)
+	need := bench.EstimateNeed(&d, weights, o.Chunk, longest, opts)
+	// The CPU backend keeps weights in host memory; other backends will
+	// bring their own check of device memory.
+	if be.Name() == "cpu" {
+		err := bench.CheckMemory("synthetic "+o.Synthetic, need, bench.HostMemory)
+		var me *bench.MemoryError
+		switch {
+		case errors.As(err, &me) && o.Force:
+			progress(fmt.Sprintf("warning: %v; trying anyway (--force)", err))
+		case err != nil:
+			return nil, fmt.Errorf("%w (--force tries anyway; a smaller --max-context or --lengths needs less)", err)
+		}
+	}
+	progress(fmt.Sprintf("building synthetic %s: %.2f GB of random weights", o.Synthetic, float64(weights)/1e9))
+	return model.Synthetic(d, be, o.Chunk, o.Seed)
+}
+
+func writeBenchReport(stdout io.Writer, r *bench.Report, o benchOptions) error {
+	if o.JSON {
+		if err := writeBenchJSON(stdout, r); err != nil {
+			return err
+		}
+	} else if err := bench.WriteTable(stdout, r); err != nil {
+		return err
+	}
+	if o.Out != "" {
+		if err := writeBenchFile(o.Out, func(w io.Writer) error { return writeBenchJSON(w, r) }); err != nil {
+			return err
+		}
+	}
+	if o.Chart != "" && len(r.Results) > 0 {
+		if err := writeBenchFile(o.Chart, func(w io.Writer) error { return bench.WriteSVG(w, r) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeBenchJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeBenchFile creates path and fills it with write.
+func writeBenchFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
 }

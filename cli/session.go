@@ -34,11 +34,14 @@ type sessionOptions struct {
 }
 
 func sessionFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "session", Usage: "continue (or start) the named persistent session"},
 		&cli.StringFlag{Name: "fork-from", Usage: "start --session from another session's saved state"},
-		&cli.StringFlag{Name: "sessions", Usage: "session store folder (default: $PETAL_SESSIONS, else the user cache dir)"},
-	}
+	}, storeFlag())
+}
+
+func storeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "sessions", Usage: "session store folder (default: $PETAL_SESSIONS, else the user cache dir)"}
 }
 
 func readSessionOptions(c *cli.Context) sessionOptions {
