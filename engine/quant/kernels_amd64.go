@@ -38,8 +38,9 @@ func simdMatMul(m *Matrix) bool { return hasAVX2 && m.GroupSize%64 == 0 && m.Col
 // A 4-bit kernel loads 8 words (64 codes) into one vector, 16 for AVX-512,
 // and masks nibble j of every word at once: codes j, 8+j, ..., 56+j of each
 // block of 64, each read as q·16^j. So x is stored transposed to match and
-// scaled by 16^-j (exact: a power of two; x would have to be below 1e-30 to
-// lose bits), except nibble 7, which the kernel shifts down instead:
+// scaled by 16^-j (exact: a power of two; only |x| below 2^-102 would turn
+// subnormal and lose bits), except nibble 7, which the kernel shifts down
+// instead:
 //
 //	AVX2:    xk[64b + 8j + w]        = x[64b + 8w + j]·16^-j
 //	AVX-512: xk[128p + 16j + 8h + w] = x[64(2p+h) + 8w + j]·16^-j

@@ -19,14 +19,19 @@ const blockFloats = 64 << 10
 // row-major: the prefill path. Each worker dequantises a small block of
 // weight rows into its own float32 buffer, once per call, and multiplies
 // every input row against it; no whole matrix is ever expanded. Weight rows
-// are split across the cores of engine/parallel. It panics if x or y has the
-// wrong length.
+// are split across the cores of engine/parallel. A single input row goes to
+// MatVec, which reads the codes once without expanding them. It panics if x
+// or y has the wrong length.
 func MatMul(m *Matrix, x []float32, n int, y []float32) {
 	rows := m.Rows * m.Experts
 	if n < 0 || len(x) != n*m.Cols || len(y) != n*rows {
 		panic(fmt.Sprintf("quant: MatMul of a [%d, %d] matrix with %d inputs and %d outputs for %d rows", rows, m.Cols, len(x), len(y), n))
 	}
 	if n == 0 || rows == 0 {
+		return
+	}
+	if n == 1 {
+		MatVec(m, x, y)
 		return
 	}
 	j := mulJobs.Get().(*mulJob)

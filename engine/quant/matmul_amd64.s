@@ -6,10 +6,11 @@
 
 #include "textflag.h"
 
-// DEQUANT4 expands the 16 codes in the 8 bytes at off(SI) to floats at
-// 4*off(DI)... 4*off+63(DI). Byte k holds codes 2k (low nibble) and 2k+1;
-// the unpacks interleave them within 128-bit lanes and the permutes put
-// the lanes in order.
+// DEQUANT4 expands the 16 codes in the 8 bytes at off(SI) to the floats
+// at dst(DI)..dst+63(DI). Byte k holds codes 2k (low nibble) and 2k+1; the
+// unpacks interleave them within 128-bit lanes and the permutes put the
+// lanes in order. Y11 holds 0xf in every lane, Y12 and Y13 the group's
+// scale and bias.
 #define DEQUANT4(off, dst) \
 	VPMOVZXBD   off(SI), Y4         \
 	VPAND       Y11, Y4, Y5         \

@@ -86,10 +86,11 @@ func TestKernelsReadNibblesLowFirst(t *testing.T) {
 				if y[0] != code {
 					t.Errorf("%d-bit MatVec: element %d reads code %v, want %v", tc.bits, c, y[0], code)
 				}
-				y2 := poisoned(1)
-				MatMul(&m, x, 1, y2)
-				if y2[0] != code {
-					t.Errorf("%d-bit MatMul: element %d reads code %v, want %v", tc.bits, c, y2[0], code)
+				// Two input rows: one row would go to MatVec.
+				y2 := poisoned(2)
+				MatMul(&m, append(x, x...), 2, y2)
+				if y2[0] != code || y2[1] != code {
+					t.Errorf("%d-bit MatMul: element %d reads codes %v, want %v", tc.bits, c, y2, code)
 				}
 			}
 		}
