@@ -38,7 +38,7 @@
 //
 //	ss, err := st.Lock(name)           // waits up to LockTimeout, else *LockError
 //	defer ss.Unlock()
-//	r, err := st.Latest(name)          // ErrNoSession, or *SnapshotError: an error for the job
+//	r, err := st.Latest(name)          // *SnapshotError: an error for the job; ErrNoSession: a new session
 //	s, err := m.Import(r.Data, maxContext)
 //	... run the new turn's tokens, generate ...
 //	_, err = ss.SaveTurn(m.Export(s))  // next turn; the oldest beyond Retention are deleted

@@ -33,7 +33,7 @@ func (e *SnapshotError) Error() string {
 	if file == "" {
 		file = "(stream)"
 	}
-	return fmt.Sprintf("session: snapshot %s is %v: %s", file, e.Reason, e.Detail)
+	return fmt.Sprintf("session: snapshot %s: %v: %s", file, e.Reason, e.Detail)
 }
 
 func (e *SnapshotError) Unwrap() error { return e.Reason }

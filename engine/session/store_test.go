@@ -200,11 +200,12 @@ func TestLockContentionGoroutines(t *testing.T) {
 		t.Errorf("gave up after %v, before the 50ms timeout", le.Waited)
 	}
 
-	released := make(chan time.Time, 1)
+	released, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		released <- time.Now()
+		close(released)
 		ss.Unlock()
+		close(done)
 	}()
 	if _, err := a.SaveTurn("busy", synthState(1, 1)); err != nil {
 		t.Fatal(err)
@@ -214,6 +215,7 @@ func TestLockContentionGoroutines(t *testing.T) {
 	default:
 		t.Fatal("the second writer saved while the first still held the session")
 	}
+	<-done
 	if _, err := ss.SaveTurn(synthState(1, 1)); err == nil {
 		t.Error("saved through an unlocked session")
 	}

@@ -145,7 +145,7 @@ func (s *Store) read(path string, turn int) (Restored, error) {
 // Session is a session locked for writing. Hold it across a whole request
 // (restore, generate, save) so that two processes never interleave turns
 // of one session; save through it, not through Store.SaveTurn, which would
-// wait for this very lock.
+// wait for this very lock. A Session belongs to one goroutine at a time.
 type Session struct {
 	store *Store
 	name  string
