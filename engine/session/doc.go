@@ -14,6 +14,7 @@
 // format.go for the layout). Encode/Decode work on streams, WriteFile and
 // ReadFile on files; writes are atomic (temporary file, fsync, rename, fsync
 // of the folder), so a killed writer leaves the previous snapshot intact.
+// Snapshot files are readable by their owner only: they hold conversations.
 //
 // A snapshot that is damaged (checksum, truncation, structure), of an
 // unknown version or from another model is never used: reading it gives a

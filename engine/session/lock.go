@@ -70,7 +70,11 @@ func (l *fileLock) release() error { return l.f.Close() }
 // waiter that gets it afterwards notices and retries on a fresh file.
 func (l *fileLock) releaseAndRemove() error {
 	err := os.Remove(l.path)
-	if cerr := l.f.Close(); err == nil {
+	cerr := l.f.Close()
+	if err != nil {
+		err = os.Remove(l.path) // where an open file cannot be removed
+	}
+	if err == nil {
 		err = cerr
 	}
 	return err
