@@ -12,7 +12,9 @@ import (
 // The MatVec benchmarks use a matrix far larger than any cache (16384×8192
 // 4-bit: 64 MiB of codes and 8 MiB of scales and biases), so they measure
 // the memory path; BenchmarkMemRead reads a slice of the same size with the
-// same workers, the ceiling to compare with.
+// same workers, the ceiling to compare with. On amd64,
+// BenchmarkMatVec4bitKernels (kernels_amd64_test.go) times each row kernel
+// on the same matrix.
 const benchRows, benchCols = 16384, 8192
 
 func benchMatVec(b *testing.B, bits int) {
