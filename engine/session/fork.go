@@ -21,7 +21,7 @@ func (s *Store) Fork(from, to string) (SnapshotInfo, error) {
 }
 
 // ForkFrom makes the latest snapshot of session from the first turn of this
-// session, which must have none yet. The file is hard-linked (snapshots
+// session, which must have none yet, and copies from's conversation. The file is hard-linked (snapshots
 // are never modified in place, so the two sessions can share it) or,
 // where links are not possible, copied atomically. Its header is checked:
 // a damaged snapshot or one from another model is refused.
@@ -80,6 +80,14 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 			return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
 		}
 		info.File, info.Turn = dst, 1
+		// the history the snapshot's tokens came from goes with it
+		if conv, err := s.Conversation(from); err != nil {
+			return SnapshotInfo{}, err
+		} else if conv != nil {
+			if err := ss.SaveConversation(conv); err != nil {
+				return SnapshotInfo{}, err
+			}
+		}
 		return info, nil
 	}
 	return SnapshotInfo{}, noSession(from, s.sessionDir(from))

@@ -403,3 +403,34 @@ func TestPrefixCache(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestConversationSavedAndForked: the message history is kept per session,
+// replaced atomically, and copied by a fork.
+func TestConversationSavedAndForked(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	if conv, err := st.Conversation("a"); err != nil || conv != nil {
+		t.Fatalf("new session: %q %v", conv, err)
+	}
+	ss, err := st.Lock("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.SaveConversation([]byte(`[{"role":"user","content":"hi"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.SaveConversation([]byte(`not json`)); err == nil {
+		t.Error("invalid JSON was saved")
+	}
+	ss.Unlock()
+	if _, err := st.Fork("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if conv, err := st.Conversation(name); err != nil || string(conv) != `[{"role":"user","content":"hi"}]` {
+			t.Errorf("session %s: conversation %q %v", name, conv, err)
+		}
+	}
+}
