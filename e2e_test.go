@@ -179,6 +179,10 @@ func TestBatchMixedLines(t *testing.T) {
 	// bare errors: not JSON, a wrong type, a duplicate custom_id
 	for i, want := range map[int]string{2: "JSON", 4: "temperature", 5: "custom_id"} {
 		e, ok := lines[i]["error"].(map[string]any)
+		if resp, isEnvelope := lines[i]["response"].(map[string]any); isEnvelope {
+			// a line that is not JSON is answered in the form of the lines before it
+			e, ok = resp["body"].(map[string]any)["error"].(map[string]any)
+		}
 		if !ok || !strings.Contains(fmt.Sprint(e["message"]), want) {
 			t.Errorf("result %d: %v, want an error about %s", i, lines[i], want)
 		}
@@ -423,5 +427,131 @@ func TestOracleCommand(t *testing.T) {
 	r = petal(t, "", "oracle", "--oracle", "../shared/oracle", "--bar", "1e-9")
 	if r.code != 1 || !strings.Contains(r.stdout, "first divergence (rel-L2 > 1e-09): layer 0") {
 		t.Fatalf("with an impossible bar: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+type chatResult struct {
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		Logprobs struct {
+			Content []struct {
+				Token string `json:"token"`
+			} `json:"content"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Warnings []string `json:"warnings"`
+}
+
+func parseChat(t *testing.T, s string) chatResult {
+	t.Helper()
+	var r chatResult
+	if err := json.Unmarshal([]byte(s), &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("not a chat completion: %q (%v)", s, err)
+	}
+	return r
+}
+
+func tokensOf(r chatResult) string {
+	var b strings.Builder
+	for _, c := range r.Choices[0].Logprobs.Content {
+		fmt.Fprintf(&b, "%q ", c.Token)
+	}
+	return b.String()
+}
+
+// TestSessionsAcrossProcesses: turn 1 in one process, turn 2 in another from
+// the snapshot, gives exactly the tokens of a process that renders the
+// whole history and prefills it; the same after a fork; the prompt is the
+// full-history rendering, token for token; thinking on and off.
+func TestSessionsAcrossProcesses(t *testing.T) {
+	greedyCases(t)
+	for _, think := range []bool{false, true} {
+		t.Run(fmt.Sprint("thinking=", think), func(t *testing.T) {
+			store := t.TempDir()
+			runTurn := func(session, prompt string, extra ...string) chatResult {
+				args := append([]string{"run", "--session", session, "--temperature", "0", "--max-tokens", "24", "--json", "--sessions", store}, extra...)
+				if !think {
+					args = append(args, "--no-think")
+				}
+				r := petal(t, "", append(args, prompt)...)
+				if r.code != 0 {
+					t.Fatalf("%v: exit %d %s", args, r.code, r.stderr)
+				}
+				return parseChat(t, r.stdout)
+			}
+			u1, u2 := "What does the function `dumps` in the `json` module do?", "And what does `loads` do?"
+			a1 := runTurn("s", u1)
+			b2 := runTurn("s", u2) // a second process, from the snapshot
+			if b2.Usage.PromptTokensDetails.CachedTokens == 0 {
+				t.Errorf("turn 2 restored nothing: %+v", b2.Usage)
+			}
+
+			// one process, no session: the full history rendered and prefilled
+			kwargs := ""
+			if !think {
+				kwargs = `, "chat_template_kwargs": {"enable_thinking": false}`
+			}
+			history := fmt.Sprintf(`[{"role": "user", "content": %q}, {"role": "assistant", "content": %q}, {"role": "user", "content": %q}]`,
+				u1, a1.Choices[0].Message.Content, u2)
+			job := fmt.Sprintf(`{"messages": %s, "temperature": 0, "max_tokens": 24, "logprobs": true%s}`, history, kwargs)
+			r := petal(t, job+"\n", "batch", "-")
+			full := parseChat(t, r.stdout)
+			if got, want := b2.Choices[0].Message.Content, full.Choices[0].Message.Content; got != want || b2.Usage.CompletionTokens != full.Usage.CompletionTokens {
+				t.Errorf("turn 2 from the snapshot %q (%d tokens), full prefill %q (%d tokens)", got, b2.Usage.CompletionTokens, want, full.Usage.CompletionTokens)
+			}
+			// the restored prompt is the full-history rendering, token for token
+			render := fmt.Sprintf(`{"messages": %s, "add_generation_prompt": true%s}`, history, strings.Replace(kwargs, `, "chat_template_kwargs": {"enable_thinking": false}`, `, "enable_thinking": false`, 1))
+			ids := petal(t, render, "chat-template", "--ids")
+			var rendered struct {
+				IDs []int `json:"ids"`
+			}
+			json.Unmarshal([]byte(ids.stdout), &rendered)
+			if b2.Usage.PromptTokens != len(rendered.IDs) || full.Usage.PromptTokens != len(rendered.IDs) {
+				t.Errorf("prompt tokens: session %d, full %d, rendering %d", b2.Usage.PromptTokens, full.Usage.PromptTokens, len(rendered.IDs))
+			}
+
+			// a fork of the session after turn 1 answers turn 2 the same way
+			store = t.TempDir()
+			_ = runTurn("base", u1)
+			f2 := runTurn("fork", u2, "--fork-from", "base")
+			if f2.Choices[0].Message.Content != b2.Choices[0].Message.Content || f2.Usage.PromptTokensDetails.CachedTokens == 0 {
+				t.Errorf("forked turn 2 %q (cached %d), original %q", f2.Choices[0].Message.Content, f2.Usage.PromptTokensDetails.CachedTokens, b2.Choices[0].Message.Content)
+			}
+		})
+	}
+}
+
+// TestSessionErrors: a fork of an unknown session and a corrupt snapshot are
+// error lines naming the problem; the batch goes on.
+func TestSessionErrors(t *testing.T) {
+	greedyCases(t)
+	store := t.TempDir()
+	jobs := `{"custom_id": "a", "session": "x", "fork_from": "nobody", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}` + "\n" +
+		`{"custom_id": "b", "session": "y", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}` + "\n"
+	r := petal(t, jobs, "batch", "-", "--sessions", store)
+	if r.code != 1 || !strings.Contains(r.stdout, `nobody`) {
+		t.Fatalf("exit %d, %s", r.code, r.stdout)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(store, "y", "*.snap"))
+	if len(snaps) == 0 {
+		t.Fatal("session y saved no snapshot")
+	}
+	for _, f := range snaps {
+		data, _ := os.ReadFile(f)
+		data[len(data)/2] ^= 0x40
+		os.WriteFile(f, data, 0o600)
+	}
+	r = petal(t, `{"session": "y", "messages": [{"role": "user", "content": "again"}], "max_tokens": 2}`+"\n", "batch", "-", "--sessions", store)
+	if r.code != 1 || !strings.Contains(r.stdout, filepath.Join(store, "y")) || !strings.Contains(r.stdout, "corrupt") {
+		t.Fatalf("corrupt snapshot: exit %d, %s", r.code, r.stdout)
 	}
 }

@@ -192,8 +192,8 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 		}
 	}
 	if splitter != nil {
-		// the prompt decides whether generation starts inside <think>
-		splitter.inThinking = srv.promptOpensThink(job)
+		// the rendered prompt decides whether generation starts inside <think>
+		srv.onPrompt = func(prompt string) { splitter.inThinking = chat.PromptOpensThink(prompt) }
 	}
 	out, jerr := srv.serve(c.Context, job, onText)
 	if jerr != nil {
@@ -221,20 +221,6 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 		return &exitError{ExitInterrupted, fmt.Errorf("interrupted")}
 	}
 	return nil
-}
-
-// promptOpensThink renders the job's prompt to see whether it leaves a
-// <think> block open (a cheap render; serve renders again).
-func (s *server) promptOpensThink(job *jobs.Job) bool {
-	if job.Kind != jobs.Chat {
-		return false
-	}
-	req, err := renderRequest(job)
-	if err != nil {
-		return false
-	}
-	text, err := s.e.RenderChat(req)
-	return err == nil && chat.PromptOpensThink(text)
 }
 
 func timingLine(t jobs.Timings, finish string) string {

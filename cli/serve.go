@@ -21,6 +21,7 @@ type server struct {
 	modelName string
 	loadMS    float64 // reported on the first job only
 	store     *sessionStore
+	onPrompt  func(prompt string) // sees each rendered chat prompt before generation
 }
 
 // jobError is a failed job: Status 400 for a request that cannot be
@@ -49,17 +50,29 @@ type outcome struct {
 // is produced.
 func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) (*outcome, *jobError) {
 	start := time.Now()
+	t, jerr := s.beginTurn(job)
+	if jerr != nil {
+		return nil, jerr
+	}
+	defer t.end()
+
 	var prompt []int32
 	var promptText string
+	var messages json.RawMessage
+	boundary := 0 // prompt tokens that end the conversation's messages (chat)
 	if job.Kind == jobs.Chat {
-		req, err := renderRequest(job)
-		if err != nil {
+		var err error
+		if messages, err = t.messages(job); err != nil {
 			return nil, badRequest("messages", "%v", err)
 		}
-		if promptText, err = s.e.RenderChat(req); err != nil {
-			return nil, badRequest("messages", "chat template: %v", err)
+		if promptText, boundary, err = s.renderChat(job, messages); err != nil {
+			return nil, badRequest("messages", "%v", err)
 		}
 		prompt = s.e.Encode(promptText)
+		boundary = commonPrefix(prompt, s.e.Encode(promptText[:boundary]))
+		if s.onPrompt != nil {
+			s.onPrompt(promptText)
+		}
 	} else if job.PromptIDs != nil {
 		prompt = job.PromptIDs
 		for i, id := range prompt {
@@ -95,50 +108,98 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	if len(job.Ignored) > 0 {
 		warnings = append(warnings, fmt.Sprintf("ignored fields: %s", strings.Join(job.Ignored, ", ")))
 	}
-	st, restore, w, jerr := s.stateFor(job, prompt)
+	st, from, jerr := s.stateFor(job, t, prompt)
 	if jerr != nil {
 		return nil, jerr
 	}
-	warnings = append(warnings, w...)
+	warnings = append(warnings, from.warnings...)
 	defer st.Free(s.e.Model.Backend())
 
+	var boundaryPrefill, saveTime time.Duration
+	if job.Kind == jobs.Chat && !req.PromptLogprobs {
+		var err error
+		if boundaryPrefill, saveTime, err = s.keepBoundary(job, t, st, prompt, boundary); err != nil {
+			return nil, &jobError{Status: 500, Err: err}
+		}
+	}
 	res, err := s.e.Generate(ctx, st, req)
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}
 	}
-	saveTime, err := s.saveSession(job, st, res)
-	if err != nil {
-		return nil, &jobError{Status: 500, Err: err}
+
+	created := time.Now().Unix()
+	var body any
+	if job.Kind == jobs.Chat {
+		cc := s.chatCompletion(job, promptText, res, created)
+		save, err := s.endTurn(job, t, st, prompt, res, messages, cc.Choices[0].Message)
+		if err != nil {
+			return nil, &jobError{Status: 500, Err: err}
+		}
+		saveTime += save
+		body = cc
+	} else {
+		body = s.textCompletion(job, promptText, prompt, res, created)
 	}
 
-	t := jobs.Timings{
-		PromptN: res.PromptTokens, PromptMS: ms(res.PromptTime),
+	// Prefilled here: the boundary part and what Generate ran; restored: the rest.
+	prefilled := len(prompt) - from.tokens
+	tm := jobs.Timings{
+		PromptN: prefilled, PromptMS: ms(boundaryPrefill + res.PromptTime),
 		PredictedN: len(res.Tokens), PredictedMS: ms(res.DecodeTime),
-		CacheN: res.CachedTokens, LoadMS: s.loadMS, RestoreMS: ms(restore), SaveMS: ms(saveTime),
-		TTFTMS: ms(res.FirstToken) + ms(restore),
+		CacheN: from.tokens, LoadMS: s.loadMS, RestoreMS: ms(from.duration), SaveMS: ms(saveTime),
+		TTFTMS: ms(from.duration + boundaryPrefill + res.FirstToken),
 	}
 	s.loadMS = 0
-	if res.FinishReason == "stop" && len(res.Tokens) == 0 && res.FirstToken == 0 {
-		t.TTFTMS = 0
+	tm.TotalMS = ms(time.Since(start))
+	tm.Finish()
+	usage := jobs.NewUsage(len(prompt), len(res.Tokens), from.tokens, 0)
+	switch b := body.(type) {
+	case *jobs.ChatCompletion:
+		usage.CompletionTokensDetails.ReasoningTokens = s.reasoningTokens(res.Tokens, chat.PromptOpensThink(promptText))
+		b.Usage, b.Timings = usage, tm
+	case *jobs.TextCompletion:
+		b.Usage, b.Timings = usage, tm
 	}
-	t.TotalMS = ms(time.Since(start))
-	t.Finish()
+	return &outcome{Body: body, Warnings: warnings, Result: res, Timings: tm}, nil
+}
 
-	out := &outcome{Warnings: warnings, Result: res, Timings: t}
-	created := time.Now().Unix()
-	if job.Kind == jobs.Chat {
-		out.Body = s.chatCompletion(job, promptText, res, t, created)
-	} else {
-		out.Body = s.textCompletion(job, promptText, prompt, res, t, created)
+// renderChat renders the conversation with the generation prompt, and says
+// where its messages end (the rendering without the generation prompt),
+// when that is a prefix of it.
+func (s *server) renderChat(job *jobs.Job, messages json.RawMessage) (string, int, error) {
+	withPrompt := *job
+	withPrompt.Messages = messages
+	req, err := renderRequest(&withPrompt, true)
+	if err != nil {
+		return "", 0, err
 	}
-	return out, nil
+	text, err := s.e.RenderChat(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("chat template: %v", err)
+	}
+	boundary := 0
+	if req, err = renderRequest(&withPrompt, false); err == nil {
+		if head, err := s.e.RenderChat(req); err == nil && strings.HasPrefix(text, head) {
+			boundary = len(head)
+		}
+	}
+	return text, boundary, nil
+}
+
+// commonPrefix is the number of leading tokens a and b share.
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // renderRequest builds the chat template's input: the messages, the tools,
 // the template switches, and add_generation_prompt.
-func renderRequest(job *jobs.Job) ([]byte, error) {
+func renderRequest(job *jobs.Job, generationPrompt bool) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"messages":`)
 	b.Write(job.Messages)
@@ -146,7 +207,7 @@ func renderRequest(job *jobs.Job) ([]byte, error) {
 		b.WriteString(`,"tools":`)
 		b.Write(job.Tools)
 	}
-	b.WriteString(`,"add_generation_prompt":true`)
+	fmt.Fprintf(&b, `,"add_generation_prompt":%t`, generationPrompt)
 	if kw := bytes.TrimSpace(job.TemplateKwargs); len(kw) > 2 && kw[0] == '{' {
 		var check map[string]json.RawMessage
 		if err := json.Unmarshal(kw, &check); err != nil {
@@ -211,7 +272,7 @@ func samplingParams(e *engine.Engine, p jobs.Params) sample.Params {
 	return s
 }
 
-func (s *server) chatCompletion(job *jobs.Job, prompt string, res *engine.Result, t jobs.Timings, created int64) *jobs.ChatCompletion {
+func (s *server) chatCompletion(job *jobs.Job, prompt string, res *engine.Result, created int64) *jobs.ChatCompletion {
 	inThinking := chat.PromptOpensThink(prompt)
 	parsed := chat.ParseOutput(res.Text, chat.ParseOptions{InThinking: inThinking, Tools: job.Tools})
 	msg := jobs.ChatMessage{ReasoningContent: parsed.Reasoning}
@@ -234,11 +295,7 @@ func (s *server) chatCompletion(job *jobs.Job, prompt string, res *engine.Result
 		}
 		choice.Logprobs = lp
 	}
-	return &jobs.ChatCompletion{
-		Created: created, Model: s.responseModel(job), Choices: []jobs.ChatChoice{choice},
-		Usage:   jobs.NewUsage(res.CachedTokens+res.PromptTokens, len(res.Tokens), res.CachedTokens, s.reasoningTokens(res.Tokens, inThinking)),
-		Timings: t,
-	}
+	return &jobs.ChatCompletion{Created: created, Model: s.responseModel(job), Choices: []jobs.ChatChoice{choice}}
 }
 
 func (s *server) chatTokenLogprob(tl engine.TokenLogprob) jobs.TokenLogprob {
@@ -276,7 +333,7 @@ func (s *server) reasoningTokens(tokens []int32, inThinking bool) int {
 	return n
 }
 
-func (s *server) textCompletion(job *jobs.Job, promptText string, prompt []int32, res *engine.Result, t jobs.Timings, created int64) *jobs.TextCompletion {
+func (s *server) textCompletion(job *jobs.Job, promptText string, prompt []int32, res *engine.Result, created int64) *jobs.TextCompletion {
 	text := res.Text
 	if job.Params.Echo {
 		if promptText == "" {
@@ -316,11 +373,7 @@ func (s *server) textCompletion(job *jobs.Job, promptText string, prompt []int32
 		}
 		choice.Logprobs = lp
 	}
-	return &jobs.TextCompletion{
-		Created: created, Model: s.responseModel(job), Choices: []jobs.TextChoice{choice},
-		Usage:   jobs.NewUsage(res.CachedTokens+res.PromptTokens, len(res.Tokens), res.CachedTokens, 0),
-		Timings: t,
-	}
+	return &jobs.TextCompletion{Created: created, Model: s.responseModel(job), Choices: []jobs.TextChoice{choice}}
 }
 
 func (s *server) responseModel(job *jobs.Job) string {

@@ -44,6 +44,7 @@ type Result struct {
 	Tokens         []int32 // generated tokens, without the stop token
 	Text           string  // their text, cut before a stop string
 	FinishReason   string  // "stop", "length" or "cancelled"
+	StopToken      int32   // the end-of-sequence id that ended generation, or -1
 	Logprobs       []TokenLogprob
 	PromptLogprobs []TokenLogprob // one per prompt token after the first
 
@@ -71,7 +72,7 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	if len(req.Prompt) >= e.MaxContext {
 		return nil, fmt.Errorf("engine: the prompt has %d tokens; the context holds %d", len(req.Prompt), e.MaxContext)
 	}
-	res := &Result{CachedTokens: cached, PromptTokens: len(fresh)}
+	res := &Result{CachedTokens: cached, PromptTokens: len(fresh), StopToken: -1}
 	V := e.Model.Dims.Vocab
 	logits := make([]float32, V)
 	var lp []float64
@@ -114,7 +115,7 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 			res.FirstToken = firstAt.Sub(start)
 		}
 		if e.StopIDs[tok] {
-			res.FinishReason = "stop"
+			res.FinishReason, res.StopToken = "stop", tok
 			break
 		}
 		if req.Logprobs {

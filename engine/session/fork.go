@@ -20,8 +20,8 @@ func (s *Store) Fork(from, to string) (SnapshotInfo, error) {
 	return ss.ForkFrom(from)
 }
 
-// ForkFrom makes the latest snapshot of session from the first turn of this
-// session, which must have none yet, and copies from's conversation. The file is hard-linked (snapshots
+// ForkFrom gives this session, which must have no turns yet, the kept turn
+// snapshots of session from (the latest checked) and its conversation. The file is hard-linked (snapshots
 // are never modified in place, so the two sessions can share it) or,
 // where links are not possible, copied atomically. Its header is checked:
 // a damaged snapshot or one from another model is refused.
@@ -71,7 +71,7 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return SnapshotInfo{}, fmt.Errorf("session: %w", err)
 		}
-		dst := s.turnPath(ss.name, 1)
+		dst := s.turnPath(ss.name, len(turns))
 		err = linkOrCopy(src, dst)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -79,7 +79,14 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 		if err != nil {
 			return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
 		}
-		info.File, info.Turn = dst, 1
+		info.File, info.Turn = dst, len(turns)
+		// the earlier turns too: a new message that diverges from the
+		// latest turn can still resume from one of them
+		for i, older := range turns[:len(turns)-1] {
+			if err := linkOrCopy(older.path, s.turnPath(ss.name, i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
+			}
+		}
 		// the history the snapshot's tokens came from goes with it
 		if conv, err := s.Conversation(from); err != nil {
 			return SnapshotInfo{}, err

@@ -230,8 +230,11 @@ func TestFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Turn != 1 || info.Tokens != 6 {
+	if info.Turn != 2 || info.Tokens != 6 {
 		t.Fatalf("fork: %+v", info)
+	}
+	if d, err := st.Show("b"); err != nil || d.Turns != 2 {
+		t.Fatalf("the fork should keep both turns of its source: %+v %v", d, err)
 	}
 	r, err := st.Latest("b")
 	if err != nil || !reflect.DeepEqual(r.Data, src) {
