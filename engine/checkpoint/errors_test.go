@@ -90,6 +90,20 @@ func TestOpenUnknownDType(t *testing.T) {
 	wantErr(t, err, "model.safetensors", `"language_model.model.layers.0.input_layernorm.weight"`, "F8_E4M3", "U32, BF16, F16, F32, I32")
 }
 
+// TestIgnoredTensorsMayHaveOtherDTypes: a vision-tower tensor of a dtype
+// petal never reads does not stop the text model from opening.
+func TestIgnoredTensorsMayHaveOtherDTypes(t *testing.T) {
+	tensors := append(routerTensors(), testTensor{"vision_tower.pos_ids", "I64", []int{8}, zeros(64)})
+	c, err := Open(newCheckpointDir(t, tensors))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ign := c.Ignored(); len(ign) != 1 || ign[0] != "vision_tower.pos_ids" {
+		t.Errorf("ignored %v", ign)
+	}
+}
+
 func TestOpenRawHuggingFace(t *testing.T) {
 	tensors := append(routerTensors(),
 		testTensor{"model.language_model.layers.0.linear_attn.conv1d.weight", "BF16", []int{8, 1, 4}, zeros(64)})

@@ -36,6 +36,12 @@ func FuzzParseHeader(f *testing.F) {
 			return
 		}
 		for _, tn := range tensors {
+			if tn.DType.Size() == 0 { // only ignored tensors may have other dtypes
+				if _, inText := normaliseName(tn.Name); inText {
+					t.Fatalf("tensor %q of the text model has unsupported dtype %s", tn.Name, tn.DType)
+				}
+				continue
+			}
 			if len(tn.Data) != tn.NumElements()*tn.DType.Size() {
 				t.Fatalf("tensor %q: %d bytes for shape %v of %s", tn.Name, len(tn.Data), tn.Shape, tn.DType)
 			}

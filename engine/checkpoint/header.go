@@ -91,9 +91,12 @@ func parseEntry(file, name string, msg json.RawMessage, data []byte) (*Tensor, i
 		return nil, 0, fmt.Errorf("checkpoint: %s: tensor %q: bad header entry: %v", file, name, err)
 	}
 	dtype, err := checkDType(file, name, e.DType)
-	if err != nil {
+	if _, inText := normaliseName(name); err != nil && inText {
 		return nil, 0, err
 	}
+	// A tensor petal ignores (vision tower, MTP head) may have any dtype:
+	// only its place in the file is checked.
+	ignoredDType := err != nil
 	if len(e.DataOffsets) != 2 {
 		return nil, 0, fmt.Errorf("checkpoint: %s: tensor %q: data_offsets has %d values, want 2", file, name, len(e.DataOffsets))
 	}
@@ -117,6 +120,9 @@ func parseEntry(file, name string, msg json.RawMessage, data []byte) (*Tensor, i
 		}
 		numel *= d
 		shape[i] = int(d)
+	}
+	if ignoredDType {
+		return &Tensor{Name: name, DType: DType(e.DType), Shape: shape, Data: data[begin:end:end], File: file}, begin, nil
 	}
 	if want := numel * int64(dtype.Size()); end-begin != want {
 		return nil, 0, fmt.Errorf("checkpoint: %s: tensor %q: %d bytes of data, but shape %v of %s needs %d",
