@@ -9,8 +9,10 @@
 package sample
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -36,6 +38,7 @@ type Sampler struct {
 	seen      map[int32]bool
 	cand      []candidate
 	probs     []float64
+	hist      []float64
 }
 
 type candidate struct {
@@ -150,16 +153,66 @@ func (s *Sampler) candidates(logits []float32) []candidate {
 			c[pos] = candidate{int32(i), float64(v)}
 		}
 	} else {
+		floor := s.nucleusFloor(logits)
 		for i, v := range logits {
-			c = append(c, candidate{int32(i), float64(v)})
+			if float64(v) >= floor {
+				c = append(c, candidate{int32(i), float64(v)})
+			}
 		}
-		sort.SliceStable(c, func(a, b int) bool { return c[a].logit > c[b].logit })
+		slices.SortFunc(c, func(a, b candidate) int {
+			if a.logit != b.logit {
+				return cmp.Compare(b.logit, a.logit)
+			}
+			return cmp.Compare(a.id, b.id)
+		})
 	}
 	for i := range c {
 		c[i].logit /= s.p.Temperature
 	}
 	s.cand = c
 	return c
+}
+
+// nucleusFloor is a logit below which no token can be drawn when top-k is
+// off, so that only the tokens above it need sorting: tokens more than 50
+// temperatures below the best (probability under e^-50 of its own), and,
+// with top-p, those below the histogram bucket where the probability
+// counted from the top reaches top-p; with min-p, those below min-p times
+// the best token's probability. The floor is never above a token the exact
+// computation could keep.
+func (s *Sampler) nucleusFloor(logits []float32) float64 {
+	const span, buckets = 50.0, 4096
+	T := s.p.Temperature
+	best := float64(logits[Argmax(logits)])
+	floor := best - span*T
+	if s.p.MinP > 0 {
+		floor = max(floor, best+T*math.Log(s.p.MinP))
+	}
+	if s.p.TopP <= 0 || s.p.TopP >= 1 {
+		return floor
+	}
+	if cap(s.hist) < buckets {
+		s.hist = make([]float64, buckets)
+	}
+	hist := s.hist[:buckets]
+	clear(hist)
+	var total float64
+	for _, v := range logits {
+		d := (best - float64(v)) / T
+		if d >= span {
+			continue
+		}
+		p := math.Exp(-d)
+		hist[int(d*buckets/span)] += p
+		total += p
+	}
+	var cum float64
+	for b, p := range hist {
+		if cum += p; cum >= s.p.TopP*total {
+			return max(floor, best-float64(b+1)*span/buckets*T)
+		}
+	}
+	return floor
 }
 
 // Argmax returns the index of the largest logit (the lowest index on ties).

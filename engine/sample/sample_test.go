@@ -1,7 +1,10 @@
 package sample
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -103,5 +106,55 @@ func TestLogSoftmaxAndTopN(t *testing.T) {
 	}
 	if got := TopN(lp, 2); len(got) != 2 || got[0] != 1 || got[1] != 2 {
 		t.Fatalf("top-2 %v, want [1 2]", got)
+	}
+}
+
+// BenchmarkSampleFullVocabulary: one draw over a 248320-token vocabulary
+// with top-k off (top-p only), the costliest setting.
+func BenchmarkSampleFullVocabulary(b *testing.B) {
+	logits := make([]float32, 248320)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i))) * 8
+	}
+	s := New(Params{Temperature: 1, TopP: 0.95, Seed: 1}, nil)
+	row := make([]float32, len(logits))
+	for range b.N {
+		copy(row, logits)
+		s.Next(row)
+	}
+}
+
+// TestNucleusFloorKeepsTheNucleus: the floor used to avoid sorting the whole
+// vocabulary never cuts a token that exact top-p (and min-p) would keep.
+func TestNucleusFloorKeepsTheNucleus(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for trial := range 300 {
+		n := 1 + rng.IntN(2000)
+		logits := make([]float32, n)
+		scale := rng.Float64() * 20
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * scale)
+		}
+		p := Params{Temperature: 0.1 + rng.Float64()*2, TopP: rng.Float64(), MinP: rng.Float64() * 0.2 * float64(trial%2)}
+		s := New(p, nil)
+		floor := s.nucleusFloor(logits)
+		// exact: sort everything, accumulate to top-p
+		sorted := slices.Clone(logits)
+		slices.SortFunc(sorted, func(a, b float32) int { return cmp.Compare(b, a) })
+		var z float64
+		for _, v := range sorted {
+			z += math.Exp((float64(v) - float64(sorted[0])) / p.Temperature)
+		}
+		var cum float64
+		for _, v := range sorted {
+			prob := math.Exp((float64(v)-float64(sorted[0]))/p.Temperature) / z
+			keptByMinP := p.MinP <= 0 || math.Exp((float64(v)-float64(sorted[0]))/p.Temperature) >= p.MinP
+			if keptByMinP && prob > 1e-20 && float64(v) < floor {
+				t.Fatalf("trial %d: token with logit %g (p %.3g) is in the nucleus but below the floor %g", trial, v, prob, floor)
+			}
+			if cum += prob; cum >= p.TopP {
+				break
+			}
+		}
 	}
 }
