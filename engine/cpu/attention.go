@@ -99,25 +99,3 @@ func (t *attnTask) run(lo, hi int) {
 		}
 	}
 }
-
-func dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	n := len(a) &^ 3
-	for i := 0; i < n; i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for i := n; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// axpy: y += a*x.
-func axpy(a float32, x, y []float32) {
-	for i := range y {
-		y[i] += a * x[i]
-	}
-}

@@ -122,24 +122,6 @@ func deltaStep(S, q, k, v []float32, beta, g float32, o []float32, Dv, Dk int) {
 	}
 }
 
-// dot2 returns (a·x, a·y) in one pass over a.
-func dot2(a, x, y []float32) (float32, float32) {
-	var x0, x1, y0, y1 float32
-	n := len(a) &^ 1
-	x, y = x[:len(a)], y[:len(a)]
-	for i := 0; i < n; i += 2 {
-		x0 += a[i] * x[i]
-		y0 += a[i] * y[i]
-		x1 += a[i+1] * x[i+1]
-		y1 += a[i+1] * y[i+1]
-	}
-	if n < len(a) {
-		x0 += a[n] * x[n]
-		y0 += a[n] * y[n]
-	}
-	return x0 + x1, y0 + y1
-}
-
 // l2Normalize writes x/sqrt(Σx²+1e-6)*scale into dst.
 func l2Normalize(x, dst []float32, scale float32) {
 	var ss float64
