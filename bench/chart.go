@@ -12,7 +12,7 @@ import (
 // Chart geometry, in SVG user units.
 const (
 	chartW, chartH                     = 820, 500
-	padLeft, padRight, padTop, padBott = 80, 170, 80, 56
+	padLeft, padRight, padTop, padBott = 80, 110, 80, 56
 )
 
 // series is one line of the chart.
@@ -30,8 +30,8 @@ type point struct {
 // line, length on a log2 axis, the rate on a linear axis from zero or, when
 // the rates span more than a factor of 20, on a log10 axis.
 func WriteSVG(w io.Writer, r *Report) error {
-	prefill := series{id: "prefill", label: "prefill (N-token prompt)", colour: "#1f77b4"}
-	decode := series{id: "decode", label: "decode (at context N)", colour: "#d62728"}
+	prefill := series{id: "prefill", label: "prefill", colour: "#1f77b4"}
+	decode := series{id: "decode", label: "decode", colour: "#d62728"}
 	for _, e := range r.Results {
 		if e.Prefill != nil && e.Prefill.TokensPerSecond > 0 {
 			prefill.points = append(prefill.points, point{e.Length, e.Prefill.TokensPerSecond})
@@ -185,6 +185,8 @@ func niceStep(v float64) float64 {
 
 func formatRate(v float64) string {
 	switch {
+	case v == 0:
+		return "0"
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
 	case v >= 10:
