@@ -53,49 +53,134 @@ func rope(x []float32, pos, rot int, theta float64) {
 	}
 }
 
-// attnTask: causal GQA with a one-pass (online) softmax, then the sigmoid
-// output gate. One task per (token, query head).
+// attnTask: causal GQA, then the sigmoid output gate. One task per (token,
+// KV head, part of that head's query group): the heads of a part are done
+// together, so each K and V row is loaded once for all of them. A part is
+// the whole group unless there are too few tasks to keep every core busy
+// (decode) or the group has more than attnMaxHeads heads.
 type attnTask struct {
 	o                  *backend.Attention
 	q, qg, kc, vc, out []float32
+	heads, parts       int // query heads per part, parts per KV head
 }
 
 func (b *Backend) attention(o *backend.Attention) {
 	t := &b.tasks.attn
 	t.o, t.q, t.qg, t.kc, t.vc, t.out = o, F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
-	parallel.For(o.Rows*o.QHeads, 2, b.tasks.attnFn)
+	group := o.QHeads / o.KVHeads
+	parts := ceilDiv(group, attnMaxHeads)
+	if tasks := o.Rows * o.KVHeads; tasks < parallel.Workers() {
+		parts = max(parts, min(group, ceilDiv(parallel.Workers(), tasks)))
+	}
+	t.heads = ceilDiv(group, parts)
+	t.parts = ceilDiv(group, t.heads)
+	parallel.For(o.Rows*o.KVHeads*t.parts, 1, b.tasks.attnFn)
 }
 
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
 func (t *attnTask) run(lo, hi int) {
+	var s attnScratch
 	o := t.o
-	D, QH := o.HeadDim, o.QHeads
-	kvW := o.KVHeads * D
-	group := QH / o.KVHeads
-	scale := float32(1 / math.Sqrt(float64(D)))
+	D, QH, group := o.HeadDim, o.QHeads, o.QHeads/o.KVHeads
 	for i := lo; i < hi; i++ {
-		r, h := i/QH, i%QH
-		kv := h / group
-		qv := t.q[r*QH*D+h*D:][:D]
-		acc := t.out[r*QH*D+h*D:][:D]
-		clear(acc)
-		maxScore, sum := float32(math.Inf(-1)), float32(0)
-		for s := 0; s <= o.Pos0+r; s++ {
-			score := dot(qv, t.kc[s*kvW+kv*D:][:D]) * scale
-			if score > maxScore {
-				c := float32(math.Exp(float64(maxScore - score)))
-				sum *= c
-				for j := range acc {
-					acc[j] *= c
-				}
-				maxScore = score
+		r, kv, part := i/(o.KVHeads*t.parts), i/t.parts%o.KVHeads, i%t.parts
+		h0 := kv*group + part*t.heads
+		nh := min(t.heads, (kv+1)*group-h0)
+		out := t.out[(r*QH+h0)*D:][:nh*D]
+		t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, o.Pos0+r+1)
+		for h := range nh {
+			acc, gate := out[h*D:][:D], t.qg[(r*QH+h0+h)*2*D+D:][:D]
+			for j := range acc {
+				acc[j] = acc[j] / s.sums[h] * sigmoid(gate[j])
 			}
-			p := float32(math.Exp(float64(score - maxScore)))
-			sum += p
-			axpy(p, t.vc[s*kvW+kv*D:][:D], acc)
-		}
-		gate := t.qg[r*QH*2*D+h*2*D+D:][:D]
-		for j := range acc {
-			acc[j] = acc[j] / sum * sigmoid(gate[j])
 		}
 	}
+}
+
+// Keys are scored attnBlock at a time for all heads of a part, into
+// scratch on the stack, so the softmax needs no heap memory and takes each
+// exponential once: against the running maximum, which a block raises
+// (rescaling the head's sums) only when it holds a larger score.
+const (
+	attnBlock    = 64
+	attnMaxHeads = 16
+)
+
+type attnScratch struct {
+	scores      [attnMaxHeads][attnBlock]float32
+	maxes, sums [attnMaxHeads]float32
+}
+
+// attend sets out (the heads of q, D floats each) to Σ p·V over the first n
+// cache rows of KV head kv, and s.sums to Σ p, where p = exp(score - the
+// head's maximum score).
+func (t *attnTask) attend(s *attnScratch, q, out []float32, kv, n int) {
+	D := t.o.HeadDim
+	kvW, nh := t.o.KVHeads*D, len(q)/D
+	keys, values := t.kc[kv*D:], t.vc[kv*D:]
+	scale := float32(1 / math.Sqrt(float64(D)))
+	clear(out)
+	for h := range nh {
+		s.maxes[h], s.sums[h] = float32(math.Inf(-1)), 0
+	}
+	for b0 := 0; b0 < n; b0 += attnBlock {
+		nb := min(attnBlock, n-b0)
+		for j := range nb {
+			k := keys[(b0+j)*kvW:][:D]
+			h := 0
+			for ; h+4 <= nh; h += 4 {
+				var d [4]float32
+				dot4(q[h*D:], D, k, &d)
+				for c, v := range d {
+					s.scores[h+c][j] = v * scale
+				}
+			}
+			for ; h < nh; h++ {
+				s.scores[h][j] = dot(q[h*D:][:D], k) * scale
+			}
+		}
+		for h := range nh {
+			s.exponentiate(h, nb, out[h*D:][:D])
+		}
+		j := 0
+		for ; j+4 <= nb; j += 4 {
+			v := values[(b0+j)*kvW:]
+			for h := range nh {
+				p := [4]float32{s.scores[h][j], s.scores[h][j+1], s.scores[h][j+2], s.scores[h][j+3]}
+				axpy4(&p, v, kvW, out[h*D:][:D])
+			}
+		}
+		for ; j < nb; j++ {
+			v := values[(b0+j)*kvW:][:D]
+			for h := range nh {
+				axpy(s.scores[h][j], v, out[h*D:][:D])
+			}
+		}
+	}
+}
+
+// exponentiate turns head h's first nb scores into p = exp(score - max),
+// adding them to its sum; a new maximum first rescales the sum and acc.
+func (s *attnScratch) exponentiate(h, nb int, acc []float32) {
+	sc := s.scores[h][:nb]
+	m := s.maxes[h]
+	for _, v := range sc {
+		m = max(m, v)
+	}
+	if m > s.maxes[h] && s.sums[h] != 0 {
+		c := float32(math.Exp(float64(s.maxes[h] - m)))
+		s.sums[h] *= c
+		for j := range acc {
+			acc[j] *= c
+		}
+	}
+	s.maxes[h] = m
+	sum := s.sums[h]
+	for j, v := range sc {
+		p := float32(math.Exp(float64(v - m)))
+		sc[j] = p
+		sum += p
+	}
+	s.sums[h] = sum
 }

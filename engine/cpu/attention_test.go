@@ -1,0 +1,96 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/engine/backend"
+)
+
+// attentionPlain is the op as backend.Attention states it, per (token,
+// head), in float64: scores, softmax, weighted values, output gate.
+func attentionPlain(o *backend.Attention, q, qg, kc, vc []float32) []float64 {
+	D, QH := o.HeadDim, o.QHeads
+	kvW, group := o.KVHeads*D, o.QHeads/o.KVHeads
+	out := make([]float64, o.Rows*QH*D)
+	for r := range o.Rows {
+		n := o.Pos0 + r + 1
+		for h := range QH {
+			kv := h / group
+			scores := make([]float64, n)
+			maxScore := math.Inf(-1)
+			for s := range scores {
+				for j := range D {
+					scores[s] += float64(q[(r*QH+h)*D+j]) * float64(kc[s*kvW+kv*D+j])
+				}
+				scores[s] /= math.Sqrt(float64(D))
+				maxScore = max(maxScore, scores[s])
+			}
+			var sum float64
+			for s := range scores {
+				scores[s] = math.Exp(scores[s] - maxScore)
+				sum += scores[s]
+			}
+			for j := range D {
+				var acc float64
+				for s, p := range scores {
+					acc += p * float64(vc[s*kvW+kv*D+j])
+				}
+				gate := float64(qg[(r*QH+h)*2*D+D+j])
+				out[(r*QH+h)*D+j] = acc / sum / (1 + math.Exp(-gate))
+			}
+		}
+	}
+	return out
+}
+
+// TestAttentionMatchesPlain covers groups that split into parts (decode,
+// more than attnMaxHeads heads), leftover heads outside dot4's fours,
+// keys past one block and head sizes off the vector width.
+func TestAttentionMatchesPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ rows, pos0, qh, kvh, d int }{
+		{1, 0, 8, 1, 256},   // first decode step
+		{1, 200, 8, 2, 64},  // decode over several blocks
+		{5, 60, 6, 2, 33},   // chunk crossing a block edge, groups of 3
+		{3, 130, 34, 2, 16}, // groups of 17: parts of 9 and 8 heads
+		{70, 0, 4, 4, 8},    // one head per group, a prompt longer than a block
+		{2, 9, 7, 1, 7},     // seven heads, odd head size
+		{1, 5, 7, 1, 24},    // decode: parts of 4 and 3 heads on two or more cores
+	} {
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			n, D := c.pos0+c.rows, c.d
+			o := &backend.Attention{Rows: c.rows, Pos0: c.pos0, QHeads: c.qh, KVHeads: c.kvh, HeadDim: D}
+			q := randomVec(rng, c.rows*c.qh*D)
+			qg := randomVec(rng, c.rows*c.qh*2*D)
+			kc, vc := randomVec(rng, n*c.kvh*D), randomVec(rng, n*c.kvh*D)
+			for i := range kc {
+				kc[i] *= 4 // peaked softmaxes: the block maximum matters
+			}
+			b := New()
+			buf := func(x []float32) backend.Buffer {
+				m := b.Alloc(len(x), false)
+				b.Write(m, x)
+				return m
+			}
+			o.Q, o.QG, o.KCache, o.VCache = buf(q), buf(qg), buf(kc), buf(vc)
+			got := make([]float32, c.rows*c.qh*D)
+			for i := range got {
+				got[i] = float32(math.NaN())
+			}
+			o.Out = buf(got)
+			if err := b.Run(o); err != nil {
+				t.Fatal(err)
+			}
+			b.Read(o.Out, got)
+			want := attentionPlain(o, q, qg, kc, vc)
+			for i := range got {
+				if d := math.Abs(float64(got[i]) - want[i]); !(d <= 1e-5) {
+					t.Fatalf("out[%d] = %v, plain form %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
