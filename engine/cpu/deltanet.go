@@ -116,9 +116,7 @@ func deltaStep(S, q, k, v []float32, beta, g float32, o []float32, Dv, Dk int) {
 		sk, sq := dot2(row, k, q)
 		d := beta * (v[r] - g*sk)
 		o[r] = g*sq + d*kq
-		for c := range row {
-			row[c] = g*row[c] + d*k[c]
-		}
+		scaleAdd(g, d, k, row)
 	}
 }
 
