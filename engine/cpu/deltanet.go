@@ -8,7 +8,8 @@ import (
 )
 
 // convTask: causal depthwise conv over [state; x] then SiLU; the state
-// keeps the last K-1 pre-conv rows, oldest first. One task per channel range.
+// keeps the last K-1 pre-conv rows, oldest first. One task per channel
+// range, walked token by token so every row is read contiguously.
 type convTask struct {
 	o                *backend.ConvSiLU
 	x, state, w, out []float32
@@ -20,34 +21,61 @@ func (b *Backend) convSiLU(o *backend.ConvSiLU) {
 	parallel.For(o.Chans, 256, b.tasks.convFn)
 }
 
-// at is row t of the window [state; x].
-func (t *convTask) at(row, c int) float32 {
+// window is channels [lo, hi) of row r of the window [state; x].
+func (t *convTask) window(r, lo, hi int) []float32 {
 	K, C := t.o.K, t.o.Chans
-	if row < K-1 {
-		return t.state[row*C+c]
+	if r < K-1 {
+		return t.state[r*C+lo : r*C+hi]
 	}
-	return t.x[(row-(K-1))*C+c]
+	return t.x[(r-(K-1))*C+lo : (r-(K-1))*C+hi]
 }
+
+// maxConvTaps bounds K, so the window rows of a token fit an array.
+const maxConvTaps = 8
 
 func (t *convTask) run(lo, hi int) {
 	C, K, L := t.o.Chans, t.o.K, t.o.Rows
-	for c := lo; c < hi; c++ {
-		taps := t.w[c*K : (c+1)*K]
-		for r := 0; r < L; r++ {
+	if K > maxConvTaps {
+		panic("cpu: conv kernel wider than maxConvTaps")
+	}
+	w := t.w[lo*K : hi*K]
+	var rows [maxConvTaps][]float32
+	for r := 0; r < L; r++ {
+		for j := range K {
+			rows[j] = t.window(r+j, lo, hi)
+		}
+		out := t.out[r*C+lo : r*C+hi]
+		if K == 4 {
+			conv4(w, rows[0], rows[1], rows[2], rows[3], out)
+			continue
+		}
+		for c := range out {
 			var s float32
-			for j := 0; j < K; j++ {
-				s += taps[j] * t.at(r+j, c)
+			for j, row := range rows[:K] {
+				s += w[c*K+j] * row[c]
 			}
-			t.out[r*C+c] = silu(s)
+			out[c] = silu(s)
 		}
-		// new state = the last K-1 rows of [state; x]
-		var keep [8]float32
-		for j := 0; j < K-1; j++ {
-			keep[j] = t.at(L+j, c)
-		}
-		for j := 0; j < K-1; j++ {
-			t.state[j*C+c] = keep[j]
-		}
+	}
+	// The new state is the last K-1 rows of [state; x]. Row j takes row
+	// L+j, which is later, so ascending order never reads an overwritten row.
+	for j := 0; j < K-1; j++ {
+		copy(t.state[j*C+lo:j*C+hi], t.window(L+j, lo, hi))
+	}
+}
+
+// conv4 is the loop of run for the usual 4 taps, with the window rows in
+// variables so the compiler drops the bounds checks: same sums, same order.
+func conv4(w, x0, x1, x2, x3, out []float32) {
+	x0, x1, x2, x3 = x0[:len(out)], x1[:len(out)], x2[:len(out)], x3[:len(out)]
+	for c := range out {
+		taps := w[4*c : 4*c+4 : 4*c+4]
+		var s float32
+		s += taps[0] * x0[c]
+		s += taps[1] * x1[c]
+		s += taps[2] * x2[c]
+		s += taps[3] * x3[c]
+		out[c] = silu(s)
 	}
 }
 
