@@ -12,44 +12,65 @@ import (
 type prepTask struct {
 	o                           *backend.QKPrep
 	qg, k, v, q, qn, kn, kc, vc []float32
+	cos, sin                    []float64 // [Rows][RotaryDim/2]: the rotations of the chunk's positions
 }
 
 func (b *Backend) qkPrep(o *backend.QKPrep) {
 	t := &b.tasks.prep
 	t.o, t.qg, t.k, t.v, t.q = o, F(o.QG), F(o.K), F(o.V), F(o.Q)
 	t.qn, t.kn, t.kc, t.vc = F(o.QNorm), F(o.KNorm), F(o.KCache), F(o.VCache)
+	t.ropeTables()
 	parallel.For(o.Rows*(o.QHeads+o.KVHeads), 8, b.tasks.prepFn)
+}
+
+// ropeTables computes the rotation of pair i at position pos,
+// pos·theta^(-2i/rot), once per chunk rather than once per head.
+func (t *prepTask) ropeTables() {
+	o := t.o
+	half := o.RotaryDim / 2
+	if n := o.Rows * half; cap(t.cos) < n {
+		t.cos, t.sin = make([]float64, n), make([]float64, n)
+	}
+	t.cos, t.sin = t.cos[:o.Rows*half], t.sin[:o.Rows*half]
+	for i := range half {
+		inv := math.Pow(o.RopeTheta, -float64(2*i)/float64(o.RotaryDim))
+		for r := range o.Rows {
+			t.sin[r*half+i], t.cos[r*half+i] = math.Sincos(float64(o.Pos0+r) * inv)
+		}
+	}
 }
 
 func (t *prepTask) run(lo, hi int) {
 	o := t.o
 	D, kvW, heads := o.HeadDim, o.KVHeads*o.HeadDim, o.QHeads+o.KVHeads
+	half := o.RotaryDim / 2
 	for i := lo; i < hi; i++ {
 		r, h := i/heads, i%heads
 		pos := o.Pos0 + r
+		cos, sin := t.cos[r*half:][:half], t.sin[r*half:][:half]
 		if h < o.QHeads {
 			dst := t.q[r*o.QHeads*D+h*D:][:D]
 			rmsNorm(t.qg[r*o.QHeads*2*D+h*2*D:][:D], t.qn, dst, o.Eps)
-			rope(dst, pos, o.RotaryDim, o.RopeTheta)
+			rope(dst, cos, sin)
 			continue
 		}
 		h -= o.QHeads
 		dst := t.kc[pos*kvW+h*D:][:D]
 		rmsNorm(t.k[r*kvW+h*D:][:D], t.kn, dst, o.Eps)
-		rope(dst, pos, o.RotaryDim, o.RopeTheta)
+		rope(dst, cos, sin)
 		copy(t.vc[pos*kvW+h*D:][:D], t.v[r*kvW+h*D:][:D])
 	}
 }
 
-// rope rotates pairs (i, i+rot/2) of the first rot dims by pos·theta^(-2i/rot).
-func rope(x []float32, pos, rot int, theta float64) {
-	half := rot / 2
-	for i := 0; i < half; i++ {
-		angle := float64(pos) * math.Pow(theta, -float64(2*i)/float64(rot))
-		sin, cos := math.Sincos(angle)
-		x1, x2 := float64(x[i]), float64(x[i+half])
-		x[i] = float32(x1*cos - x2*sin)
-		x[i+half] = float32(x1*sin + x2*cos)
+// rope rotates pairs (i, i+len(cos)) of x by the angles whose cosines and
+// sines are given.
+func rope(x []float32, cos, sin []float64) {
+	half := len(cos)
+	x1s, x2s := x[:half], x[half:2*half]
+	for i := range half {
+		x1, x2 := float64(x1s[i]), float64(x2s[i])
+		x1s[i] = float32(x1*cos[i] - x2*sin[i])
+		x2s[i] = float32(x1*sin[i] + x2*cos[i])
 	}
 }
 

@@ -94,3 +94,34 @@ func TestAttentionMatchesPlain(t *testing.T) {
 		})
 	}
 }
+
+// ropePlain rotates pairs (i, i+rot/2) of the first rot dims by
+// pos·theta^(-2i/rot), computing every angle on the spot.
+func ropePlain(x []float32, pos, rot int, theta float64) {
+	half := rot / 2
+	for i := 0; i < half; i++ {
+		angle := float64(pos) * math.Pow(theta, -float64(2*i)/float64(rot))
+		sin, cos := math.Sincos(angle)
+		x1, x2 := float64(x[i]), float64(x[i+half])
+		x[i] = float32(x1*cos - x2*sin)
+		x[i+half] = float32(x1*sin + x2*cos)
+	}
+}
+
+// TestRopeTablesMatchPlain: the per-chunk tables rotate exactly as angles
+// computed on the spot.
+func TestRopeTablesMatchPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	const rows, rot, D = 5, 24, 40
+	for _, pos0 := range []int{0, 1, 4093} {
+		p := prepTask{o: &backend.QKPrep{Rows: rows, Pos0: pos0, RotaryDim: rot, RopeTheta: 1e7}}
+		p.ropeTables()
+		for r := range rows {
+			got := randomVec(rng, D)
+			want := append([]float32(nil), got...)
+			rope(got[:rot], p.cos[r*rot/2:][:rot/2], p.sin[r*rot/2:][:rot/2])
+			ropePlain(want, pos0+r, rot, 1e7)
+			sameBits(t, fmt.Sprintf("position %d", pos0+r), got, want)
+		}
+	}
+}
