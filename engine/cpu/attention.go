@@ -111,10 +111,7 @@ func (t *attnTask) run(lo, hi int) {
 		out := t.out[(r*QH+h0)*D:][:nh*D]
 		t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, o.Pos0+r+1)
 		for h := range nh {
-			acc, gate := out[h*D:][:D], t.qg[(r*QH+h0+h)*2*D+D:][:D]
-			for j := range acc {
-				acc[j] = acc[j] / s.sums[h] * sigmoid(gate[j])
-			}
+			gateRow(out[h*D:][:D], t.qg[(r*QH+h0+h)*2*D+D:][:D], s.sums[h])
 		}
 	}
 }
@@ -197,11 +194,5 @@ func (s *attnScratch) exponentiate(h, nb int, acc []float32) {
 		}
 	}
 	s.maxes[h] = m
-	sum := s.sums[h]
-	for j, v := range sc {
-		p := float32(math.Exp(float64(v - m)))
-		sc[j] = p
-		sum += p
-	}
-	s.sums[h] = sum
+	s.sums[h] += expShiftSum(sc, m)
 }

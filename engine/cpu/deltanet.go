@@ -47,15 +47,16 @@ func (t *convTask) run(lo, hi int) {
 		out := t.out[r*C+lo : r*C+hi]
 		if K == 4 {
 			conv4(w, rows[0], rows[1], rows[2], rows[3], out)
-			continue
-		}
-		for c := range out {
-			var s float32
-			for j, row := range rows[:K] {
-				s += w[c*K+j] * row[c]
+		} else {
+			for c := range out {
+				var s float32
+				for j, row := range rows[:K] {
+					s += w[c*K+j] * row[c]
+				}
+				out[c] = s
 			}
-			out[c] = silu(s)
 		}
+		siluRow(out)
 	}
 	// The new state is the last K-1 rows of [state; x]. Row j takes row
 	// L+j, which is later, so ascending order never reads an overwritten row.
@@ -64,7 +65,7 @@ func (t *convTask) run(lo, hi int) {
 	}
 }
 
-// conv4 is the loop of run for the usual 4 taps, with the window rows in
+// conv4 is the sum of run for the usual 4 taps, with the window rows in
 // variables so the compiler drops the bounds checks: same sums, same order.
 func conv4(w, x0, x1, x2, x3, out []float32) {
 	x0, x1, x2, x3 = x0[:len(out)], x1[:len(out)], x2[:len(out)], x3[:len(out)]
@@ -75,7 +76,7 @@ func conv4(w, x0, x1, x2, x3, out []float32) {
 		s += taps[1] * x1[c]
 		s += taps[2] * x2[c]
 		s += taps[3] * x3[c]
-		out[c] = silu(s)
+		out[c] = s
 	}
 }
 

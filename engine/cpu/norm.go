@@ -68,11 +68,6 @@ func (t *gatedNormTask) run(lo, hi int) {
 	for h := lo; h < hi; h++ {
 		s := h * D
 		rmsNorm(t.x[s:s+D], t.w, t.out[s:s+D], t.o.Eps)
-		for i := s; i < s+D; i++ {
-			t.out[i] *= silu(t.z[i])
-		}
+		mulSilu(t.out[s:s+D], t.z[s:s+D])
 	}
 }
-
-func silu(x float32) float32    { return x / (1 + float32(math.Exp(float64(-x)))) }
-func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
