@@ -139,14 +139,7 @@ func (t *deltaTask) run(lo, hi int) {
 // S·k = g*(S_old·k) and S·q = g*(S_old·q) + d*(k·q), so each row is read
 // once for two dot products and written once.
 func deltaStep(S, q, k, v []float32, beta, g float32, o []float32, Dv, Dk int) {
-	kq := dot(k, q)
-	for r := 0; r < Dv; r++ {
-		row := S[r*Dk : (r+1)*Dk]
-		sk, sq := dot2(row, k, q)
-		d := beta * (v[r] - g*sk)
-		o[r] = g*sq + d*kq
-		scaleAdd(g, d, k, row)
-	}
+	deltaRows(S[:Dv*Dk], k[:Dk], q[:Dk], v[:Dv], o[:Dv], beta, g, dot(k, q))
 }
 
 // l2Normalize writes x/sqrt(Σx²+1e-6)*scale into dst.

@@ -42,17 +42,6 @@ GLOBL expOneF<>(SB), RODATA|NOPTR, $4
 DATA expSign<>+0(SB)/4, $0x80000000
 GLOBL expSign<>(SB), RODATA|NOPTR, $4
 
-// expTailMask+4(8-n) is the mask of the first n of 8 lanes.
-DATA expTailMask<>+0(SB)/8, $0xFFFFFFFFFFFFFFFF
-DATA expTailMask<>+8(SB)/8, $0xFFFFFFFFFFFFFFFF
-DATA expTailMask<>+16(SB)/8, $0xFFFFFFFFFFFFFFFF
-DATA expTailMask<>+24(SB)/8, $0xFFFFFFFFFFFFFFFF
-DATA expTailMask<>+32(SB)/8, $0
-DATA expTailMask<>+40(SB)/8, $0
-DATA expTailMask<>+48(SB)/8, $0
-DATA expTailMask<>+56(SB)/8, $0
-GLOBL expTailMask<>(SB), RODATA|NOPTR, $64
-
 // EXPSETUP loads the clamp bounds EXP8 keeps in Y14 and Y15.
 #define EXPSETUP \
 	VBROADCASTSS expLo<>(SB), Y14 \
@@ -96,11 +85,12 @@ GLOBL expTailMask<>(SB), RODATA|NOPTR, $64
 	VCVTPD2PSY   Y13, X13     \
 	VINSERTF128  $1, X13, Y0, Y0
 
-// TAILMASK sets y to the mask of the first n (1..7) lanes; AX is clobbered.
+// TAILMASK sets y to the mask of the first n (1..7) lanes (tailMask in
+// vec_amd64.go); AX and R11 are clobbered.
 #define TAILMASK(n, y) \
-	MOVQ    $8, AX                 \
-	SUBQ    n, AX                  \
-	LEAQ    expTailMask<>(SB), R11 \
+	MOVQ    $8, AX             \
+	SUBQ    n, AX              \
+	LEAQ    ·tailMask(SB), R11 \
 	VMOVUPS (R11)(AX*4), y
 
 // func expShiftSumAVX2(x *float32, n int, m float32) float32

@@ -1,7 +1,7 @@
 package cpu
 
 // Vector helpers for the attention and delta-rule kernels. dot, dot2, axpy,
-// scaleAdd, dot4 and axpy4 (vec_amd64.go, vec_other.go) run AVX2 assembly
+// scaleAdd, dot4, axpy4 and deltaRows (vec_amd64.go, vec_other.go) run AVX2 assembly
 // where the machine has it and the Go twins below otherwise; the tests pin
 // each to its twin. Sums may be ordered differently in the two, so results
 // agree to float32 rounding, not bit for bit.
@@ -75,5 +75,19 @@ func axpy4Go(a *[4]float32, rows []float32, stride int, y []float32) {
 		v += a[2] * r2[i]
 		v += a[3] * r3[i]
 		y[i] = v
+	}
+}
+
+// deltaRowsGo is deltaStep's row loop (see there) with kq = k·q: for each
+// row of S (len(k) floats; one per element of v), d = beta*(v[r] - g*row·k),
+// o[r] = g*row·q + d*kq, then row = g*row + d*k.
+func deltaRowsGo(S, k, q, v, o []float32, beta, g, kq float32) {
+	Dk := len(k)
+	for r := range v {
+		row := S[r*Dk:][:Dk]
+		sk, sq := dot2Go(row, k, q)
+		d := beta * (v[r] - g*sk)
+		o[r] = g*sq + d*kq
+		scaleAddGo(g, d, k, row)
 	}
 }

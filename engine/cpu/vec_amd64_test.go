@@ -100,6 +100,34 @@ func TestVecAVX2MatchesGo(t *testing.T) {
 	}
 }
 
+// TestDeltaRowsAVX2MatchesGo runs the fused delta-rule rows on three rows
+// of every length; the outputs start as NaN and nothing past S may change.
+func TestDeltaRowsAVX2MatchesGo(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows = 3
+	for _, n := range vecLengths {
+		S, k, q, v := randomVec(rng, rows*n), randomVec(rng, n), randomVec(rng, n), randomVec(rng, rows)
+		beta, g, kq := rng.Float32(), rng.Float32(), dotGo(k, q)
+		got, check := guarded(t, S)
+		want := append([]float32(nil), S...)
+		gotO, wantO := poison(rows), poison(rows)
+		deltaRowsAVX2(&got[0], &k[0], &q[0], &v[0], &gotO[0], rows, n, beta, g, kq)
+		deltaRowsGo(want, k, q, v, wantO, beta, g, kq)
+		check()
+		for r := range rows {
+			if !agree(gotO[r], wantO[r], 1+absDot(S[r*n:][:n], q)) {
+				t.Errorf("n=%d: o[%d] AVX2 %v, Go %v", n, r, gotO[r], wantO[r])
+			}
+		}
+		for i := range want {
+			if !agree(got[i], want[i], 1+math.Abs(float64(want[i]))) {
+				t.Fatalf("n=%d: S[%d] AVX2 %v, Go %v", n, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // BenchmarkVec compares each helper's assembly with its Go twin at the
 // head sizes of the models (128 for the delta rule, 256 for attention).
 func BenchmarkVec(b *testing.B) {
