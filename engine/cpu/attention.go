@@ -182,10 +182,7 @@ func (t *attnTask) attend(s *attnScratch, q, out []float32, kv, n int) {
 // adding them to its sum; a new maximum first rescales the sum and acc.
 func (s *attnScratch) exponentiate(h, nb int, acc []float32) {
 	sc := s.scores[h][:nb]
-	m := s.maxes[h]
-	for _, v := range sc {
-		m = max(m, v)
-	}
+	m := max(s.maxes[h], maxOf(sc))
 	if m > s.maxes[h] && s.sums[h] != 0 {
 		c := float32(math.Exp(float64(s.maxes[h] - m)))
 		s.sums[h] *= c

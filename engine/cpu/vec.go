@@ -1,10 +1,12 @@
 package cpu
 
+import "math"
+
 // Vector helpers for the attention and delta-rule kernels. dot, dot2, axpy,
-// scaleAdd, dot4, axpy4 and deltaRows (vec_amd64.go, vec_other.go) run AVX2 assembly
-// where the machine has it and the Go twins below otherwise; the tests pin
-// each to its twin. Sums may be ordered differently in the two, so results
-// agree to float32 rounding, not bit for bit.
+// scaleAdd, dot4, axpy4, maxOf and deltaRows (vec_amd64.go, vec_other.go)
+// run AVX2 assembly where the machine has it and the Go twins below
+// otherwise; the tests pin each to its twin. Sums may be ordered differently
+// in the two, so results agree to float32 rounding, not bit for bit.
 
 // dotGo returns a·b over len(a).
 func dotGo(a, b []float32) float32 {
@@ -76,6 +78,17 @@ func axpy4Go(a *[4]float32, rows []float32, stride int, y []float32) {
 		v += a[3] * r3[i]
 		y[i] = v
 	}
+}
+
+// maxGo returns the largest element of x that is not NaN, or -Inf.
+func maxGo(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > m {
+			m = v
+		}
+	}
+	return m
 }
 
 // deltaRowsGo is deltaStep's row loop (see there) with kq = k·q: for each

@@ -65,6 +65,13 @@ func axpy4(a *[4]float32, rows []float32, stride int, y []float32) {
 	axpy4AVX2(a, &rows[0], stride, &y[0], len(y))
 }
 
+func maxOf(x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return maxGo(x)
+	}
+	return maxAVX2(&x[0], len(x))
+}
+
 func deltaRows(S, k, q, v, o []float32, beta, g, kq float32) {
 	if !useAVX2 || len(k) == 0 || len(v) == 0 {
 		deltaRowsGo(S, k, q, v, o, beta, g, kq)
@@ -94,6 +101,9 @@ func dot4AVX2(rows *float32, stride int, x *float32, n int, out *[4]float32)
 
 //go:noescape
 func axpy4AVX2(a *[4]float32, rows *float32, stride int, y *float32, n int)
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
 
 //go:noescape
 func deltaRowsAVX2(s, k, q, v, o *float32, rows, n int, beta, decay, kq float32)

@@ -437,3 +437,57 @@ axpy4one:
 axpy4done:
 	VZEROUPPER
 	RET
+
+// func maxAVX2(x *float32, n int) float32
+//
+// VMAXPS returns its second source when either is NaN: the running
+// maximum goes there, so NaN elements are passed over as in maxGo.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0xFF800000, AX
+	MOVL         AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS      Y0, Y1
+	MOVQ         CX, BX
+	SHRQ         $4, BX
+	JZ           max8
+
+max16:
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+	VMAXPS  Y0, Y2, Y0
+	VMAXPS  Y1, Y3, Y1
+	ADDQ    $64, SI
+	DECQ    BX
+	JNZ     max16
+
+max8:
+	TESTQ   $8, CX
+	JZ      maxreduce
+	VMOVUPS (SI), Y2
+	VMAXPS  Y0, Y2, Y0
+	ADDQ    $32, SI
+
+maxreduce:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPSHUFD      $0x4E, X0, X1
+	VMAXPS       X1, X0, X0
+	VPSHUFD      $0xB1, X0, X1
+	VMAXPS       X1, X0, X0
+	ANDQ         $7, CX
+	JZ           maxdone
+
+max1:
+	VMOVSS (SI), X2
+	VMAXSS X0, X2, X0
+	ADDQ   $4, SI
+	DECQ   CX
+	JNZ    max1
+
+maxdone:
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET

@@ -100,6 +100,33 @@ func TestVecAVX2MatchesGo(t *testing.T) {
 	}
 }
 
+// TestMaxAVX2MatchesGo: the same element comes out, NaN elements passed
+// over, wherever the maximum and the NaN sit.
+func TestMaxAVX2MatchesGo(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range vecLengths {
+		for trial := range 4 {
+			x := randomVec(rng, n)
+			for i := range x {
+				x[i] -= 2 // all negative: a lane left at zero would show
+			}
+			if trial > 0 {
+				x[rng.IntN(n)] = 5
+			}
+			if trial > 1 {
+				x[rng.IntN(n)] = float32(math.NaN())
+			}
+			for i := n - 1; trial == 3 && i >= 0; i -= 3 {
+				x[i] = float32(math.NaN())
+			}
+			if got, want := maxAVX2(&x[0], n), maxGo(x); got != want {
+				t.Errorf("n=%d trial %d: maxAVX2 %v, Go %v", n, trial, got, want)
+			}
+		}
+	}
+}
+
 // TestDeltaRowsAVX2MatchesGo runs the fused delta-rule rows on three rows
 // of every length; the outputs start as NaN and nothing past S may change.
 func TestDeltaRowsAVX2MatchesGo(t *testing.T) {
@@ -149,6 +176,7 @@ func BenchmarkVec(b *testing.B) {
 			{"axpy", 2 * n, func() { axpyAVX2(1e-3, &x[0], &y[0], n) }, func() { axpyGo(1e-3, x, y) }},
 			{"scaleAdd", 2 * n, func() { scaleAddAVX2(1, 1e-3, &x[0], &y[0], n) }, func() { scaleAddGo(1, 1e-3, x, y) }},
 			{"dot4", 5 * n, func() { dot4AVX2(&rows[0], n, &x[0], n, &four) }, func() { dot4Go(rows, n, x, &four) }},
+			{"max", n, func() { sink += maxAVX2(&a[0], n) }, func() { sink += maxGo(a) }},
 			{"axpy4", 5 * n, func() { axpy4AVX2(&coef, &rows[0], n, &y[0], n) }, func() { axpy4Go(&coef, rows, n, y) }},
 		}
 		for _, c := range cases {
