@@ -184,6 +184,16 @@ func Synthetic(d Dims, be backend.Backend, chunk int, seed uint64) (*Model, erro
 	if len(d.Full) != d.Layers {
 		return nil, fmt.Errorf("model: %d layer kinds for %d layers", len(d.Full), d.Layers)
 	}
+	for i := range d.Layers {
+		for _, m := range d.layerMatrices(i) {
+			if m.cols%syntheticGroup != 0 {
+				return nil, fmt.Errorf("model: layer %d has a matrix %d wide, not a multiple of the group size %d", i, m.cols, syntheticGroup)
+			}
+		}
+	}
+	if d.Hidden%syntheticGroup != 0 {
+		return nil, fmt.Errorf("model: hidden size %d is not a multiple of the group size %d", d.Hidden, syntheticGroup)
+	}
 	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
 	up := &uploader{be: be}
 	top := rng(math.MaxUint64)

@@ -196,6 +196,11 @@ func TestFromWeightsChecks(t *testing.T) {
 	if _, err := model.FromWeights(d, m.W, m.Backend(), 0); err == nil {
 		t.Error("chunk 0 accepted")
 	}
+	odd := d
+	odd.Inter = 48
+	if _, err := model.Synthetic(odd, cpu.New(), 4, 1); err == nil || !strings.Contains(err.Error(), "48") {
+		t.Errorf("experts 48 wide: %v", err)
+	}
 	short := *m.W
 	short.Layers = short.Layers[:3]
 	if _, err := model.FromWeights(d, &short, m.Backend(), 4); err == nil {
