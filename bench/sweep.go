@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"petal/engine/model"
+	"petal/engine/sample"
 )
 
 // sweep runs the measurements of one Run on one model.
@@ -142,7 +143,7 @@ func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int)
 	if n := len(s.Tokens); n > 0 {
 		token[0] = s.Tokens[n-1]
 	}
-	pick := func(_ int, logits []float32) { token[0] = int32(argmax(logits)) }
+	pick := func(_ int, logits []float32) { token[0] = sample.Argmax(logits) }
 	var total time.Duration
 	for i := 0; i <= steps; i++ {
 		if err := ctx.Err(); err != nil {
@@ -157,14 +158,4 @@ func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int)
 		}
 	}
 	return total, nil
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }

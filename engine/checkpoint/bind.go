@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"petal/engine/quant"
@@ -95,13 +96,13 @@ func (c *Checkpoint) TakeQuant(module string, experts, rows, cols int) (quant.Ma
 		lead = []int{experts, rows}
 	}
 	wantW := append(append([]int(nil), lead...), cols*spec.Bits/32)
-	if len(w.Shape) != len(wantW) || !equalShape(w.Shape[:len(lead)], lead) {
+	if len(w.Shape) != len(wantW) || !slices.Equal(w.Shape[:len(lead)], lead) {
 		return quant.Matrix{}, fmt.Errorf("checkpoint: tensor %q has shape %v, want %v (%d columns at %d bits)",
 			w.Name, w.Shape, wantW, cols, spec.Bits)
 	}
 	groups := cols / spec.GroupSize
 	for _, t := range []*Tensor{s, b} {
-		if want := append(append([]int(nil), lead...), groups); !equalShape(t.Shape, want) {
+		if want := append(append([]int(nil), lead...), groups); !slices.Equal(t.Shape, want) {
 			return quant.Matrix{}, fmt.Errorf("checkpoint: tensor %q has shape %v, want %v (%d columns in groups of %d)",
 				t.Name, t.Shape, want, cols, spec.GroupSize)
 		}
@@ -122,16 +123,4 @@ func (c *Checkpoint) TakeQuant(module string, experts, rows, cols int) (quant.Ma
 		return quant.Matrix{}, fmt.Errorf("checkpoint: module %q: %w", module, err)
 	}
 	return m, nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -11,6 +11,7 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/model"
 	"petal/engine/oracle"
+	"petal/engine/sample"
 )
 
 const sharedDir = "../../../shared/oracle"
@@ -57,19 +58,9 @@ func allLogits(t testing.TB, m *model.Model, s *model.State, ids []int32) []floa
 	return out
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 // margin is top1 - top2.
 func margin(x []float32) float32 {
-	a := argmax(x)
+	a := int(sample.Argmax(x))
 	second := float32(math.Inf(-1))
 	for i, v := range x {
 		if i != a && v > second {
@@ -84,7 +75,7 @@ func meanNLL(logits []float32, ids []int32, V int) float64 {
 	var total float64
 	for t := 0; t+1 < len(ids); t++ {
 		row := logits[t*V : (t+1)*V]
-		m := float64(row[argmax(row)])
+		m := float64(row[sample.Argmax(row)])
 		var z float64
 		for _, v := range row {
 			z += math.Exp(float64(v) - m)
@@ -121,8 +112,8 @@ func TestOracleLogits(t *testing.T) {
 			}
 			for p := range ids {
 				w, g := want[p*V:(p+1)*V], got[p*V:(p+1)*V]
-				if margin(w) >= 1e-3 && argmax(g) != argmax(w) {
-					t.Errorf("position %d: argmax %d, reference %d (margin %.4g)", p, argmax(g), argmax(w), margin(w))
+				if margin(w) >= 1e-3 && sample.Argmax(g) != sample.Argmax(w) {
+					t.Errorf("position %d: argmax %d, reference %d (margin %.4g)", p, sample.Argmax(g), sample.Argmax(w), margin(w))
 				}
 			}
 			if n := meanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
@@ -184,7 +175,7 @@ func TestOracleGreedy(t *testing.T) {
 						t.Errorf("first-step logits: %s", d)
 					}
 				}
-				next = int32(argmax(l))
+				next = sample.Argmax(l)
 			}
 			if err := m.Forward(s, prompt, model.LastLogits, emit); err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
@@ -75,7 +76,7 @@ func (b *binder) vector(name string, shape ...int) backend.Buffer {
 		b.errs = append(b.errs, err)
 		return backend.Buffer{}
 	}
-	if !sameShape(t.Shape, shape) {
+	if !slices.Equal(t.Shape, shape) {
 		b.errs = append(b.errs, fmt.Errorf("model: tensor %s has shape %v, want %v", name, t.Shape, shape))
 		return backend.Buffer{}
 	}
@@ -83,18 +84,6 @@ func (b *binder) vector(name string, shape ...int) backend.Buffer {
 	buf := b.be.Alloc(len(v), false)
 	b.be.Write(buf, v)
 	return buf
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // BindWeights binds every tensor of the text model, strictly: a missing or
