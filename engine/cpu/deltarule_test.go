@@ -1,0 +1,71 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/engine/backend"
+)
+
+// deltaRulePlain is backend.DeltaRule head by head and token by token,
+// each step in the spec's plain form; it advances state and returns Out.
+func deltaRulePlain(o *backend.DeltaRule, qkv, bb, aa, aLog, dtBias, state []float32) []float32 {
+	Hk, Dk, Hv, Dv := o.KeyHeads, o.KeyDim, o.ValueHeads, o.ValueDim
+	width := 2*Hk*Dk + Hv*Dv
+	out := make([]float32, o.Rows*Hv*Dv)
+	q, k := make([]float32, Dk), make([]float32, Dk)
+	for r := range o.Rows {
+		for j := range Hv {
+			kh := j / (Hv / Hk)
+			l2Normalize(qkv[r*width+kh*Dk:][:Dk], q, float32(1/math.Sqrt(float64(Dk))))
+			l2Normalize(qkv[r*width+(Hk+kh)*Dk:][:Dk], k, 1)
+			v := qkv[r*width+2*Hk*Dk+j*Dv:][:Dv]
+			beta := sigmoid(bb[r*Hv+j])
+			g := float32(math.Exp(-math.Exp(float64(aLog[j])) * softplus(float64(aa[r*Hv+j])+float64(dtBias[j]))))
+			deltaStepPlain(state[j*Dv*Dk:][:Dv*Dk], q, k, v, beta, g, out[(r*Hv+j)*Dv:][:Dv], Dv, Dk)
+		}
+	}
+	return out
+}
+
+// TestDeltaRuleMatchesPlain runs chunks one after another through the op,
+// with state rows split into blocks unevenly (100 rows of 128), into
+// blocks of two rows (wide keys), and not at all (short keys).
+func TestDeltaRuleMatchesPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, c := range []struct{ hk, dk, hv, dv int }{{2, 128, 4, 100}, {1, 2048, 2, 3}, {1, 5, 3, 7}} {
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			b := New()
+			buf := func(x []float32) backend.Buffer {
+				m := b.Alloc(len(x), false)
+				b.Write(m, x)
+				return m
+			}
+			aLog, dtBias := randomVec(rng, c.hv), randomVec(rng, c.hv)
+			state := randomVec(rng, c.hv*c.dv*c.dk)
+			o := &backend.DeltaRule{ALog: buf(aLog), DtBias: buf(dtBias), State: buf(state),
+				KeyHeads: c.hk, KeyDim: c.dk, ValueHeads: c.hv, ValueDim: c.dv}
+			for _, rows := range []int{1, 5, 2} {
+				qkv := randomVec(rng, rows*(2*c.hk*c.dk+c.hv*c.dv))
+				bb, aa := randomVec(rng, rows*c.hv), randomVec(rng, rows*c.hv)
+				o.Rows, o.QKV, o.B, o.A, o.Out = rows, buf(qkv), buf(bb), buf(aa), buf(poison(rows*c.hv*c.dv))
+				if err := b.Run(o); err != nil {
+					t.Fatal(err)
+				}
+				want := deltaRulePlain(o, qkv, bb, aa, aLog, dtBias, state)
+				for i, w := range want {
+					if got := F(o.Out)[i]; !(math.Abs(float64(got-w)) <= 1e-4*(1+math.Abs(float64(w)))) {
+						t.Fatalf("%d rows: out[%d] = %v, plain form %v", rows, i, got, w)
+					}
+				}
+				for i, w := range state {
+					if got := F(o.State)[i]; !(math.Abs(float64(got-w)) <= 1e-4*(1+math.Abs(float64(w)))) {
+						t.Fatalf("%d rows: state[%d] = %v, plain form %v", rows, i, got, w)
+					}
+				}
+			}
+		})
+	}
+}
