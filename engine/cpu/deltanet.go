@@ -80,25 +80,17 @@ func conv4(w, x0, x1, x2, x3, out []float32) {
 	}
 }
 
-// deltaTask runs the gated delta rule over a chunk. A first pass prepares
-// every token once: the q and k of each key head L2-normalised (q also
-// scaled by Dk^-1/2), beta and g of each value head. Then the recurrence
-// runs token by token on blocks of state rows: a row's update reads only
-// itself, k, q and its own v, so rows evolve independently, and a block
-// small enough for L1 stays there for the whole chunk, in its own task.
+// deltaTask runs the gated delta rule over a chunk: first the q and k of
+// every key head are L2-normalised once (q also scaled by Dk^-1/2), then
+// each value head runs its recurrence sequentially in its own task, so the
+// state of a head never leaves it.
 type deltaTask struct {
 	o                         *backend.DeltaRule
 	qkv, bb, aa, aLog, dtBias []float32
 	state, out, qk            []float32
-	gates                     []float32 // [Rows][ValueHeads] pairs (beta, g)
 	width, group              int
-	blockRows, blocks         int // state rows per task, tasks per value head
 	qScale                    float32
 }
-
-// deltaBlockBytes is the state a task carries through the chunk: half a
-// usual L1 data cache, leaving room for k, q and the outputs.
-const deltaBlockBytes = 16 << 10
 
 func (b *Backend) deltaRule(o *backend.DeltaRule) {
 	t := &b.tasks.delta
@@ -108,57 +100,42 @@ func (b *Backend) deltaRule(o *backend.DeltaRule) {
 	t.width = 2*o.KeyHeads*o.KeyDim + o.ValueHeads*o.ValueDim
 	t.group = o.ValueHeads / o.KeyHeads
 	t.qScale = float32(1 / math.Sqrt(float64(o.KeyDim)))
-	nqk := o.Rows * 2 * o.KeyHeads * o.KeyDim
-	buf := b.scratch.get(slotDelta, nqk+o.Rows*o.ValueHeads*2)
-	t.qk, t.gates = buf[:nqk], buf[nqk:]
-	t.blockRows = max(1, deltaBlockBytes/(4*o.KeyDim))
-	t.blocks = ceilDiv(o.ValueDim, t.blockRows)
-	parallel.For(o.Rows*(2*o.KeyHeads+o.ValueHeads), 16, b.tasks.deltaNormFn)
-	parallel.For(o.ValueHeads*t.blocks, 1, b.tasks.deltaFn)
+	t.qk = b.scratch.get(slotDelta, o.Rows*2*o.KeyHeads*o.KeyDim)
+	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormFn)
+	parallel.For(o.ValueHeads, 1, b.tasks.deltaFn)
 }
 
-// normalize is the first pass: per token, 2*KeyHeads q and k heads to
-// normalise, then the (beta, g) of ValueHeads heads.
 func (t *deltaTask) normalize(lo, hi int) {
-	Hk, Dk, Hv := t.o.KeyHeads, t.o.KeyDim, t.o.ValueHeads
+	Hk, Dk := t.o.KeyHeads, t.o.KeyDim
 	for i := lo; i < hi; i++ {
-		r, h := i/(2*Hk+Hv), i%(2*Hk+Hv)
-		if j := h - 2*Hk; j >= 0 {
-			negA := -math.Exp(float64(t.aLog[j]))
-			t.gates[2*(r*Hv+j)] = sigmoid(t.bb[r*Hv+j])
-			t.gates[2*(r*Hv+j)+1] = float32(math.Exp(negA * softplus(float64(t.aa[r*Hv+j])+float64(t.dtBias[j]))))
-			continue
-		}
+		r, h := i/(2*Hk), i%(2*Hk)
 		scale := float32(1)
 		if h < Hk {
 			scale = t.qScale
 		}
-		l2Normalize(t.qkv[r*t.width+h*Dk:][:Dk], t.qk[(r*2*Hk+h)*Dk:][:Dk], scale)
+		l2Normalize(t.qkv[r*t.width+h*Dk:r*t.width+(h+1)*Dk], t.qk[i*Dk:(i+1)*Dk], scale)
 	}
 }
 
-// run takes tasks (value head, block of state rows) through the chunk.
 func (t *deltaTask) run(lo, hi int) {
 	Hk, Dk, Hv, Dv := t.o.KeyHeads, t.o.KeyDim, t.o.ValueHeads, t.o.ValueDim
-	for i := lo; i < hi; i++ {
-		j, blk := i/t.blocks, i%t.blocks
-		r0, r1 := blk*t.blockRows, min((blk+1)*t.blockRows, Dv)
-		S := t.state[(j*Dv+r0)*Dk : (j*Dv+r1)*Dk]
+	for j := lo; j < hi; j++ {
+		S := t.state[j*Dv*Dk : (j+1)*Dv*Dk]
 		kh := j / t.group
+		negA := -math.Exp(float64(t.aLog[j]))
 		for r := 0; r < t.o.Rows; r++ {
-			q := t.qk[(r*2*Hk+kh)*Dk:][:Dk]
-			k := t.qk[(r*2*Hk+Hk+kh)*Dk:][:Dk]
-			v := t.qkv[r*t.width+2*Hk*Dk+j*Dv:][r0:r1]
-			o := t.out[r*Hv*Dv+j*Dv:][r0:r1]
-			beta, g := t.gates[2*(r*Hv+j)], t.gates[2*(r*Hv+j)+1]
-			deltaRows(S, k, q, v, o, beta, g, dot(k, q))
+			q := t.qk[(r*2*Hk+kh)*Dk : (r*2*Hk+kh+1)*Dk]
+			k := t.qk[(r*2*Hk+Hk+kh)*Dk : (r*2*Hk+Hk+kh+1)*Dk]
+			v := t.qkv[r*t.width+2*Hk*Dk+j*Dv : r*t.width+2*Hk*Dk+(j+1)*Dv]
+			beta := sigmoid(t.bb[r*Hv+j])
+			g := float32(math.Exp(negA * softplus(float64(t.aa[r*Hv+j])+float64(t.dtBias[j]))))
+			deltaStep(S, q, k, v, beta, g, t.out[r*Hv*Dv+j*Dv:r*Hv*Dv+(j+1)*Dv], Dv, Dk)
 		}
 	}
 }
 
 // deltaStep: S = g*S; d = beta*(v - S·k); S += d⊗k; o = S·q, with S
-// [Dv][Dk] (run applies it to blocks of rows). Row by row, both reads of S
-// use the old row:
+// [Dv][Dk]. Row by row, both reads of S use the old row:
 // S·k = g*(S_old·k) and S·q = g*(S_old·q) + d*(k·q), so each row is read
 // once for two dot products and written once.
 func deltaStep(S, q, k, v []float32, beta, g float32, o []float32, Dv, Dk int) {
