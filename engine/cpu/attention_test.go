@@ -125,3 +125,33 @@ func TestRopeTablesMatchPlain(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttention: the oracle model's attention (8 query heads on one
+// KV head of 256) for the last 256-token chunk of a 1024-token prompt, and
+// for one decoded token after it.
+func BenchmarkAttention(b *testing.B) {
+	for _, c := range []struct {
+		name       string
+		rows, pos0 int
+	}{{"chunk256", 256, 768}, {"decode", 1, 1024}} {
+		b.Run(c.name, func(b *testing.B) {
+			const qh, D = 8, 256
+			n := c.pos0 + c.rows
+			rng := rand.New(rand.NewPCG(1, 7))
+			be := New()
+			buf := func(x []float32) backend.Buffer {
+				m := be.Alloc(len(x), false)
+				be.Write(m, x)
+				return m
+			}
+			o := &backend.Attention{Q: buf(randomVec(rng, c.rows*qh*D)), QG: buf(randomVec(rng, c.rows*qh*2*D)),
+				KCache: buf(randomVec(rng, n*D)), VCache: buf(randomVec(rng, n*D)), Out: buf(make([]float32, c.rows*qh*D)),
+				Rows: c.rows, Pos0: c.pos0, QHeads: qh, KVHeads: 1, HeadDim: D}
+			for range b.N {
+				if err := be.Run(o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
