@@ -16,7 +16,6 @@ import (
 type Backend struct {
 	scratch scratch
 	tasks   tasks
-	views   [3]quant.Matrix // expert views handed to the kernels
 }
 
 // tasks hold each kernel's arguments and its row function, bound once, so
@@ -32,6 +31,8 @@ type tasks struct {
 	convFn               func(lo, hi int)
 	deltaNormFn, deltaFn func(lo, hi int)
 	prepFn, attnFn       func(lo, hi int)
+	experts              expertsTask
+	expertsFn            func(lo, hi int)
 }
 
 // New returns a CPU backend.
@@ -41,6 +42,7 @@ func New() *Backend {
 	t.normFn, t.gatedNormFn, t.convFn = t.norm.run, t.gatedNorm.run, t.conv.run
 	t.deltaNormFn, t.deltaFn = t.delta.normalize, t.delta.run
 	t.prepFn, t.attnFn = t.prep.run, t.attn.run
+	t.expertsFn = t.experts.run
 	return b
 }
 
@@ -159,5 +161,6 @@ const (
 	slotExpertU
 	slotExpertY
 	slotShared
+	slotExpertTmp
 	slotAttn
 )

@@ -51,67 +51,6 @@ func (b *Backend) route(o *backend.Route) {
 	}
 }
 
-// experts: the routed SwiGLU experts, computed expert by expert over the rows
-// routed to each (so each expert's weights are read once per chunk), plus the
-// sigmoid-gated shared expert.
-func (b *Backend) experts(o *backend.Experts) {
-	x, idx, wts, out := F(o.X), I(o.Idx), F(o.Weights), F(o.Out)
-	gate, up, down := q(o.Gate), q(o.Up), q(o.Down)
-	H, I, K, n := gate.Cols, o.Inter, o.TopK, o.Rows
-
-	// shared expert first: it writes every output row
-	SI := o.SharedInter
-	sg := b.scratch.get(slotExpertH, n*SI)
-	su := b.scratch.get(slotExpertU, n*SI)
-	b.linear(q(o.SharedGate), x, n, sg)
-	b.linear(q(o.SharedUp), x, n, su)
-	for i := range sg {
-		sg[i] = silu(sg[i]) * su[i]
-	}
-	b.linear(q(o.SharedDown), sg, n, out)
-	gateLogit := b.scratch.get(slotShared, n)
-	b.linear(q(o.SharedExpertGate), x, n, gateLogit)
-	for t := 0; t < n; t++ {
-		s := sigmoid(gateLogit[t])
-		row := out[t*H : (t+1)*H]
-		for i := range row {
-			row[i] *= s
-		}
-	}
-
-	// routed experts, grouped: rows[e] lists the (token, slot) pairs of expert e
-	xg := b.scratch.get(slotExpertX, n*H)
-	hg := b.scratch.get(slotExpertH, n*I)
-	ug := b.scratch.get(slotExpertU, n*I)
-	yg := b.scratch.get(slotExpertY, n*H)
-	for e := 0; e < gate.Experts; e++ {
-		m := 0
-		for i, v := range idx[:n*K] {
-			if int(v) == e {
-				copy(xg[m*H:(m+1)*H], x[(i/K)*H:(i/K+1)*H])
-				m++
-			}
-		}
-		if m == 0 {
-			continue
-		}
-		b.views = [3]quant.Matrix{gate.Expert(e), up.Expert(e), down.Expert(e)}
-		b.linear(&b.views[0], xg[:m*H], m, hg[:m*I])
-		b.linear(&b.views[1], xg[:m*H], m, ug[:m*I])
-		for i := range hg[:m*I] {
-			hg[i] = silu(hg[i]) * ug[i]
-		}
-		b.linear(&b.views[2], hg[:m*I], m, yg[:m*H])
-		j := 0
-		for i, v := range idx[:n*K] {
-			if int(v) == e {
-				axpy(wts[i], yg[j*H:(j+1)*H], out[(i/K)*H:(i/K+1)*H])
-				j++
-			}
-		}
-	}
-}
-
 // linear: y = x·Wᵀ for rows rows of x; mat-vec for one row (decode), mat-mat
 // otherwise (prefill).
 func (b *Backend) linear(w *quant.Matrix, x []float32, rows int, y []float32) {
