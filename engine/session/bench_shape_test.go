@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,9 @@ import (
 // asked:
 //
 //	PETAL_BENCH_SHAPE=qwen3.6-35b-a3b go test ./engine/session -run '^$' -bench SnapshotShape -benchtime 1x
+//
+// With PETAL_BENCH_PREFILL=0 the state is random (of the same size: saving
+// and restoring cost the same) instead of prefilled, and prefill-s is 0.
 func BenchmarkSnapshotShape(b *testing.B) {
 	shape := os.Getenv("PETAL_BENCH_SHAPE")
 	if shape == "" {
@@ -36,12 +40,21 @@ func BenchmarkSnapshotShape(b *testing.B) {
 	fp := testFP(7)
 	for _, n := range []int{1024, 4096} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			s := m.NewState(n + 8)
-			t0 := time.Now()
-			if err := m.Forward(s, tokenIDs(n, 3, d.Vocab), model.NoLogits, nil); err != nil {
-				b.Fatal(err)
+			var s *model.State
+			var prefill time.Duration
+			if os.Getenv("PETAL_BENCH_PREFILL") == "0" {
+				s, err = m.Import(randomState(&d, n), n+8)
+				if err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				s = m.NewState(n + 8)
+				t0 := time.Now()
+				if err := m.Forward(s, tokenIDs(n, 3, d.Vocab), model.NoLogits, nil); err != nil {
+					b.Fatal(err)
+				}
+				prefill = time.Since(t0)
 			}
-			prefill := time.Since(t0)
 			path := filepath.Join(b.TempDir(), "s.snap")
 			var save, restore time.Duration
 			var size int64
@@ -70,8 +83,33 @@ func BenchmarkSnapshotShape(b *testing.B) {
 			b.ReportMetric(float64(save.Milliseconds()), "save-ms")
 			b.ReportMetric(float64(restore.Milliseconds()), "restore-ms")
 			b.ReportMetric(prefill.Seconds(), "prefill-s")
-			b.ReportMetric(float64(prefill)/float64(restore), "prefill/restore")
+			if prefill > 0 {
+				b.ReportMetric(float64(prefill)/float64(restore), "prefill/restore")
+			}
 			s.Free(m.Backend())
 		})
 	}
+}
+
+// randomState is a state of n tokens of the model's sizes with random values.
+func randomState(d *model.Dims, n int) model.StateData {
+	rng := rand.New(rand.NewPCG(uint64(n), 5))
+	fill := func(k int) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+		}
+		return v
+	}
+	s := model.StateData{Tokens: tokenIDs(n, 3, d.Vocab),
+		K: make([][]float32, d.Layers), V: make([][]float32, d.Layers),
+		Conv: make([][]float32, d.Layers), Recur: make([][]float32, d.Layers)}
+	for i, full := range d.Full {
+		if full {
+			s.K[i], s.V[i] = fill(n*d.KVHeads*d.HeadDim), fill(n*d.KVHeads*d.HeadDim)
+		} else {
+			s.Conv[i], s.Recur[i] = fill((d.ConvK-1)*d.ConvChannels()), fill(d.ValueHeads*d.ValueDim*d.KeyDim)
+		}
+	}
+	return s
 }
