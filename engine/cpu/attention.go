@@ -88,14 +88,20 @@ type attnTask struct {
 func (b *Backend) attention(o *backend.Attention) {
 	t := &b.tasks.attn
 	t.o, t.q, t.qg, t.kc, t.vc, t.out = o, F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
-	group := o.QHeads / o.KVHeads
-	parts := ceilDiv(group, attnMaxHeads)
-	if tasks := o.Rows * o.KVHeads; tasks < parallel.Workers() {
-		parts = max(parts, min(group, ceilDiv(parallel.Workers(), tasks)))
-	}
-	t.heads = ceilDiv(group, parts)
-	t.parts = ceilDiv(group, t.heads)
+	t.heads, t.parts = attnSplit(o.QHeads/o.KVHeads, o.Rows*o.KVHeads, parallel.Workers())
 	parallel.For(o.Rows*o.KVHeads*t.parts, 1, b.tasks.attnFn)
+}
+
+// attnSplit divides a group of query heads into parts (heads each, the last
+// part possibly fewer) so that tasks (token, KV head) pairs make work for
+// every worker where the group allows.
+func attnSplit(group, tasks, workers int) (heads, parts int) {
+	parts = ceilDiv(group, attnMaxHeads)
+	if tasks < workers {
+		parts = max(parts, min(group, ceilDiv(workers, tasks)))
+	}
+	heads = ceilDiv(group, parts)
+	return heads, ceilDiv(group, heads)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
@@ -145,18 +151,7 @@ func (t *attnTask) attend(s *attnScratch, q, out []float32, kv, n int) {
 	for b0 := 0; b0 < n; b0 += attnBlock {
 		nb := min(attnBlock, n-b0)
 		for j := range nb {
-			k := keys[(b0+j)*kvW:][:D]
-			h := 0
-			for ; h+4 <= nh; h += 4 {
-				var d [4]float32
-				dot4(q[h*D:], D, k, &d)
-				for c, v := range d {
-					s.scores[h+c][j] = v * scale
-				}
-			}
-			for ; h < nh; h++ {
-				s.scores[h][j] = dot(q[h*D:][:D], k) * scale
-			}
+			s.score(q, keys[(b0+j)*kvW:][:D], j, scale)
 		}
 		for h := range nh {
 			s.exponentiate(h, nb, out[h*D:][:D])
@@ -175,6 +170,36 @@ func (t *attnTask) attend(s *attnScratch, q, out []float32, kv, n int) {
 				axpy(s.scores[h][j], v, out[h*D:][:D])
 			}
 		}
+	}
+}
+
+// score sets column j of the scores of the heads of q to k·q_h*scale. Every
+// score comes from a row of dot4, whose arithmetic per row is the same
+// whatever the other rows are: a head left over from the fours is scored
+// again with the three before it, or, in parts of fewer than four heads,
+// as four copies of itself. So a score does not depend on how the group
+// was split, and neither do the results on the number of cores.
+func (s *attnScratch) score(q, k []float32, j int, scale float32) {
+	D := len(k)
+	nh := len(q) / D
+	var d [4]float32
+	h := 0
+	for ; h+4 <= nh; h += 4 {
+		dot4(q[h*D:], D, k, &d)
+		for c, v := range d {
+			s.scores[h+c][j] = v * scale
+		}
+	}
+	if h < nh && nh >= 4 {
+		dot4(q[(nh-4)*D:], D, k, &d)
+		for c, v := range d[4-(nh-h):] {
+			s.scores[h+c][j] = v * scale
+		}
+		return
+	}
+	for ; h < nh; h++ {
+		dot4(q[h*D:], 0, k, &d)
+		s.scores[h][j] = d[0] * scale
 	}
 }
 

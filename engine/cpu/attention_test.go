@@ -95,6 +95,46 @@ func TestAttentionMatchesPlain(t *testing.T) {
 	}
 }
 
+// TestAttnSplit: parts cover the group, hold at most attnMaxHeads heads,
+// and make work for idle cores.
+func TestAttnSplit(t *testing.T) {
+	for _, c := range []struct{ group, tasks, workers, heads, parts int }{
+		{8, 1, 2, 4, 2}, {8, 1, 3, 3, 3}, {8, 1, 16, 1, 8}, {8, 64, 16, 8, 1},
+		{16, 2, 8, 4, 4}, {32, 100, 4, 16, 2}, {17, 3, 2, 9, 2}, {1, 1, 8, 1, 1},
+	} {
+		heads, parts := attnSplit(c.group, c.tasks, c.workers)
+		if heads != c.heads || parts != c.parts {
+			t.Errorf("group %d, %d tasks, %d workers: %d parts of %d heads, want %d of %d",
+				c.group, c.tasks, c.workers, parts, heads, c.parts, c.heads)
+		}
+		if heads*parts < c.group || heads*(parts-1) >= c.group || heads > attnMaxHeads {
+			t.Errorf("group %d: %d parts of %d heads do not split it", c.group, parts, heads)
+		}
+	}
+}
+
+// TestAttentionSplitsAgree: however a group is split into parts (as on
+// machines with more or fewer cores), the outputs are the same bits.
+func TestAttentionSplitsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	const rows, pos0, qh, kvh, D = 2, 70, 14, 2, 40
+	n := pos0 + rows
+	o := &backend.Attention{Rows: rows, Pos0: pos0, QHeads: qh, KVHeads: kvh, HeadDim: D}
+	q, qg := randomVec(rng, rows*qh*D), randomVec(rng, rows*qh*2*D)
+	kc, vc := randomVec(rng, n*kvh*D), randomVec(rng, n*kvh*D)
+	var want []float32
+	for _, heads := range []int{7, 6, 4, 3, 2, 1} {
+		a := attnTask{o: o, q: q, qg: qg, kc: kc, vc: vc, out: poison(rows * qh * D)}
+		a.heads, a.parts = heads, ceilDiv(qh/kvh, heads)
+		a.run(0, rows*kvh*a.parts)
+		if want == nil {
+			want = a.out
+			continue
+		}
+		sameBits(t, fmt.Sprintf("parts of %d heads against parts of 7", heads), a.out, want)
+	}
+}
+
 // ropePlain rotates pairs (i, i+rot/2) of the first rot dims by
 // pos·theta^(-2i/rot), computing every angle on the spot.
 func ropePlain(x []float32, pos, rot int, theta float64) {

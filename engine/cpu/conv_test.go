@@ -76,7 +76,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s[%d] = %v, plain form %v", what, i, got[i], want[i])
+			t.Fatalf("%s: [%d] = %v, want %v", what, i, got[i], want[i])
 		}
 	}
 }
