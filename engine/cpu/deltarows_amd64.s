@@ -75,7 +75,7 @@ dotsTail:
 	VFMADD231PS Y5, Y4, Y3
 
 reduce:
-	// X0 lane 0 gets row·k, X1 lane 0 row·q (as in dot2AVX2).
+	// X0 lane 0 gets row·k, X1 lane 0 row·q.
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
 	VHADDPS      Y2, Y0, Y0

@@ -2,11 +2,12 @@ package cpu
 
 import "math"
 
-// Vector helpers for the attention and delta-rule kernels. dot, dot2, axpy,
-// scaleAdd, dot4, axpy4, maxOf and deltaRows (vec_amd64.go, vec_other.go)
-// run AVX2 assembly where the machine has it and the Go twins below
-// otherwise; the tests pin each to its twin. Sums may be ordered differently
-// in the two, so results agree to float32 rounding, not bit for bit.
+// Vector helpers for the attention and delta-rule kernels. dot, axpy, dot4,
+// axpy4, maxOf and deltaRows (vec_amd64.go, vec_other.go) run AVX2 assembly
+// where the machine has it and the Go twins below otherwise; the tests pin
+// each to its twin. Sums may be ordered differently in the two, so results
+// agree to float32 rounding, not bit for bit. dot2Go and scaleAddGo are the
+// two passes of deltaRowsGo.
 
 // dotGo returns a·b over len(a).
 func dotGo(a, b []float32) float32 {

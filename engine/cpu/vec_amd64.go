@@ -21,14 +21,6 @@ func dot(a, b []float32) float32 {
 	return dotAVX2(&a[0], &b[0], len(a))
 }
 
-func dot2(a, x, y []float32) (float32, float32) {
-	if !useAVX2 || len(a) == 0 {
-		return dot2Go(a, x, y)
-	}
-	x, y = x[:len(a)], y[:len(a)]
-	return dot2AVX2(&a[0], &x[0], &y[0], len(a))
-}
-
 func axpy(a float32, x, y []float32) {
 	if !useAVX2 || len(y) == 0 {
 		axpyGo(a, x, y)
@@ -36,15 +28,6 @@ func axpy(a float32, x, y []float32) {
 	}
 	x = x[:len(y)]
 	axpyAVX2(a, &x[0], &y[0], len(y))
-}
-
-func scaleAdd(g, d float32, x, y []float32) {
-	if !useAVX2 || len(y) == 0 {
-		scaleAddGo(g, d, x, y)
-		return
-	}
-	x = x[:len(y)]
-	scaleAddAVX2(g, d, &x[0], &y[0], len(y))
 }
 
 func dot4(rows []float32, stride int, x []float32, out *[4]float32) {
@@ -88,13 +71,7 @@ func deltaRows(S, k, q, v, o []float32, beta, g, kq float32) {
 func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
-func dot2AVX2(a, x, y *float32, n int) (ax, ay float32)
-
-//go:noescape
 func axpyAVX2(a float32, x, y *float32, n int)
-
-//go:noescape
-func scaleAddAVX2(ys, xs float32, x, y *float32, n int)
 
 //go:noescape
 func dot4AVX2(rows *float32, stride int, x *float32, n int, out *[4]float32)

@@ -73,71 +73,6 @@ dotdone:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// func dot2AVX2(a, x, y *float32, n int) (ax, ay float32)
-TEXT ·dot2AVX2(SB), NOSPLIT, $0-40
-	MOVQ   a+0(FP), SI
-	MOVQ   x+8(FP), DX
-	MOVQ   y+16(FP), R8
-	MOVQ   n+24(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ   CX, BX
-	SHRQ   $4, BX
-	JZ     dot2x8
-
-dot2x16:
-	VMOVUPS     (SI), Y4
-	VMOVUPS     32(SI), Y5
-	VFMADD231PS (DX), Y4, Y0
-	VFMADD231PS 32(DX), Y5, Y1
-	VFMADD231PS (R8), Y4, Y2
-	VFMADD231PS 32(R8), Y5, Y3
-	ADDQ        $64, SI
-	ADDQ        $64, DX
-	ADDQ        $64, R8
-	DECQ        BX
-	JNZ         dot2x16
-
-dot2x8:
-	TESTQ       $8, CX
-	JZ          dot2reduce
-	VMOVUPS     (SI), Y4
-	VFMADD231PS (DX), Y4, Y0
-	VFMADD231PS (R8), Y4, Y2
-	ADDQ        $32, SI
-	ADDQ        $32, DX
-	ADDQ        $32, R8
-
-dot2reduce:
-	// X0 lane 0 gets a·x, X1 lane 0 a·y.
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VHADDPS      Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VPSHUFD      $1, X0, X1
-	ANDQ         $7, CX
-	JZ           dot2done
-
-dot2tail:
-	VMOVSS      (SI), X4
-	VFMADD231SS (DX), X4, X0
-	VFMADD231SS (R8), X4, X1
-	ADDQ        $4, SI
-	ADDQ        $4, DX
-	ADDQ        $4, R8
-	DECQ        CX
-	JNZ         dot2tail
-
-dot2done:
-	VZEROUPPER
-	MOVSS X0, ax+32(FP)
-	MOVSS X1, ay+36(FP)
-	RET
-
 // func axpyAVX2(a float32, x, y *float32, n int)
 TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
 	VBROADCASTSS a+0(FP), Y0
@@ -195,67 +130,6 @@ axpy1:
 	JNZ         axpy1
 
 axpydone:
-	VZEROUPPER
-	RET
-
-// func scaleAddAVX2(ys, xs float32, x, y *float32, n int)
-TEXT ·scaleAddAVX2(SB), NOSPLIT, $0-32
-	VBROADCASTSS ys+0(FP), Y0
-	VBROADCASTSS xs+4(FP), Y1
-	MOVQ         x+8(FP), SI
-	MOVQ         y+16(FP), DI
-	MOVQ         n+24(FP), CX
-	MOVQ         CX, BX
-	SHRQ         $5, BX
-	JZ           sa8
-
-sa32:
-	VMULPS      (DI), Y0, Y2
-	VMULPS      32(DI), Y0, Y3
-	VMULPS      64(DI), Y0, Y4
-	VMULPS      96(DI), Y0, Y5
-	VFMADD231PS (SI), Y1, Y2
-	VFMADD231PS 32(SI), Y1, Y3
-	VFMADD231PS 64(SI), Y1, Y4
-	VFMADD231PS 96(SI), Y1, Y5
-	VMOVUPS     Y2, (DI)
-	VMOVUPS     Y3, 32(DI)
-	VMOVUPS     Y4, 64(DI)
-	VMOVUPS     Y5, 96(DI)
-	ADDQ        $128, SI
-	ADDQ        $128, DI
-	DECQ        BX
-	JNZ         sa32
-
-sa8:
-	MOVQ CX, BX
-	ANDQ $31, BX
-	SHRQ $3, BX
-	JZ   satail
-
-sa8loop:
-	VMULPS      (DI), Y0, Y2
-	VFMADD231PS (SI), Y1, Y2
-	VMOVUPS     Y2, (DI)
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	DECQ        BX
-	JNZ         sa8loop
-
-satail:
-	ANDQ $7, CX
-	JZ   sadone
-
-sa1:
-	VMULSS      (DI), X0, X2
-	VFMADD231SS (SI), X1, X2
-	VMOVSS      X2, (DI)
-	ADDQ        $4, SI
-	ADDQ        $4, DI
-	DECQ        CX
-	JNZ         sa1
-
-sadone:
 	VZEROUPPER
 	RET
 

@@ -6,9 +6,7 @@ package cpu
 // purego) the helpers are their Go twins.
 
 func dot(a, b []float32) float32                               { return dotGo(a, b) }
-func dot2(a, x, y []float32) (float32, float32)                { return dot2Go(a, x, y) }
 func axpy(a float32, x, y []float32)                           { axpyGo(a, x, y) }
-func scaleAdd(g, d float32, x, y []float32)                    { scaleAddGo(g, d, x, y) }
 func dot4(rows []float32, s int, x []float32, out *[4]float32) { dot4Go(rows, s, x, out) }
 func axpy4(a *[4]float32, rows []float32, s int, y []float32)  { axpy4Go(a, rows, s, y) }
 func maxOf(x []float32) float32                                { return maxGo(x) }

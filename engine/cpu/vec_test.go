@@ -55,7 +55,8 @@ func closeTo(got float32, want, size float64) bool {
 }
 
 // TestVecHelpers checks the helpers as the kernels call them (assembly or
-// Go, whichever this build runs) against float64 sums.
+// Go, whichever this build runs), and the Go passes of deltaRowsGo, against
+// float64 sums.
 func TestVecHelpers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range vecLengths {
@@ -69,8 +70,8 @@ func TestVecHelpers(t *testing.T) {
 		if got := dot(a, x); !closeTo(got, ax, size) {
 			t.Errorf("n=%d: dot %v, want %v", n, got, ax)
 		}
-		if gx, gy := dot2(a, x, y); !closeTo(gx, ax, size) || !closeTo(gy, ay, size) {
-			t.Errorf("n=%d: dot2 (%v, %v), want (%v, %v)", n, gx, gy, ax, ay)
+		if gx, gy := dot2Go(a, x, y); !closeTo(gx, ax, size) || !closeTo(gy, ay, size) {
+			t.Errorf("n=%d: dot2Go (%v, %v), want (%v, %v)", n, gx, gy, ax, ay)
 		}
 
 		const g, d = 0.75, -1.5
@@ -84,12 +85,12 @@ func TestVecHelpers(t *testing.T) {
 			}
 		}
 		out, check = guarded(t, y)
-		scaleAdd(g, d, x, out)
+		scaleAddGo(g, d, x, out)
 		check()
 		for i := range out {
 			want := g*float64(y[i]) + d*float64(x[i])
 			if !closeTo(out[i], want, 1+math.Abs(want)) {
-				t.Fatalf("n=%d: scaleAdd [%d] %v, want %v", n, i, out[i], want)
+				t.Fatalf("n=%d: scaleAddGo [%d] %v, want %v", n, i, out[i], want)
 			}
 		}
 
@@ -131,11 +132,15 @@ func TestVecHelpersEmpty(t *testing.T) {
 	if dot(nil, nil) != 0 {
 		t.Error("dot of empty vectors is not 0")
 	}
-	if a, b := dot2(nil, nil, nil); a != 0 || b != 0 {
-		t.Error("dot2 of empty vectors is not (0, 0)")
+	if a, b := dot2Go(nil, nil, nil); a != 0 || b != 0 {
+		t.Error("dot2Go of empty vectors is not (0, 0)")
 	}
 	axpy(1, nil, nil)
-	scaleAdd(1, 1, nil, nil)
+	scaleAddGo(1, 1, nil, nil)
+	if maxOf(nil) != float32(math.Inf(-1)) {
+		t.Error("maxOf of no values is not -Inf")
+	}
+	deltaRows(nil, nil, nil, nil, nil, 1, 1, 0)
 	axpy4(&four, make([]float32, 3), 1, nil)
 	dot4(make([]float32, 3), 1, nil, &four)
 	if four != [4]float32{} {
