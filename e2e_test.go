@@ -555,3 +555,89 @@ func TestSessionErrors(t *testing.T) {
 		t.Fatalf("corrupt snapshot: exit %d, %s", r.code, r.stdout)
 	}
 }
+
+// TestImplicitPrefixReuse: a request that resends a conversation reuses the
+// state an earlier job left, in the same run and, with a store folder,
+// across runs; a damaged stored prefix is passed over with a warning.
+func TestImplicitPrefixReuse(t *testing.T) {
+	greedyCases(t)
+	store := t.TempDir()
+	first := `{"custom_id": "1", "messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}], "temperature": 0, "max_tokens": 16, "chat_template_kwargs": {"enable_thinking": false}}`
+	second := `{"custom_id": "2", "messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}, {"role": "assistant", "content": "Return the current json file object."}, {"role": "user", "content": "And loads?"}], "temperature": 0, "max_tokens": 16, "chat_template_kwargs": {"enable_thinking": false}}`
+
+	cached := func(line map[string]any) float64 {
+		return line["usage"].(map[string]any)["prompt_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+	}
+	// one run, no store: the second job starts from the first's state
+	r := petal(t, first+"\n"+second+"\n", "batch", "-")
+	lines := parseLines(t, r.stdout)
+	if r.code != 0 || len(lines) != 2 || cached(lines[0]) != 0 || cached(lines[1]) == 0 {
+		t.Fatalf("same run: exit %d, %s", r.code, r.stdout)
+	}
+	// across runs with a store folder
+	if r := petal(t, first+"\n", "batch", "-", "--sessions", store); r.code != 0 {
+		t.Fatalf("first run: %s", r.stderr)
+	}
+	r = petal(t, second+"\n", "batch", "-", "--sessions", store)
+	across := parseLines(t, r.stdout)
+	if r.code != 0 || cached(across[0]) == 0 || fmt.Sprint(across[0]["choices"]) != fmt.Sprint(lines[1]["choices"]) {
+		t.Fatalf("across runs: %s", r.stdout)
+	}
+	// damage every stored prefix: the job prefills from scratch and says so
+	prefixes, _ := filepath.Glob(filepath.Join(store, ".prefix", "*", "*.snap"))
+	if len(prefixes) == 0 {
+		t.Fatal("no prefix snapshot was stored")
+	}
+	for _, f := range prefixes {
+		data, _ := os.ReadFile(f)
+		data[len(data)-3] ^= 1
+		os.WriteFile(f, data, 0o600)
+	}
+	r = petal(t, second+"\n", "batch", "-", "--sessions", store)
+	damaged := parseLines(t, r.stdout)
+	if r.code != 0 || cached(damaged[0]) != 0 || !strings.Contains(fmt.Sprint(damaged[0]["warnings"]), "corrupt") ||
+		fmt.Sprint(damaged[0]["choices"]) != fmt.Sprint(lines[1]["choices"]) {
+		t.Fatalf("damaged prefix: %s", r.stdout)
+	}
+}
+
+// TestSessionsCommand: list, show, rm and gc manage the store.
+func TestSessionsCommand(t *testing.T) {
+	greedyCases(t)
+	store := t.TempDir()
+	for _, s := range []string{"alpha", "beta"} {
+		if r := petal(t, "", "run", "--session", s, "--sessions", store, "--temperature", "0", "--max-tokens", "4", "--quiet", "hi"); r.code != 0 {
+			t.Fatalf("run: %s", r.stderr)
+		}
+	}
+	r := petal(t, "", "sessions", "list", "--sessions", store, "--json")
+	var list []map[string]any
+	if json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 2 || list[0]["name"] != "alpha" {
+		t.Fatalf("list: %s %s", r.stdout, r.stderr)
+	}
+	if r := petal(t, "", "sessions", "show", "alpha", "--sessions", store); r.code != 0 || !strings.Contains(r.stdout, "conversation: 2 messages") {
+		t.Fatalf("show: %s %s", r.stdout, r.stderr)
+	}
+	if r := petal(t, "", "sessions", "rm", "alpha", "--sessions", store); r.code != 0 {
+		t.Fatalf("rm: %s", r.stderr)
+	}
+	if r := petal(t, "", "sessions", "show", "alpha", "--sessions", store); r.code != 2 {
+		t.Fatalf("show of a removed session: exit %d", r.code)
+	}
+	if r := petal(t, "", "sessions", "gc", "--max-size", "1KB", "--sessions", store); r.code != 0 || !strings.Contains(r.stdout, "removed 1 sessions") {
+		t.Fatalf("gc: %s %s", r.stdout, r.stderr)
+	}
+}
+
+func parseLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		lines = append(lines, v)
+	}
+	return lines
+}
