@@ -47,6 +47,7 @@ a result in -o OUT. Exit codes: 0 all jobs succeeded, 1 some failed, 2 usage err
 --shard I/N runs the lines whose index modulo N is I (I may be "auto", read from
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,
 		Flags: append(append(modelFlags(), storeFlag()),
+			&cli.IntFlag{Name: "prefix-cache", Value: 1024, Usage: "MB of model states kept in memory so that a job resending an earlier job's conversation continues from it (0: none)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file (default: standard output)"},
 			&cli.BoolFlag{Name: "resume", Usage: "skip jobs that already have a result in --output; append the rest"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard I of N (\"I/N\", or \"auto/N\" from JOB_COMPLETION_INDEX / SLURM_ARRAY_TASK_ID)"},
@@ -55,7 +56,7 @@ JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal 
 		),
 		Action: func(c *cli.Context) error {
 			o := batchOptions{
-				modelOptions: readModelOptions(c), sessionOptions: sessionOptions{Dir: c.String("sessions")},
+				modelOptions: readModelOptions(c), sessionOptions: sessionOptions{Dir: c.String("sessions"), PrefixCacheMB: c.Int("prefix-cache")},
 				Output: c.String("output"), Resume: c.Bool("resume"), Shard: c.String("shard"),
 				Quiet: c.Bool("quiet"), Sync: c.Bool("sync"), Input: "-",
 			}

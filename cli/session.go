@@ -19,6 +19,10 @@ type sessionOptions struct {
 	Session  string
 	ForkFrom string
 	Dir      string
+	// PrefixCacheMB bounds the states kept in memory for implicit prefix
+	// reuse between the jobs of one run; 0 keeps none (a store folder
+	// chosen with --sessions or PETAL_SESSIONS still keeps them on disk).
+	PrefixCacheMB int
 }
 
 func sessionFlags() []cli.Flag {
@@ -35,9 +39,6 @@ func storeFlag() cli.Flag {
 func readSessionOptions(c *cli.Context) sessionOptions {
 	return sessionOptions{Session: c.String("session"), ForkFrom: c.String("fork-from"), Dir: c.String("sessions")}
 }
-
-// prefixCacheBytes bounds the states kept in memory for implicit prefix reuse.
-const prefixCacheBytes = 1 << 30
 
 // sessionStore connects jobs to persistent sessions and to the prefix
 // cache. The store folder is opened only when a job needs it.
@@ -62,13 +63,15 @@ func openSessions(st *Streams, o sessionOptions, e *engine.Engine) (*sessionStor
 		}
 		ss.dir = filepath.Join(cache, "sessions")
 	}
-	if ss.explicit {
+	memory := int64(o.PrefixCacheMB) << 20
+	switch {
+	case ss.explicit:
 		if _, err := ss.open(); err != nil {
 			return nil, err
 		}
-		ss.prefix = session.NewPrefixCache(ss.store, prefixCacheBytes)
-	} else {
-		ss.prefix = session.NewPrefixCache(nil, prefixCacheBytes)
+		ss.prefix = session.NewPrefixCache(ss.store, memory)
+	case memory > 0:
+		ss.prefix = session.NewPrefixCache(nil, memory)
 	}
 	return ss, nil
 }
@@ -192,7 +195,7 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 		case !ok:
 			info.warnings = append(info.warnings, fmt.Sprintf("session %q: no saved turn is a prefix of the conversation; it was prefilled from the start", job.Session))
 		}
-	} else if job.Kind == jobs.Chat {
+	} else if job.Kind == jobs.Chat && s.store.prefix != nil {
 		var err error
 		r, ok, err = s.store.prefix.LongestPrefix(prompt)
 		if err != nil {
@@ -219,7 +222,7 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 // rendering always starts with it, whatever the template does with the
 // answer. It returns the time spent prefilling and saving.
 func (s *server) keepBoundary(job *jobs.Job, t *turn, st *model.State, prompt []int32, boundary int) (prefill, save time.Duration, err error) {
-	if boundary <= st.Pos() || boundary >= len(prompt) {
+	if boundary <= st.Pos() || boundary >= len(prompt) || t == nil && s.store.prefix == nil {
 		return 0, 0, nil
 	}
 	start := time.Now()
@@ -241,7 +244,7 @@ func (s *server) keepBoundary(job *jobs.Job, t *turn, st *model.State, prompt []
 // the whole turn), saves the state and, for a session, the conversation
 // with the answer appended.
 func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, messages json.RawMessage, answer any) (time.Duration, error) {
-	if job.Kind != jobs.Chat || res.FinishReason == jobs.FinishCancelled {
+	if job.Kind != jobs.Chat || res.FinishReason == jobs.FinishCancelled || t == nil && s.store.prefix == nil {
 		return 0, nil // an interrupted turn is not kept
 	}
 	start := time.Now()
