@@ -11,6 +11,7 @@ import (
 
 	"petal/engine"
 	"petal/engine/chat"
+	"petal/engine/model"
 	"petal/engine/sample"
 	"petal/jobs"
 )
@@ -115,14 +116,20 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	warnings = append(warnings, from.warnings...)
 	defer st.Free(s.e.Model.Backend())
 
-	var boundaryPrefill, saveTime time.Duration
-	if job.Kind == jobs.Chat && !req.PromptLogprobs {
+	var boundaryPrefill time.Duration
+	var kept *model.StateData
+	if job.Kind == jobs.Chat {
 		var err error
-		if boundaryPrefill, saveTime, err = s.keepBoundary(job, t, st, prompt, boundary); err != nil {
+		if kept, boundaryPrefill, err = s.keepBoundary(t, st, prompt, boundary); err != nil {
 			return nil, &jobError{Status: 500, Err: err}
 		}
 	}
+	genStart := time.Now()
 	res, err := s.e.Generate(ctx, st, req)
+	if err != nil {
+		return nil, &jobError{Status: 500, Err: err}
+	}
+	saveTime, err := s.saveBoundary(t, kept)
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}
 	}
@@ -147,7 +154,7 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 		PromptN: prefilled, PromptMS: ms(boundaryPrefill + res.PromptTime),
 		PredictedN: len(res.Tokens), PredictedMS: ms(res.DecodeTime),
 		CacheN: from.tokens, LoadMS: s.loadMS, RestoreMS: ms(from.duration), SaveMS: ms(saveTime),
-		TTFTMS: ms(from.duration + boundaryPrefill + res.FirstToken),
+		TTFTMS: ms(genStart.Sub(start) + res.FirstToken),
 	}
 	s.loadMS = 0
 	tm.TotalMS = ms(time.Since(start))

@@ -218,26 +218,36 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 }
 
 // keepBoundary runs the prompt up to the end of the conversation's messages
-// (before the generation prompt) and keeps that state: the next turn's
-// rendering always starts with it, whatever the template does with the
-// answer. It returns the time spent prefilling and saving.
-func (s *server) keepBoundary(job *jobs.Job, t *turn, st *model.State, prompt []int32, boundary int) (prefill, save time.Duration, err error) {
+// (before the generation prompt) and copies that state out: the next
+// turn's rendering always starts with it, whatever the template does with
+// the answer. It is stored after generation (saveBoundary), so writing it
+// does not delay the first token.
+func (s *server) keepBoundary(t *turn, st *model.State, prompt []int32, boundary int) (*model.StateData, time.Duration, error) {
 	if boundary <= st.Pos() || boundary >= len(prompt) || t == nil && s.store.prefix == nil {
-		return 0, 0, nil
+		return nil, 0, nil
 	}
 	start := time.Now()
 	if err := s.e.Model.Forward(st, prompt[st.Pos():boundary], model.NoLogits, nil); err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
-	prefill = time.Since(start)
-	start = time.Now()
 	data := s.e.Model.Export(st)
-	if t != nil {
-		_, err = t.held.SaveTurn(data)
-	} else if job.Kind == jobs.Chat {
-		err = s.store.prefix.Add(data)
+	return &data, time.Since(start), nil
+}
+
+// saveBoundary stores a state kept by keepBoundary: as the session's next
+// turn, or in the prefix cache.
+func (s *server) saveBoundary(t *turn, data *model.StateData) (time.Duration, error) {
+	if data == nil {
+		return 0, nil
 	}
-	return prefill, time.Since(start), err
+	start := time.Now()
+	var err error
+	if t != nil {
+		_, err = t.held.SaveTurn(*data)
+	} else {
+		err = s.store.prefix.Add(*data)
+	}
+	return time.Since(start), err
 }
 
 // endTurn runs the end-of-turn token through the model (so the state holds
