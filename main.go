@@ -5,13 +5,16 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 
 	"golang.org/x/term"
 
 	"petal/cli"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	// The first Ctrl-C lets the current job finish its line; a second one
 	// kills the process as usual.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -19,11 +22,18 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	code := cli.Main(ctx, os.Args, cli.Streams{
+	// PETAL_CPUPROFILE=FILE writes a Go CPU profile of the whole run, for
+	// finding where time goes on a machine (go tool pprof FILE).
+	if path := os.Getenv("PETAL_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
+	return cli.Main(ctx, os.Args, cli.Streams{
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
 		InIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
 		OutIsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
 		ErrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 	})
-	os.Exit(code)
 }
