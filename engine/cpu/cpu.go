@@ -16,6 +16,22 @@ import (
 type Backend struct {
 	scratch scratch
 	tasks   tasks
+
+	// Which form of the gated delta rule runs (Options.DeltaRule), and the
+	// block length of the chunked one.
+	deltaForm  deltaForm
+	deltaChunk int
+}
+
+// Options choose among kernels that compute the same thing, for ablations.
+type Options struct {
+	// DeltaRule is the form of the gated delta rule: "sequential" (token by
+	// token, spec 2.5; also ""), "chunked" (blocks of DeltaChunk tokens,
+	// spec 2.6), or "auto" (chunked only for ops long enough that it
+	// measured faster, see deltachunk.go).
+	DeltaRule string
+	// DeltaChunk is the block length of the chunked form, 1 to 128; 0 is 64.
+	DeltaChunk int
 }
 
 // tasks hold each kernel's arguments and its row function, bound once, so
@@ -30,20 +46,38 @@ type tasks struct {
 	normFn, gatedNormFn  func(lo, hi int)
 	convFn               func(lo, hi int)
 	deltaNormFn, deltaFn func(lo, hi int)
+	deltaChunkFn         func(lo, hi int)
 	prepFn, attnFn       func(lo, hi int)
 	experts              expertsTask
 	expertsFn            func(lo, hi int)
 }
 
-// New returns a CPU backend.
+// New returns a CPU backend with the default Options.
 func New() *Backend {
-	b := &Backend{}
+	b, _ := NewWithOptions(Options{})
+	return b
+}
+
+// NewWithOptions returns a CPU backend with the given kernel choices.
+func NewWithOptions(o Options) (*Backend, error) {
+	form, err := parseDeltaForm(o.DeltaRule)
+	if err != nil {
+		return nil, err
+	}
+	if o.DeltaChunk == 0 {
+		o.DeltaChunk = defaultDeltaChunk
+	}
+	if o.DeltaChunk < 1 || o.DeltaChunk > maxDeltaChunk {
+		return nil, fmt.Errorf("cpu: delta rule block of %d tokens, want 1 to %d", o.DeltaChunk, maxDeltaChunk)
+	}
+	b := &Backend{deltaForm: form, deltaChunk: o.DeltaChunk}
 	t := &b.tasks
 	t.normFn, t.gatedNormFn, t.convFn = t.norm.run, t.gatedNorm.run, t.conv.run
 	t.deltaNormFn, t.deltaFn = t.delta.normalize, t.delta.run
+	t.deltaChunkFn = t.delta.runChunked
 	t.prepFn, t.attnFn = t.prep.run, t.attn.run
 	t.expertsFn = t.experts.run
-	return b
+	return b, nil
 }
 
 type memory struct {
@@ -141,7 +175,7 @@ func (b *Backend) Run(ops ...backend.Op) error {
 // scratch holds temporary host memory reused across calls, so the decode
 // loop allocates nothing once it has warmed up.
 type scratch struct {
-	bufs [8][]float32
+	bufs [slotCount][]float32
 }
 
 func (s *scratch) get(slot, n int) []float32 {
@@ -163,4 +197,6 @@ const (
 	slotShared
 	slotExpertTmp
 	slotAttn
+	slotDeltaChunk
+	slotCount
 )

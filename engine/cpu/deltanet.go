@@ -90,6 +90,10 @@ type deltaTask struct {
 	state, out, qk            []float32
 	width, group              int
 	qScale                    float32
+
+	// The chunked form (deltachunk.go): block length and scratch.
+	chunkLen     int
+	chunkScratch []float32
 }
 
 func (b *Backend) deltaRule(o *backend.DeltaRule) {
@@ -102,6 +106,13 @@ func (b *Backend) deltaRule(o *backend.DeltaRule) {
 	t.qScale = float32(1 / math.Sqrt(float64(o.KeyDim)))
 	t.qk = b.scratch.get(slotDelta, o.Rows*2*o.KeyHeads*o.KeyDim)
 	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormFn)
+	// Options.DeltaRule: the chunked form where chosen, else token by token.
+	if b.useChunkedDelta(o.Rows) {
+		t.chunkLen = min(b.deltaChunk, o.Rows)
+		t.chunkScratch = b.scratch.get(slotDeltaChunk, o.ValueHeads*chunkHeadSize(o.KeyDim, o.ValueDim, t.chunkLen))
+		parallel.For(o.ValueHeads, 1, b.tasks.deltaChunkFn)
+		return
+	}
 	parallel.For(o.ValueHeads, 1, b.tasks.deltaFn)
 }
 
