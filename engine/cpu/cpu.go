@@ -46,6 +46,8 @@ type tasks struct {
 	normFn, gatedNormFn  func(lo, hi int)
 	convFn               func(lo, hi int)
 	deltaNormFn, deltaFn func(lo, hi int)
+	deltaNormHeadsFn     func(lo, hi int)
+	deltaGramFn          func(lo, hi int)
 	deltaChunkFn         func(lo, hi int)
 	prepFn, attnFn       func(lo, hi int)
 	experts              expertsTask
@@ -74,7 +76,7 @@ func NewWithOptions(o Options) (*Backend, error) {
 	t := &b.tasks
 	t.normFn, t.gatedNormFn, t.convFn = t.norm.run, t.gatedNorm.run, t.conv.run
 	t.deltaNormFn, t.deltaFn = t.delta.normalize, t.delta.run
-	t.deltaChunkFn = t.delta.runChunked
+	t.deltaNormHeadsFn, t.deltaGramFn, t.deltaChunkFn = t.delta.normalizeHeads, t.delta.grams, t.delta.runChunked
 	t.prepFn, t.attnFn = t.prep.run, t.attn.run
 	t.expertsFn = t.experts.run
 	return b, nil

@@ -3,6 +3,9 @@ package cpu
 import (
 	"fmt"
 	"math"
+
+	"petal/engine/backend"
+	"petal/engine/parallel"
 )
 
 // The chunked form of the gated delta rule (spec 2.6): the same outputs and
@@ -67,60 +70,131 @@ const defaultDeltaChunk = 64
 // fit arrays on the stack.
 const maxDeltaChunk = 128
 
-// chunkBufs is one value head's part of the chunked form's scratch.
+// The chunked form's scratch: for each key head its blocks' k·k and q·k
+// (shared by the value heads of its group) and room to transpose a block
+// of keys, then each value head's own buffers.
+type chunkLayout struct{ Hk, Hv, Dk, Dv, c, blocks int }
+
+func (l chunkLayout) gramSize() int { return 2 * l.c * l.c }                    // one block of one key head
+func (l chunkLayout) keySize() int  { return l.gramSize()*l.blocks + l.Dk*l.c } // one key head
+func (l chunkLayout) headSize() int { return l.Dk*l.Dv + l.c*l.Dv + 2*l.c*l.c + 3*l.c }
+func (l chunkLayout) size() int     { return l.Hk*l.keySize() + l.Hv*l.headSize() }
+
+// chunkBufs is one value head's part of the scratch.
 type chunkBufs struct {
 	st       []float32 // [Dk][Dv] the state, transposed
-	kt, kwt  []float32 // [Dk][n] the block's keys, transposed; kwt weighted by e^(G[n-1]-G[j])
-	vn       []float32 // [n][Dv] R, then Vn
-	ak, mq   []float32 // [n][n] -A (strictly lower), then the masked decayed q·k (lower)
+	vn       []float32 // [n][Dv] R, then Vn, then Vn weighted by e^(G[n-1]-G[j])
+	ak, mq   []float32 // [n][n] -A (strictly lower); the decayed q·k (lower, zeros above)
 	beta, eg []float32 // [n] beta_i and e^G[i]
 	rScale   []float32 // [n] -beta_i*e^G[i]
 }
 
-// chunkHeadSize is the scratch one value head needs for blocks of c tokens.
-func chunkHeadSize(Dk, Dv, c int) int {
-	return Dk*Dv + 2*Dk*c + c*Dv + 2*c*c + 3*c
+// carve cuts consecutive slices off the front of x.
+type carve struct{ x []float32 }
+
+func (c *carve) take(n int) []float32 {
+	s := c.x[:n:n]
+	c.x = c.x[n:]
+	return s
 }
 
 func (t *deltaTask) chunkBufs(j int) chunkBufs {
-	Dk, Dv, c := t.o.KeyDim, t.o.ValueDim, t.chunkLen
-	x := t.chunkScratch[j*chunkHeadSize(Dk, Dv, c):][:chunkHeadSize(Dk, Dv, c)]
-	take := func(n int) []float32 {
-		s := x[:n:n]
-		x = x[n:]
-		return s
-	}
+	l := t.chunk
+	c := carve{t.chunkScratch[l.Hk*l.keySize()+j*l.headSize():][:l.headSize()]}
 	var b chunkBufs
-	b.st = take(Dk * Dv)
-	b.kt, b.kwt = take(Dk*c), take(Dk*c)
-	b.vn = take(c * Dv)
-	b.ak, b.mq = take(c*c), take(c*c)
-	b.beta, b.eg, b.rScale = take(c), take(c), take(c)
+	b.st = c.take(l.Dk * l.Dv)
+	b.vn = c.take(l.c * l.Dv)
+	b.ak, b.mq = c.take(l.c*l.c), c.take(l.c*l.c)
+	b.beta, b.eg, b.rScale = c.take(l.c), c.take(l.c), c.take(l.c)
 	return b
+}
+
+// gram is key head kh's k·k and q·k of block blk, n x n each.
+func (t *deltaTask) gram(kh, blk, n int) (kk, qk []float32) {
+	l := t.chunk
+	g := t.chunkScratch[kh*l.keySize()+blk*l.gramSize():]
+	return g[:n*n], g[n*n : 2*n*n]
+}
+
+// deltaRuleChunked is deltaRule in the chunked form, once the task holds
+// the op. The normalised q and k go head-major into t.qk ([2*Hk][Rows][Dk],
+// queries first), so a block's keys are a compact matrix.
+func (b *Backend) deltaRuleChunked(o *backend.DeltaRule) {
+	t := &b.tasks.delta
+	c := min(b.deltaChunk, o.Rows)
+	t.chunk = chunkLayout{o.KeyHeads, o.ValueHeads, o.KeyDim, o.ValueDim, c, (o.Rows + c - 1) / c}
+	t.chunkScratch = b.scratch.get(slotDeltaChunk, t.chunk.size())
+	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormHeadsFn)
+	parallel.For(o.KeyHeads, 1, b.tasks.deltaGramFn)
+	parallel.For(o.ValueHeads, 1, b.tasks.deltaChunkFn)
+}
+
+// normalizeHeads is normalize writing t.qk head-major.
+func (t *deltaTask) normalizeHeads(lo, hi int) {
+	Hk, Dk, rows := t.o.KeyHeads, t.o.KeyDim, t.o.Rows
+	for i := lo; i < hi; i++ {
+		r, h := i/(2*Hk), i%(2*Hk)
+		scale := float32(1)
+		if h < Hk {
+			scale = t.qScale
+		}
+		dst := (h*rows + r) * Dk
+		l2Normalize(t.qkv[r*t.width+h*Dk:r*t.width+(h+1)*Dk], t.qk[dst:dst+Dk], scale)
+	}
+}
+
+// blockRows are the normalised keys and queries of key head kh for the
+// tokens from t0 on, one per row.
+func (t *deltaTask) blockRows(kh, t0 int) (keys, queries strided) {
+	Hk, Dk, rows := t.o.KeyHeads, t.o.KeyDim, t.o.Rows
+	keys = strided{t.qk[((Hk+kh)*rows+t0)*Dk:], Dk, 1}
+	queries = strided{t.qk[(kh*rows+t0)*Dk:], Dk, 1}
+	return keys, queries
+}
+
+// grams computes k_i·k_j and q_i·k_j for j <= i in every block of key heads
+// [lo, hi), one row block at a time up to its diagonal.
+func (t *deltaTask) grams(lo, hi int) {
+	Dk, C := t.o.KeyDim, t.chunk.c
+	for kh := lo; kh < hi; kh++ {
+		kt := t.chunkScratch[kh*t.chunk.keySize()+t.chunk.blocks*t.chunk.gramSize():][:Dk*C]
+		for blk := range t.chunk.blocks {
+			t0 := blk * C
+			n := min(C, t.o.Rows-t0)
+			keys, queries := t.blockRows(kh, t0)
+			transpose(kt, keys.x, n, Dk)
+			kk, qk := t.gram(kh, blk, n)
+			plain := rowScales{rAll: 1}
+			for i0 := 0; i0 < n; i0 += tileRows {
+				// Whole tiles past the diagonal cost less than a ragged edge.
+				m, cols := min(tileRows, n-i0), min(n, (i0+tileRows+tileCols-1)/tileCols*tileCols)
+				mulInto(kk[i0*n:], n, keys.from(i0), kt, n, m, cols, Dk, plain)
+				mulInto(qk[i0*n:], n, queries.from(i0), kt, n, m, cols, Dk, plain)
+			}
+		}
+	}
 }
 
 // runChunked is deltaTask.run in the chunked form, for value heads [lo, hi).
 func (t *deltaTask) runChunked(lo, hi int) {
-	Dk, Dv := t.o.KeyDim, t.o.ValueDim
+	Dk, Dv, C := t.o.KeyDim, t.o.ValueDim, t.chunk.c
 	for j := lo; j < hi; j++ {
 		b := t.chunkBufs(j)
 		S := t.state[j*Dv*Dk : (j+1)*Dv*Dk]
 		transpose(b.st, S, Dv, Dk)
-		for t0 := 0; t0 < t.o.Rows; t0 += t.chunkLen {
-			t.chunkBlock(j, t0, min(t.chunkLen, t.o.Rows-t0), &b)
+		for blk := range t.chunk.blocks {
+			t.chunkBlock(j, blk, min(C, t.o.Rows-blk*C), &b)
 		}
 		transpose(S, b.st, Dk, Dv)
 	}
 }
 
-// chunkBlock advances value head j over tokens [t0, t0+n) and writes their
-// outputs.
-func (t *deltaTask) chunkBlock(j, t0, n int, b *chunkBufs) {
+// chunkBlock advances value head j over the n tokens of block blk and
+// writes their outputs.
+func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	Hk, Dk, Hv, Dv := t.o.KeyHeads, t.o.KeyDim, t.o.ValueHeads, t.o.ValueDim
-	kh := j / t.group
-	tok := 2 * Hk * Dk // floats per token in qk
-	keys := strided{t.qk[t0*tok+(Hk+kh)*Dk:], tok, 1}
-	queries := strided{t.qk[t0*tok+kh*Dk:], tok, 1}
+	kh, t0 := j/t.group, blk*t.chunk.c
+	keys, queries := t.blockRows(kh, t0)
 	ldo := Hv * Dv
 	out := t.out[t0*ldo+j*Dv:]
 
@@ -140,52 +214,30 @@ func (t *deltaTask) chunkBlock(j, t0, n int, b *chunkBufs) {
 		b.rScale[i] = -b.beta[i] * b.eg[i]
 	}
 
-	// k·k and q·k for j <= i, one row block at a time up to its diagonal.
-	for c := range Dk {
-		row := b.kt[c*n : (c+1)*n]
-		for i := range row {
-			row[i] = keys.x[i*tok+c]
-		}
-	}
-	plain := rowScales{rAll: 1}
-	for i0 := 0; i0 < n; i0 += tileRows {
-		// Whole tiles past the diagonal cost less than a ragged edge.
-		m, cols := min(tileRows, n-i0), min(n, (i0+tileRows+tileCols-1)/tileCols*tileCols)
-		mulInto(b.ak[i0*n:], n, keys.from(i0), b.kt, n, m, cols, Dk, plain)
-		mulInto(b.mq[i0*n:], n, queries.from(i0), b.kt, n, m, cols, Dk, plain)
-	}
-
-	// Decay them: drow[jj] = e^(G[i]-G[jj]) as the product of the gates
-	// after jj. ak becomes -A; mq gets zeros above the diagonal, where the
-	// output product reads whole tiles.
+	// Decay the block's k·k and q·k: drow[jj] = e^(G[i]-G[jj]) as the
+	// product of the gates after jj. ak becomes -A; mq gets zeros above
+	// the diagonal, where the output product reads whole tiles.
+	kk, qk := t.gram(kh, blk, n)
 	var drow [maxDeltaChunk]float64
 	for i := range n {
 		for jj := range i {
 			drow[jj] *= g[i]
 		}
 		drow[i] = 1
-		ak, mq := b.ak[i*n:(i+1)*n], b.mq[i*n:(i+1)*n]
 		nb := -float64(b.beta[i])
-		for jj := range i {
-			ak[jj] = float32(nb * float64(ak[jj]) * drow[jj])
-			mq[jj] = float32(float64(mq[jj]) * drow[jj])
+		ak, mq := b.ak[i*n:i*n+i], b.mq[i*n:(i+1)*n]
+		for jj, x := range kk[i*n : i*n+i] {
+			ak[jj] = float32(nb * float64(x) * drow[jj])
+		}
+		for jj, x := range qk[i*n : i*n+i+1] {
+			mq[jj] = float32(float64(x) * drow[jj])
 		}
 		clear(mq[i+1:])
 	}
-	// drow now holds e^(G[n-1]-G[jj]), the weight of token jj in S_end.
-	for c := range Dk {
-		src, dst := b.kt[c*n:(c+1)*n], b.kwt[c*n:(c+1)*n]
-		for jj := range dst {
-			dst[jj] = float32(float64(src[jj]) * drow[jj])
-		}
-	}
 
 	// R = beta*v - beta*e^G * (K·St), and the outputs' e^G * (Q·St).
-	for i := range n {
-		r := t0 + i
-		copy(b.vn[i*Dv:(i+1)*Dv], t.qkv[r*t.width+2*Hk*Dk+j*Dv:][:Dv])
-	}
-	mulInto(b.vn, Dv, keys, b.st, Dv, n, Dv, Dk, rowScales{keep: true, c: b.beta, r: b.rScale})
+	v := t.qkv[t0*t.width+2*Hk*Dk+j*Dv:]
+	mulInto(b.vn, Dv, keys, b.st, Dv, n, Dv, Dk, rowScales{keep: true, src: v, lds: t.width, c: b.beta, r: b.rScale})
 	mulInto(out, ldo, queries, b.st, Dv, n, Dv, Dk, rowScales{r: b.eg})
 
 	// Vn = (I+A)^-1 R: each row block takes the rows solved before it in
@@ -201,28 +253,20 @@ func (t *deltaTask) chunkBlock(j, t0, n int, b *chunkBufs) {
 		}
 	}
 
-	// o += (decayed, masked q·k) · Vn, each row block up to its diagonal.
+	// o += (decayed q·k) · Vn, each row block up to its diagonal.
 	for i0 := 0; i0 < n; i0 += tileRows {
 		m := min(tileRows, n-i0)
 		mulInto(out[i0*ldo:], ldo, strided{b.mq[i0*n:], n, 1}, b.vn, Dv, m, Dv, min(n, i0+tileRows), sum)
 	}
 
-	// St = e^G[n-1] * St + Kwᵀ · Vn.
-	mulInto(b.st, Dv, strided{b.kwt, n, 1}, b.vn, Dv, Dk, Dv, n, rowScales{keep: true, cAll: b.eg[n-1], rAll: 1})
-}
-
-// transpose writes the rows x cols matrix src into dst as cols x rows, in
-// square blocks so both sides stay in cache.
-func transpose(dst, src []float32, rows, cols int) {
-	const blk = 16
-	for r0 := 0; r0 < rows; r0 += blk {
-		for c0 := 0; c0 < cols; c0 += blk {
-			for r := r0; r < min(r0+blk, rows); r++ {
-				s := src[r*cols : (r+1)*cols]
-				for c := c0; c < min(c0+blk, cols); c++ {
-					dst[c*rows+r] = s[c]
-				}
-			}
+	// St = e^G[n-1] * St + Kᵀ · (w Vn), w[jj] = e^(G[n-1]-G[jj]) (drow now),
+	// the keys read in place as the transposed left operand.
+	for jj := range n {
+		w := float32(drow[jj])
+		row := b.vn[jj*Dv : (jj+1)*Dv]
+		for x := range row {
+			row[x] *= w
 		}
 	}
+	mulInto(b.st, Dv, strided{keys.x, 1, Dk}, b.vn, Dv, Dk, Dv, n, rowScales{keep: true, cAll: b.eg[n-1], rAll: 1})
 }

@@ -6,17 +6,33 @@ package cpu
 // rule is only worth choosing automatically when it does.
 var tileAsm = useAVX2
 
-// mulTileFast runs a whole tile (k > 0) in assembly where the machine has
-// AVX2; mulInto has checked the bounds. It reports whether it ran.
-func mulTileFast(c []float32, ldc int, a strided, b []float32, ldb, k int, keep bool, cs, rs *[tileRows]float32) bool {
+// mulPanelFast runs tiles whole 4x16 tiles side by side (k > 0) in
+// assembly where the machine has AVX2; mulInto has checked the bounds. It
+// reports whether it ran.
+func mulPanelFast(c []float32, ldc int, src []float32, lds int, a strided, b []float32, ldb, k, tiles int, keep bool, cs, rs *[tileRows]float32) bool {
 	if !useAVX2 {
 		return false
 	}
-	mulTileAVX2(&c[0], ldc, &a.x[0], a.row, a.col, &b[0], ldb, k, keep, cs, rs)
+	mulPanelAVX2(&c[0], ldc, &src[0], lds, &a.x[0], a.row, a.col, &b[0], ldb, k, tiles, keep, cs, rs)
+	return true
+}
+
+// transpose8Fast transposes the 8x8 blocks of the first blocks*8 rows and
+// 8 columns of src (rows x cols) into dst (cols x rows), where the machine
+// has AVX2, and reports whether it did.
+func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool {
+	if !useAVX2 {
+		return false
+	}
+	_, _ = dst[7*rows+8*blocks-1], src[(8*blocks-1)*cols+7]
+	transpose8AVX2(&dst[0], &src[0], rows, cols, blocks)
 	return true
 }
 
 // Implemented in deltachunk_amd64.s.
 
 //go:noescape
-func mulTileAVX2(c *float32, ldc int, a *float32, lda, astep int, b *float32, ldb, k int, keep bool, cs, rs *[4]float32)
+func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, tiles int, keep bool, cs, rs *[4]float32)
+
+//go:noescape
+func transpose8AVX2(dst, src *float32, rows, cols, blocks int)

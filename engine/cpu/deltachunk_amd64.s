@@ -2,31 +2,38 @@
 
 #include "textflag.h"
 
-// func mulTileAVX2(c *float32, ldc int, a *float32, lda, astep int, b *float32, ldb, k int, keep bool, cs, rs *[4]float32)
+// func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, tiles int, keep bool, cs, rs *[4]float32)
 //
-// One 4x16 tile of mulInto, k > 0: row i of C (two vectors of 8) gets
-// c[i]*C[i] + r[i]*Σ_p A(i,p)*B[p], A(i,p) at a + 4*(i*lda + p*astep).
-// Eight accumulators, so two FMA pipes with a latency of four stay busy;
-// each p loads one 16-float row of B and broadcasts four elements of A.
+// tiles side-by-side 4x16 tiles of mulInto, k > 0: row i of each tile of C
+// (two vectors of 8) gets r[i]*Σ_p A(i,p)*B[p] (+ c[i]*Src[i] with keep),
+// A(i,p) at a + 4*(i*lda + p*astep), row i of Src at src + 4*i*lds. Eight
+// accumulators, so two FMA pipes with a latency of four stay busy; each p
+// loads 16 floats of a row of B and broadcasts four elements of A.
 //
 // Registers: DI c, BX ldc bytes, SI a cursor, R8 lda bytes, R9 3*lda bytes,
-// R10 astep bytes, DX b cursor, R11 ldb bytes, CX k left, Y0-Y7 sums
-// (row i in Y(2i), Y(2i+1)), Y8/Y9 the row of B, Y10-Y13 broadcasts.
-TEXT ·mulTileAVX2(SB), NOSPLIT, $0-88
-	MOVQ c+0(FP), DI
+// R10 astep bytes, DX b cursor, R11 ldb bytes, CX k left, R12 tiles left,
+// R13 the tile's byte offset in c, b and src; Y0-Y7 sums (row i in Y(2i),
+// Y(2i+1)), Y8/Y9 the row of B, Y10-Y13 broadcasts.
+TEXT ·mulPanelAVX2(SB), NOSPLIT, $0-112
 	MOVQ ldc+8(FP), BX
 	SHLQ $2, BX
-	MOVQ a+16(FP), SI
-	MOVQ lda+24(FP), R8
+	MOVQ lda+40(FP), R8
 	SHLQ $2, R8
-	LEAQ (R8)(R8*2), R9
-	MOVQ astep+32(FP), R10
+	MOVQ astep+48(FP), R10
 	SHLQ $2, R10
-	MOVQ b+40(FP), DX
-	MOVQ ldb+48(FP), R11
+	MOVQ ldb+64(FP), R11
 	SHLQ $2, R11
-	MOVQ k+56(FP), CX
+	MOVQ tiles+80(FP), R12
+	XORQ R13, R13
 
+tile:
+	MOVQ   c+0(FP), DI
+	ADDQ   R13, DI
+	MOVQ   b+56(FP), DX
+	ADDQ   R13, DX
+	MOVQ   a+32(FP), SI
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   k+72(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -56,8 +63,8 @@ loop:
 	DECQ         CX
 	JNZ          loop
 
-	// Scale by r[i]; with keep, add c[i]*C[i].
-	MOVQ         rs+80(FP), AX
+	// Scale by r[i]; with keep, add c[i]*Src[i].
+	MOVQ         rs+104(FP), AX
 	VBROADCASTSS (AX), Y10
 	VBROADCASTSS 4(AX), Y11
 	VBROADCASTSS 8(AX), Y12
@@ -70,23 +77,27 @@ loop:
 	VMULPS       Y12, Y5, Y5
 	VMULPS       Y13, Y6, Y6
 	VMULPS       Y13, Y7, Y7
-	MOVBLZX      keep+64(FP), CX
+	MOVBLZX      keep+88(FP), CX
 	TESTQ        CX, CX
 	JZ           store
-	MOVQ         cs+72(FP), AX
+	MOVQ         cs+96(FP), AX
 	VBROADCASTSS (AX), Y10
 	VBROADCASTSS 4(AX), Y11
 	VBROADCASTSS 8(AX), Y12
 	VBROADCASTSS 12(AX), Y13
-	LEAQ         (BX)(BX*2), R9
-	VFMADD231PS  (DI), Y10, Y0
-	VFMADD231PS  32(DI), Y10, Y1
-	VFMADD231PS  (DI)(BX*1), Y11, Y2
-	VFMADD231PS  32(DI)(BX*1), Y11, Y3
-	VFMADD231PS  (DI)(BX*2), Y12, Y4
-	VFMADD231PS  32(DI)(BX*2), Y12, Y5
-	VFMADD231PS  (DI)(R9*1), Y13, Y6
-	VFMADD231PS  32(DI)(R9*1), Y13, Y7
+	MOVQ         src+16(FP), SI
+	ADDQ         R13, SI
+	MOVQ         lds+24(FP), AX
+	SHLQ         $2, AX
+	LEAQ         (AX)(AX*2), R9
+	VFMADD231PS  (SI), Y10, Y0
+	VFMADD231PS  32(SI), Y10, Y1
+	VFMADD231PS  (SI)(AX*1), Y11, Y2
+	VFMADD231PS  32(SI)(AX*1), Y11, Y3
+	VFMADD231PS  (SI)(AX*2), Y12, Y4
+	VFMADD231PS  32(SI)(AX*2), Y12, Y5
+	VFMADD231PS  (SI)(R9*1), Y13, Y6
+	VFMADD231PS  32(SI)(R9*1), Y13, Y7
 
 store:
 	LEAQ    (BX)(BX*2), R9
@@ -98,5 +109,81 @@ store:
 	VMOVUPS Y5, 32(DI)(BX*2)
 	VMOVUPS Y6, (DI)(R9*1)
 	VMOVUPS Y7, 32(DI)(R9*1)
+	ADDQ    $64, R13
+	DECQ    R12
+	JNZ     tile
+	VZEROUPPER
+	RET
+
+// func transpose8AVX2(dst, src *float32, rows, cols, blocks int)
+//
+// blocks 8x8 blocks down a column of blocks: block b takes rows 8b..8b+7,
+// columns 0..7 of src (cols floats a row) to rows 0..7, columns 8b..8b+7
+// of dst (rows floats a row). Unpack pairs, shuffle quads, swap halves.
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+16(FP), BX
+	SHLQ $2, BX
+	MOVQ cols+24(FP), DX
+	SHLQ $2, DX
+	MOVQ blocks+32(FP), CX
+	LEAQ (DX)(DX*2), R8
+	LEAQ (BX)(BX*2), R9
+
+block:
+	MOVQ    SI, AX
+	VMOVUPS (AX), Y0
+	VMOVUPS (AX)(DX*1), Y1
+	VMOVUPS (AX)(DX*2), Y2
+	VMOVUPS (AX)(R8*1), Y3
+	LEAQ    (AX)(DX*4), AX
+	VMOVUPS (AX), Y4
+	VMOVUPS (AX)(DX*1), Y5
+	VMOVUPS (AX)(DX*2), Y6
+	VMOVUPS (AX)(R8*1), Y7
+
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+	MOVQ    DI, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, (AX)(BX*1)
+	VMOVUPS Y10, (AX)(BX*2)
+	VMOVUPS Y11, (AX)(R9*1)
+	LEAQ    (AX)(BX*4), AX
+	VMOVUPS Y12, (AX)
+	VMOVUPS Y13, (AX)(BX*1)
+	VMOVUPS Y14, (AX)(BX*2)
+	VMOVUPS Y15, (AX)(R9*1)
+
+	LEAQ (SI)(DX*8), SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  block
 	VZEROUPPER
 	RET

@@ -2,10 +2,12 @@
 
 package cpu
 
-// Without the assembly every tile of mulInto runs in Go.
+// Without the assembly mulInto and transpose run in Go throughout.
 
 const tileAsm = false
 
-func mulTileFast([]float32, int, strided, []float32, int, int, bool, *[tileRows]float32, *[tileRows]float32) bool {
+func mulPanelFast([]float32, int, []float32, int, strided, []float32, int, int, int, bool, *[tileRows]float32, *[tileRows]float32) bool {
 	return false
 }
+
+func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool { return false }

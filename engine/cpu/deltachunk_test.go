@@ -74,7 +74,7 @@ func TestMulIntoMatchesPlain(t *testing.T) {
 
 // deltaInputs are the inputs of one DeltaRule op.
 type deltaInputs struct {
-	hk, dk, hv, dv, rows            int
+	hk, dk, hv, dv, rows             int
 	qkv, bb, aa, aLog, dtBias, state []float32
 }
 
@@ -195,4 +195,66 @@ func TestNewWithOptionsRejects(t *testing.T) {
 			t.Errorf("%+v: no error", o)
 		}
 	}
+}
+
+// deltaFormsBenched are the forms BenchmarkDeltaForms compares.
+var deltaFormsBenched = []struct {
+	name string
+	Options
+}{
+	{"sequential", Options{DeltaRule: "sequential"}},
+	{"chunked", Options{DeltaRule: "chunked"}},
+	{"chunked32", Options{DeltaRule: "chunked", DeltaChunk: 32}},
+	{"chunked128", Options{DeltaRule: "chunked", DeltaChunk: 128}},
+	{"auto", Options{DeltaRule: "auto"}},
+}
+
+// BenchmarkDeltaForms times one DeltaRule op in both forms, side by side
+// for each shape and token count: the oracle model's (4 key heads, 8 value
+// heads) and the 35B model's (16 and 32), 128x128 states. Run it several
+// times and keep the best of each, e.g.
+//
+//	go test -run X -bench DeltaForms -count 5 ./engine/cpu/
+func BenchmarkDeltaForms(b *testing.B) {
+	shapes := []struct {
+		name   string
+		hk, hv int
+	}{{"oracle", 4, 8}, {"35B", 16, 32}}
+	for _, sh := range shapes {
+		for _, rows := range []int{1, 64, 256, 1024} {
+			in := randomDeltaInputs(rand.New(rand.NewPCG(1, 5)), sh.hk, 128, sh.hv, 128, rows, true)
+			for _, o := range deltaFormsBenched {
+				b.Run(fmt.Sprintf("%s/L=%d/%s", sh.name, rows, o.name), func(b *testing.B) {
+					be, err := NewWithOptions(o.Options)
+					if err != nil {
+						b.Fatal(err)
+					}
+					benchmarkDeltaOp(b, be, in)
+				})
+			}
+		}
+	}
+}
+
+// benchmarkDeltaOp runs the op on its own state again and again: the gates
+// keep the state bounded, and the work does not depend on the values.
+func benchmarkDeltaOp(b *testing.B, be *Backend, in deltaInputs) {
+	buf := func(x []float32) backend.Buffer {
+		m := be.Alloc(len(x), false)
+		be.Write(m, x)
+		return m
+	}
+	o := &backend.DeltaRule{QKV: buf(in.qkv), B: buf(in.bb), A: buf(in.aa), ALog: buf(in.aLog),
+		DtBias: buf(in.dtBias), State: buf(in.state), Out: buf(make([]float32, in.rows*in.hv*in.dv)),
+		Rows: in.rows, KeyHeads: in.hk, KeyDim: in.dk, ValueHeads: in.hv, ValueDim: in.dv}
+	if err := be.Run(o); err != nil { // the scratch grows here, not in the loop
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := be.Run(o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*in.rows), "ns/token")
 }

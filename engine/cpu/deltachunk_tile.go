@@ -2,8 +2,8 @@ package cpu
 
 // The chunked delta rule (deltachunk.go) spends its time in small matrix
 // products. mulInto computes them a tile of tileRows x tileCols at a time:
-// the AVX2 kernel (deltachunk_amd64.s) takes whole tiles, mulTileGo the
-// edges and machines without it.
+// the AVX2 kernel (deltachunk_amd64.s) takes each row of whole tiles,
+// mulTileGo the edges and machines without it.
 
 const tileRows, tileCols = 4, 16
 
@@ -17,12 +17,14 @@ type strided struct {
 // from is the view starting at row i.
 func (a strided) from(i int) strided { return strided{a.x[i*a.row:], a.row, a.col} }
 
-// rowScales are the per-row factors of mulInto's result: row i becomes
-// c(i)*C[i] + r(i)*(A·B)[i], or r(i)*(A·B)[i] when keep is false (then C is
-// not read, so it may hold anything). A nil slice means the matching
-// constant for every row.
+// rowScales say what mulInto makes of the product: row i of the result is
+// r(i)*(A·B)[i], plus c(i)*Base[i] with keep. Base is src (lds floats a
+// row) or, when src is nil, C itself; without keep nothing is read from
+// C, so it may hold anything. A nil c or r means cAll or rAll for every row.
 type rowScales struct {
 	keep       bool
+	src        []float32
+	lds        int
 	c, r       []float32
 	cAll, rAll float32
 }
@@ -38,14 +40,19 @@ func (s *rowScales) at(i int) (c, r float32) {
 	return c, r
 }
 
-// mulInto: C[i][j] = c(i)*C[i][j] + r(i)*Σ_{p<k} A(i,p)*B[p][j] for i < m,
-// j < n, with B and C row-major (ldb, ldc floats per row).
+// mulInto: C[i][j] = r(i)*Σ_{p<k} A(i,p)*B[p][j] (+ c(i)*Base[i][j]) for
+// i < m, j < n, with B and C row-major (ldb, ldc floats per row).
 func mulInto(c []float32, ldc int, a strided, b []float32, ldb int, m, n, k int, s rowScales) {
 	if m <= 0 || n <= 0 {
 		return
 	}
+	src, lds := c, ldc
+	if s.src != nil {
+		src, lds = s.src, s.lds
+	}
 	// The bounds the assembly relies on, checked once.
 	_ = c[(m-1)*ldc+n-1]
+	_ = src[(m-1)*lds+n-1]
 	if k > 0 {
 		_ = a.x[(m-1)*a.row+(k-1)*a.col]
 		_ = b[(k-1)*ldb+n-1]
@@ -56,21 +63,22 @@ func mulInto(c []float32, ldc int, a strided, b []float32, ldb int, m, n, k int,
 		for i := range rows {
 			cs[i], rs[i] = s.at(i0 + i)
 		}
-		for j0 := 0; j0 < n; j0 += tileCols {
+		at := strided{a.x[i0*a.row:], a.row, a.col}
+		j0 := 0
+		if tiles := n / tileCols; rows == tileRows && tiles > 0 && k > 0 &&
+			mulPanelFast(c[i0*ldc:], ldc, src[i0*lds:], lds, at, b, ldb, k, tiles, s.keep, &cs, &rs) {
+			j0 = tiles * tileCols
+		}
+		for ; j0 < n; j0 += tileCols {
 			cols := min(tileCols, n-j0)
-			ct := c[i0*ldc+j0:]
-			at := strided{a.x[i0*a.row:], a.row, a.col}
-			if rows == tileRows && cols == tileCols && k > 0 && mulTileFast(ct, ldc, at, b[j0:], ldb, k, s.keep, &cs, &rs) {
-				continue
-			}
-			mulTileGo(ct, ldc, at, b[j0:], ldb, rows, cols, k, s.keep, &cs, &rs)
+			mulTileGo(c[i0*ldc+j0:], ldc, src[i0*lds+j0:], lds, at, b[j0:], ldb, rows, cols, k, s.keep, &cs, &rs)
 		}
 	}
 }
 
 // mulTileGo is one tile of mulInto (rows <= tileRows, cols <= tileCols)
 // in plain Go.
-func mulTileGo(c []float32, ldc int, a strided, b []float32, ldb, rows, cols, k int, keep bool, cs, rs *[tileRows]float32) {
+func mulTileGo(c []float32, ldc int, src []float32, lds int, a strided, b []float32, ldb, rows, cols, k int, keep bool, cs, rs *[tileRows]float32) {
 	for i := range rows {
 		var acc [tileCols]float32
 		for p := range k {
@@ -79,13 +87,34 @@ func mulTileGo(c []float32, ldc int, a strided, b []float32, ldb, rows, cols, k 
 				acc[j] += av * bv
 			}
 		}
-		row := c[i*ldc:][:cols]
+		row, base := c[i*ldc:][:cols], src[i*lds:][:cols]
 		for j := range row {
 			v := rs[i] * acc[j]
 			if keep {
-				v += cs[i] * row[j]
+				v += cs[i] * base[j]
 			}
 			row[j] = v
+		}
+	}
+}
+
+// transpose writes the rows x cols matrix src into dst as cols x rows:
+// whole 8x8 blocks in assembly where there is some, the rest in Go.
+func transpose(dst, src []float32, rows, cols int) {
+	r8, c8 := rows&^7, cols&^7
+	if r8 == 0 || c8 == 0 || !transpose8Fast(dst, src, rows, cols, r8/8) {
+		r8, c8 = 0, 0
+	}
+	for c0 := 8; c0 < c8; c0 += 8 {
+		transpose8Fast(dst[c0*rows:], src[c0:], rows, cols, r8/8)
+	}
+	for r := range rows {
+		from := 0
+		if r < r8 {
+			from = c8
+		}
+		for c, x := range src[r*cols+from : (r+1)*cols] {
+			dst[(from+c)*rows+r] = x
 		}
 	}
 }

@@ -91,8 +91,8 @@ type deltaTask struct {
 	width, group              int
 	qScale                    float32
 
-	// The chunked form (deltachunk.go): block length and scratch.
-	chunkLen     int
+	// The chunked form (deltachunk.go): its scratch and how it is cut.
+	chunk        chunkLayout
 	chunkScratch []float32
 }
 
@@ -105,14 +105,12 @@ func (b *Backend) deltaRule(o *backend.DeltaRule) {
 	t.group = o.ValueHeads / o.KeyHeads
 	t.qScale = float32(1 / math.Sqrt(float64(o.KeyDim)))
 	t.qk = b.scratch.get(slotDelta, o.Rows*2*o.KeyHeads*o.KeyDim)
-	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormFn)
-	// Options.DeltaRule: the chunked form where chosen, else token by token.
+	// Options.DeltaRule: the chunked form (deltachunk.go) where chosen.
 	if b.useChunkedDelta(o.Rows) {
-		t.chunkLen = min(b.deltaChunk, o.Rows)
-		t.chunkScratch = b.scratch.get(slotDeltaChunk, o.ValueHeads*chunkHeadSize(o.KeyDim, o.ValueDim, t.chunkLen))
-		parallel.For(o.ValueHeads, 1, b.tasks.deltaChunkFn)
+		b.deltaRuleChunked(o)
 		return
 	}
+	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormFn)
 	parallel.For(o.ValueHeads, 1, b.tasks.deltaFn)
 }
 
