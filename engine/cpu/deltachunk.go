@@ -203,14 +203,13 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	// e^G[i] / e^G[j] can.
 	var g [maxDeltaChunk]float64
 	negA := -math.Exp(float64(t.aLog[j]))
-	G := 0.0
+	eg := 1.0
 	for i := range n {
 		r := t0 + i
-		lg := negA * softplus(float64(t.aa[r*Hv+j])+float64(t.dtBias[j]))
-		g[i] = math.Exp(lg)
-		G += lg
+		g[i] = math.Exp(negA * softplus(float64(t.aa[r*Hv+j])+float64(t.dtBias[j])))
+		eg *= g[i]
 		b.beta[i] = sigmoid(t.bb[r*Hv+j])
-		b.eg[i] = float32(math.Exp(G))
+		b.eg[i] = float32(eg)
 		b.rScale[i] = -b.beta[i] * b.eg[i]
 	}
 
@@ -245,7 +244,9 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	sum := rowScales{keep: true, cAll: 1, rAll: 1}
 	for i0 := 0; i0 < n; i0 += tileRows {
 		m := min(tileRows, n-i0)
-		mulInto(b.vn[i0*Dv:], Dv, strided{b.ak[i0*n:], n, 1}, b.vn, Dv, m, Dv, i0, sum)
+		if i0 > 0 {
+			mulInto(b.vn[i0*Dv:], Dv, strided{b.ak[i0*n:], n, 1}, b.vn, Dv, m, Dv, i0, sum)
+		}
 		for i := i0 + 1; i < i0+m; i++ {
 			for jj := i0; jj < i; jj++ {
 				axpy(b.ak[i*n+jj], b.vn[jj*Dv:(jj+1)*Dv], b.vn[i*Dv:(i+1)*Dv])

@@ -6,14 +6,14 @@ package cpu
 // rule is only worth choosing automatically when it does.
 var tileAsm = useAVX2
 
-// mulPanelFast runs tiles whole 4x16 tiles side by side (k > 0) in
+// mulPanelFast runs tiles tiles of rows x 16 side by side (k > 0) in
 // assembly where the machine has AVX2; mulInto has checked the bounds. It
 // reports whether it ran.
-func mulPanelFast(c []float32, ldc int, src []float32, lds int, a strided, b []float32, ldb, k, tiles int, keep bool, cs, rs *[tileRows]float32) bool {
+func mulPanelFast(c []float32, ldc int, src []float32, lds int, a strided, b []float32, ldb, k, rows, tiles int, keep bool, cs, rs *[tileRows]float32) bool {
 	if !useAVX2 {
 		return false
 	}
-	mulPanelAVX2(&c[0], ldc, &src[0], lds, &a.x[0], a.row, a.col, &b[0], ldb, k, tiles, keep, cs, rs)
+	mulPanelAVX2(&c[0], ldc, &src[0], lds, &a.x[0], a.row, a.col, &b[0], ldb, k, rows, tiles, keep, cs, rs)
 	return true
 }
 
@@ -32,7 +32,7 @@ func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool {
 // Implemented in deltachunk_amd64.s.
 
 //go:noescape
-func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, tiles int, keep bool, cs, rs *[4]float32)
+func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, rows, tiles int, keep bool, cs, rs *[4]float32)
 
 //go:noescape
 func transpose8AVX2(dst, src *float32, rows, cols, blocks int)

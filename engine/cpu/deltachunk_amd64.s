@@ -2,29 +2,44 @@
 
 #include "textflag.h"
 
-// func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, tiles int, keep bool, cs, rs *[4]float32)
+// func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, rows, tiles int, keep bool, cs, rs *[4]float32)
 //
-// tiles side-by-side 4x16 tiles of mulInto, k > 0: row i of each tile of C
-// (two vectors of 8) gets r[i]*Σ_p A(i,p)*B[p] (+ c[i]*Src[i] with keep),
-// A(i,p) at a + 4*(i*lda + p*astep), row i of Src at src + 4*i*lds. Eight
-// accumulators, so two FMA pipes with a latency of four stay busy; each p
-// loads 16 floats of a row of B and broadcasts four elements of A.
+// tiles side-by-side tiles of mulInto, each rows (1 to 4) x 16, k > 0: row
+// i of each tile of C (two vectors of 8) gets r[i]*Σ_p A(i,p)*B[p]
+// (+ c[i]*Src[i] with keep), A(i,p) at a + 4*(i*lda + p*astep), row i of
+// Src at src + 4*i*lds. Eight accumulators, so two FMA pipes with a latency
+// of four stay busy; each p loads 16 floats of a row of B and broadcasts
+// four elements of A. Missing rows broadcast row 0 and are not stored.
 //
-// Registers: DI c, BX ldc bytes, SI a cursor, R8 lda bytes, R9 3*lda bytes,
-// R10 astep bytes, DX b cursor, R11 ldb bytes, CX k left, R12 tiles left,
-// R13 the tile's byte offset in c, b and src; Y0-Y7 sums (row i in Y(2i),
-// Y(2i+1)), Y8/Y9 the row of B, Y10-Y13 broadcasts.
-TEXT ·mulPanelAVX2(SB), NOSPLIT, $0-112
+// Registers: DI c, BX ldc bytes, SI a cursor, R8/R9/R12 the byte offsets of
+// A's rows 1-3, R10 astep bytes, DX b cursor, R11 ldb bytes, CX k left,
+// AX tiles left, R13 the tile's byte offset in c, b and src; Y0-Y7 sums
+// (row i in Y(2i), Y(2i+1)), Y8/Y9 the row of B, Y10-Y13 broadcasts.
+TEXT ·mulPanelAVX2(SB), NOSPLIT, $0-120
 	MOVQ ldc+8(FP), BX
 	SHLQ $2, BX
-	MOVQ lda+40(FP), R8
-	SHLQ $2, R8
 	MOVQ astep+48(FP), R10
 	SHLQ $2, R10
 	MOVQ ldb+64(FP), R11
 	SHLQ $2, R11
-	MOVQ tiles+80(FP), R12
+	MOVQ tiles+88(FP), AX
 	XORQ R13, R13
+
+	MOVQ lda+40(FP), DX
+	SHLQ $2, DX
+	XORQ R8, R8
+	XORQ R9, R9
+	XORQ R12, R12
+	MOVQ rows+80(FP), CX
+	CMPQ CX, $2
+	JLT  tile
+	MOVQ DX, R8
+	CMPQ CX, $3
+	JLT  tile
+	LEAQ (DX)(DX*1), R9
+	CMPQ CX, $4
+	JLT  tile
+	LEAQ (DX)(DX*2), R12
 
 tile:
 	MOVQ   c+0(FP), DI
@@ -32,7 +47,6 @@ tile:
 	MOVQ   b+56(FP), DX
 	ADDQ   R13, DX
 	MOVQ   a+32(FP), SI
-	LEAQ   (R8)(R8*2), R9
 	MOVQ   k+72(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -48,8 +62,8 @@ loop:
 	VMOVUPS      32(DX), Y9
 	VBROADCASTSS (SI), Y10
 	VBROADCASTSS (SI)(R8*1), Y11
-	VBROADCASTSS (SI)(R8*2), Y12
-	VBROADCASTSS (SI)(R9*1), Y13
+	VBROADCASTSS (SI)(R9*1), Y12
+	VBROADCASTSS (SI)(R12*1), Y13
 	VFMADD231PS  Y8, Y10, Y0
 	VFMADD231PS  Y9, Y10, Y1
 	VFMADD231PS  Y8, Y11, Y2
@@ -63,12 +77,12 @@ loop:
 	DECQ         CX
 	JNZ          loop
 
-	// Scale by r[i]; with keep, add c[i]*Src[i].
-	MOVQ         rs+104(FP), AX
-	VBROADCASTSS (AX), Y10
-	VBROADCASTSS 4(AX), Y11
-	VBROADCASTSS 8(AX), Y12
-	VBROADCASTSS 12(AX), Y13
+	// Scale by r[i]; with keep, add c[i]*Src[i] for the rows there are.
+	MOVQ         rs+112(FP), CX
+	VBROADCASTSS (CX), Y10
+	VBROADCASTSS 4(CX), Y11
+	VBROADCASTSS 8(CX), Y12
+	VBROADCASTSS 12(CX), Y13
 	VMULPS       Y10, Y0, Y0
 	VMULPS       Y10, Y1, Y1
 	VMULPS       Y11, Y2, Y2
@@ -77,41 +91,59 @@ loop:
 	VMULPS       Y12, Y5, Y5
 	VMULPS       Y13, Y6, Y6
 	VMULPS       Y13, Y7, Y7
-	MOVBLZX      keep+88(FP), CX
+	MOVBLZX      keep+96(FP), CX
 	TESTQ        CX, CX
 	JZ           store
-	MOVQ         cs+96(FP), AX
-	VBROADCASTSS (AX), Y10
-	VBROADCASTSS 4(AX), Y11
-	VBROADCASTSS 8(AX), Y12
-	VBROADCASTSS 12(AX), Y13
+	MOVQ         cs+104(FP), CX
+	VBROADCASTSS (CX), Y10
+	VBROADCASTSS 4(CX), Y11
+	VBROADCASTSS 8(CX), Y12
+	VBROADCASTSS 12(CX), Y13
 	MOVQ         src+16(FP), SI
 	ADDQ         R13, SI
-	MOVQ         lds+24(FP), AX
-	SHLQ         $2, AX
-	LEAQ         (AX)(AX*2), R9
+	MOVQ         lds+24(FP), DX
+	SHLQ         $2, DX
 	VFMADD231PS  (SI), Y10, Y0
 	VFMADD231PS  32(SI), Y10, Y1
-	VFMADD231PS  (SI)(AX*1), Y11, Y2
-	VFMADD231PS  32(SI)(AX*1), Y11, Y3
-	VFMADD231PS  (SI)(AX*2), Y12, Y4
-	VFMADD231PS  32(SI)(AX*2), Y12, Y5
-	VFMADD231PS  (SI)(R9*1), Y13, Y6
-	VFMADD231PS  32(SI)(R9*1), Y13, Y7
+	CMPQ         rows+80(FP), $1
+	JEQ          store
+	ADDQ         DX, SI
+	VFMADD231PS  (SI), Y11, Y2
+	VFMADD231PS  32(SI), Y11, Y3
+	CMPQ         rows+80(FP), $2
+	JEQ          store
+	ADDQ         DX, SI
+	VFMADD231PS  (SI), Y12, Y4
+	VFMADD231PS  32(SI), Y12, Y5
+	CMPQ         rows+80(FP), $3
+	JEQ          store
+	ADDQ         DX, SI
+	VFMADD231PS  (SI), Y13, Y6
+	VFMADD231PS  32(SI), Y13, Y7
 
 store:
-	LEAQ    (BX)(BX*2), R9
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, (DI)(BX*1)
-	VMOVUPS Y3, 32(DI)(BX*1)
-	VMOVUPS Y4, (DI)(BX*2)
-	VMOVUPS Y5, 32(DI)(BX*2)
-	VMOVUPS Y6, (DI)(R9*1)
-	VMOVUPS Y7, 32(DI)(R9*1)
-	ADDQ    $64, R13
-	DECQ    R12
-	JNZ     tile
+	CMPQ    rows+80(FP), $1
+	JEQ     next
+	ADDQ    BX, DI
+	VMOVUPS Y2, (DI)
+	VMOVUPS Y3, 32(DI)
+	CMPQ    rows+80(FP), $2
+	JEQ     next
+	ADDQ    BX, DI
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y5, 32(DI)
+	CMPQ    rows+80(FP), $3
+	JEQ     next
+	ADDQ    BX, DI
+	VMOVUPS Y6, (DI)
+	VMOVUPS Y7, 32(DI)
+
+next:
+	ADDQ $64, R13
+	DECQ AX
+	JNZ  tile
 	VZEROUPPER
 	RET
 

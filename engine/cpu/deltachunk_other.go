@@ -6,7 +6,7 @@ package cpu
 
 const tileAsm = false
 
-func mulPanelFast([]float32, int, []float32, int, strided, []float32, int, int, int, bool, *[tileRows]float32, *[tileRows]float32) bool {
+func mulPanelFast([]float32, int, []float32, int, strided, []float32, int, int, int, int, bool, *[tileRows]float32, *[tileRows]float32) bool {
 	return false
 }
 

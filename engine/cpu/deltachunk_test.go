@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"petal/engine/backend"
 )
@@ -19,7 +23,10 @@ func mulIntoPlain(c []float32, ldc int, a strided, b []float32, ldb, m, n, k int
 				acc += float64(a.x[i*a.row+p*a.col]) * float64(b[p*ldb+j])
 			}
 			v := float64(rs) * acc
-			if s.keep {
+			switch {
+			case s.keep && s.src != nil:
+				v += float64(cs) * float64(s.src[i*s.lds+j])
+			case s.keep:
 				v += float64(cs) * float64(c[i*ldc+j])
 			}
 			c[i*ldc+j] = float32(v)
@@ -27,38 +34,43 @@ func mulIntoPlain(c []float32, ldc int, a strided, b []float32, ldb, m, n, k int
 	}
 }
 
-// TestMulIntoMatchesPlain: whole tiles and ragged edges, a read row-wise
-// and transposed, k = 0, both ways of treating C. C starts as NaN where it
-// is not read, and NaN fills the gaps between its rows, so a stray read or
-// write shows.
+// TestMulIntoMatchesPlain: whole tiles and ragged edges, partial row
+// blocks, A read row-wise and transposed, k = 0, and each way of treating
+// C: overwritten, kept, or replaced by a separate base. C starts as NaN
+// where it is not read, and NaN fills the gaps between its rows and the
+// rows after it, so a stray write shows.
 func TestMulIntoMatchesPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, c := range []struct{ m, n, k int }{{4, 16, 128}, {8, 32, 1}, {9, 35, 17}, {3, 5, 2}, {4, 16, 0}, {128, 128, 64}} {
+	shapes := []struct{ m, n, k int }{{4, 16, 128}, {8, 32, 1}, {9, 35, 17}, {3, 5, 2}, {4, 16, 0}, {2, 48, 7}, {7, 33, 5}, {1, 16, 9}, {128, 128, 64}}
+	for _, c := range shapes {
 		for _, transposed := range []bool{false, true} {
-			for _, keep := range []bool{false, true} {
-				name := fmt.Sprintf("%dx%dx%d/transposed=%v/keep=%v", c.m, c.n, c.k, transposed, keep)
-				ldc, ldb := c.n+3, c.n+1
+			for _, base := range []string{"none", "C", "src"} {
+				name := fmt.Sprintf("%dx%dx%d/transposed=%v/base=%s", c.m, c.n, c.k, transposed, base)
+				ldc, ldb, lds := c.n+3, c.n+1, c.n+5
 				a := strided{randomVec(rng, c.m*c.k+1), c.k, 1}
 				if transposed {
 					a = strided{a.x, 1, c.m}
 				}
 				b := randomVec(rng, c.k*ldb+1)
-				got := poison(c.m * ldc)
-				s := rowScales{keep: keep, c: randomVec(rng, c.m), rAll: 0.5 + rng.Float32()}
-				if keep {
+				got := poison((c.m + tileRows) * ldc)
+				s := rowScales{keep: base != "none", c: randomVec(rng, c.m), rAll: 0.5 + rng.Float32()}
+				switch base {
+				case "C":
 					for i := range c.m {
 						copy(got[i*ldc:][:c.n], randomVec(rng, c.n))
 					}
+				case "src":
+					s.src, s.lds = randomVec(rng, c.m*lds), lds
 				}
 				want := append([]float32(nil), got...)
 				mulInto(got, ldc, a, b, ldb, c.m, c.n, c.k, s)
 				mulIntoPlain(want, ldc, a, b, ldb, c.m, c.n, c.k, s)
-				for i := range c.m {
+				for i := range c.m + tileRows {
 					for j := range ldc {
 						g, w := got[i*ldc+j], want[i*ldc+j]
-						if j >= c.n {
+						if i >= c.m || j >= c.n {
 							if !math.IsNaN(float64(g)) {
-								t.Fatalf("%s: wrote %v between rows at (%d, %d)", name, g, i, j)
+								t.Fatalf("%s: wrote %v outside C at (%d, %d)", name, g, i, j)
 							}
 							continue
 						}
@@ -67,6 +79,30 @@ func TestMulIntoMatchesPlain(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestTransposeMatchesPlain: whole 8x8 blocks, ragged edges, and shapes
+// with no whole block.
+func TestTransposeMatchesPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, c := range [][2]int{{128, 128}, {8, 8}, {17, 24}, {5, 128}, {64, 3}, {1, 1}} {
+		rows, cols := c[0], c[1]
+		src := randomVec(rng, rows*cols)
+		dst := poison(rows*cols + 8)
+		transpose(dst, src, rows, cols)
+		for r := range rows {
+			for c := range cols {
+				if dst[c*rows+r] != src[r*cols+c] {
+					t.Fatalf("%dx%d: dst[%d][%d] = %v, want %v", rows, cols, c, r, dst[c*rows+r], src[r*cols+c])
+				}
+			}
+		}
+		for _, x := range dst[rows*cols:] {
+			if !math.IsNaN(float64(x)) {
+				t.Fatalf("%dx%d: wrote past the end", rows, cols)
 			}
 		}
 	}
@@ -96,14 +132,7 @@ func randomDeltaInputs(rng *rand.Rand, hk, dk, hv, dv, rows int, slow bool) delt
 // run applies one DeltaRule op on be to a copy of the inputs' state and
 // returns the outputs and the new state.
 func (in deltaInputs) run(t testing.TB, be *Backend) (out, state []float32) {
-	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
-	}
-	o := &backend.DeltaRule{QKV: buf(in.qkv), B: buf(in.bb), A: buf(in.aa), ALog: buf(in.aLog),
-		DtBias: buf(in.dtBias), State: buf(in.state), Out: buf(poison(in.rows * in.hv * in.dv)), Rows: in.rows,
-		KeyHeads: in.hk, KeyDim: in.dk, ValueHeads: in.hv, ValueDim: in.dv}
+	o := in.op(be)
 	if err := be.Run(o); err != nil {
 		t.Fatal(err)
 	}
@@ -197,64 +226,120 @@ func TestNewWithOptionsRejects(t *testing.T) {
 	}
 }
 
-// deltaFormsBenched are the forms BenchmarkDeltaForms compares.
+// deltaFormsBenched are the forms BenchmarkDeltaForms and
+// TestDeltaFormsTiming compare.
 var deltaFormsBenched = []struct {
 	name string
 	Options
 }{
 	{"sequential", Options{DeltaRule: "sequential"}},
-	{"chunked", Options{DeltaRule: "chunked"}},
+	{"chunked16", Options{DeltaRule: "chunked", DeltaChunk: 16}},
 	{"chunked32", Options{DeltaRule: "chunked", DeltaChunk: 32}},
+	{"chunked64", Options{DeltaRule: "chunked", DeltaChunk: 64}},
 	{"chunked128", Options{DeltaRule: "chunked", DeltaChunk: 128}},
 	{"auto", Options{DeltaRule: "auto"}},
 }
 
-// BenchmarkDeltaForms times one DeltaRule op in both forms, side by side
-// for each shape and token count: the oracle model's (4 key heads, 8 value
-// heads) and the 35B model's (16 and 32), 128x128 states. Run it several
-// times and keep the best of each, e.g.
+// benchedShapes are the oracle model's delta rule (4 key heads, 8 value
+// heads) and the 35B model's (16 and 32), 128x128 states.
+var benchedShapes = []struct {
+	name   string
+	hk, hv int
+}{{"oracle", 4, 8}, {"35B", 16, 32}}
+
+// BenchmarkDeltaForms times one DeltaRule op in each form, for each shape
+// and token count:
 //
-//	go test -run X -bench DeltaForms -count 5 ./engine/cpu/
+//	go test -run X -bench DeltaForms ./engine/cpu/
+//
+// TestDeltaFormsTiming interleaves the same runs.
 func BenchmarkDeltaForms(b *testing.B) {
-	shapes := []struct {
-		name   string
-		hk, hv int
-	}{{"oracle", 4, 8}, {"35B", 16, 32}}
-	for _, sh := range shapes {
+	for _, sh := range benchedShapes {
 		for _, rows := range []int{1, 64, 256, 1024} {
 			in := randomDeltaInputs(rand.New(rand.NewPCG(1, 5)), sh.hk, 128, sh.hv, 128, rows, true)
-			for _, o := range deltaFormsBenched {
-				b.Run(fmt.Sprintf("%s/L=%d/%s", sh.name, rows, o.name), func(b *testing.B) {
-					be, err := NewWithOptions(o.Options)
+			for _, f := range deltaFormsBenched {
+				b.Run(fmt.Sprintf("%s/L=%d/%s", sh.name, rows, f.name), func(b *testing.B) {
+					be, err := NewWithOptions(f.Options)
 					if err != nil {
 						b.Fatal(err)
 					}
-					benchmarkDeltaOp(b, be, in)
+					o := in.op(be)
+					if err := be.Run(o); err != nil { // the scratch grows here, not in the loop
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					for range b.N {
+						if err := be.Run(o); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/token")
 				})
 			}
 		}
 	}
 }
 
-// benchmarkDeltaOp runs the op on its own state again and again: the gates
-// keep the state bounded, and the work does not depend on the values.
-func benchmarkDeltaOp(b *testing.B, be *Backend, in deltaInputs) {
+// TestDeltaFormsTiming prints the best and median time per token of each
+// form over rounds in which every form of a shape and token count takes
+// its turn, so load from elsewhere on the machine falls on all of them
+// alike. It runs only when PETAL_DELTA_TIMING gives the number of rounds:
+//
+//	PETAL_DELTA_TIMING=9 go test -run DeltaFormsTiming -v ./engine/cpu/
+func TestDeltaFormsTiming(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("PETAL_DELTA_TIMING"))
+	if rounds < 1 {
+		t.Skip("set PETAL_DELTA_TIMING to a number of rounds")
+	}
+	type cell struct {
+		ns   []float64 // per token, one per round
+		reps int
+	}
+	for _, sh := range benchedShapes {
+		for _, rows := range []int{1, 8, 16, 32, 64, 128, 256, 1024} {
+			in := randomDeltaInputs(rand.New(rand.NewPCG(1, 5)), sh.hk, 128, sh.hv, 128, rows, true)
+			bes := make([]*Backend, len(deltaFormsBenched))
+			for i, f := range deltaFormsBenched {
+				var err error
+				if bes[i], err = NewWithOptions(f.Options); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := in.op(bes[0]) // CPU buffers serve any CPU backend
+			cells := make([]cell, len(bes))
+			for r := range rounds {
+				for i, be := range bes {
+					c := &cells[i]
+					if r == 0 { // warm up, and take enough runs for 20ms
+						start := time.Now()
+						be.Run(o)
+						c.reps = max(1, int(20*time.Millisecond/max(time.Since(start), time.Microsecond)))
+					}
+					start := time.Now()
+					for range c.reps {
+						be.Run(o)
+					}
+					c.ns = append(c.ns, float64(time.Since(start).Nanoseconds())/float64(c.reps*rows))
+				}
+			}
+			line := fmt.Sprintf("%-6s L=%-4d ns/token best (median):", sh.name, rows)
+			for i, f := range deltaFormsBenched {
+				ns := slices.Sorted(slices.Values(cells[i].ns))
+				line += fmt.Sprintf("  %s %.0f (%.0f)", f.name, ns[0], ns[len(ns)/2])
+			}
+			t.Log(line)
+		}
+	}
+}
+
+// op is a DeltaRule op on the inputs, with buffers from be.
+func (in deltaInputs) op(be *Backend) *backend.DeltaRule {
 	buf := func(x []float32) backend.Buffer {
 		m := be.Alloc(len(x), false)
 		be.Write(m, x)
 		return m
 	}
-	o := &backend.DeltaRule{QKV: buf(in.qkv), B: buf(in.bb), A: buf(in.aa), ALog: buf(in.aLog),
-		DtBias: buf(in.dtBias), State: buf(in.state), Out: buf(make([]float32, in.rows*in.hv*in.dv)),
+	return &backend.DeltaRule{QKV: buf(in.qkv), B: buf(in.bb), A: buf(in.aa), ALog: buf(in.aLog),
+		DtBias: buf(in.dtBias), State: buf(in.state), Out: buf(poison(in.rows * in.hv * in.dv)),
 		Rows: in.rows, KeyHeads: in.hk, KeyDim: in.dk, ValueHeads: in.hv, ValueDim: in.dv}
-	if err := be.Run(o); err != nil { // the scratch grows here, not in the loop
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for range b.N {
-		if err := be.Run(o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*in.rows), "ns/token")
 }

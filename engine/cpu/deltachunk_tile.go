@@ -1,9 +1,9 @@
 package cpu
 
 // The chunked delta rule (deltachunk.go) spends its time in small matrix
-// products. mulInto computes them a tile of tileRows x tileCols at a time:
-// the AVX2 kernel (deltachunk_amd64.s) takes each row of whole tiles,
-// mulTileGo the edges and machines without it.
+// products. mulInto computes them a tile of up to tileRows x tileCols at a
+// time: the AVX2 kernel (deltachunk_amd64.s) takes each row of tiles
+// tileCols wide, mulTileGo the narrower edge and machines without it.
 
 const tileRows, tileCols = 4, 16
 
@@ -65,8 +65,8 @@ func mulInto(c []float32, ldc int, a strided, b []float32, ldb int, m, n, k int,
 		}
 		at := strided{a.x[i0*a.row:], a.row, a.col}
 		j0 := 0
-		if tiles := n / tileCols; rows == tileRows && tiles > 0 && k > 0 &&
-			mulPanelFast(c[i0*ldc:], ldc, src[i0*lds:], lds, at, b, ldb, k, tiles, s.keep, &cs, &rs) {
+		if tiles := n / tileCols; tiles > 0 && k > 0 &&
+			mulPanelFast(c[i0*ldc:], ldc, src[i0*lds:], lds, at, b, ldb, k, rows, tiles, s.keep, &cs, &rs) {
 			j0 = tiles * tileCols
 		}
 		for ; j0 < n; j0 += tileCols {
