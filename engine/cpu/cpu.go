@@ -30,7 +30,7 @@ type Options struct {
 	// spec 2.6), or "auto" (chunked only for ops long enough that it
 	// measured faster, see deltachunk.go).
 	DeltaRule string
-	// DeltaChunk is the block length of the chunked form, 1 to 128; 0 is 64.
+	// DeltaChunk is the block length of the chunked form, 1 to 128; 0 is 16.
 	DeltaChunk int
 }
 

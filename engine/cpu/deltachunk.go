@@ -48,9 +48,11 @@ func parseDeltaForm(s string) (deltaForm, error) {
 	return 0, fmt.Errorf("cpu: delta rule form %q, want sequential, chunked or auto", s)
 }
 
-// autoChunkMinRows is the shortest op "auto" runs in the chunked form: the
-// measurements are in deltachunk_test.go.
-const autoChunkMinRows = 1 << 30
+// autoChunkMinRows is the shortest op "auto" runs in the chunked form. By
+// TestDeltaFormsTiming (AVX2, 128x128 states, oracle and 35B head counts)
+// blocks of 16 break even with the sequential form at 12 to 24 tokens and
+// win by 13-17% at 32, about 20% from 64 on; decode stays sequential.
+const autoChunkMinRows = 32
 
 // useChunkedDelta says whether an op of rows tokens runs in the chunked form.
 func (b *Backend) useChunkedDelta(rows int) bool {
@@ -63,8 +65,11 @@ func (b *Backend) useChunkedDelta(rows int) bool {
 	return false
 }
 
-// defaultDeltaChunk is the block length of spec 2.6.
-const defaultDeltaChunk = 64
+// defaultDeltaChunk is the block length that measured fastest here (spec
+// 2.6 and transformers use 64): the products against the state cost the
+// same per token at any length, while the work inside a block grows with
+// it. Shorter blocks than one tile of columns waste their padding.
+const defaultDeltaChunk = 16
 
 // maxDeltaChunk bounds the block length, so the per-block decay factors
 // fit arrays on the stack.
@@ -72,19 +77,26 @@ const maxDeltaChunk = 128
 
 // The chunked form's scratch: for each key head its blocks' k·k and q·k
 // (shared by the value heads of its group) and room to transpose a block
-// of keys, then each value head's own buffers.
-type chunkLayout struct{ Hk, Hv, Dk, Dv, c, blocks int }
+// of keys, then each value head's own buffers. Rows of the n x n
+// matrices are w floats apart, w = c rounded up to whole tiles, so their
+// products never take the slow path for a narrow edge.
+type chunkLayout struct{ Hk, Hv, Dk, Dv, c, w, blocks int }
 
-func (l chunkLayout) gramSize() int { return 2 * l.c * l.c }                    // one block of one key head
-func (l chunkLayout) keySize() int  { return l.gramSize()*l.blocks + l.Dk*l.c } // one key head
-func (l chunkLayout) headSize() int { return l.Dk*l.Dv + l.c*l.Dv + 2*l.c*l.c + 3*l.c }
+func newChunkLayout(o *backend.DeltaRule, c int) chunkLayout {
+	w := (c + tileCols - 1) / tileCols * tileCols
+	return chunkLayout{o.KeyHeads, o.ValueHeads, o.KeyDim, o.ValueDim, c, w, (o.Rows + c - 1) / c}
+}
+
+func (l chunkLayout) gramSize() int { return 2 * l.c * l.w }                    // one block of one key head
+func (l chunkLayout) keySize() int  { return l.gramSize()*l.blocks + l.Dk*l.w } // one key head
+func (l chunkLayout) headSize() int { return l.Dk*l.Dv + l.c*l.Dv + 2*l.c*l.w + 3*l.c }
 func (l chunkLayout) size() int     { return l.Hk*l.keySize() + l.Hv*l.headSize() }
 
 // chunkBufs is one value head's part of the scratch.
 type chunkBufs struct {
 	st       []float32 // [Dk][Dv] the state, transposed
 	vn       []float32 // [n][Dv] R, then Vn, then Vn weighted by e^(G[n-1]-G[j])
-	ak, mq   []float32 // [n][n] -A (strictly lower); the decayed q·k (lower, zeros above)
+	ak, mq   []float32 // [n][w] -A (strictly lower); the decayed q·k (lower, zeros above)
 	beta, eg []float32 // [n] beta_i and e^G[i]
 	rScale   []float32 // [n] -beta_i*e^G[i]
 }
@@ -104,16 +116,16 @@ func (t *deltaTask) chunkBufs(j int) chunkBufs {
 	var b chunkBufs
 	b.st = c.take(l.Dk * l.Dv)
 	b.vn = c.take(l.c * l.Dv)
-	b.ak, b.mq = c.take(l.c*l.c), c.take(l.c*l.c)
+	b.ak, b.mq = c.take(l.c*l.w), c.take(l.c*l.w)
 	b.beta, b.eg, b.rScale = c.take(l.c), c.take(l.c), c.take(l.c)
 	return b
 }
 
-// gram is key head kh's k·k and q·k of block blk, n x n each.
+// gram is key head kh's k·k and q·k of block blk, n rows of w each.
 func (t *deltaTask) gram(kh, blk, n int) (kk, qk []float32) {
 	l := t.chunk
 	g := t.chunkScratch[kh*l.keySize()+blk*l.gramSize():]
-	return g[:n*n], g[n*n : 2*n*n]
+	return g[:n*l.w], g[n*l.w : 2*n*l.w]
 }
 
 // deltaRuleChunked is deltaRule in the chunked form, once the task holds
@@ -121,8 +133,7 @@ func (t *deltaTask) gram(kh, blk, n int) (kk, qk []float32) {
 // queries first), so a block's keys are a compact matrix.
 func (b *Backend) deltaRuleChunked(o *backend.DeltaRule) {
 	t := &b.tasks.delta
-	c := min(b.deltaChunk, o.Rows)
-	t.chunk = chunkLayout{o.KeyHeads, o.ValueHeads, o.KeyDim, o.ValueDim, c, (o.Rows + c - 1) / c}
+	t.chunk = newChunkLayout(o, min(b.deltaChunk, o.Rows))
 	t.chunkScratch = b.scratch.get(slotDeltaChunk, t.chunk.size())
 	parallel.For(o.Rows*2*o.KeyHeads, 16, b.tasks.deltaNormHeadsFn)
 	parallel.For(o.KeyHeads, 1, b.tasks.deltaGramFn)
@@ -153,23 +164,26 @@ func (t *deltaTask) blockRows(kh, t0 int) (keys, queries strided) {
 }
 
 // grams computes k_i·k_j and q_i·k_j for j <= i in every block of key heads
-// [lo, hi), one row block at a time up to its diagonal.
+// [lo, hi), one row block at a time up to its diagonal, in whole tiles:
+// the keys' transpose has zero columns up to w.
 func (t *deltaTask) grams(lo, hi int) {
-	Dk, C := t.o.KeyDim, t.chunk.c
+	Dk, C, w := t.o.KeyDim, t.chunk.c, t.chunk.w
 	for kh := lo; kh < hi; kh++ {
-		kt := t.chunkScratch[kh*t.chunk.keySize()+t.chunk.blocks*t.chunk.gramSize():][:Dk*C]
+		kt := t.chunkScratch[kh*t.chunk.keySize()+t.chunk.blocks*t.chunk.gramSize():][:Dk*w]
 		for blk := range t.chunk.blocks {
 			t0 := blk * C
 			n := min(C, t.o.Rows-t0)
 			keys, queries := t.blockRows(kh, t0)
-			transpose(kt, keys.x, n, Dk)
+			transpose(kt, w, keys.x, Dk, n, Dk)
+			for c := range Dk {
+				clear(kt[c*w+n : (c+1)*w])
+			}
 			kk, qk := t.gram(kh, blk, n)
 			plain := rowScales{rAll: 1}
 			for i0 := 0; i0 < n; i0 += tileRows {
-				// Whole tiles past the diagonal cost less than a ragged edge.
-				m, cols := min(tileRows, n-i0), min(n, (i0+tileRows+tileCols-1)/tileCols*tileCols)
-				mulInto(kk[i0*n:], n, keys.from(i0), kt, n, m, cols, Dk, plain)
-				mulInto(qk[i0*n:], n, queries.from(i0), kt, n, m, cols, Dk, plain)
+				m, cols := min(tileRows, n-i0), min(w, (i0+tileRows+tileCols-1)/tileCols*tileCols)
+				mulInto(kk[i0*w:], w, keys.from(i0), kt, w, m, cols, Dk, plain)
+				mulInto(qk[i0*w:], w, queries.from(i0), kt, w, m, cols, Dk, plain)
 			}
 		}
 	}
@@ -181,11 +195,11 @@ func (t *deltaTask) runChunked(lo, hi int) {
 	for j := lo; j < hi; j++ {
 		b := t.chunkBufs(j)
 		S := t.state[j*Dv*Dk : (j+1)*Dv*Dk]
-		transpose(b.st, S, Dv, Dk)
+		transpose(b.st, Dv, S, Dk, Dv, Dk)
 		for blk := range t.chunk.blocks {
 			t.chunkBlock(j, blk, min(C, t.o.Rows-blk*C), &b)
 		}
-		transpose(S, b.st, Dk, Dv)
+		transpose(S, Dk, b.st, Dv, Dk, Dv)
 	}
 }
 
@@ -193,7 +207,7 @@ func (t *deltaTask) runChunked(lo, hi int) {
 // writes their outputs.
 func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	Hk, Dk, Hv, Dv := t.o.KeyHeads, t.o.KeyDim, t.o.ValueHeads, t.o.ValueDim
-	kh, t0 := j/t.group, blk*t.chunk.c
+	kh, t0, w := j/t.group, blk*t.chunk.c, t.chunk.w
 	keys, queries := t.blockRows(kh, t0)
 	ldo := Hv * Dv
 	out := t.out[t0*ldo+j*Dv:]
@@ -224,11 +238,11 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 		}
 		drow[i] = 1
 		nb := -float64(b.beta[i])
-		ak, mq := b.ak[i*n:i*n+i], b.mq[i*n:(i+1)*n]
-		for jj, x := range kk[i*n : i*n+i] {
+		ak, mq := b.ak[i*w:i*w+i], b.mq[i*w:i*w+n]
+		for jj, x := range kk[i*w : i*w+i] {
 			ak[jj] = float32(nb * float64(x) * drow[jj])
 		}
-		for jj, x := range qk[i*n : i*n+i+1] {
+		for jj, x := range qk[i*w : i*w+i+1] {
 			mq[jj] = float32(float64(x) * drow[jj])
 		}
 		clear(mq[i+1:])
@@ -245,11 +259,11 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	for i0 := 0; i0 < n; i0 += tileRows {
 		m := min(tileRows, n-i0)
 		if i0 > 0 {
-			mulInto(b.vn[i0*Dv:], Dv, strided{b.ak[i0*n:], n, 1}, b.vn, Dv, m, Dv, i0, sum)
+			mulInto(b.vn[i0*Dv:], Dv, strided{b.ak[i0*w:], w, 1}, b.vn, Dv, m, Dv, i0, sum)
 		}
 		for i := i0 + 1; i < i0+m; i++ {
 			for jj := i0; jj < i; jj++ {
-				axpy(b.ak[i*n+jj], b.vn[jj*Dv:(jj+1)*Dv], b.vn[i*Dv:(i+1)*Dv])
+				axpy(b.ak[i*w+jj], b.vn[jj*Dv:(jj+1)*Dv], b.vn[i*Dv:(i+1)*Dv])
 			}
 		}
 	}
@@ -257,7 +271,7 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 	// o += (decayed q·k) · Vn, each row block up to its diagonal.
 	for i0 := 0; i0 < n; i0 += tileRows {
 		m := min(tileRows, n-i0)
-		mulInto(out[i0*ldo:], ldo, strided{b.mq[i0*n:], n, 1}, b.vn, Dv, m, Dv, min(n, i0+tileRows), sum)
+		mulInto(out[i0*ldo:], ldo, strided{b.mq[i0*w:], w, 1}, b.vn, Dv, m, Dv, min(n, i0+tileRows), sum)
 	}
 
 	// St = e^G[n-1] * St + Kᵀ · (w Vn), w[jj] = e^(G[n-1]-G[jj]) (drow now),

@@ -18,14 +18,14 @@ func mulPanelFast(c []float32, ldc int, src []float32, lds int, a strided, b []f
 }
 
 // transpose8Fast transposes the 8x8 blocks of the first blocks*8 rows and
-// 8 columns of src (rows x cols) into dst (cols x rows), where the machine
-// has AVX2, and reports whether it did.
-func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool {
+// 8 columns of src into dst (see transpose), where the machine has AVX2,
+// and reports whether it did.
+func transpose8Fast(dst []float32, ldd int, src []float32, lds, blocks int) bool {
 	if !useAVX2 {
 		return false
 	}
-	_, _ = dst[7*rows+8*blocks-1], src[(8*blocks-1)*cols+7]
-	transpose8AVX2(&dst[0], &src[0], rows, cols, blocks)
+	_, _ = dst[7*ldd+8*blocks-1], src[(8*blocks-1)*lds+7]
+	transpose8AVX2(&dst[0], &src[0], ldd, lds, blocks)
 	return true
 }
 
@@ -35,4 +35,4 @@ func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool {
 func mulPanelAVX2(c *float32, ldc int, src *float32, lds int, a *float32, lda, astep int, b *float32, ldb, k, rows, tiles int, keep bool, cs, rs *[4]float32)
 
 //go:noescape
-func transpose8AVX2(dst, src *float32, rows, cols, blocks int)
+func transpose8AVX2(dst, src *float32, ldd, lds, blocks int)

@@ -147,17 +147,17 @@ next:
 	VZEROUPPER
 	RET
 
-// func transpose8AVX2(dst, src *float32, rows, cols, blocks int)
+// func transpose8AVX2(dst, src *float32, ldd, lds, blocks int)
 //
 // blocks 8x8 blocks down a column of blocks: block b takes rows 8b..8b+7,
-// columns 0..7 of src (cols floats a row) to rows 0..7, columns 8b..8b+7
-// of dst (rows floats a row). Unpack pairs, shuffle quads, swap halves.
+// columns 0..7 of src (lds floats a row) to rows 0..7, columns 8b..8b+7
+// of dst (ldd floats a row). Unpack pairs, shuffle quads, swap halves.
 TEXT ·transpose8AVX2(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ rows+16(FP), BX
+	MOVQ ldd+16(FP), BX
 	SHLQ $2, BX
-	MOVQ cols+24(FP), DX
+	MOVQ lds+24(FP), DX
 	SHLQ $2, DX
 	MOVQ blocks+32(FP), CX
 	LEAQ (DX)(DX*2), R8

@@ -10,4 +10,4 @@ func mulPanelFast([]float32, int, []float32, int, strided, []float32, int, int, 
 	return false
 }
 
-func transpose8Fast(dst, src []float32, rows, cols, blocks int) bool { return false }
+func transpose8Fast([]float32, int, []float32, int, int) bool { return false }

@@ -84,25 +84,24 @@ func TestMulIntoMatchesPlain(t *testing.T) {
 	}
 }
 
-// TestTransposeMatchesPlain: whole 8x8 blocks, ragged edges, and shapes
-// with no whole block.
+// TestTransposeMatchesPlain: whole 8x8 blocks, ragged edges, shapes with
+// no whole block, and rows longer than the matrix on both sides.
 func TestTransposeMatchesPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, c := range [][2]int{{128, 128}, {8, 8}, {17, 24}, {5, 128}, {64, 3}, {1, 1}} {
+	for _, c := range [][4]int{{128, 128, 0, 0}, {8, 8, 0, 0}, {17, 24, 3, 0}, {5, 128, 0, 11}, {64, 3, 2, 2}, {1, 1, 0, 0}} {
 		rows, cols := c[0], c[1]
-		src := randomVec(rng, rows*cols)
-		dst := poison(rows*cols + 8)
-		transpose(dst, src, rows, cols)
-		for r := range rows {
-			for c := range cols {
-				if dst[c*rows+r] != src[r*cols+c] {
-					t.Fatalf("%dx%d: dst[%d][%d] = %v, want %v", rows, cols, c, r, dst[c*rows+r], src[r*cols+c])
+		ldd, lds := rows+c[2], cols+c[3]
+		src := randomVec(rng, rows*lds)
+		dst := poison(cols*ldd + 8)
+		transpose(dst, ldd, src, lds, rows, cols)
+		for i, x := range dst {
+			r, c := i%ldd, i/ldd
+			if r >= rows || c >= cols {
+				if !math.IsNaN(float64(x)) {
+					t.Fatalf("%v: wrote %v outside dst at %d", c, x, i)
 				}
-			}
-		}
-		for _, x := range dst[rows*cols:] {
-			if !math.IsNaN(float64(x)) {
-				t.Fatalf("%dx%d: wrote past the end", rows, cols)
+			} else if want := src[r*lds+c]; x != want {
+				t.Fatalf("%v: dst[%d][%d] = %v, want %v", c, c, r, x, want)
 			}
 		}
 	}
@@ -171,8 +170,8 @@ func TestDeltaChunkedMatchesSequential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	shapes := []struct{ hk, dk, hv, dv int }{{2, 16, 4, 16}, {4, 128, 8, 128}, {1, 24, 3, 40}, {1, 5, 2, 3}}
 	for _, sh := range shapes {
-		for _, chunk := range []int{64, 32, 128, 5} {
-			if chunk != 64 && sh.dk == 128 && testing.Short() {
+		for _, chunk := range []int{16, 64, 32, 128, 5} {
+			if chunk != 16 && sh.dk == 128 && testing.Short() {
 				continue
 			}
 			for _, rows := range []int{1, 5, 63, 64, 65, 200} {
@@ -215,6 +214,45 @@ func TestDeltaChunkedCarriesState(t *testing.T) {
 	}
 	if e := relErr(state, wantState); !(e <= 1e-5) {
 		t.Errorf("state: relative error %.2g", e)
+	}
+}
+
+// TestDeltaChunkedAllocations: once its scratch has grown, a chunked op
+// allocates nothing.
+func TestDeltaChunkedAllocations(t *testing.T) {
+	in := randomDeltaInputs(rand.New(rand.NewPCG(15, 16)), 2, 64, 4, 64, 70, false)
+	be := newChunked(t, 0)
+	o := in.op(be)
+	run := func() {
+		if err := be.Run(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if n := testing.AllocsPerRun(10, run); n > 0 {
+		t.Errorf("%.0f allocations per op", n)
+	}
+}
+
+// TestDeltaAutoChoice: "auto" keeps decode and short ops sequential and
+// takes the chunked form from autoChunkMinRows tokens where it has the
+// assembly; the other forms do what they say.
+func TestDeltaAutoChoice(t *testing.T) {
+	for _, c := range []struct {
+		form string
+		rows int
+		want bool
+	}{
+		{"auto", 1, false}, {"auto", autoChunkMinRows - 1, false}, {"auto", autoChunkMinRows, tileAsm},
+		{"sequential", 1024, false}, {"", 1024, false}, {"chunked", 1, true},
+	} {
+		be, err := NewWithOptions(Options{DeltaRule: c.form})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := be.useChunkedDelta(c.rows); got != c.want {
+			t.Errorf("%q with %d rows: chunked %v, want %v", c.form, c.rows, got, c.want)
+		}
 	}
 }
 

@@ -98,23 +98,24 @@ func mulTileGo(c []float32, ldc int, src []float32, lds int, a strided, b []floa
 	}
 }
 
-// transpose writes the rows x cols matrix src into dst as cols x rows:
-// whole 8x8 blocks in assembly where there is some, the rest in Go.
-func transpose(dst, src []float32, rows, cols int) {
+// transpose writes the rows x cols matrix src (lds floats a row) into dst
+// as cols x rows (ldd floats a row): whole 8x8 blocks in assembly where
+// there is some, the rest in Go.
+func transpose(dst []float32, ldd int, src []float32, lds int, rows, cols int) {
 	r8, c8 := rows&^7, cols&^7
-	if r8 == 0 || c8 == 0 || !transpose8Fast(dst, src, rows, cols, r8/8) {
+	if r8 == 0 || c8 == 0 || !transpose8Fast(dst, ldd, src, lds, r8/8) {
 		r8, c8 = 0, 0
 	}
 	for c0 := 8; c0 < c8; c0 += 8 {
-		transpose8Fast(dst[c0*rows:], src[c0:], rows, cols, r8/8)
+		transpose8Fast(dst[c0*ldd:], ldd, src[c0:], lds, r8/8)
 	}
 	for r := range rows {
 		from := 0
 		if r < r8 {
 			from = c8
 		}
-		for c, x := range src[r*cols+from : (r+1)*cols] {
-			dst[(from+c)*rows+r] = x
+		for c, x := range src[r*lds+from : r*lds+cols] {
+			dst[(from+c)*ldd+r] = x
 		}
 	}
 }
