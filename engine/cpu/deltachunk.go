@@ -11,7 +11,12 @@ import (
 // The chunked form of the gated delta rule (spec 2.6): the same outputs and
 // state as deltaTask.run, but each block of up to chunk tokens of a value
 // head is a handful of matrix products against the state at the block's
-// start instead of one pass over the whole state per token. In the
+// start instead of one pass over the whole state per token. The products
+// against the state (S0·k, S0·q and the update) cost 3*Dv*Dk multiply-adds
+// per token, plus work inside the block that grows with its length; the
+// sequential step costs about 4*Dv*Dk (it also scales S by g) and reloads
+// and rewrites S for every token, where a product keeps a tile of sums in
+// registers. That is all the gain there is, so blocks are kept short. In the
 // notation of the spec, per block of n tokens:
 //
 //	R[i]  = beta_i*(v_i - e^G[i] * S0·k_i)
@@ -168,6 +173,7 @@ func (t *deltaTask) blockRows(kh, t0 int) (keys, queries strided) {
 // the keys' transpose has zero columns up to w.
 func (t *deltaTask) grams(lo, hi int) {
 	Dk, C, w := t.o.KeyDim, t.chunk.c, t.chunk.w
+	plain := rowScales{rAll: 1}
 	for kh := lo; kh < hi; kh++ {
 		kt := t.chunkScratch[kh*t.chunk.keySize()+t.chunk.blocks*t.chunk.gramSize():][:Dk*w]
 		for blk := range t.chunk.blocks {
@@ -179,7 +185,6 @@ func (t *deltaTask) grams(lo, hi int) {
 				clear(kt[c*w+n : (c+1)*w])
 			}
 			kk, qk := t.gram(kh, blk, n)
-			plain := rowScales{rAll: 1}
 			for i0 := 0; i0 < n; i0 += tileRows {
 				m, cols := min(tileRows, n-i0), min(w, (i0+tileRows+tileCols-1)/tileCols*tileCols)
 				mulInto(kk[i0*w:], w, keys.from(i0), kt, w, m, cols, Dk, plain)
@@ -274,13 +279,13 @@ func (t *deltaTask) chunkBlock(j, blk, n int, b *chunkBufs) {
 		mulInto(out[i0*ldo:], ldo, strided{b.mq[i0*w:], w, 1}, b.vn, Dv, m, Dv, min(n, i0+tileRows), sum)
 	}
 
-	// St = e^G[n-1] * St + Kᵀ · (w Vn), w[jj] = e^(G[n-1]-G[jj]) (drow now),
+	// St = e^G[n-1] * St + Kᵀ · (d Vn), d[jj] = e^(G[n-1]-G[jj]) (drow now),
 	// the keys read in place as the transposed left operand.
 	for jj := range n {
-		w := float32(drow[jj])
+		d := float32(drow[jj])
 		row := b.vn[jj*Dv : (jj+1)*Dv]
 		for x := range row {
-			row[x] *= w
+			row[x] *= d
 		}
 	}
 	mulInto(b.st, Dv, strided{keys.x, 1, Dk}, b.vn, Dv, Dk, Dv, n, rowScales{keep: true, cAll: b.eg[n-1], rAll: 1})
