@@ -113,3 +113,24 @@ func TestOracleChunkedDelta(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPrefillDeltaForms: BenchmarkPrefill with the delta rule in each
+// form, to see its share of a whole prefill.
+func BenchmarkPrefillDeltaForms(b *testing.B) {
+	for _, form := range []string{"sequential", "auto"} {
+		b.Run(form, func(b *testing.B) {
+			m, ref := loadOracleOn(b, cpu.Options{DeltaRule: form}, 256)
+			ids, err := ref.Ints("seq0.input_ids")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if err := m.Forward(m.NewState(4096), ids, model.LastLogits, func(int, []float32) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(ids)*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
