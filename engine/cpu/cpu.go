@@ -52,6 +52,8 @@ type tasks struct {
 	prepFn, attnFn       func(lo, hi int)
 	experts              expertsTask
 	expertsFn            func(lo, hi int)
+	linears              linearsTask
+	linearsFn            func(lo, hi int)
 }
 
 // New returns a CPU backend with the default Options.
@@ -79,6 +81,7 @@ func NewWithOptions(o Options) (*Backend, error) {
 	t.deltaNormHeadsFn, t.deltaGramFn, t.deltaChunkFn = t.delta.normalizeHeads, t.delta.grams, t.delta.runChunked
 	t.prepFn, t.attnFn = t.prep.run, t.attn.run
 	t.expertsFn = t.experts.run
+	t.linearsFn = t.linears.run
 	return b, nil
 }
 
@@ -145,14 +148,17 @@ func q(m backend.Matrix) *quant.Matrix { return &m.(*matrix).m }
 
 // Run executes ops in order.
 func (b *Backend) Run(ops ...backend.Op) error {
-	for _, op := range ops {
-		switch o := op.(type) {
+	for i := 0; i < len(ops); i++ {
+		if n := sharedInputLinears(ops[i:]); n > 0 {
+			b.linears(ops[i : i+n])
+			i += n - 1
+			continue
+		}
+		switch o := ops[i].(type) {
 		case *backend.Embed:
 			b.embed(o)
 		case *backend.AddRMSNorm:
 			b.addRMSNorm(o)
-		case *backend.QLinear:
-			b.linear(q(o.W), F(o.X), o.Rows, F(o.Y))
 		case *backend.ConvSiLU:
 			b.convSiLU(o)
 		case *backend.DeltaRule:
@@ -168,7 +174,7 @@ func (b *Backend) Run(ops ...backend.Op) error {
 		case *backend.Experts:
 			b.experts(o)
 		default:
-			return fmt.Errorf("cpu: op %s is not implemented", op.Name())
+			return fmt.Errorf("cpu: op %s is not implemented", ops[i].Name())
 		}
 	}
 	return nil

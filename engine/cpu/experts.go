@@ -16,7 +16,8 @@ type expertsTask struct {
 	o                 *backend.Experts
 	groups            []expertGroup
 	tasks             []weightBlock
-	views             []quant.Matrix // one per task: the block's rows of the weight
+	views             []quant.Matrix   // one per task: the block's rows of the weight
+	inputs            []quant.VecInput // per group of one row: its input, laid out once
 	xg, h, u, y, tmp  []float32
 	gate, up, down    *quant.Matrix
 	sGate, sUp, sDown *quant.Matrix
@@ -87,10 +88,19 @@ func (b *Backend) experts(o *backend.Experts) {
 	t.y = b.scratch.get(slotExpertY, rows*H)
 
 	// gate and up, then down, each as one parallel loop over weight blocks
+	for len(t.inputs) < len(t.groups) {
+		t.inputs = append(t.inputs, quant.VecInput{})
+	}
 	t.phase = 1
+	t.prepareInputs(func(gr *expertGroup) ([]float32, *quant.Matrix) {
+		return t.xg[gr.row0*H : (gr.row0+1)*H], t.gate
+	})
 	t.plan(b, func(g *expertGroup) int { return g.inter })
 	parallel.For(len(t.tasks), 1, b.tasks.expertsFn)
 	t.phase = 2
+	t.prepareInputs(func(gr *expertGroup) ([]float32, *quant.Matrix) {
+		return t.h[gr.hOff : gr.hOff+gr.inter], t.down
+	})
 	t.plan(b, func(*expertGroup) int { return H })
 	parallel.For(len(t.tasks), 1, b.tasks.expertsFn)
 
@@ -115,6 +125,34 @@ func (b *Backend) experts(o *backend.Experts) {
 			}
 		}
 	}
+}
+
+// prepareInputs lays out, once, the input of every group of a single row
+// (a decode step's experts), which its blocks then share.
+func (t *expertsTask) prepareInputs(input func(*expertGroup) ([]float32, *quant.Matrix)) {
+	for g := range t.groups {
+		gr := &t.groups[g]
+		if gr.rows != 1 {
+			continue
+		}
+		x, kind := input(gr)
+		if gr.expert < 0 {
+			kind = t.sGate
+			if t.phase == 2 {
+				kind = t.sDown
+			}
+		}
+		t.inputs[g].Prepare(kind, x)
+	}
+}
+
+// stackRows is the row range of expert e's rows [r0, r1) in a stack (e < 0:
+// a plain matrix).
+func stackRows(m *quant.Matrix, e, r0, r1 int) (int, int) {
+	if e < 0 {
+		return r0, r1
+	}
+	return e*m.Rows + r0, e*m.Rows + r1
 }
 
 // plan cuts every group's weight (outRows(group) rows) into blocks, about
@@ -165,13 +203,20 @@ func (t *expertsTask) run(lo, hi int) {
 		if gr.expert < 0 {
 			gate, up, down = t.sGate, t.sUp, t.sDown
 		}
+		in := &t.inputs[blk.group]
 		if t.phase == 1 {
 			x := t.xg[gr.row0*t.H : (gr.row0+gr.rows)*t.H]
 			res2 := t.tmp[blk.tmp+gr.rows*w : blk.tmp+2*gr.rows*w]
-			t.views[i] = rowsOf(gate, gr.expert, blk.r0, blk.r1)
-			quant.MatMul(&t.views[i], x, gr.rows, res)
-			t.views[i] = rowsOf(up, gr.expert, blk.r0, blk.r1)
-			quant.MatMul(&t.views[i], x, gr.rows, res2)
+			if gr.rows == 1 {
+				r0, r1 := stackRows(gate, gr.expert, blk.r0, blk.r1)
+				in.MulRows(gate, r0, r1, res)
+				in.MulRows(up, r0, r1, res2)
+			} else {
+				t.views[i] = rowsOf(gate, gr.expert, blk.r0, blk.r1)
+				quant.MatMul(&t.views[i], x, gr.rows, res)
+				t.views[i] = rowsOf(up, gr.expert, blk.r0, blk.r1)
+				quant.MatMul(&t.views[i], x, gr.rows, res2)
+			}
 			for r := 0; r < gr.rows; r++ {
 				h := t.h[gr.hOff+r*gr.inter+blk.r0 : gr.hOff+r*gr.inter+blk.r1]
 				g, u := res[r*w:(r+1)*w], res2[r*w:(r+1)*w]
@@ -182,8 +227,13 @@ func (t *expertsTask) run(lo, hi int) {
 			continue
 		}
 		h := t.h[gr.hOff : gr.hOff+gr.rows*gr.inter]
-		t.views[i] = rowsOf(down, gr.expert, blk.r0, blk.r1)
-		quant.MatMul(&t.views[i], h, gr.rows, res)
+		if gr.rows == 1 {
+			r0, r1 := stackRows(down, gr.expert, blk.r0, blk.r1)
+			in.MulRows(down, r0, r1, res)
+		} else {
+			t.views[i] = rowsOf(down, gr.expert, blk.r0, blk.r1)
+			quant.MatMul(&t.views[i], h, gr.rows, res)
+		}
 		for r := 0; r < gr.rows; r++ {
 			copy(t.y[(gr.row0+r)*t.H+blk.r0:(gr.row0+r)*t.H+blk.r1], res[r*w:(r+1)*w])
 		}
