@@ -460,14 +460,6 @@ func parseChat(t *testing.T, s string) chatResult {
 	return r
 }
 
-func tokensOf(r chatResult) string {
-	var b strings.Builder
-	for _, c := range r.Choices[0].Logprobs.Content {
-		fmt.Fprintf(&b, "%q ", c.Token)
-	}
-	return b.String()
-}
-
 // TestSessionsAcrossProcesses: turn 1 in one process, turn 2 in another from
 // the snapshot, gives exactly the tokens of a process that renders the
 // whole history and prefills it; the same after a fork; the prompt is the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -396,13 +395,4 @@ func toInts(ids []int32) []int {
 		out[i] = int(id)
 	}
 	return out
-}
-
-// asJobError turns an error into a job error (500 unless it is one).
-func asJobError(err error) *jobError {
-	var je *jobError
-	if errors.As(err, &je) {
-		return je
-	}
-	return &jobError{Status: 500, Err: err}
 }

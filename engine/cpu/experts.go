@@ -49,8 +49,8 @@ func (b *Backend) experts(o *backend.Experts) {
 
 	// group the routed rows by expert (expert order), then the shared expert
 	t.groups = t.groups[:0]
-	var count [1024]int32 // experts of the chunk, counted (falls back below)
-	counts := count[:0]
+	var count [1024]int32 // rows routed to each expert (on the stack for up to 1024 experts)
+	var counts []int32
 	if t.gate.Experts <= len(count) {
 		counts = count[:t.gate.Experts]
 	} else {

@@ -65,9 +65,6 @@ type header struct {
 	tokens      []int32
 }
 
-// fileSize is the total size the header implies.
-func (h *header) fileSize() uint64 { return h.headerLen + h.payloadLen + checksumSize }
-
 // sectionsOf lists the non-nil per-layer slices of d, in file order: for
 // each layer K and V (full attention) or conv and recurrent (DeltaNet).
 func sectionsOf(d *model.StateData) ([]section, [][]float32) {
