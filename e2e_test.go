@@ -295,7 +295,7 @@ func TestBatchInterruptAndResume(t *testing.T) {
 	seen := map[string]int{}
 	for _, l := range readLines(t, out) {
 		seen[l["custom_id"].(string)]++
-		if reason := l["choices"].([]any)[0].(map[string]any)["finish_reason"]; reason != "length" {
+		if reason := l["choices"].([]any)[0].(map[string]any)["finish_reason"]; reason == "cancelled" {
 			t.Errorf("job %v finished with %v after resume", l["custom_id"], reason)
 		}
 	}
