@@ -116,13 +116,6 @@ func tile4x2SIMD(w, x []float32, out *[tileRows * tileCols]float32) {
 	tile4x2AVX2(&w[0], &x[0], cols, out)
 }
 
-// tile4x1SIMD is tile4x1Go in AVX2; len(x) must be a multiple of 16.
-func tile4x1SIMD(w, x []float32, out *[tileRows * tileCols]float32) {
-	cols := len(x)
-	_ = w[4*cols-1]
-	tile4x1AVX2(&w[0], &x[0], cols, out)
-}
-
 // Implemented in matvec_amd64.s and matmul_amd64.s. Rows follow each other
 // in words, scales and biases; blocks is the number of 64-column blocks per
 // group.
@@ -144,6 +137,3 @@ func dequant8AVX2(words *uint32, scales, biases *uint16, dst *float32, groups, b
 
 //go:noescape
 func tile4x2AVX2(w, x *float32, cols int, out *[tileRows * tileCols]float32)
-
-//go:noescape
-func tile4x1AVX2(w, x *float32, cols int, out *[tileRows * tileCols]float32)

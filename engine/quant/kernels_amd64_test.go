@@ -115,10 +115,6 @@ func TestTilesAVX2MatchGo(t *testing.T) {
 		got = [8]float32{}
 		tile4x2SIMD(w, x, &got)
 		check("tile4x2", 8)
-		tile4x1Go(w, x[:cols], &want)
-		got = [8]float32{}
-		tile4x1SIMD(w, x[:cols], &got)
-		check("tile4x1", 4)
 	}
 }
 

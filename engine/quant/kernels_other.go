@@ -14,4 +14,3 @@ func matVecRowsFast(_ rowKernel, m *Matrix, xk, xsum, y []float32, lo, hi int) {
 }
 func dequantRowSIMD(m *Matrix, r int, dst []float32)                { dequantRowGo(m, r, dst) }
 func tile4x2SIMD(w, x []float32, out *[tileRows * tileCols]float32) { tile4x2Go(w, x, out) }
-func tile4x1SIMD(w, x []float32, out *[tileRows * tileCols]float32) { tile4x1Go(w, x, out) }

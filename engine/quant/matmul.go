@@ -55,8 +55,9 @@ var mulJobs = sync.Pool{New: func() any {
 	return j
 }}
 
-// mulScratch is one worker's block of dequantised weight rows.
-type mulScratch struct{ w []float32 }
+// mulScratch is one worker's block of dequantised weight rows, and a pair
+// of input rows for an odd last row.
+type mulScratch struct{ w, pair []float32 }
 
 var mulScratches = sync.Pool{New: func() any { return new(mulScratch) }}
 
@@ -82,18 +83,23 @@ func (j *mulJob) run(lo, hi int) {
 		clear(sc.w[nr*cols : padded*cols])
 		for i := 0; i < j.n; i += tileCols {
 			xs := min(tileCols, j.n-i)
+			x := j.x[i*cols : (i+xs)*cols]
+			if xs == 1 {
+				// An odd last row goes through the same tile as the others,
+				// paired with itself, so every row's sums are computed alike
+				// whatever the rows around it: results do not depend on how
+				// a prompt is cut into chunks.
+				sc.pair = grow(sc.pair, 2*cols)
+				copy(sc.pair, x)
+				copy(sc.pair[cols:], x)
+				x = sc.pair
+			}
 			for t := 0; t < padded; t += tileRows {
 				w := sc.w[t*cols : (t+tileRows)*cols]
-				x := j.x[i*cols : (i+xs)*cols]
-				switch {
-				case simd && xs == 2:
+				if simd {
 					tile4x2SIMD(w, x, &out)
-				case simd:
-					tile4x1SIMD(w, x, &out)
-				case xs == 2:
+				} else {
 					tile4x2Go(w, x, &out)
-				default:
-					tile4x1Go(w, x, &out)
 				}
 				for b := range xs {
 					dst := j.y[(i+b)*rows+r0+t:]
@@ -151,18 +157,4 @@ func tile4x2Go(w, x []float32, out *[tileRows * tileCols]float32) {
 		b3 += w3[c] * v
 	}
 	*out = [8]float32{a0, a1, a2, a3, b0, b1, b2, b3}
-}
-
-// tile4x1Go is tile4x2Go for a single input row; it fills out[:4].
-func tile4x1Go(w, x []float32, out *[tileRows * tileCols]float32) {
-	cols := len(x)
-	w0, w1, w2, w3 := w[:cols], w[cols:2*cols], w[2*cols:3*cols], w[3*cols:4*cols]
-	var a0, a1, a2, a3 float32
-	for c, u := range x {
-		a0 += w0[c] * u
-		a1 += w1[c] * u
-		a2 += w2[c] * u
-		a3 += w3[c] * u
-	}
-	out[0], out[1], out[2], out[3] = a0, a1, a2, a3
 }
