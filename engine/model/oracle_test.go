@@ -26,13 +26,23 @@ func oracleDirs(t testing.TB) (modelDir, refDir string) {
 
 func loadOracle(t testing.TB, chunk int) (*model.Model, *oracle.Reference) {
 	t.Helper()
+	return loadOracleOn(t, cpu.Options{}, chunk)
+}
+
+// loadOracleOn loads the oracle model on a CPU backend with the given options.
+func loadOracleOn(t testing.TB, o cpu.Options, chunk int) (*model.Model, *oracle.Reference) {
+	t.Helper()
 	modelDir, refDir := oracleDirs(t)
 	ck, err := checkpoint.Open(modelDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ck.Close() })
-	m, err := model.Load(ck, cpu.New(), chunk)
+	be, err := cpu.NewWithOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(ck, be, chunk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,38 +99,44 @@ func meanNLL(logits []float32, ids []int32, V int) float64 {
 // the float32 bars of shared/oracle/README.md.
 func TestOracleLogits(t *testing.T) {
 	m, ref := loadOracle(t, 64)
+	for si, name := range oracle.Sequences {
+		t.Run(name, func(t *testing.T) { checkSequence(t, m, ref, si, name) })
+	}
+}
+
+// checkSequence runs reference sequence si teacher-forced, checks its logits
+// against the float32 bars and returns them.
+func checkSequence(t *testing.T, m *model.Model, ref *oracle.Reference, si int, name string) []float32 {
+	t.Helper()
 	nll, _, err := ref.Floats("nll")
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.Dims.Vocab
-	for si, name := range oracle.Sequences {
-		t.Run(name, func(t *testing.T) {
-			ids, err := ref.Ints(name + ".input_ids")
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := ref.Floats(name + ".logits")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := allLogits(t, m, m.NewState(4096), ids)
-			d := oracle.Compare(got, want)
-			t.Logf("%s: %s", name, d)
-			if d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
-				t.Errorf("logits: %s, want rel-L2 <= 1e-4 and max |Δ| <= 2e-3", d)
-			}
-			for p := range ids {
-				w, g := want[p*V:(p+1)*V], got[p*V:(p+1)*V]
-				if margin(w) >= 1e-3 && sample.Argmax(g) != sample.Argmax(w) {
-					t.Errorf("position %d: argmax %d, reference %d (margin %.4g)", p, sample.Argmax(g), sample.Argmax(w), margin(w))
-				}
-			}
-			if n := meanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
-				t.Errorf("NLL %.6f, reference %.6f", n, nll[si])
-			}
-		})
+	ids, err := ref.Ints(name + ".input_ids")
+	if err != nil {
+		t.Fatal(err)
 	}
+	want, _, err := ref.Floats(name + ".logits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Dims.Vocab
+	got := allLogits(t, m, m.NewState(4096), ids)
+	d := oracle.Compare(got, want)
+	t.Logf("%s: %s", name, d)
+	if d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
+		t.Errorf("%s logits: %s, want rel-L2 <= 1e-4 and max |Δ| <= 2e-3", name, d)
+	}
+	for p := range ids {
+		w, g := want[p*V:(p+1)*V], got[p*V:(p+1)*V]
+		if margin(w) >= 1e-3 && sample.Argmax(g) != sample.Argmax(w) {
+			t.Errorf("%s position %d: argmax %d, reference %d (margin %.4g)", name, p, sample.Argmax(g), sample.Argmax(w), margin(w))
+		}
+	}
+	if n := meanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
+		t.Errorf("%s NLL %.6f, reference %.6f", name, n, nll[si])
+	}
+	return got
 }
 
 // TestOracleHiddenStates compares the residual stream after every layer and
@@ -153,47 +169,52 @@ func TestOracleHiddenStates(t *testing.T) {
 func TestOracleGreedy(t *testing.T) {
 	m, ref := loadOracle(t, 64)
 	for _, name := range oracle.GreedyCases {
-		t.Run(name, func(t *testing.T) {
-			prompt, err := ref.Ints(name + ".prompt_ids")
-			if err != nil {
+		t.Run(name, func(t *testing.T) { checkGreedy(t, m, ref, name) })
+	}
+}
+
+// checkGreedy decodes greedy case name and expects the reference tokens,
+// and the reference logits at the first step.
+func checkGreedy(t *testing.T, m *model.Model, ref *oracle.Reference, name string) {
+	t.Helper()
+	prompt, err := ref.Ints(name + ".prompt_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Ints(name + ".generated_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := ref.Floats(name + ".first_step_logits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.NewState(4096)
+	var next int32
+	step := 0
+	emit := func(_ int, l []float32) {
+		if step == 0 {
+			if d := oracle.Compare(l, first); d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
+				t.Errorf("%s first-step logits: %s", name, d)
+			}
+		}
+		next = sample.Argmax(l)
+	}
+	if err := m.Forward(s, prompt, model.LastLogits, emit); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for step = 1; step <= len(want); step++ {
+		got = append(got, next)
+		if step < len(want) {
+			if err := m.Forward(s, []int32{next}, model.LastLogits, emit); err != nil {
 				t.Fatal(err)
 			}
-			want, err := ref.Ints(name + ".generated_ids")
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _, err := ref.Floats(name + ".first_step_logits")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := m.NewState(4096)
-			var next int32
-			step := 0
-			emit := func(_ int, l []float32) {
-				if step == 0 {
-					if d := oracle.Compare(l, first); d.RelL2 > 1e-4 || d.MaxAbs > 2e-3 {
-						t.Errorf("first-step logits: %s", d)
-					}
-				}
-				next = sample.Argmax(l)
-			}
-			if err := m.Forward(s, prompt, model.LastLogits, emit); err != nil {
-				t.Fatal(err)
-			}
-			var got []int32
-			for step = 1; step <= len(want); step++ {
-				got = append(got, next)
-				if step < len(want) {
-					if err := m.Forward(s, []int32{next}, model.LastLogits, emit); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("greedy tokens %v, reference %v (first difference at %d)", got, want, i)
-				}
-			}
-		})
+		}
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: greedy tokens %v, reference %v (first difference at %d)", name, got, want, i)
+		}
 	}
 }
