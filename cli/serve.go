@@ -65,11 +65,15 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 		if messages, err = t.messages(job); err != nil {
 			return nil, badRequest("messages", "%v", err)
 		}
-		if promptText, boundary, err = s.renderChat(job, messages); err != nil {
+		// the boundary is only kept for a session or the prefix cache
+		keep := t != nil || s.store.prefix != nil
+		if promptText, boundary, err = s.renderChat(job, messages, keep); err != nil {
 			return nil, badRequest("messages", "%v", err)
 		}
 		prompt = s.e.Encode(promptText)
-		boundary = commonPrefix(prompt, s.e.Encode(promptText[:boundary]))
+		if boundary > 0 {
+			boundary = commonPrefix(prompt, s.e.Encode(promptText[:boundary]))
+		}
 		if s.onPrompt != nil {
 			s.onPrompt(promptText)
 		}
@@ -169,10 +173,10 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	return &outcome{Body: body, Warnings: warnings, Result: res, Timings: tm}, nil
 }
 
-// renderChat renders the conversation with the generation prompt, and says
-// where its messages end (the rendering without the generation prompt),
-// when that is a prefix of it.
-func (s *server) renderChat(job *jobs.Job, messages json.RawMessage) (string, int, error) {
+// renderChat renders the conversation with the generation prompt and, when
+// asked, says where its messages end (the rendering without the generation
+// prompt), when that is a prefix of it.
+func (s *server) renderChat(job *jobs.Job, messages json.RawMessage, withBoundary bool) (string, int, error) {
 	withPrompt := *job
 	withPrompt.Messages = messages
 	req, err := renderRequest(&withPrompt, true)
@@ -184,6 +188,9 @@ func (s *server) renderChat(job *jobs.Job, messages json.RawMessage) (string, in
 		return "", 0, fmt.Errorf("chat template: %v", err)
 	}
 	boundary := 0
+	if !withBoundary {
+		return text, 0, nil
+	}
 	if req, err = renderRequest(&withPrompt, false); err == nil {
 		if head, err := s.e.RenderChat(req); err == nil && strings.HasPrefix(text, head) {
 			boundary = len(head)
