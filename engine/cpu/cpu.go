@@ -200,11 +200,9 @@ const (
 	slotRoute
 	slotExpertX
 	slotExpertH
-	slotExpertU
 	slotExpertY
 	slotShared
 	slotExpertTmp
-	slotAttn
 	slotDeltaChunk
 	slotCount
 )

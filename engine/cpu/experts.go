@@ -18,7 +18,7 @@ type expertsTask struct {
 	tasks             []weightBlock
 	views             []quant.Matrix   // one per task: the block's rows of the weight
 	inputs            []quant.VecInput // per group of one row: its input, laid out once
-	xg, h, u, y, tmp  []float32
+	xg, h, y, tmp     []float32
 	gate, up, down    *quant.Matrix
 	sGate, sUp, sDown *quant.Matrix
 	H                 int
@@ -84,7 +84,6 @@ func (b *Backend) experts(o *backend.Experts) {
 	}
 	copy(t.xg[t.groups[len(t.groups)-1].row0*H:], x[:n*H])
 	t.h = b.scratch.get(slotExpertH, hOff)
-	t.u = b.scratch.get(slotExpertU, hOff)
 	t.y = b.scratch.get(slotExpertY, rows*H)
 
 	// gate and up, then down, each as one parallel loop over weight blocks
