@@ -358,7 +358,6 @@ func TestPerplexityJSON(t *testing.T) {
 	if first.N != 11 || len(first.TargetLogprobs) != 10 || len(first.Argmax) != 10 || math.Abs(first.PPL-math.Exp(first.NLL)) > 1e-9 {
 		t.Errorf("perplexity line: %+v", first)
 	}
-	// the greedy reference's first continuation token is the argmax after the prompt
 	if !strings.Contains(lines[2], "error") {
 		t.Errorf("a 1-token line should be an error: %s", lines[2])
 	}

@@ -34,7 +34,7 @@ func TestCompareLayersNamesFirstDivergence(t *testing.T) {
 	for k := range got {
 		got[k] = append([]float32(nil), want[k*per:(k+1)*per]...)
 	}
-	got[4][17] += 1 // layer 2 (stage 3 is layer 2, stage 4 layer 3)
+	got[4][17] += 1 // stage 4: the output of layer 3
 	rep, err := ref.CompareLayers("seq0.hidden_states", got, 1e-4)
 	if err != nil {
 		t.Fatal(err)
