@@ -48,7 +48,7 @@ a result in -o OUT. Exit codes: 0 all jobs succeeded, 1 some failed, 2 usage err
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,
 		Flags: append(append(modelFlags(), storeFlag()),
 			&cli.IntFlag{Name: "prefix-cache", Value: 1024, Usage: "MB of model states kept in memory so that a job resending an earlier job's conversation continues from it (0: none)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file (default: standard output)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file; - or none: standard output. Never the input file"},
 			&cli.BoolFlag{Name: "resume", Usage: "skip jobs that already have a result in --output; append the rest"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard I of N (\"I/N\", or \"auto/N\" from JOB_COMPLETION_INDEX / SLURM_ARRAY_TASK_ID)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar or summary on stderr"},
@@ -90,20 +90,31 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			return usageErr("--shard: %v", err)
 		}
 	}
+	if o.Output == "-" {
+		o.Output = "" // standard output, as for the input
+	}
 	if o.Resume && o.Output == "" {
-		return usageErr("--resume needs --output: the results to resume are read from that file")
+		return usageErr("--resume needs --output FILE: the results to resume are read from that file")
 	}
 	in := st.In
+	inName := "standard input"
 	total := -1
 	if o.Input != "-" {
-		f, err := os.Open(o.Input)
+		f, err := openInput(o.Input)
 		if err != nil {
-			return usageErr("%v", err)
+			return err
 		}
 		defer f.Close()
-		in = f
+		in, inName = f, o.Input
 		if n, err := countJobLines(o.Input, shard); err == nil {
 			total = n
+		}
+	}
+	// Nothing is opened for writing before this check: -o naming the input
+	// (or a link to it) would truncate the jobs.
+	if o.Output != "" {
+		if err := refuseSameFile(in, inName, o.Output); err != nil {
+			return err
 		}
 	}
 
@@ -161,7 +172,7 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			break
 		}
 		if err != nil {
-			return err
+			return &exitError{ExitUsage, fmt.Errorf("reading %s: %w", inName, err)}
 		}
 		if lerr != nil {
 			if o.Resume && done.HasLine(lerr.Line) {

@@ -64,3 +64,90 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRefusesOutputOverInput: -o naming the input itself, a symlink to
+// it or a hard link of it exits 2 naming both paths, and the input keeps
+// every byte.
+func TestBatchRefusesOutputOverInput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "jobs.jsonl")
+	const jobsText = `{"prompt": "x = 1", "max_tokens": 2}` + "\n"
+	if err := os.WriteFile(in, []byte(jobsText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	hard := filepath.Join(dir, "hard.jsonl")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(in, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"batch", in, "-o", in},
+		{"batch", in, "-o", link},
+		{"batch", in, "-o", hard},
+		{"batch", link, "-o", in, "--resume"},
+		{"batch", in, "-o", hard, "--shard", "0/2"},
+	} {
+		code, _, errs := runMain(t, Streams{}, args...)
+		if code != ExitUsage || !strings.Contains(errs, args[1]) || !strings.Contains(errs, args[3]) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming both files", args, code, errs)
+		}
+		if data, _ := os.ReadFile(in); string(data) != jobsText {
+			t.Fatalf("%v: the input now holds %q", args, data)
+		}
+	}
+	// standard input redirected from the output file is the same mistake
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if code, _, errs := runMain(t, Streams{In: f}, "batch", "-", "-o", hard); code != ExitUsage || !strings.Contains(errs, hard) {
+		t.Errorf("stdin is the output: exit %d, stderr %q", code, errs)
+	}
+	if data, _ := os.ReadFile(in); string(data) != jobsText {
+		t.Fatalf("stdin case: the input now holds %q", data)
+	}
+}
+
+// TestBatchOutputDash: -o - is standard output, not a file named "-".
+func TestBatchOutputDash(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "jobs.jsonl")
+	os.WriteFile(in, []byte(`{"prompt": "x = 1", "max_tokens": 2}`+"\n"), 0o644)
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	code, out, errs := runMain(t, Streams{}, "batch", in, "-o", "-")
+	if code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`-o - created a file named "-"`)
+	}
+	if code, _, errs := runMain(t, Streams{}, "batch", in, "-o", "-", "--resume"); code != ExitUsage || !strings.Contains(errs, "--resume") {
+		t.Errorf("--resume with -o -: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestBatchUnreadableInput: a folder or an unreadable file is a usage error
+// (exit 2) naming it.
+func TestBatchUnreadableInput(t *testing.T) {
+	dir := t.TempDir()
+	code, _, errs := runMain(t, Streams{}, "batch", dir)
+	if code != ExitUsage || !strings.Contains(errs, dir) {
+		t.Errorf("batch DIR: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = runMain(t, Streams{}, "merge", dir)
+	if code != ExitUsage || !strings.Contains(errs, dir) {
+		t.Errorf("merge DIR: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = runMain(t, Streams{}, "merge", "--jobs", dir, filepath.Join(dir, "none.jsonl"))
+	if code != ExitUsage {
+		t.Errorf("merge missing file: exit %d, stderr %q", code, errs)
+	}
+}

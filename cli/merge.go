@@ -34,18 +34,18 @@ Nothing is written when there is an error.
 			}
 			var inputs []io.Reader
 			for _, path := range c.Args().Slice() {
-				f, err := os.Open(path)
+				f, err := openInput(path)
 				if err != nil {
-					return usageErr("%v", err)
+					return err
 				}
 				defer f.Close()
 				inputs = append(inputs, f)
 			}
 			var merged bytes.Buffer
 			if jf := c.String("jobs"); jf != "" {
-				f, err := os.Open(jf)
+				f, err := openInput(jf)
 				if err != nil {
-					return usageErr("%v", err)
+					return err
 				}
 				defer f.Close()
 				lines, err := jobs.JobLines(f)
