@@ -178,3 +178,56 @@ func (s *syncBuffer) Len() int {
 	defer s.mu.Unlock()
 	return s.b.Len()
 }
+
+// TestResumeChangedInput: resuming over an input that was edited since
+// refuses (exit 2) naming the line and both files; --rerun-changed runs the
+// changed lines again, each line answered once, with its line_hash.
+func TestResumeChangedInput(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "jobs.jsonl"), filepath.Join(dir, "out.jsonl")
+	jobs := []string{
+		`{"custom_id": "a", "prompt": "x = 1", "max_tokens": 2}`,
+		`{"custom_id": "b", "prompt": "y = 2", "max_tokens": 2}`,
+		`{"custom_id": "c", "prompt": "z = 3", "max_tokens": 2}`,
+	}
+	os.WriteFile(in, []byte(strings.Join(jobs, "\n")+"\n"), 0o644)
+	if r := petal(t, "", "batch", in, "-o", out); r.code != 0 {
+		t.Fatalf("batch: exit %d %s", r.code, r.stderr)
+	}
+	jobs[1] = `{"custom_id": "b", "prompt": "y = 20", "max_tokens": 2}`
+	os.WriteFile(in, []byte(strings.Join(jobs, "\n")+"\n"), 0o644)
+	before, _ := os.ReadFile(out)
+	r := petal(t, "", "batch", in, "-o", out, "--resume")
+	if r.code != 2 || !strings.Contains(r.stderr, "line 2 of "+in) || !strings.Contains(r.stderr, out) || !strings.Contains(r.stderr, "--rerun-changed") {
+		t.Fatalf("resume over an edited input: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(out); !bytes.Equal(after, before) {
+		t.Fatal("a refused resume changed the output")
+	}
+	if r := petal(t, "", "batch", in, "-o", out, "--resume", "--rerun-changed"); r.code != 0 {
+		t.Fatalf("--rerun-changed: exit %d %s", r.code, r.stderr)
+	}
+	lines := readLines(t, out)
+	seen := map[string]int{}
+	for _, l := range lines {
+		seen[l["custom_id"].(string)]++
+		if h, _ := l["line_hash"].(string); len(h) != 16 {
+			t.Errorf("result %v has no line_hash", l)
+		}
+	}
+	if len(lines) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
+		t.Errorf("results after --rerun-changed: %v", seen)
+	}
+	// merge puts the rerun line back in order and checks it against the jobs
+	r = petal(t, "", "merge", out, "--jobs", in)
+	if r.code != 0 || !strings.Contains(strings.Split(r.stdout, "\n")[1], `"custom_id":"b"`) {
+		t.Errorf("merge: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	// standard input resumes too
+	if r := petal(t, strings.Join(jobs, "\n")+"\n", "batch", "-", "-o", out, "--resume"); r.code != 0 {
+		t.Errorf("resume from stdin: exit %d %s", r.code, r.stderr)
+	}
+	if got := readLines(t, out); len(got) != 3 {
+		t.Errorf("%d results after resuming from stdin", len(got))
+	}
+}

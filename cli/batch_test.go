@@ -3,10 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"petal/jobs"
 )
 
 func runMain(t *testing.T, st Streams, args ...string) (int, string, string) {
@@ -150,4 +154,66 @@ func TestBatchUnreadableInput(t *testing.T) {
 	if code != ExitUsage {
 		t.Errorf("merge missing file: exit %d, stderr %q", code, errs)
 	}
+}
+
+// TestBatchJobPanicIsItsErrorLine: a panic while serving one job becomes
+// that job's error result (status 500, "internal error: ..."), the batch
+// goes on, and a resume runs the job again.
+func TestBatchJobPanicIsItsErrorLine(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "jobs.jsonl"), filepath.Join(dir, "out.jsonl")
+	os.WriteFile(in, []byte(`{"prompt": "x = 1", "max_tokens": 2}`+"\n"+
+		`{"custom_id": "p", "method": "POST", "url": "/v1/completions", "body": {"prompt": "y = 2", "max_tokens": 2}}`+"\n"+
+		`{"prompt": "z = 3", "max_tokens": 2}`+"\n"), 0o644)
+	real := serveJob
+	defer func() { serveJob = real }()
+	serveJob = func(s *server, ctx context.Context, job *jobs.Job, onText func(string)) (*outcome, *jobError) {
+		if job.Line == 2 {
+			var m map[string]int
+			m["boom"]++ // a nil map write: a runtime panic, as an engine bug would be
+		}
+		return real(s, ctx, job, onText)
+	}
+	code, _, errs := runMain(t, Streams{}, "batch", in, "-o", out)
+	if code != ExitJobsFailed || !strings.Contains(errs, "line 2") || !strings.Contains(errs, "panic") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the panic reported", code, errs)
+	}
+	lines := resultMaps(t, out)
+	if len(lines) != 3 {
+		t.Fatalf("%d result lines, want 3", len(lines))
+	}
+	resp, _ := lines[1]["response"].(map[string]any)
+	if resp["status_code"] != 500.0 || !strings.Contains(fmt.Sprint(resp["body"]), "internal error: assignment to entry in nil map") {
+		t.Errorf("line 2 result %v", lines[1])
+	}
+	serveJob = real
+	if code, _, errs := runMain(t, Streams{}, "batch", in, "-o", out, "--resume"); code != 0 {
+		t.Fatalf("resume: exit %d, stderr %q", code, errs)
+	}
+	lines = resultMaps(t, out)
+	if len(lines) != 3 {
+		t.Fatalf("after resume %d result lines, want 3", len(lines))
+	}
+	for _, l := range lines {
+		if r, ok := l["response"].(map[string]any); ok && r["status_code"] != 200.0 {
+			t.Errorf("after resume: %v", l)
+		}
+	}
+}
+
+func resultMaps(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("result line %q: %v", l, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
