@@ -217,3 +217,43 @@ func resultMaps(t *testing.T, path string) []map[string]any {
 	}
 	return out
 }
+
+// TestMergeOutput: merge -o - is standard output; -o over the job file is
+// refused; -o over one of the result files sorts it in place.
+func TestMergeOutput(t *testing.T) {
+	dir := t.TempDir()
+	jobsPath, part := filepath.Join(dir, "jobs.jsonl"), filepath.Join(dir, "part.jsonl")
+	jobLines := `{"prompt":"a"}` + "\n" + `{"prompt":"b"}` + "\n"
+	os.WriteFile(jobsPath, []byte(jobLines), 0o644)
+	var results strings.Builder
+	w := jobs.NewWriter(&results, jobs.WriterOptions{})
+	r := jobs.NewReader(strings.NewReader(jobLines))
+	var outs []jobs.Output
+	for {
+		j, _, err := r.Next()
+		if err != nil {
+			break
+		}
+		outs = append(outs, jobs.Success(j.Origin(), &jobs.TextCompletion{}, nil))
+	}
+	w.Write(outs[1])
+	w.Write(outs[0])
+	os.WriteFile(part, []byte(results.String()), 0o644)
+
+	if code, _, errs := runMain(t, Streams{}, "merge", part, "--jobs", jobsPath, "-o", jobsPath); code != ExitUsage || !strings.Contains(errs, jobsPath) {
+		t.Errorf("-o over the job file: exit %d, stderr %q", code, errs)
+	}
+	if data, _ := os.ReadFile(jobsPath); string(data) != jobLines {
+		t.Fatalf("the job file now holds %q", data)
+	}
+	code, out, errs := runMain(t, Streams{}, "merge", part, "--jobs", jobsPath, "-o", "-")
+	if code != 0 || strings.Index(out, `"line":1`) > strings.Index(out, `"line":2`) {
+		t.Errorf("-o -: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := runMain(t, Streams{}, "merge", part, "-o", part); code != 0 {
+		t.Errorf("-o over its input: exit %d, stderr %q", code, errs)
+	}
+	if data, _ := os.ReadFile(part); string(data) != out {
+		t.Errorf("sorted in place: %q, want %q", data, out)
+	}
+}
