@@ -45,9 +45,22 @@ echo, presence_penalty, frequency_penalty, repetition_penalty, chat_template_kwa
 session and fork_from. Every result carries usage and timings, plus "line" (the input line).
 
 A bad line gets an error result (status 400, with a message naming the field) and the batch goes
-on. Results are written whole and flushed one by one; Ctrl-C finishes the current line
-(finish_reason "cancelled" if cut short) and exits with 130. --resume skips jobs that already have
-a result in -o OUT. Exit codes: 0 all jobs succeeded, 1 some failed, 2 usage error, 130 interrupted.
+on; so does a job that fails inside petal (status 500). Results are written whole and flushed one
+by one; a write that fails (a full disk) leaves the file ending at its last whole result. Ctrl-C
+or SIGTERM finishes the current line (finish_reason "cancelled" if cut short) and exits with 130
+(SIGINT) or 143 (SIGTERM); a second signal ends petal at once.
+
+--resume continues a run from the results in -o OUT. Each result carries "line_hash", a hash of
+the input line it answers: a result whose line has changed since (edited, moved by an inserted
+line, or from another input) stops the resume with exit 2 naming it, unless --rerun-changed runs
+those lines again. Jobs cut short, and failures that were not the job's fault (status 5xx, 408,
+409 lock timeout, 429), run again; their old lines are removed first, so every job has one result
+(reruns are appended: petal merge OUT -o OUT puts the file back in input order). Other failures
+(status 400) are kept: they would fail the same way again.
+
+-o - (or no -o) writes to standard output; -o naming the input file (or a link to it) is refused.
+Exit codes: 0 all jobs succeeded, 1 some failed (or results could not be written), 2 usage error
+(bad flags, unreadable input, results that do not answer the input), 130 / 143 interrupted.
 
 --shard I/N runs the lines whose index modulo N is I (I may be "auto", read from
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,
