@@ -190,7 +190,8 @@ func (p *Previous) Plan(input io.Reader, opts ResumeOptions) (*Resume, error) {
 		if res.line > 0 && opts.Take != nil && !opts.Take(res.line) {
 			return nil, &MismatchError{fmt.Sprintf("jobs: resume: %s line %d answers line %d of %s, which this shard does not run: the file was written with another --shard", p.Path, res.fileLine, res.line, opts.InputName)}
 		}
-		if res.line > 0 && res.lineHash != "" {
+		// a result that runs again anyway need not match
+		if res.line > 0 && res.lineHash != "" && !res.rerun {
 			byLine[res.line] = append(byLine[res.line], i)
 		}
 	}

@@ -179,6 +179,11 @@ func TestResumeRefusesAChangedInput(t *testing.T) {
 			t.Errorf("%s: after Apply: %v", c.name, err)
 		}
 	}
+	// a result that runs again anyway (a 500) need not match its line
+	path := writeFile(t, results(t, resumeJobs, []int{1, 4}, map[int]Output{4: failure(500, ServerError)}))
+	if r, err := plan(t, path, edited, ResumeOptions{}); err != nil || r.Rerun != 1 || !r.Done.HasLine(1) {
+		t.Errorf("edited line with a 500 result: %v", err)
+	}
 	// the same input resumes cleanly
 	if r, err := plan(t, writeFile(t, content), resumeJobs, ResumeOptions{}); err != nil || doneLines(r.Done, 1, 2, 4, 5, 6) != "1,2,4,5,6" {
 		t.Errorf("unchanged input: %v", err)
