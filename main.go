@@ -2,9 +2,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 
 	"golang.org/x/term"
@@ -15,13 +13,10 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	// The first Ctrl-C lets the current job finish its line; a second one
-	// kills the process as usual.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
+	// The first Ctrl-C or SIGTERM lets the current job finish its line; a
+	// second one kills the process as usual.
+	ctx, stop := cli.InterruptContext()
+	defer stop()
 	// PETAL_CPUPROFILE=FILE writes a Go CPU profile of the whole run, for
 	// finding where time goes on a machine (go tool pprof FILE).
 	if path := os.Getenv("PETAL_CPUPROFILE"); path != "" {

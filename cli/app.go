@@ -46,8 +46,8 @@ func usageErr(format string, args ...any) error {
 	return &exitError{ExitUsage, fmt.Errorf(format, args...)}
 }
 
-// Main runs petal with args and returns the exit code.
-func Main(ctx context.Context, args []string, st Streams) int {
+// runApp runs petal with args and returns the exit code (see Main).
+func runApp(ctx context.Context, args []string, st Streams) int {
 	if st.Getenv == nil {
 		st.Getenv = os.Getenv
 	}

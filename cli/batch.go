@@ -3,10 +3,12 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,9 +23,12 @@ type batchOptions struct {
 	Input  string // "-" for standard input
 	Output string // "" for standard output
 	Resume bool
-	Shard  string
-	Quiet  bool
-	Sync   bool
+	// RerunChanged runs again the lines whose results answer another
+	// version of the line, where resume would refuse.
+	RerunChanged bool
+	Shard        string
+	Quiet        bool
+	Sync         bool
 }
 
 func batchCommand(st *Streams) *cli.Command {
@@ -40,16 +45,30 @@ echo, presence_penalty, frequency_penalty, repetition_penalty, chat_template_kwa
 session and fork_from. Every result carries usage and timings, plus "line" (the input line).
 
 A bad line gets an error result (status 400, with a message naming the field) and the batch goes
-on. Results are written whole and flushed one by one; Ctrl-C finishes the current line
-(finish_reason "cancelled" if cut short) and exits with 130. --resume skips jobs that already have
-a result in -o OUT. Exit codes: 0 all jobs succeeded, 1 some failed, 2 usage error, 130 interrupted.
+on; so does a job that fails inside petal (status 500). Results are written whole and flushed one
+by one; a write that fails (a full disk) leaves the file ending at its last whole result. Ctrl-C
+or SIGTERM finishes the current line (finish_reason "cancelled" if cut short) and exits with 130
+(SIGINT) or 143 (SIGTERM); a second signal ends petal at once.
+
+--resume continues a run from the results in -o OUT. Each result carries "line_hash", a hash of
+the input line it answers: a result whose line has changed since (edited, moved by an inserted
+line, or from another input) stops the resume with exit 2 naming it, unless --rerun-changed runs
+those lines again. Jobs cut short, and failures that were not the job's fault (status 5xx, 408,
+409 lock timeout, 429), run again; their old lines are removed first, so every job has one result
+(reruns are appended: petal merge OUT -o OUT puts the file back in input order). Other failures
+(status 400) are kept: they would fail the same way again.
+
+-o - (or no -o) writes to standard output; -o naming the input file (or a link to it) is refused.
+Exit codes: 0 all jobs succeeded, 1 some failed (or results could not be written), 2 usage error
+(bad flags, unreadable input, results that do not answer the input), 130 / 143 interrupted.
 
 --shard I/N runs the lines whose index modulo N is I (I may be "auto", read from
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,
 		Flags: append(append(modelFlags(), storeFlag()),
 			&cli.IntFlag{Name: "prefix-cache", Value: 1024, Usage: "MB of model states kept in memory so that a job resending an earlier job's conversation continues from it (0: none)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file (default: standard output)"},
-			&cli.BoolFlag{Name: "resume", Usage: "skip jobs that already have a result in --output; append the rest"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "result file; - or none: standard output. Never the input file"},
+			&cli.BoolFlag{Name: "resume", Usage: "continue a run: keep the results in --output that answer the input's lines, run the rest and append them"},
+			&cli.BoolFlag{Name: "rerun-changed", Usage: "with --resume: run again the lines that changed since their result was written, instead of refusing"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard I of N (\"I/N\", or \"auto/N\" from JOB_COMPLETION_INDEX / SLURM_ARRAY_TASK_ID)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress bar or summary on stderr"},
 			&cli.BoolFlag{Name: "sync", Value: true, Usage: "fsync the output file after each result line"},
@@ -57,7 +76,7 @@ JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal 
 		Action: func(c *cli.Context) error {
 			o := batchOptions{
 				modelOptions: readModelOptions(c), sessionOptions: sessionOptions{Dir: c.String("sessions"), PrefixCacheMB: c.Int("prefix-cache")},
-				Output: c.String("output"), Resume: c.Bool("resume"), Shard: c.String("shard"),
+				Output: c.String("output"), Resume: c.Bool("resume"), RerunChanged: c.Bool("rerun-changed"), Shard: c.String("shard"),
 				Quiet: c.Bool("quiet"), Sync: c.Bool("sync"), Input: "-",
 			}
 			switch c.NArg() {
@@ -90,20 +109,34 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			return usageErr("--shard: %v", err)
 		}
 	}
+	if o.Output == "-" {
+		o.Output = "" // standard output, as for the input
+	}
 	if o.Resume && o.Output == "" {
-		return usageErr("--resume needs --output: the results to resume are read from that file")
+		return usageErr("--resume needs --output FILE: the results to resume are read from that file")
+	}
+	if o.RerunChanged && !o.Resume {
+		return usageErr("--rerun-changed goes with --resume: it says what to do with results of lines that changed")
 	}
 	in := st.In
+	inName := "standard input"
 	total := -1
 	if o.Input != "-" {
-		f, err := os.Open(o.Input)
+		f, err := openInput(o.Input)
 		if err != nil {
-			return usageErr("%v", err)
+			return err
 		}
 		defer f.Close()
-		in = f
+		in, inName = f, o.Input
 		if n, err := countJobLines(o.Input, shard); err == nil {
 			total = n
+		}
+	}
+	// Nothing is opened for writing before this check: -o naming the input
+	// (or a link to it) would truncate the jobs.
+	if o.Output != "" {
+		if err := refuseSameFile(in, inName, o.Output); err != nil {
+			return err
 		}
 	}
 
@@ -113,13 +146,8 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
 		if o.Resume {
 			var err error
-			if done, err = jobs.ReadDone(o.Output); err != nil {
+			if in, done, err = resumeOutput(st, o, in, inName, shard); err != nil {
 				return err
-			}
-			if done.Partial > 0 {
-				if err := jobs.TruncatePartial(o.Output); err != nil {
-					return err
-				}
 			}
 			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 		}
@@ -131,6 +159,13 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 		out = f
 	}
 	w := jobs.NewWriter(out, jobs.WriterOptions{Sync: o.Sync})
+	writeLine := func(line jobs.Output) error {
+		err := w.Write(line)
+		if err != nil && o.Output != "" {
+			return fmt.Errorf("%w; the results already written are whole: make room and run again with --resume", err)
+		}
+		return err
+	}
 
 	e, name, err := openEngine(st, o.modelOptions)
 	if err != nil {
@@ -161,14 +196,14 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			break
 		}
 		if err != nil {
-			return err
+			return &exitError{ExitUsage, fmt.Errorf("reading %s: %w", inName, err)}
 		}
 		if lerr != nil {
 			if o.Resume && done.HasLine(lerr.Line) {
 				stats.skipped++
 				continue
 			}
-			if err := w.Write(lerr.Output()); err != nil {
+			if err := writeLine(lerr.Output()); err != nil {
 				return err
 			}
 			stats.failed++
@@ -180,7 +215,7 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			progress(bar, &stats)
 			continue
 		}
-		res, jerr := srv.serve(c.Context, job, nil)
+		res, jerr := serveRecovered(st, srv, c.Context, job)
 		var line jobs.Output
 		if jerr != nil {
 			typ := jobs.InvalidRequest
@@ -196,7 +231,7 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			stats.generated += len(res.Result.Tokens)
 			interrupted = res.Result.FinishReason == jobs.FinishCancelled
 		}
-		if err := w.Write(line); err != nil {
+		if err := writeLine(line); err != nil {
 			return err
 		}
 		progress(bar, &stats)
@@ -256,4 +291,86 @@ func countJobLines(path string, shard jobs.ShardSpec) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// resumeOutput checks the results an earlier run left in o.Output against
+// the input and cuts the file to those that stay; it returns the input to
+// run (standard input is kept in a temporary file, as it is read twice)
+// and the jobs that are done. Results that do not answer the input's lines
+// refuse the resume (exit 2), unless --rerun-changed.
+func resumeOutput(st *Streams, o batchOptions, in io.Reader, inName string, shard jobs.ShardSpec) (io.Reader, jobs.Done, error) {
+	prev, err := jobs.ReadPrevious(o.Output)
+	if err != nil {
+		return nil, jobs.Done{}, &exitError{ExitUsage, err}
+	}
+	check := io.Reader(nil)
+	if o.Input == "-" {
+		spool, err := spoolInput(in)
+		if err != nil {
+			return nil, jobs.Done{}, err
+		}
+		in = spool
+		check = io.NewSectionReader(spool, 0, 1<<62)
+	} else {
+		f, err := os.Open(o.Input)
+		if err != nil {
+			return nil, jobs.Done{}, usageErr("%v", err)
+		}
+		defer f.Close()
+		check = f
+	}
+	opts := jobs.ResumeOptions{InputName: inName, RerunChanged: o.RerunChanged}
+	if o.Shard != "" {
+		opts.Take = shard.Takes
+	}
+	plan, err := prev.Plan(check, opts)
+	if err != nil {
+		return nil, jobs.Done{}, &exitError{ExitUsage, err}
+	}
+	if plan.Unverified > 0 {
+		fmt.Fprintf(st.Err, "petal: warning: %d results in %s (the first on its line %d) have no line_hash (written by an older petal or another tool): they are taken to answer the lines they name, unchecked\n",
+			plan.Unverified, o.Output, plan.FirstUnverified)
+	}
+	if !o.Quiet && st.ErrIsTerminal && (plan.Rerun > 0 || plan.Changed > 0) {
+		fmt.Fprintf(st.Err, "petal: resuming: running again %d jobs that failed through no fault of their own or were cut short, and %d whose lines changed\n", plan.Rerun, plan.Changed)
+	}
+	if err := plan.Apply(); err != nil {
+		return nil, jobs.Done{}, err
+	}
+	return in, plan.Done, nil
+}
+
+// spoolInput copies standard input to an unlinked temporary file, so that
+// resume can check it before running it.
+func spoolInput(in io.Reader) (*os.File, error) {
+	f, err := os.CreateTemp("", "petal-stdin-*.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("keeping standard input to resume: %w", err)
+	}
+	os.Remove(f.Name()) // gone when closed, whatever happens
+	if _, err := io.Copy(f, in); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("keeping standard input to resume: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// serveJob serves one job of a batch; tests replace it to make a job panic.
+var serveJob = (*server).serve
+
+// serveRecovered serves a job, turning a panic into that job's failure
+// (status 500, "internal error: ..."), so that one bad job cannot end the
+// batch, nor every resume of it. The stack goes to stderr for a bug report.
+func serveRecovered(st *Streams, srv *server, ctx context.Context, job *jobs.Job) (res *outcome, jerr *jobError) {
+	defer func() {
+		if v := recover(); v != nil {
+			fmt.Fprintf(st.Err, "petal: line %d: internal error (a panic; the batch goes on): %v\n%s", job.Line, v, debug.Stack())
+			res, jerr = nil, &jobError{Status: 500, Err: fmt.Errorf("internal error: %v", v)}
+		}
+	}()
+	return serveJob(srv, ctx, job, nil)
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -68,4 +70,43 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 		return nil, "", fmt.Errorf("loading %s: %w", name, err)
 	}
 	return e, name, nil
+}
+
+// openInput opens a file the command reads, refusing what cannot be read
+// as one (a folder) with a usage error naming it.
+func openInput(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if info, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, usageErr("%v", err)
+	} else if info.IsDir() {
+		f.Close()
+		return nil, usageErr("%s is a folder, not a file of lines", path)
+	}
+	return f, nil
+}
+
+// refuseSameFile is a usage error when the output path names the file the
+// input reads (itself, a symlink to it or a hard link of it), which opening
+// the output for writing would destroy. A missing output is fine.
+func refuseSameFile(in io.Reader, inName, outPath string) error {
+	f, ok := in.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return nil
+	}
+	inInfo, err := f.Stat()
+	if err != nil || !inInfo.Mode().IsRegular() {
+		return nil
+	}
+	outInfo, err := os.Stat(outPath)
+	if err != nil {
+		return nil // not there yet, or the open reports why
+	}
+	if os.SameFile(inInfo, outInfo) {
+		return usageErr("the output %s is the input %s (the same file): writing results there would destroy the jobs; choose another --output", outPath, inName)
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ func (k Kind) URL() string {
 // Job is one validated request read from a job line.
 type Job struct {
 	Line     int    // 1-based physical line number in the input
+	LineHash string // LineHash of the line's bytes, so its result can prove which line it answers
 	CustomID string // empty only on a bare line without one
 	Envelope bool   // OpenAI Batch envelope rather than a bare body
 	Kind     Kind
@@ -84,11 +85,12 @@ type Params struct {
 // Origin identifies the input line a result answers.
 type Origin struct {
 	Line     int
+	LineHash string // LineHash of the input line, written as "line_hash"
 	CustomID string
 	Envelope bool
 }
 
 // Origin is the identity of the job's line, for its result.
 func (j *Job) Origin() Origin {
-	return Origin{Line: j.Line, CustomID: j.CustomID, Envelope: j.Envelope}
+	return Origin{Line: j.Line, LineHash: j.LineHash, CustomID: j.CustomID, Envelope: j.Envelope}
 }

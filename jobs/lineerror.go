@@ -16,6 +16,7 @@ const (
 // Output as the line's result and goes on with the batch.
 type LineError struct {
 	Line     int
+	LineHash string // LineHash of the line's bytes
 	CustomID string // when it could be read
 	Envelope bool   // the line's form; from earlier lines when it is not a JSON object
 	Message  string // names the field at fault
@@ -29,7 +30,7 @@ func (e *LineError) Error() string {
 
 // Origin is the identity of the failed line, for its result.
 func (e *LineError) Origin() Origin {
-	return Origin{Line: e.Line, CustomID: e.CustomID, Envelope: e.Envelope}
+	return Origin{Line: e.Line, LineHash: e.LineHash, CustomID: e.CustomID, Envelope: e.Envelope}
 }
 
 // Output is the error result line for the failed line.

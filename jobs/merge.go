@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -23,19 +22,27 @@ func Merge(w io.Writer, inputs ...io.Reader) error {
 
 // MergeComplete is Merge that also checks the results answer exactly
 // jobLines (from JobLines over the input), listing the first few missing or
-// unexpected lines.
-func MergeComplete(w io.Writer, jobLines []int, inputs ...io.Reader) error {
+// unexpected lines. A result cut short by an interrupt (finish_reason
+// "cancelled") is not an answer, and a result whose line_hash is not that
+// of the job line it names answers another version of the line: both are
+// errors.
+func MergeComplete(w io.Writer, jobLines []JobLine, inputs ...io.Reader) error {
 	if jobLines == nil {
-		jobLines = []int{}
+		jobLines = []JobLine{}
 	}
 	return merge(w, jobLines, inputs)
 }
 
-// JobLines lists the numbers of the non-blank lines of a job file: the
-// lines that get a result.
-func JobLines(r io.Reader) ([]int, error) {
+// JobLine is a non-blank line of a job file: one that gets a result.
+type JobLine struct {
+	Line int
+	Hash string // LineHash of its bytes
+}
+
+// JobLines lists the non-blank lines of a job file.
+func JobLines(r io.Reader) ([]JobLine, error) {
 	lines := newLineReader(r)
-	var out []int
+	var out []JobLine
 	for {
 		line, _, err := lines.next()
 		if errors.Is(err, io.EOF) {
@@ -44,22 +51,23 @@ func JobLines(r io.Reader) ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jobs: read line %d: %w", lines.n+1, err)
 		}
-		if lines.n == 1 {
-			line = bytes.TrimPrefix(line, utf8BOM)
-		}
+		line = jobBytes(line, lines.n)
 		if !isBlank(line) {
-			out = append(out, lines.n)
+			out = append(out, JobLine{Line: lines.n, Hash: LineHash(line)})
 		}
 	}
 }
 
 type mergedLine struct {
-	line int    // input line it answers
-	src  int    // which input
-	raw  []byte // the result line, without '\n'
+	line      int    // input line it answers
+	hash      string // its line_hash, "" when the result has none
+	cancelled bool   // a job cut short by an interrupt
+	src       int    // which input
+	fileLine  int    // its line in that input
+	raw       []byte // the result line, without '\n'
 }
 
-func merge(w io.Writer, expect []int, inputs []io.Reader) error {
+func merge(w io.Writer, expect []JobLine, inputs []io.Reader) error {
 	var all []mergedLine
 	for i, in := range inputs {
 		got, err := readResults(in, i)
@@ -76,7 +84,7 @@ func merge(w io.Writer, expect []int, inputs []io.Reader) error {
 		}
 	}
 	if expect != nil {
-		if err := checkComplete(all, expect); err != nil {
+		if err := checkComplete(all, expect, inputs); err != nil {
 			return err
 		}
 	}
@@ -113,25 +121,36 @@ func readResults(in io.Reader, src int) ([]mergedLine, error) {
 		if n.Type != gjson.Number || n.Int() < 1 || float64(n.Int()) != n.Num {
 			return nil, fmt.Errorf("jobs: merge %s line %d: result has no \"line\" number", name, lines.n)
 		}
-		out = append(out, mergedLine{line: int(n.Int()), src: src, raw: append([]byte(nil), line...)})
+		v := gjson.ParseBytes(line)
+		out = append(out, mergedLine{
+			line: int(n.Int()), hash: v.Get("line_hash").Str, cancelled: isCancelled(v),
+			src: src, fileLine: lines.n, raw: append([]byte(nil), line...),
+		})
 	}
 }
 
-// checkComplete compares the sorted results with the expected lines.
-func checkComplete(all []mergedLine, expect []int) error {
+// checkComplete compares the sorted results with the expected lines: each
+// must have one, neither cut short nor of another version of the line.
+func checkComplete(all []mergedLine, expect []JobLine, inputs []io.Reader) error {
 	want := slices.Clone(expect)
-	slices.Sort(want)
-	var missing, extra []int
+	slices.SortFunc(want, func(a, b JobLine) int { return a.Line - b.Line })
+	var missing, extra, cancelled []int
+	var changed *mergedLine
 	i, j := 0, 0
 	for i < len(want) || j < len(all) {
 		switch {
-		case j == len(all) || (i < len(want) && want[i] < all[j].line):
-			missing = append(missing, want[i])
+		case j == len(all) || (i < len(want) && want[i].Line < all[j].line):
+			missing = append(missing, want[i].Line)
 			i++
-		case i == len(want) || all[j].line < want[i]:
+		case i == len(want) || all[j].line < want[i].Line:
 			extra = append(extra, all[j].line)
 			j++
 		default:
+			if all[j].cancelled {
+				cancelled = append(cancelled, all[j].line)
+			} else if all[j].hash != "" && all[j].hash != want[i].Hash && changed == nil {
+				changed = &all[j]
+			}
 			i++
 			j++
 		}
@@ -140,8 +159,15 @@ func checkComplete(all []mergedLine, expect []int) error {
 	if len(missing) > 0 {
 		problems = append(problems, fmt.Sprintf("no result for %d of %d job lines (%s)", len(missing), len(want), firstFew(missing)))
 	}
+	if len(cancelled) > 0 {
+		problems = append(problems, fmt.Sprintf("%d results were cut short by an interrupt (finish_reason \"cancelled\"; %s): resume those runs to finish them", len(cancelled), firstFew(cancelled)))
+	}
 	if len(extra) > 0 {
 		problems = append(problems, fmt.Sprintf("%d results answer no job line (%s)", len(extra), firstFew(extra)))
+	}
+	if changed != nil {
+		problems = append(problems, fmt.Sprintf("line %d of %s answers line %d of the job file, but its line_hash %s is not that line's: the job file was edited since, or the result is another input's",
+			changed.fileLine, sourceName(inputs[changed.src], changed.src), changed.line, changed.hash))
 	}
 	if problems != nil {
 		return fmt.Errorf("jobs: merge: %s", strings.Join(problems, "; "))

@@ -84,7 +84,7 @@ func TestMergeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lines) != 20 || lines[5] != 6 || lines[6] != 8 {
+	if len(lines) != 20 || lines[5].Line != 6 || lines[6].Line != 8 {
 		t.Fatalf("JobLines = %v", lines)
 	}
 	for _, n := range []int{1, 2, 3, 5} {
@@ -170,5 +170,43 @@ func TestMergeErrors(t *testing.T) {
 	}
 	if strings.Count(out.String(), "\n") != 13 {
 		t.Errorf("merged %d lines, want 13", strings.Count(out.String(), "\n"))
+	}
+}
+
+// TestMergeCompleteRefusesCancelledAndChanged: with the job file, a result
+// cut short by an interrupt is not complete, and a result whose line_hash
+// is not that of the job line it names answers another line; the line_hash
+// is carried through.
+func TestMergeCompleteRefusesCancelledAndChanged(t *testing.T) {
+	jobFile := sampleJobs()
+	lines, _ := JobLines(strings.NewReader(jobFile))
+	outs := shardOutputs(t, jobFile, 2)
+	var merged bytes.Buffer
+	if err := MergeComplete(&merged, lines, readers(outs)...); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(merged.String(), `"line_hash":"`+LineHash([]byte(`{"custom_id":"c1","prompt":"p1"}`))+`"`) {
+		t.Errorf("line_hash not carried through:\n%s", merged.String())
+	}
+	cancelled := strings.Replace(outs[1], `"finish_reason":""`, `"finish_reason":"cancelled"`, 1)
+	if cancelled == outs[1] {
+		t.Fatal("no finish_reason to replace")
+	}
+	edited := strings.Replace(jobFile, `"prompt":"p2"`, `"prompt":"two"`, 1)
+	editedLines, _ := JobLines(strings.NewReader(edited))
+	for _, c := range []struct {
+		name  string
+		lines []JobLine
+		outs  []string
+		want  string
+	}{
+		{"cancelled", lines, []string{outs[0], cancelled}, "1 results were cut short by an interrupt (finish_reason \"cancelled\"; line 2)"},
+		{"changed", editedLines, outs, "shard1.jsonl answers line 2 of the job file, but its line_hash"},
+	} {
+		merged.Reset()
+		err := MergeComplete(&merged, c.lines, readers(c.outs)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || merged.Len() != 0 {
+			t.Errorf("%s: err = %v, want %q (and nothing written)", c.name, err, c.want)
+		}
 	}
 }

@@ -42,8 +42,9 @@ func nullable(s string) *string {
 //
 // where a failed request has status 400 (or 500) and body {"error": {...}},
 // as OpenAI writes request-level failures; bare jobs get the completion
-// object itself, or {"error": {...}}. Both forms add petal's "line" (the
-// input line number), "custom_id" when known, and "warnings" when any.
+// object itself, or {"error": {...}, "status_code"}. Both forms add petal's
+// "line" (the input line number), "line_hash" (LineHash of that line),
+// "custom_id" when known, and "warnings" when any.
 type Output struct {
 	Origin
 	Body       any       // a ChatCompletion or TextCompletion (or pointer), when Error is nil
@@ -112,6 +113,7 @@ func (o Output) MarshalJSON() ([]byte, error) {
 			CustomID: nullable(o.CustomID),
 			Response: batchResponse{StatusCode: o.status(), RequestID: o.RequestID(), Body: body},
 			Line:     o.Line,
+			LineHash: o.LineHash,
 			Warnings: o.Warnings,
 		})
 	}
@@ -119,7 +121,11 @@ func (o Output) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra, err := marshal(petalFields{CustomID: o.CustomID, Line: o.Line, Warnings: o.Warnings})
+	fields := petalFields{CustomID: o.CustomID, Line: o.Line, LineHash: o.LineHash, Warnings: o.Warnings}
+	if o.Error != nil {
+		fields.StatusCode = o.status() // a bare error has no envelope to say it
+	}
+	extra, err := marshal(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +138,7 @@ type batchLine struct {
 	Response batchResponse `json:"response"`
 	Error    *struct{}     `json:"error"` // request failures go in response, as OpenAI's do
 	Line     int           `json:"line"`
+	LineHash string        `json:"line_hash,omitempty"`
 	Warnings []string      `json:"warnings,omitempty"`
 }
 
@@ -142,9 +149,11 @@ type batchResponse struct {
 }
 
 type petalFields struct {
-	CustomID string   `json:"custom_id,omitempty"`
-	Line     int      `json:"line"`
-	Warnings []string `json:"warnings,omitempty"`
+	StatusCode int      `json:"status_code,omitempty"`
+	CustomID   string   `json:"custom_id,omitempty"`
+	Line       int      `json:"line"`
+	LineHash   string   `json:"line_hash,omitempty"`
+	Warnings   []string `json:"warnings,omitempty"`
 }
 
 // appendMembers joins the members of the JSON object extra onto the end of

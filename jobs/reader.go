@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -48,13 +50,16 @@ func (r *Reader) Next() (*Job, *LineError, error) {
 		if err != nil {
 			return nil, nil, readError(err, n)
 		}
-		if n == 1 {
-			line = bytes.TrimPrefix(line, utf8BOM)
-		}
+		line = jobBytes(line, n)
 		if isBlank(line) {
 			continue
 		}
-		job, lerr := ParseLine(bytes.TrimSuffix(line, []byte("\r")), n)
+		job, lerr := ParseLine(line, n)
+		if job != nil {
+			job.LineHash = LineHash(line)
+		} else {
+			lerr.LineHash = LineHash(line)
+		}
 		if lerr != nil && lerr.Code == codeInvalidJSON {
 			lerr.Envelope = r.envelopes
 		} else if lerr != nil {
@@ -81,6 +86,23 @@ func (r *Reader) Next() (*Job, *LineError, error) {
 		}
 		return job, nil, nil
 	}
+}
+
+// jobBytes is what a job line holds: the physical line n without its "\r"
+// and, on the first line, without a UTF-8 byte-order mark.
+func jobBytes(line []byte, n int) []byte {
+	if n == 1 {
+		line = bytes.TrimPrefix(line, utf8BOM)
+	}
+	return bytes.TrimSuffix(line, []byte("\r"))
+}
+
+// LineHash identifies a job line's bytes (see jobBytes): the first 16 hex
+// digits of their SHA-256. Results carry it as "line_hash", so that resume
+// and merge can prove a result answers the input line it names.
+func LineHash(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:8])
 }
 
 func readError(err error, line int) error {

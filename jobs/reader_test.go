@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
@@ -152,5 +154,34 @@ func TestReaderFormOfUnreadableLines(t *testing.T) {
 	m := asMap(t, lerrs[1].Output())
 	if v, ok := m["custom_id"]; !ok || v != nil || m["response"] == nil || m["line"] != 3.0 {
 		t.Errorf("envelope error line for an unreadable line = %v", m)
+	}
+}
+
+// TestLineHash: every job and line error carries the hash of its line's
+// bytes (without line ending or byte-order mark), and its result line
+// writes it next to "line".
+func TestLineHash(t *testing.T) {
+	const a, b = `{"prompt":"a"}`, `{"custom_id":"e","method":"POST","url":"/v1/completions","body":{"prompt":"b"}}`
+	input := "\xef\xbb\xbf" + a + "\r\n" + b + "\n" + "not json"
+	jobs, lerrs := readAll(t, NewReader(strings.NewReader(input)))
+	if len(jobs) != 2 || len(lerrs) != 1 {
+		t.Fatalf("%d jobs, %d errors", len(jobs), len(lerrs))
+	}
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:])[:16] }
+	if jobs[0].LineHash != sum(a) || jobs[1].LineHash != sum(b) || lerrs[0].LineHash != sum("not json") {
+		t.Fatalf("hashes %q %q %q", jobs[0].LineHash, jobs[1].LineHash, lerrs[0].LineHash)
+	}
+	if LineHash([]byte(a)) != sum(a) {
+		t.Errorf("LineHash = %q", LineHash([]byte(a)))
+	}
+	for _, out := range []Output{
+		Success(jobs[0].Origin(), &TextCompletion{}, nil),
+		Success(jobs[1].Origin(), &TextCompletion{}, nil),
+		lerrs[0].Output(),
+	} {
+		m := asMap(t, out)
+		if m["line_hash"] != out.LineHash || out.LineHash == "" {
+			t.Errorf("result %v: line_hash %v, want %q", m, m["line_hash"], out.LineHash)
+		}
 	}
 }

@@ -296,7 +296,10 @@ func TestOutputBare(t *testing.T) {
 
 	fail := Failure(Origin{Line: 6, CustomID: "c"}, APIError{Message: "context too long", Type: InvalidRequest, Param: "messages", Code: "context_length_exceeded"})
 	m = asMap(t, fail)
-	wantKeys(t, "bare error", m, "error", "line", "custom_id")
+	wantKeys(t, "bare error", m, "error", "status_code", "line", "custom_id")
+	if m["status_code"] != 400.0 {
+		t.Errorf("bare error status_code = %v", m["status_code"])
+	}
 	e := wantKeys(t, "error", m["error"], "message", "type", "param", "code")
 	if e["code"] != "context_length_exceeded" || e["param"] != "messages" {
 		t.Errorf("error = %v", e)

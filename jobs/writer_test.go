@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -76,7 +78,7 @@ func TestWriterSyncOption(t *testing.T) {
 	}
 	defer f.Close()
 	w := NewWriter(f, WriterOptions{Sync: true})
-	if w.file != f {
+	if w.file != f || !w.sync {
 		t.Error("a regular file is not synced")
 	}
 	if err := w.Write(map[string]int{"line": 1}); err != nil {
@@ -100,7 +102,62 @@ func TestWriterSyncOption(t *testing.T) {
 	if err := pipeW.Write(map[string]int{"line": 2}); err != nil {
 		t.Errorf("write to a pipe: %v", err)
 	}
-	if NewWriter(f, WriterOptions{}).file != nil {
+	if NewWriter(f, WriterOptions{}).sync {
 		t.Error("sync without the option")
+	}
+}
+
+// fullDisk is a result file on a disk that fills up after room more bytes:
+// a write that does not fit is cut short with ENOSPC, as write(2) does.
+type fullDisk struct {
+	*os.File
+	room int
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	if len(p) <= d.room {
+		d.room -= len(p)
+		return d.File.Write(p)
+	}
+	n, _ := d.File.Write(p[:d.room])
+	d.room = 0
+	return n, syscall.ENOSPC
+}
+
+// TestWriterFullDiskLeavesWholeLines: a write that fails part way leaves the
+// file ending at its last whole line, and the error says so.
+func TestWriterFullDiskLeavesWholeLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	earlier := "{\"line\":1}\n" // from a run being resumed
+	if err := os.WriteFile(path, []byte(earlier), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := NewWriter(&fullDisk{File: f, room: 15}, WriterOptions{})
+	if err := w.Write(map[string]int{"line": 2}); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(map[string]int{"line": 3})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "out.jsonl") {
+		t.Errorf("err = %v, want ENOSPC naming the file", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != earlier+"{\"line\":2}\n" {
+		t.Errorf("after the failed write the file holds %q", data)
+	}
+}
+
+// failingWriter fails every write, as a closed pipe or descriptor does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+func TestWriterReportsWriteErrors(t *testing.T) {
+	err := NewWriter(failingWriter{}, WriterOptions{}).Write(map[string]int{"line": 1})
+	if !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("err = %v, want EPIPE", err)
 	}
 }
