@@ -60,7 +60,8 @@ those lines again. Jobs cut short, and failures that were not the job's fault (s
 
 -o - (or no -o) writes to standard output; -o naming the input file (or a link to it) is refused.
 Exit codes: 0 all jobs succeeded, 1 some failed (or results could not be written), 2 usage error
-(bad flags, unreadable input, results that do not answer the input), 130 / 143 interrupted.
+(bad flags, unreadable input, results that do not answer the input), 130 / 143 interrupted,
+141 the reader of standard output went away.
 
 --shard I/N runs the lines whose index modulo N is I (I may be "auto", read from
 JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); join the shard outputs with petal merge.`,

@@ -15,13 +15,22 @@ import (
 // reports a process the signal ended); SIGINT gives ExitInterrupted.
 const ExitTerminated = 143
 
+// ExitBrokenPipe is the exit code when the reader of standard output went
+// away (128 + SIGPIPE, what a shell reports for `yes | head -1`).
+const ExitBrokenPipe = 141
+
 // Main runs petal with args and returns the exit code. Output that cannot
-// reach standard output (closed, a broken pipe, a full disk) turns a
-// success into exit 1 with a message: results must not vanish silently.
+// reach standard output (closed, a full disk) turns a success into exit 1
+// with a message: results must not vanish silently. A reader that went
+// away (`petal batch jobs.jsonl | head -1`) gives exit 141 and no message,
+// as any Unix filter behaves there.
 func Main(ctx context.Context, args []string, st Streams) int {
 	out := newCheckedOutput(st.Out)
 	st.Out = out
 	code := runApp(ctx, args, st)
+	if out.err != nil && errors.Is(out.err, syscall.EPIPE) && code != ExitUsage {
+		return ExitBrokenPipe
+	}
 	if code == ExitOK && out.err != nil {
 		fmt.Fprintln(st.Err, "petal:", out.err)
 		return ExitJobsFailed
