@@ -125,7 +125,8 @@ process, continues without prefilling the conversation again. These commands man
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(st.Out, "removed %d sessions and %d prefix snapshots (%s), kept %s", len(rep.Sessions), rep.Prefixes, humanBytes(rep.Freed), humanBytes(rep.Kept))
+					fmt.Fprintf(st.Out, "removed %d sessions, %d prefix snapshots and %d temporary files of killed writers (%s), kept %s",
+						len(rep.Sessions), rep.Prefixes, rep.TempFiles, humanBytes(rep.Freed+rep.TempBytes), humanBytes(rep.Kept))
 					if len(rep.Busy) > 0 {
 						fmt.Fprintf(st.Out, "; skipped busy sessions %s", strings.Join(rep.Busy, ", "))
 					}

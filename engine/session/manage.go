@@ -144,6 +144,12 @@ type GCReport struct {
 	Kept      int64    // bytes of snapshots left
 	Busy      []string // sessions skipped because a writer held them
 	TempFiles int      // leftovers of killed writers removed
+	TempBytes int64    // their size
+}
+
+func (r *GCReport) addTemps(n int, bytes int64) {
+	r.TempFiles += n
+	r.TempBytes += bytes
 }
 
 // GC deletes, oldest first, whole sessions (by their latest snapshot) and
@@ -182,7 +188,7 @@ func (s *Store) GC(maxAge time.Duration, maxBytes int64) (GCReport, error) {
 	}
 	for _, m := range prefixes {
 		dir := filepath.Join(s.Dir, prefixDir, m.Name())
-		rep.TempFiles += removeTemps(dir, staleTemp)
+		rep.addTemps(removeTemps(dir, false))
 		files, _ := s.prefixFiles(dir)
 		for _, f := range files {
 			units = append(units, unit{file: f.File, bytes: f.Bytes, mod: f.Modified})
@@ -255,7 +261,7 @@ func (s *Store) sweep(name string, empty bool, rep *GCReport) {
 	if err != nil {
 		return
 	}
-	rep.TempFiles += removeTemps(s.sessionDir(name), 0)
+	rep.addTemps(removeTemps(s.sessionDir(name), true))
 	if !empty {
 		l.release()
 		return

@@ -163,28 +163,6 @@ func noSession(name, dir string) error {
 	return fmt.Errorf("session: %w %q (no snapshot in %s)", ErrNoSession, name, dir)
 }
 
-// removeTemps deletes the temporary files in dir older than age (all of
-// them for age 0) and returns how many went.
-func removeTemps(dir string, age time.Duration) int {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		if !isTemp(e.Name()) {
-			continue
-		}
-		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < age {
-			continue
-		}
-		if os.Remove(filepath.Join(dir, e.Name())) == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // isProperPrefix reports whether p is a non-empty prefix of prompt that
 // leaves at least one prompt token to run: a snapshot holds no logits, so
 // the last prompt token must be run after restoring to get them.

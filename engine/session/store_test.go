@@ -437,3 +437,49 @@ func TestConversationSavedAndForked(t *testing.T) {
 		}
 	}
 }
+
+// TestGCRemovesAbandonedTemps: GC removes and counts the temporary files of
+// writers that are gone, whatever its limits, in prefix folders as in
+// session folders; a temporary file still being written (locked) stays.
+func TestGCRemovesAbandonedTemps(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	if _, err := st.SavePrefix(synthState(4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	st.SaveTurn("s", synthState(2, 1))
+	a := time.Now().Add(-time.Minute)
+	abandoned := []string{
+		filepath.Join(st.prefixFolder(), tempPrefix+"prefix-0123.snap-99"),
+		filepath.Join(st.Dir, "s", tempPrefix+"turn-00000002.snap-98"),
+	}
+	for _, f := range abandoned {
+		os.WriteFile(f, make([]byte, 1000), 0o600)
+		os.Chtimes(f, a, a)
+	}
+	live := filepath.Join(st.prefixFolder(), tempPrefix+"prefix-4567.snap-97")
+	os.WriteFile(live, make([]byte, 500), 0o600)
+	os.Chtimes(live, a, a)
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if busy, err := tryLock(f); err != nil || busy {
+		t.Fatal(busy, err)
+	}
+	rep, err := st.GC(1000*time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.TempFiles != 2 || rep.TempBytes != 2000 || len(rep.Sessions) != 0 || rep.Prefixes != 0 {
+		t.Errorf("GC: %+v, want 2 temporary files of 2000 bytes removed and nothing else", rep)
+	}
+	for _, f := range abandoned {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("GC left %s", f)
+		}
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("GC removed a temporary file still being written: %v", err)
+	}
+}

@@ -203,7 +203,7 @@ func (ss *Session) SaveTurn(d model.StateData) (SnapshotInfo, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("session: %w", err)
 	}
-	removeTemps(dir, 0) // left by a writer that died: the lock is ours now
+	removeTemps(dir, true) // left by writers that died: the lock is ours now
 	turns, err := s.turns(ss.name)
 	if err != nil {
 		return SnapshotInfo{}, err
