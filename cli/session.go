@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -235,8 +237,9 @@ func (s *server) keepBoundary(t *turn, st *model.State, prompt []int32, boundary
 }
 
 // saveBoundary stores a state kept by keepBoundary: as the session's next
-// turn, or in the prefix cache.
-func (s *server) saveBoundary(t *turn, data *model.StateData) (time.Duration, error) {
+// turn, or in the prefix cache (where a failure to write it to disk is a
+// warning: the job does not need it).
+func (s *server) saveBoundary(t *turn, data *model.StateData, warnings *[]string) (time.Duration, error) {
 	if data == nil {
 		return 0, nil
 	}
@@ -245,15 +248,24 @@ func (s *server) saveBoundary(t *turn, data *model.StateData) (time.Duration, er
 	if t != nil {
 		_, err = t.held.SaveTurn(*data)
 	} else {
-		err = s.store.prefix.Add(*data)
+		prefixAdd(s.store.prefix, *data, warnings)
 	}
 	return time.Since(start), err
+}
+
+// prefixAdd hands a state to the prefix cache; failing to write it to disk
+// costs later jobs a prefill, not this job its answer.
+func prefixAdd(c *session.PrefixCache, d model.StateData, warnings *[]string) {
+	const warning = "prefix cache: a state of this job was not kept on disk: "
+	if err := c.Add(d); err != nil && !slices.ContainsFunc(*warnings, func(w string) bool { return strings.HasPrefix(w, warning) }) {
+		*warnings = append(*warnings, warning+err.Error()) // once per job
+	}
 }
 
 // endTurn runs the end-of-turn token through the model (so the state holds
 // the whole turn), saves the state and, for a session, the conversation
 // with the answer appended.
-func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, messages json.RawMessage, answer any) (time.Duration, error) {
+func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, messages json.RawMessage, answer any, warnings *[]string) (time.Duration, error) {
 	if job.Kind != jobs.Chat || res.FinishReason == jobs.FinishCancelled || t == nil && s.store.prefix == nil {
 		return 0, nil // an interrupted turn is not kept
 	}
@@ -273,7 +285,8 @@ func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32
 	}
 	data := s.e.Model.Export(st)
 	if t == nil {
-		return time.Since(start), s.store.prefix.Add(data)
+		prefixAdd(s.store.prefix, data, warnings)
+		return time.Since(start), nil
 	}
 	if _, err := t.held.SaveTurn(data); err != nil {
 		return 0, err
