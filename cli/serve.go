@@ -141,7 +141,7 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	var body any
 	if job.Kind == jobs.Chat {
 		cc := s.chatCompletion(job, promptText, res, created)
-		save, err := s.endTurn(job, t, st, prompt, res, messages, cc.Choices[0].Message, &warnings)
+		save, err := s.endTurn(job, t, st, prompt, res, cc.Choices[0].Message, &warnings)
 		if err != nil {
 			return nil, &jobError{Status: 500, Err: err}
 		}

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,12 +96,42 @@ func (ss *sessionStore) open() (*session.Store, error) {
 // messages are appended to.
 type turn struct {
 	held    *session.Session
-	history []json.RawMessage // the saved conversation, before this job's messages
+	conv    *session.Conversation // the saved conversation; nil for a new session
+	history []json.RawMessage     // what this job's messages are appended to
 	isNew   bool
+	request string // the job's identity, recorded with the turn it commits
+	// replay is set when this very request already committed its turn on
+	// top of history (an earlier run was stopped before writing its
+	// result); replayLast says no turn came after it.
+	replay     bool
+	replayLast bool
+}
+
+// turnRequestID identifies a job's request for the turn record: everything
+// that shapes its turn (session, messages, tools, template switches,
+// sampling) and its custom_id.
+func turnRequestID(job *jobs.Job) string {
+	b, _ := json.Marshal(struct {
+		Session, ForkFrom, CustomID string
+		Messages, Tools, Kwargs     json.RawMessage
+		Params                      jobs.Params
+	}{job.Session, job.ForkFrom, job.CustomID, compactJSON(job.Messages), compactJSON(job.Tools), compactJSON(job.TemplateKwargs), job.Params})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // beginTurn locks the job's session (forking it first when asked) and
-// reads its history; nil when the job names no session.
+// reads its history; nil when the job names no session. A job whose turn
+// is already recorded on top of the history before it (see
+// Conversation.FindTurn) is run again on that history.
 func (s *server) beginTurn(job *jobs.Job) (*turn, *jobError) {
 	if job.Session == "" {
 		if job.ForkFrom != "" {
@@ -117,28 +150,44 @@ func (s *server) beginTurn(job *jobs.Job) (*turn, *jobError) {
 	if err != nil {
 		return nil, sessionError("session", err)
 	}
-	t := &turn{held: held}
+	t := &turn{held: held, request: turnRequestID(job)}
 	fail := func(param string, err error) (*turn, *jobError) {
 		held.Unlock()
 		return nil, sessionError(param, err)
-	}
-	if job.ForkFrom != "" {
-		if _, err := held.ForkFrom(job.ForkFrom); err != nil {
-			return fail("fork_from", err)
-		}
 	}
 	conv, err := store.Conversation(job.Session)
 	if err != nil {
 		return fail("session", err)
 	}
+	if job.ForkFrom != "" && !alreadyForked(conv, job.ForkFrom, t.request) {
+		if _, err := held.ForkFrom(job.ForkFrom); err != nil {
+			return fail("fork_from", err)
+		}
+		if conv, err = store.Conversation(job.Session); err != nil {
+			return fail("session", err)
+		}
+	}
 	if conv == nil {
 		t.isNew = true
 		return t, nil
 	}
-	if err := json.Unmarshal(conv, &t.history); err != nil {
-		return fail("session", fmt.Errorf("session %q: its conversation is damaged: %v", job.Session, err))
+	t.conv, t.history = conv, conv.Messages
+	if rec, last, ok := conv.FindTurn(t.request); ok {
+		t.replay, t.replayLast = true, last
+		t.history = conv.Messages[:rec.Start]
 	}
 	return t, nil
+}
+
+// alreadyForked reports that a session was forked from from by this very
+// request in an earlier run (stopped before its result was written): it
+// has no turn of its own since, or only this request's.
+func alreadyForked(conv *session.Conversation, from, request string) bool {
+	if conv == nil || conv.ForkedFrom != from {
+		return false
+	}
+	own := conv.Turns[min(conv.ForkedAt, len(conv.Turns)):]
+	return len(own) == 0 || len(own) == 1 && own[0].Request == request
 }
 
 func (t *turn) end() {
@@ -160,11 +209,19 @@ func (t *turn) messages(job *jobs.Job) (json.RawMessage, error) {
 	return json.Marshal(append(append([]json.RawMessage{}, t.history...), fresh...))
 }
 
+// keeps reports whether this turn saves snapshots and its conversation: not
+// when it replays a recorded turn that later turns follow.
+func (t *turn) keeps() bool { return !t.replay || t.replayLast }
+
 func sessionError(param string, err error) *jobError {
 	status := 400
 	var lockErr *session.LockError
-	if errors.As(err, &lockErr) {
+	var snapErr *session.SnapshotError
+	switch {
+	case errors.As(err, &lockErr):
 		status = 409
+	case errors.As(err, &snapErr) && strings.HasSuffix(snapErr.File, ".snap") && !errors.Is(err, session.ErrOtherModel):
+		err = fmt.Errorf("%w; the session's conversation is kept: remove that file to continue from an earlier snapshot (`petal sessions verify` lists every damaged file)", err)
 	}
 	return &jobError{Status: status, Param: param, Err: err}
 }
@@ -192,10 +249,11 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 			// a new session: its first turn starts empty
 		case err != nil:
 			return nil, info, sessionError("session", err)
-		case !ok && len(r.Skipped) > 0:
-			return nil, info, sessionError("session", r.Skipped[0])
 		case !ok:
 			info.warnings = append(info.warnings, fmt.Sprintf("session %q: no saved turn is a prefix of the conversation; it was prefilled from the start", job.Session))
+		}
+		for _, skipped := range r.Skipped {
+			info.warnings = append(info.warnings, skipped.Error()+"; this turn does not need it")
 		}
 	} else if job.Kind == jobs.Chat && s.store.prefix != nil {
 		var err error
@@ -246,7 +304,9 @@ func (s *server) saveBoundary(t *turn, data *model.StateData, warnings *[]string
 	start := time.Now()
 	var err error
 	if t != nil {
-		_, err = t.held.SaveTurn(*data)
+		if t.keeps() {
+			_, err = t.held.SaveTurn(*data)
+		}
 	} else {
 		prefixAdd(s.store.prefix, *data, warnings)
 	}
@@ -265,7 +325,7 @@ func prefixAdd(c *session.PrefixCache, d model.StateData, warnings *[]string) {
 // endTurn runs the end-of-turn token through the model (so the state holds
 // the whole turn), saves the state and, for a session, the conversation
 // with the answer appended.
-func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, messages json.RawMessage, answer any, warnings *[]string) (time.Duration, error) {
+func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, answer any, warnings *[]string) (time.Duration, error) {
 	if job.Kind != jobs.Chat || res.FinishReason == jobs.FinishCancelled || t == nil && s.store.prefix == nil {
 		return 0, nil // an interrupted turn is not kept
 	}
@@ -288,20 +348,35 @@ func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32
 		prefixAdd(s.store.prefix, data, warnings)
 		return time.Since(start), nil
 	}
+	if !t.keeps() {
+		*warnings = append(*warnings, fmt.Sprintf("session %q: this request's turn was already recorded by an earlier run that stopped before writing its result, and later turns follow it: it was run again on the same history and the session left as it is", job.Session))
+		return time.Since(start), nil
+	}
 	if _, err := t.held.SaveTurn(data); err != nil {
 		return 0, err
 	}
-	var all []json.RawMessage
-	if err := json.Unmarshal(messages, &all); err != nil {
+	var added []json.RawMessage
+	if err := json.Unmarshal(job.Messages, &added); err != nil {
 		return 0, err
 	}
 	reply, err := json.Marshal(answer)
 	if err != nil {
 		return 0, err
 	}
-	conv, err := json.Marshal(append(all, reply))
-	if err != nil {
-		return 0, err
+	added = append(added, reply)
+	conv := t.conv
+	if conv == nil {
+		conv = &session.Conversation{}
+	}
+	if t.replay {
+		// committing the same turn twice leaves it once: the recorded one is
+		// replaced by this run's (the same answer at temperature 0 or with a seed)
+		*warnings = append(*warnings, fmt.Sprintf("session %q: this request's turn was already recorded by an earlier run that stopped before writing its result: it was run again on the same history and replaces that turn", job.Session))
+		if err := conv.ReplaceLast(t.request, added...); err != nil {
+			return 0, err
+		}
+	} else {
+		conv.Append(t.request, added...)
 	}
 	return time.Since(start), t.held.SaveConversation(conv)
 }

@@ -87,7 +87,7 @@ func (s *Store) longestPrefix(prompt []int32, minTokens int) (Restored, bool, er
 	for i := len(files) - 1; i >= 0; i-- {
 		cands = append(cands, candidate{path: files[i].File})
 	}
-	r, ok, err := s.longest(cands, prompt, minTokens)
+	r, ok, err := s.longest(cands, prompt, minTokens, false)
 	if ok {
 		touch(r.Snapshot.File)
 	}
