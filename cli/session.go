@@ -246,7 +246,9 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 		r, ok, err = s.store.store.LongestPrefixOf(job.Session, prompt)
 		switch {
 		case errors.Is(err, session.ErrNoSession) && (t.isNew || len(t.history) == 0):
-			// a new session: its first turn starts empty
+			// a new session: its first turn starts from a prefix an earlier
+			// job left (a shared system prompt), else empty
+			r, ok = s.prefixState(prompt, &info)
 		case err != nil:
 			return nil, info, sessionError("session", err)
 		case !ok:
@@ -255,15 +257,8 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 		for _, skipped := range r.Skipped {
 			info.warnings = append(info.warnings, skipped.Error()+"; this turn does not need it")
 		}
-	} else if job.Kind == jobs.Chat && s.store.prefix != nil {
-		var err error
-		r, ok, err = s.store.prefix.LongestPrefix(prompt)
-		if err != nil {
-			info.warnings = append(info.warnings, err.Error())
-		}
-		for _, skipped := range r.Skipped {
-			info.warnings = append(info.warnings, skipped.Error()+"; prefilled instead")
-		}
+	} else if job.Kind == jobs.Chat {
+		r, ok = s.prefixState(prompt, &info)
 	}
 	if !ok {
 		return s.e.NewState(), info, nil
@@ -277,40 +272,137 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 	return st, info, nil
 }
 
-// keepBoundary runs the prompt up to the end of the conversation's messages
-// (before the generation prompt) and copies that state out: the next
-// turn's rendering always starts with it, whatever the template does with
-// the answer. It is stored after generation (saveBoundary), so writing it
-// does not delay the first token.
-func (s *server) keepBoundary(t *turn, st *model.State, prompt []int32, boundary int) (*model.StateData, time.Duration, error) {
-	if boundary <= st.Pos() || boundary >= len(prompt) || t == nil && s.store.prefix == nil {
-		return nil, 0, nil
+// prefixState looks the prompt up in the prefix cache, if there is one;
+// what goes wrong there is a warning: the job prefills instead.
+func (s *server) prefixState(prompt []int32, info *restored) (session.Restored, bool) {
+	if s.store.prefix == nil {
+		return session.Restored{}, false
 	}
-	start := time.Now()
-	if err := s.e.Model.Forward(st, prompt[st.Pos():boundary], model.NoLogits, nil); err != nil {
-		return nil, 0, err
+	r, ok, err := s.store.prefix.LongestPrefix(prompt)
+	if err != nil {
+		info.warnings = append(info.warnings, err.Error())
 	}
-	data := s.e.Model.Export(st)
-	return &data, time.Since(start), nil
+	for _, skipped := range r.Skipped {
+		info.warnings = append(info.warnings, skipped.Error()+"; prefilled instead")
+	}
+	return r, ok
 }
 
-// saveBoundary stores a state kept by keepBoundary: as the session's next
-// turn, or in the prefix cache (where a failure to write it to disk is a
-// warning: the job does not need it).
-func (s *server) saveBoundary(t *turn, data *model.StateData, warnings *[]string) (time.Duration, error) {
-	if data == nil {
-		return 0, nil
+// minLeadingPrefix is the fewest tokens a leading boundary (the end of the
+// system message, or of all messages but the last) must have to be kept:
+// a state costs its recurrent layers' full size however short it is.
+const minLeadingPrefix = 32
+
+// keptState is a state copied out at a message boundary of the prompt.
+type keptState struct {
+	data model.StateData
+	turn bool // the end of the conversation's messages: the session's next turn
+}
+
+// keepBoundaries runs the prompt up to its message boundaries and copies
+// the states there out: the end of the conversation's messages (before the
+// generation prompt; the next turn's rendering always starts with it,
+// whatever the template does with the answer) and, for the prefix cache,
+// the ends of the leading system messages and of all messages but the
+// last, so that a later job sharing its system prompt or its leading turns
+// prefills them once. They are stored after generation (saveBoundaries), so
+// writing them does not delay the first token.
+func (s *server) keepBoundaries(job *jobs.Job, t *turn, st *model.State, messages json.RawMessage, prompt []int32, boundary int) ([]keptState, time.Duration, error) {
+	if t == nil && s.store.prefix == nil {
+		return nil, 0, nil
+	}
+	var ends []keptState // where to stop, ascending; data filled in below
+	var at []int
+	if s.store.prefix != nil && (t == nil || t.keeps()) {
+		for _, b := range s.leadingBoundaries(job, messages, prompt) {
+			if b < boundary || boundary == 0 {
+				at, ends = append(at, b), append(ends, keptState{})
+			}
+		}
+	}
+	if boundary > 0 {
+		at, ends = append(at, boundary), append(ends, keptState{turn: true})
 	}
 	start := time.Now()
-	var err error
-	if t != nil {
-		if t.keeps() {
-			_, err = t.held.SaveTurn(*data)
+	var kept []keptState
+	for i, b := range at {
+		if b <= st.Pos() || b >= len(prompt) {
+			continue
 		}
-	} else {
-		prefixAdd(s.store.prefix, *data, warnings)
+		if err := s.e.Model.Forward(st, prompt[st.Pos():b], model.NoLogits, nil); err != nil {
+			return nil, 0, err
+		}
+		ends[i].data = s.e.Model.Export(st)
+		kept = append(kept, ends[i])
 	}
-	return time.Since(start), err
+	return kept, time.Since(start), nil
+}
+
+// leadingBoundaries are the prompt tokens that end the leading system (or
+// developer) messages and all messages but the last, ascending, where the
+// rendering of those messages alone is a prefix of the prompt's and is at
+// least minLeadingPrefix tokens long.
+func (s *server) leadingBoundaries(job *jobs.Job, messages json.RawMessage, prompt []int32) []int {
+	var msgs []struct {
+		Role string `json:"role"`
+	}
+	if json.Unmarshal(messages, &msgs) != nil || len(msgs) < 2 {
+		return nil
+	}
+	system := 0
+	for system < len(msgs) && (msgs[system].Role == "system" || msgs[system].Role == "developer") {
+		system++
+	}
+	var raw []json.RawMessage
+	if json.Unmarshal(messages, &raw) != nil {
+		return nil
+	}
+	ks := []int{system}
+	if last := len(msgs) - 1; last != system {
+		ks = append(ks, last)
+	}
+	var out []int
+	for _, k := range ks {
+		if k == 0 || k >= len(msgs) {
+			continue
+		}
+		head := *job
+		head.Messages, _ = json.Marshal(raw[:k])
+		req, err := renderRequest(&head, false)
+		if err != nil {
+			continue
+		}
+		text, err := s.e.RenderChat(req)
+		if err != nil {
+			continue
+		}
+		n := commonPrefix(prompt, s.e.Encode(text))
+		if n >= minLeadingPrefix && (len(out) == 0 || n > out[len(out)-1]) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// saveBoundaries stores the states kept by keepBoundaries: the end of the
+// messages as the session's next turn, the others (and all of them for a
+// job without a session) in the prefix cache, where a failure to write to
+// disk is a warning: the job does not need them.
+func (s *server) saveBoundaries(t *turn, kept []keptState, warnings *[]string) (time.Duration, error) {
+	start := time.Now()
+	for _, k := range kept {
+		switch {
+		case t != nil && k.turn:
+			if t.keeps() {
+				if _, err := t.held.SaveTurn(k.data); err != nil {
+					return 0, err
+				}
+			}
+		case s.store.prefix != nil:
+			prefixAdd(s.store.prefix, k.data, warnings)
+		}
+	}
+	return time.Since(start), nil
 }
 
 // prefixAdd hands a state to the prefix cache; failing to write it to disk

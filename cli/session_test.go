@@ -192,3 +192,35 @@ func TestDamagedSessionSnapshot(t *testing.T) {
 		t.Errorf("after removing the damaged files the session goes on from the older one: exit %d %v", code, lines)
 	}
 }
+
+// TestSharedSystemPromptReused: two jobs that share a system prompt and
+// differ in their user message: the second restores the state at the end
+// of the system message from the prefix cache and answers exactly as a
+// fresh run does.
+func TestSharedSystemPromptReused(t *testing.T) {
+	system := "You are a careful Python assistant. Answer in one short sentence, name the module you use, and never invent functions that the standard library does not have."
+	job := func(id, user string) string {
+		return `{"custom_id": "` + id + `", "messages": [{"role": "system", "content": "` + system + `"}, {"role": "user", "content": "` + user + `"}], "max_tokens": 12, "temperature": 0}` + "\n"
+	}
+	a, b := job("a", "What does json.dumps do?"), job("b", "How do I read a file line by line?")
+	code, lines, errs := batchLines(t, a+b)
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d %v %s", code, lines, errs)
+	}
+	cached := func(l map[string]any) float64 {
+		return l["usage"].(map[string]any)["prompt_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+	}
+	if cached(lines[1]) < 30 {
+		t.Errorf("the second job restored %v tokens, want the system prompt's (about 40)", cached(lines[1]))
+	}
+	_, fresh, _ := batchLines(t, b, "--prefix-cache", "0")
+	if cached(fresh[0]) != 0 || jsonText(fresh[0]["choices"]) != jsonText(lines[1]["choices"]) {
+		t.Errorf("from the cached system prompt %s, fresh %s", jsonText(lines[1]["choices"]), jsonText(fresh[0]["choices"]))
+	}
+	// a new session's first turn starts from it too
+	c := strings.Replace(b, `"custom_id": "b"`, `"custom_id": "c", "session": "n"`, 1)
+	_, withSession, _ := batchLines(t, a+c, "--sessions", t.TempDir())
+	if len(withSession) != 2 || cached(withSession[1]) < 30 || jsonText(withSession[1]["choices"]) != jsonText(fresh[0]["choices"]) {
+		t.Errorf("a new session after the shared system prompt: %v", withSession)
+	}
+}
