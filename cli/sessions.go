@@ -20,13 +20,15 @@ func sessionsCommand(st *Streams) *cli.Command {
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
 	return &cli.Command{
 		Name:  "sessions",
-		Usage: "list, show, remove and clean up saved sessions",
+		Usage: "list, show, verify, remove and clean up saved sessions",
 		Description: `A session (petal run --session NAME, or "session" on a job line) keeps its conversation and a
 snapshot of the model state at each turn boundary in the session store, so a later turn, in any
-process, continues without prefilling the conversation again. These commands manage the store.`,
+process, continues without prefilling the conversation again. These commands manage the store:
+verify reads every byte of its snapshots and names each damaged file (exit 1 when there is one);
+gc also removes the temporary files of killed writers.`,
 		Subcommands: []*cli.Command{
 			{
-				Name: "list", Usage: "list sessions: snapshots kept, tokens, size, last use",
+				Name: "list", Usage: "list sessions: snapshots kept, tokens, size, last use, damaged headers",
 				Flags: []cli.Flag{dirFlag, jsonFlag},
 				Action: func(c *cli.Context) error {
 					store, err := openStoreForManagement(st, c.String("sessions"))
@@ -67,7 +69,7 @@ process, continues without prefilling the conversation again. These commands man
 				},
 			},
 			{
-				Name: "show", Usage: "describe a session and each of its snapshots", ArgsUsage: "NAME",
+				Name: "show", Usage: "describe a session and each of its snapshots, checking every byte (exit 1 when one is damaged)", ArgsUsage: "NAME",
 				Flags: []cli.Flag{dirFlag, jsonFlag},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {

@@ -29,7 +29,9 @@ type StoreOptions struct {
 // Store is a folder of sessions and anonymous prefix snapshots:
 //
 //	<dir>/<session>/turn-00000001.snap   one snapshot per saved turn
+//	<dir>/<session>/conversation.json    its messages and turn records
 //	<dir>/.locks/<session>.lock          flock'ed while the session is written
+//	<dir>/.locks/<session>.lock.wait     flock'ed by the writer waiting for it
 //	<dir>/.prefix/<model>/prefix-<tokens hash>.snap
 //
 // Its methods may be called from several goroutines and processes at once.
