@@ -10,7 +10,6 @@ import (
 
 	"petal/engine"
 	"petal/engine/chat"
-	"petal/engine/model"
 	"petal/engine/sample"
 	"petal/jobs"
 )
@@ -120,10 +119,10 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	defer st.Free(s.e.Model.Backend())
 
 	var boundaryPrefill time.Duration
-	var kept *model.StateData
+	var kept []keptState
 	if job.Kind == jobs.Chat {
 		var err error
-		if kept, boundaryPrefill, err = s.keepBoundary(t, st, prompt, boundary); err != nil {
+		if kept, boundaryPrefill, err = s.keepBoundaries(job, t, st, messages, prompt, boundary); err != nil {
 			return nil, &jobError{Status: 500, Err: err}
 		}
 	}
@@ -132,7 +131,7 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}
 	}
-	saveTime, err := s.saveBoundary(t, kept)
+	saveTime, err := s.saveBoundaries(t, kept, &warnings)
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}
 	}
@@ -141,7 +140,7 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	var body any
 	if job.Kind == jobs.Chat {
 		cc := s.chatCompletion(job, promptText, res, created)
-		save, err := s.endTurn(job, t, st, prompt, res, messages, cc.Choices[0].Message)
+		save, err := s.endTurn(job, t, st, prompt, res, cc.Choices[0].Message, &warnings)
 		if err != nil {
 			return nil, &jobError{Status: 500, Err: err}
 		}

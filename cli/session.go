@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -91,12 +96,42 @@ func (ss *sessionStore) open() (*session.Store, error) {
 // messages are appended to.
 type turn struct {
 	held    *session.Session
-	history []json.RawMessage // the saved conversation, before this job's messages
+	conv    *session.Conversation // the saved conversation; nil for a new session
+	history []json.RawMessage     // what this job's messages are appended to
 	isNew   bool
+	request string // the job's identity, recorded with the turn it commits
+	// replay is set when this very request already committed its turn on
+	// top of history (an earlier run was stopped before writing its
+	// result); replayLast says no turn came after it.
+	replay     bool
+	replayLast bool
+}
+
+// turnRequestID identifies a job's request for the turn record: everything
+// that shapes its turn (session, messages, tools, template switches,
+// sampling) and its custom_id.
+func turnRequestID(job *jobs.Job) string {
+	b, _ := json.Marshal(struct {
+		Session, ForkFrom, CustomID string
+		Messages, Tools, Kwargs     json.RawMessage
+		Params                      jobs.Params
+	}{job.Session, job.ForkFrom, job.CustomID, compactJSON(job.Messages), compactJSON(job.Tools), compactJSON(job.TemplateKwargs), job.Params})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // beginTurn locks the job's session (forking it first when asked) and
-// reads its history; nil when the job names no session.
+// reads its history; nil when the job names no session. A job whose turn
+// is already recorded on top of the history before it (see
+// Conversation.FindTurn) is run again on that history.
 func (s *server) beginTurn(job *jobs.Job) (*turn, *jobError) {
 	if job.Session == "" {
 		if job.ForkFrom != "" {
@@ -115,28 +150,44 @@ func (s *server) beginTurn(job *jobs.Job) (*turn, *jobError) {
 	if err != nil {
 		return nil, sessionError("session", err)
 	}
-	t := &turn{held: held}
+	t := &turn{held: held, request: turnRequestID(job)}
 	fail := func(param string, err error) (*turn, *jobError) {
 		held.Unlock()
 		return nil, sessionError(param, err)
-	}
-	if job.ForkFrom != "" {
-		if _, err := held.ForkFrom(job.ForkFrom); err != nil {
-			return fail("fork_from", err)
-		}
 	}
 	conv, err := store.Conversation(job.Session)
 	if err != nil {
 		return fail("session", err)
 	}
+	if job.ForkFrom != "" && !alreadyForked(conv, job.ForkFrom, t.request) {
+		if _, err := held.ForkFrom(job.ForkFrom); err != nil {
+			return fail("fork_from", err)
+		}
+		if conv, err = store.Conversation(job.Session); err != nil {
+			return fail("session", err)
+		}
+	}
 	if conv == nil {
 		t.isNew = true
 		return t, nil
 	}
-	if err := json.Unmarshal(conv, &t.history); err != nil {
-		return fail("session", fmt.Errorf("session %q: its conversation is damaged: %v", job.Session, err))
+	t.conv, t.history = conv, conv.Messages
+	if rec, last, ok := conv.FindTurn(t.request); ok {
+		t.replay, t.replayLast = true, last
+		t.history = conv.Messages[:rec.Start]
 	}
 	return t, nil
+}
+
+// alreadyForked reports that a session was forked from from by this very
+// request in an earlier run (stopped before its result was written): it
+// has no turn of its own since, or only this request's.
+func alreadyForked(conv *session.Conversation, from, request string) bool {
+	if conv == nil || conv.ForkedFrom != from {
+		return false
+	}
+	own := conv.Turns[min(conv.ForkedAt, len(conv.Turns)):]
+	return len(own) == 0 || len(own) == 1 && own[0].Request == request
 }
 
 func (t *turn) end() {
@@ -158,11 +209,19 @@ func (t *turn) messages(job *jobs.Job) (json.RawMessage, error) {
 	return json.Marshal(append(append([]json.RawMessage{}, t.history...), fresh...))
 }
 
+// keeps reports whether this turn saves snapshots and its conversation: not
+// when it replays a recorded turn that later turns follow.
+func (t *turn) keeps() bool { return !t.replay || t.replayLast }
+
 func sessionError(param string, err error) *jobError {
 	status := 400
 	var lockErr *session.LockError
-	if errors.As(err, &lockErr) {
+	var snapErr *session.SnapshotError
+	switch {
+	case errors.As(err, &lockErr):
 		status = 409
+	case errors.As(err, &snapErr) && strings.HasSuffix(snapErr.File, ".snap") && !errors.Is(err, session.ErrOtherModel):
+		err = fmt.Errorf("%w; the session's conversation is kept: remove that file to continue from an earlier snapshot (`petal sessions verify` lists every damaged file)", err)
 	}
 	return &jobError{Status: status, Param: param, Err: err}
 }
@@ -187,23 +246,19 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 		r, ok, err = s.store.store.LongestPrefixOf(job.Session, prompt)
 		switch {
 		case errors.Is(err, session.ErrNoSession) && (t.isNew || len(t.history) == 0):
-			// a new session: its first turn starts empty
+			// a new session: its first turn starts from a prefix an earlier
+			// job left (a shared system prompt), else empty
+			r, ok = s.prefixState(prompt, &info)
 		case err != nil:
 			return nil, info, sessionError("session", err)
-		case !ok && len(r.Skipped) > 0:
-			return nil, info, sessionError("session", r.Skipped[0])
 		case !ok:
 			info.warnings = append(info.warnings, fmt.Sprintf("session %q: no saved turn is a prefix of the conversation; it was prefilled from the start", job.Session))
 		}
-	} else if job.Kind == jobs.Chat && s.store.prefix != nil {
-		var err error
-		r, ok, err = s.store.prefix.LongestPrefix(prompt)
-		if err != nil {
-			info.warnings = append(info.warnings, err.Error())
-		}
 		for _, skipped := range r.Skipped {
-			info.warnings = append(info.warnings, skipped.Error()+"; prefilled instead")
+			info.warnings = append(info.warnings, skipped.Error()+"; this turn does not need it")
 		}
+	} else if job.Kind == jobs.Chat {
+		r, ok = s.prefixState(prompt, &info)
 	}
 	if !ok {
 		return s.e.NewState(), info, nil
@@ -217,43 +272,152 @@ func (s *server) stateFor(job *jobs.Job, t *turn, prompt []int32) (*model.State,
 	return st, info, nil
 }
 
-// keepBoundary runs the prompt up to the end of the conversation's messages
-// (before the generation prompt) and copies that state out: the next
-// turn's rendering always starts with it, whatever the template does with
-// the answer. It is stored after generation (saveBoundary), so writing it
-// does not delay the first token.
-func (s *server) keepBoundary(t *turn, st *model.State, prompt []int32, boundary int) (*model.StateData, time.Duration, error) {
-	if boundary <= st.Pos() || boundary >= len(prompt) || t == nil && s.store.prefix == nil {
-		return nil, 0, nil
+// prefixState looks the prompt up in the prefix cache, if there is one;
+// what goes wrong there is a warning: the job prefills instead.
+func (s *server) prefixState(prompt []int32, info *restored) (session.Restored, bool) {
+	if s.store.prefix == nil {
+		return session.Restored{}, false
 	}
-	start := time.Now()
-	if err := s.e.Model.Forward(st, prompt[st.Pos():boundary], model.NoLogits, nil); err != nil {
-		return nil, 0, err
+	r, ok, err := s.store.prefix.LongestPrefix(prompt)
+	if err != nil {
+		info.warnings = append(info.warnings, err.Error())
 	}
-	data := s.e.Model.Export(st)
-	return &data, time.Since(start), nil
+	for _, skipped := range r.Skipped {
+		info.warnings = append(info.warnings, skipped.Error()+"; prefilled instead")
+	}
+	return r, ok
 }
 
-// saveBoundary stores a state kept by keepBoundary: as the session's next
-// turn, or in the prefix cache.
-func (s *server) saveBoundary(t *turn, data *model.StateData) (time.Duration, error) {
-	if data == nil {
-		return 0, nil
+// minLeadingPrefix is the fewest tokens a leading boundary (the end of the
+// system message, or of all messages but the last) must have to be kept:
+// a state costs its recurrent layers' full size however short it is.
+const minLeadingPrefix = 32
+
+// keptState is a state copied out at a message boundary of the prompt.
+type keptState struct {
+	data model.StateData
+	turn bool // the end of the conversation's messages: the session's next turn
+}
+
+// keepBoundaries runs the prompt up to its message boundaries and copies
+// the states there out: the end of the conversation's messages (before the
+// generation prompt; the next turn's rendering always starts with it,
+// whatever the template does with the answer) and, for the prefix cache,
+// the ends of the leading system messages and of all messages but the
+// last, so that a later job sharing its system prompt or its leading turns
+// prefills them once. They are stored after generation (saveBoundaries), so
+// writing them does not delay the first token.
+func (s *server) keepBoundaries(job *jobs.Job, t *turn, st *model.State, messages json.RawMessage, prompt []int32, boundary int) ([]keptState, time.Duration, error) {
+	if t == nil && s.store.prefix == nil {
+		return nil, 0, nil
+	}
+	var ends []keptState // where to stop, ascending; data filled in below
+	var at []int
+	if s.store.prefix != nil && (t == nil || t.keeps()) {
+		for _, b := range s.leadingBoundaries(job, messages, prompt) {
+			if b < boundary || boundary == 0 {
+				at, ends = append(at, b), append(ends, keptState{})
+			}
+		}
+	}
+	if boundary > 0 {
+		at, ends = append(at, boundary), append(ends, keptState{turn: true})
 	}
 	start := time.Now()
-	var err error
-	if t != nil {
-		_, err = t.held.SaveTurn(*data)
-	} else {
-		err = s.store.prefix.Add(*data)
+	var kept []keptState
+	for i, b := range at {
+		if b <= st.Pos() || b >= len(prompt) {
+			continue
+		}
+		if err := s.e.Model.Forward(st, prompt[st.Pos():b], model.NoLogits, nil); err != nil {
+			return nil, 0, err
+		}
+		ends[i].data = s.e.Model.Export(st)
+		kept = append(kept, ends[i])
 	}
-	return time.Since(start), err
+	return kept, time.Since(start), nil
+}
+
+// leadingBoundaries are the prompt tokens that end the leading system (or
+// developer) messages and all messages but the last, ascending, where the
+// rendering of those messages alone is a prefix of the prompt's and is at
+// least minLeadingPrefix tokens long.
+func (s *server) leadingBoundaries(job *jobs.Job, messages json.RawMessage, prompt []int32) []int {
+	var msgs []struct {
+		Role string `json:"role"`
+	}
+	if json.Unmarshal(messages, &msgs) != nil || len(msgs) < 2 {
+		return nil
+	}
+	system := 0
+	for system < len(msgs) && (msgs[system].Role == "system" || msgs[system].Role == "developer") {
+		system++
+	}
+	var raw []json.RawMessage
+	if json.Unmarshal(messages, &raw) != nil {
+		return nil
+	}
+	ks := []int{system}
+	if last := len(msgs) - 1; last != system {
+		ks = append(ks, last)
+	}
+	var out []int
+	for _, k := range ks {
+		if k == 0 || k >= len(msgs) {
+			continue
+		}
+		head := *job
+		head.Messages, _ = json.Marshal(raw[:k])
+		req, err := renderRequest(&head, false)
+		if err != nil {
+			continue
+		}
+		text, err := s.e.RenderChat(req)
+		if err != nil {
+			continue
+		}
+		n := commonPrefix(prompt, s.e.Encode(text))
+		if n >= minLeadingPrefix && (len(out) == 0 || n > out[len(out)-1]) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// saveBoundaries stores the states kept by keepBoundaries: the end of the
+// messages as the session's next turn, the others (and all of them for a
+// job without a session) in the prefix cache, where a failure to write to
+// disk is a warning: the job does not need them.
+func (s *server) saveBoundaries(t *turn, kept []keptState, warnings *[]string) (time.Duration, error) {
+	start := time.Now()
+	for _, k := range kept {
+		switch {
+		case t != nil && k.turn:
+			if t.keeps() {
+				if _, err := t.held.SaveTurn(k.data); err != nil {
+					return 0, err
+				}
+			}
+		case s.store.prefix != nil:
+			prefixAdd(s.store.prefix, k.data, warnings)
+		}
+	}
+	return time.Since(start), nil
+}
+
+// prefixAdd hands a state to the prefix cache; failing to write it to disk
+// costs later jobs a prefill, not this job its answer.
+func prefixAdd(c *session.PrefixCache, d model.StateData, warnings *[]string) {
+	const warning = "prefix cache: a state of this job was not kept on disk: "
+	if err := c.Add(d); err != nil && !slices.ContainsFunc(*warnings, func(w string) bool { return strings.HasPrefix(w, warning) }) {
+		*warnings = append(*warnings, warning+err.Error()) // once per job
+	}
 }
 
 // endTurn runs the end-of-turn token through the model (so the state holds
 // the whole turn), saves the state and, for a session, the conversation
 // with the answer appended.
-func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, messages json.RawMessage, answer any) (time.Duration, error) {
+func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32, res *engine.Result, answer any, warnings *[]string) (time.Duration, error) {
 	if job.Kind != jobs.Chat || res.FinishReason == jobs.FinishCancelled || t == nil && s.store.prefix == nil {
 		return 0, nil // an interrupted turn is not kept
 	}
@@ -273,22 +437,38 @@ func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32
 	}
 	data := s.e.Model.Export(st)
 	if t == nil {
-		return time.Since(start), s.store.prefix.Add(data)
+		prefixAdd(s.store.prefix, data, warnings)
+		return time.Since(start), nil
+	}
+	if !t.keeps() {
+		*warnings = append(*warnings, fmt.Sprintf("session %q: this request's turn was already recorded by an earlier run that stopped before writing its result, and later turns follow it: it was run again on the same history and the session left as it is", job.Session))
+		return time.Since(start), nil
 	}
 	if _, err := t.held.SaveTurn(data); err != nil {
 		return 0, err
 	}
-	var all []json.RawMessage
-	if err := json.Unmarshal(messages, &all); err != nil {
+	var added []json.RawMessage
+	if err := json.Unmarshal(job.Messages, &added); err != nil {
 		return 0, err
 	}
 	reply, err := json.Marshal(answer)
 	if err != nil {
 		return 0, err
 	}
-	conv, err := json.Marshal(append(all, reply))
-	if err != nil {
-		return 0, err
+	added = append(added, reply)
+	conv := t.conv
+	if conv == nil {
+		conv = &session.Conversation{}
+	}
+	if t.replay {
+		// committing the same turn twice leaves it once: the recorded one is
+		// replaced by this run's (the same answer at temperature 0 or with a seed)
+		*warnings = append(*warnings, fmt.Sprintf("session %q: this request's turn was already recorded by an earlier run that stopped before writing its result: it was run again on the same history and replaces that turn", job.Session))
+		if err := conv.ReplaceLast(t.request, added...); err != nil {
+			return 0, err
+		}
+	} else {
+		conv.Append(t.request, added...)
 	}
 	return time.Since(start), t.held.SaveConversation(conv)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -19,13 +20,15 @@ func sessionsCommand(st *Streams) *cli.Command {
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
 	return &cli.Command{
 		Name:  "sessions",
-		Usage: "list, show, remove and clean up saved sessions",
+		Usage: "list, show, verify, remove and clean up saved sessions",
 		Description: `A session (petal run --session NAME, or "session" on a job line) keeps its conversation and a
 snapshot of the model state at each turn boundary in the session store, so a later turn, in any
-process, continues without prefilling the conversation again. These commands manage the store.`,
+process, continues without prefilling the conversation again. These commands manage the store:
+verify reads every byte of its snapshots and names each damaged file (exit 1 when there is one);
+gc also removes the temporary files of killed writers.`,
 		Subcommands: []*cli.Command{
 			{
-				Name: "list", Usage: "list sessions: snapshots kept, tokens, size, last use",
+				Name: "list", Usage: "list sessions: snapshots kept, tokens, size, last use, damaged headers",
 				Flags: []cli.Flag{dirFlag, jsonFlag},
 				Action: func(c *cli.Context) error {
 					store, err := openStoreForManagement(st, c.String("sessions"))
@@ -44,15 +47,29 @@ process, continues without prefilling the conversation again. These commands man
 						return nil
 					}
 					w := tabwriter.NewWriter(st.Out, 2, 8, 2, ' ', 0)
-					fmt.Fprintln(w, "NAME\tSNAPSHOTS\tTOKENS\tSIZE\tMODIFIED\tMODEL")
+					fmt.Fprintln(w, "NAME\tSNAPSHOTS\tTOKENS\tSIZE\tMODIFIED\tMODEL\tSTATUS")
+					damaged := false
 					for _, in := range infos {
-						fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", in.Name, in.Turns, in.Tokens, humanBytes(in.Bytes), in.Modified.Format(time.DateTime), in.Fingerprint.Short())
+						tokens, model, status := strconv.Itoa(in.Tokens), in.Fingerprint.Short(), "ok"
+						if in.Err != nil {
+							tokens, model = "?", "?" // the latest snapshot's header cannot be read
+						}
+						if in.Damaged > 0 {
+							status, damaged = fmt.Sprintf("%d damaged", in.Damaged), true
+						}
+						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", in.Name, in.Turns, tokens, humanBytes(in.Bytes), in.Modified.Format(time.DateTime), model, status)
 					}
-					return w.Flush()
+					if err := w.Flush(); err != nil {
+						return err
+					}
+					if damaged {
+						fmt.Fprintln(st.Err, "petal: some snapshots are damaged: `petal sessions verify` names each file and why")
+					}
+					return nil
 				},
 			},
 			{
-				Name: "show", Usage: "describe a session and each of its snapshots", ArgsUsage: "NAME",
+				Name: "show", Usage: "describe a session and each of its snapshots, checking every byte (exit 1 when one is damaged)", ArgsUsage: "NAME",
 				Flags: []cli.Flag{dirFlag, jsonFlag},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -66,20 +83,82 @@ process, continues without prefilling the conversation again. These commands man
 					if err != nil {
 						return usageErr("%v", err)
 					}
-					conv, _ := store.Conversation(d.Name)
+					conv, convErr := store.Conversation(d.Name)
 					if c.Bool("json") {
 						out := sessionInfos([]session.Info{d.Info})[0]
-						out["snapshots"] = d.Snapshots
-						out["conversation"] = json.RawMessage(orNull(conv))
+						snaps := []map[string]any{}
+						for _, sn := range d.Snapshots {
+							snaps = append(snaps, snapshotJSON(sn))
+						}
+						out["snapshots"] = snaps
+						if convErr != nil {
+							out["conversation_error"] = convErr.Error()
+						}
+						var msgs any
+						if conv != nil {
+							msgs = conv.Messages
+						}
+						out["conversation"] = msgs
 						return printJSON(st, out)
 					}
-					fmt.Fprintf(st.Out, "session %s: %d snapshots kept, %d tokens, %s, model %s\n", d.Name, d.Turns, d.Tokens, humanBytes(d.Bytes), d.Fingerprint.Short())
+					if d.Err != nil {
+						fmt.Fprintf(st.Out, "session %s: %d snapshots kept, %s, the latest DAMAGED\n", d.Name, d.Turns, humanBytes(d.Bytes))
+					} else {
+						fmt.Fprintf(st.Out, "session %s: %d snapshots kept, %d tokens, %s, model %s\n", d.Name, d.Turns, d.Tokens, humanBytes(d.Bytes), d.Fingerprint.Short())
+					}
 					for _, sn := range d.Snapshots {
+						if sn.Err != nil {
+							fmt.Fprintf(st.Out, "  snapshot %d: DAMAGED, %s, %s, %s: %v\n", sn.Turn, humanBytes(sn.Bytes), sn.Modified.Format(time.DateTime), sn.File, snapshotReason(sn.Err))
+							continue
+						}
 						fmt.Fprintf(st.Out, "  snapshot %d: %d tokens, %s, %s, %s\n", sn.Turn, sn.Tokens, humanBytes(sn.Bytes), sn.Modified.Format(time.DateTime), sn.File)
 					}
-					var msgs []json.RawMessage
-					if json.Unmarshal(conv, &msgs) == nil {
-						fmt.Fprintf(st.Out, "  conversation: %d messages\n", len(msgs))
+					switch {
+					case convErr != nil:
+						fmt.Fprintf(st.Out, "  conversation: DAMAGED: %v\n", convErr)
+					case conv != nil:
+						fmt.Fprintf(st.Out, "  conversation: %d messages, %d turns recorded\n", len(conv.Messages), len(conv.Turns))
+					}
+					if d.Damaged > 0 || convErr != nil {
+						return &exitError{ExitJobsFailed, fmt.Errorf("session %s has damaged files", d.Name)}
+					}
+					return nil
+				},
+			},
+			{
+				Name: "verify", Usage: "read every byte of the snapshots and conversations of the named sessions (default: the whole store, prefix snapshots included); exit 1 naming each damaged file",
+				ArgsUsage: "[NAME...]",
+				Flags:     []cli.Flag{dirFlag, jsonFlag},
+				Action: func(c *cli.Context) error {
+					store, err := openStoreForManagement(st, c.String("sessions"))
+					if err != nil {
+						return err
+					}
+					probs, err := store.Verify(c.Args().Slice()...)
+					if errors.Is(err, session.ErrNoSession) {
+						return usageErr("%v", err)
+					}
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						out := []map[string]string{}
+						for _, p := range probs {
+							out = append(out, map[string]string{"file": p.File, "error": p.Err.Error()})
+						}
+						if err := printJSON(st, out); err != nil {
+							return err
+						}
+					} else {
+						for _, p := range probs {
+							fmt.Fprintf(st.Out, "%s: %v\n", p.File, snapshotReason(p.Err))
+						}
+					}
+					if len(probs) > 0 {
+						return &exitError{ExitJobsFailed, fmt.Errorf("%d damaged files in %s", len(probs), store.Dir)}
+					}
+					if !c.Bool("json") {
+						fmt.Fprintf(st.Err, "petal: no damaged files in %s\n", store.Dir)
 					}
 					return nil
 				},
@@ -125,7 +204,8 @@ process, continues without prefilling the conversation again. These commands man
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(st.Out, "removed %d sessions and %d prefix snapshots (%s), kept %s", len(rep.Sessions), rep.Prefixes, humanBytes(rep.Freed), humanBytes(rep.Kept))
+					fmt.Fprintf(st.Out, "removed %d sessions, %d prefix snapshots and %d temporary files of killed writers (%s), kept %s",
+						len(rep.Sessions), rep.Prefixes, rep.TempFiles, humanBytes(rep.Freed+rep.TempBytes), humanBytes(rep.Kept))
 					if len(rep.Busy) > 0 {
 						fmt.Fprintf(st.Out, "; skipped busy sessions %s", strings.Join(rep.Busy, ", "))
 					}
@@ -157,20 +237,36 @@ func sessionInfos(infos []session.Info) []map[string]any {
 	out := []map[string]any{}
 	for _, in := range infos {
 		m := map[string]any{"name": in.Name, "turns": in.Turns, "tokens": in.Tokens, "bytes": in.Bytes,
-			"modified": in.Modified, "model": in.Fingerprint.Short()}
+			"modified": in.Modified, "model": in.Fingerprint.Short(), "damaged": in.Damaged}
 		if in.Err != nil {
 			m["error"] = in.Err.Error()
+			m["tokens"], m["model"] = nil, nil
 		}
 		out = append(out, m)
 	}
 	return out
 }
 
-func orNull(b []byte) []byte {
-	if b == nil {
-		return []byte("null")
+// snapshotJSON is one snapshot for `sessions show --json`: snake_case keys,
+// the fingerprint in hex, and why it is damaged instead of zeros.
+func snapshotJSON(sn session.SnapshotInfo) map[string]any {
+	m := map[string]any{"turn": sn.Turn, "file": sn.File, "bytes": sn.Bytes, "modified": sn.Modified}
+	if sn.Err != nil {
+		m["error"] = sn.Err.Error()
+		return m
 	}
-	return b
+	m["tokens"], m["fingerprint"] = sn.Tokens, sn.Fingerprint.String()
+	return m
+}
+
+// snapshotReason is a refusal without the "session: snapshot FILE: "
+// prefix, for lines that already name the file.
+func snapshotReason(err error) string {
+	var se *session.SnapshotError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%v: %s", se.Reason, se.Detail)
+	}
+	return err.Error()
 }
 
 func printJSON(st *Streams, v any) error {

@@ -49,10 +49,17 @@
 // whose tokens are a proper prefix of the prompt, so a history that
 // diverges from the last turn resumes from an earlier boundary. A prefix is
 // proper when at least one prompt token is left to run: snapshots hold no
-// logits, so the last prompt token is always run after restoring. Snapshots
-// passed over (damaged, another model) are listed in Restored.Skipped for
-// the job's warnings. Fork (fork_from) starts a new session from another's
-// latest snapshot (hard link, or copy).
+// logits, so the last prompt token is always run after restoring. When the
+// snapshot it would restore is damaged or from another model (or a newer
+// one's header is damaged) it fails naming that file; snapshots the prompt
+// does not need are listed in Restored.Skipped for the job's warnings. Fork
+// (fork_from) starts a new session from another's snapshots (hard links,
+// or copies) and conversation.
+//
+// The session's Conversation (SaveConversation, Conversation) holds its
+// messages and a TurnRecord per turn: the request that appended it and a
+// hash of the history before it, so that a request committed again on the
+// same history (FindTurn) replaces its turn instead of appending it twice.
 //
 // Requests without a session use a PrefixCache: recent states in memory,
 // backed by the store's per-model prefix snapshots (SavePrefix,
@@ -63,10 +70,12 @@
 // d.Tokens must always be exactly the tokens the state has consumed (a
 // generated token that was never run through the model is not part of it).
 //
-// List, Show, Remove, Prefixes and GC serve `petal sessions`. GC removes
-// whole sessions (never only their latest turns) and prefix snapshots,
-// oldest first, by age and total size, and the temporary files of killed
-// writers. Store methods are safe for concurrent use by goroutines and
-// processes; on systems without flock, concurrent writers of one session
-// are not kept apart.
+// List, Show, Verify, Remove, Prefixes and GC serve `petal sessions`.
+// Verify reads every byte of every snapshot. GC removes whole sessions
+// (never only their latest turns) and prefix snapshots, oldest first, by
+// age and total size, and the temporary files of writers that are gone (a
+// writer holds a lock on its temporary file). Waiting for a session's lock
+// is fair (see acquireLock). Store methods are safe for concurrent use by
+// goroutines and processes; on systems without flock, concurrent writers
+// of one session are not kept apart.
 package session

@@ -87,13 +87,18 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 				return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
 			}
 		}
-		// the history the snapshot's tokens came from goes with it
-		if conv, err := s.Conversation(from); err != nil {
+		// the history the snapshot's tokens came from goes with it, and
+		// where it came from (so that a fork run again is recognised)
+		conv, err := s.Conversation(from)
+		if err != nil {
 			return SnapshotInfo{}, err
-		} else if conv != nil {
-			if err := ss.SaveConversation(conv); err != nil {
-				return SnapshotInfo{}, err
-			}
+		}
+		if conv == nil {
+			conv = &Conversation{}
+		}
+		conv.ForkedFrom, conv.ForkedAt = from, len(conv.Turns)
+		if err := ss.SaveConversation(conv); err != nil {
+			return SnapshotInfo{}, err
 		}
 		return info, nil
 	}

@@ -9,6 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// canLock: flock is available.
+const canLock = true
+
 // tryLock takes an exclusive flock on f without waiting. busy reports that
 // another open file (in this or another process) holds it.
 func tryLock(f *os.File) (busy bool, err error) {

@@ -19,7 +19,8 @@ type Info struct {
 	Bytes       int64     // all its snapshot files
 	Modified    time.Time // of the latest snapshot
 	Fingerprint Fingerprint
-	Err         error // the latest snapshot's header could not be read
+	Damaged     int   // snapshots found damaged (List reads headers only; Show and Verify every byte)
+	Err         error // the latest snapshot is damaged: why
 }
 
 // Details is a session with each of its snapshots, oldest first.
@@ -39,7 +40,7 @@ func (s *Store) List() ([]Info, error) {
 		if !e.IsDir() || ValidateName(e.Name()) != nil {
 			continue
 		}
-		d, err := s.show(e.Name())
+		d, err := s.show(e.Name(), false)
 		if err != nil {
 			return nil, err
 		}
@@ -50,19 +51,22 @@ func (s *Store) List() ([]Info, error) {
 	return out, nil
 }
 
-// Show describes a session and each of its snapshots.
+// Show describes a session and each of its snapshots, reading every byte
+// of them: a damaged snapshot has its Err set.
 func (s *Store) Show(name string) (Details, error) {
 	if err := ValidateName(name); err != nil {
 		return Details{}, err
 	}
-	d, err := s.show(name)
+	d, err := s.show(name, true)
 	if err == nil && d.Turns == 0 {
 		err = noSession(name, s.sessionDir(name))
 	}
 	return d, err
 }
 
-func (s *Store) show(name string) (Details, error) {
+// show describes a session from its snapshots' headers and, with full,
+// checks every byte of them.
+func (s *Store) show(name string, full bool) (Details, error) {
 	turns, err := s.turns(name)
 	if err != nil {
 		return Details{}, err
@@ -75,6 +79,14 @@ func (s *Store) show(name string) (Details, error) {
 		}
 		if err != nil {
 			return Details{}, err
+		}
+		if full && info.Err == nil {
+			if err := verifyFile(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				info.Err = err
+			}
+		}
+		if info.Err != nil {
+			d.Damaged++
 		}
 		info.Turn = t.turn
 		d.Snapshots = append(d.Snapshots, info)
@@ -144,6 +156,12 @@ type GCReport struct {
 	Kept      int64    // bytes of snapshots left
 	Busy      []string // sessions skipped because a writer held them
 	TempFiles int      // leftovers of killed writers removed
+	TempBytes int64    // their size
+}
+
+func (r *GCReport) addTemps(n int, bytes int64) {
+	r.TempFiles += n
+	r.TempBytes += bytes
 }
 
 // GC deletes, oldest first, whole sessions (by their latest snapshot) and
@@ -167,7 +185,7 @@ func (s *Store) GC(maxAge time.Duration, maxBytes int64) (GCReport, error) {
 		return rep, err
 	}
 	for _, name := range names {
-		d, err := s.show(name)
+		d, err := s.show(name, false)
 		if err != nil {
 			return rep, err
 		}
@@ -182,7 +200,7 @@ func (s *Store) GC(maxAge time.Duration, maxBytes int64) (GCReport, error) {
 	}
 	for _, m := range prefixes {
 		dir := filepath.Join(s.Dir, prefixDir, m.Name())
-		rep.TempFiles += removeTemps(dir, staleTemp)
+		rep.addTemps(removeTemps(dir, false))
 		files, _ := s.prefixFiles(dir)
 		for _, f := range files {
 			units = append(units, unit{file: f.File, bytes: f.Bytes, mod: f.Modified})
@@ -255,7 +273,7 @@ func (s *Store) sweep(name string, empty bool, rep *GCReport) {
 	if err != nil {
 		return
 	}
-	rep.TempFiles += removeTemps(s.sessionDir(name), 0)
+	rep.addTemps(removeTemps(s.sessionDir(name), true))
 	if !empty {
 		l.release()
 		return

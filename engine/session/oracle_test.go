@@ -145,8 +145,9 @@ func TestFingerprint(t *testing.T) {
 }
 
 // TestOtherModelSnapshotRefused: a store of one model refuses another
-// model's session with an error naming the file, and passes it over, with
-// a warning, when only looking for a prefix.
+// model's session with an error naming the file, also when looking for the
+// longest prefix it would restore, and passes it over, with a warning,
+// when the prompt does not need it.
 func TestOtherModelSnapshotRefused(t *testing.T) {
 	m, fp := loadOracle(t)
 	s := m.NewState(64)
@@ -167,8 +168,12 @@ func TestOtherModelSnapshotRefused(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, ErrOtherModel) || se.File != info.File {
 		t.Fatalf("got %v, want an other-model error for %s", err, info.File)
 	}
-	r, ok, err := foreign.LongestPrefixOf("s", append(slices.Clone(ids), 1))
+	_, _, err = foreign.LongestPrefixOf("s", append(slices.Clone(ids), 1))
+	if !errors.As(err, &se) || !errors.Is(err, ErrOtherModel) || se.File != info.File {
+		t.Fatalf("prefix lookup: %v, want an other-model error for %s", err, info.File)
+	}
+	r, ok, err := foreign.LongestPrefixOf("s", []int32{ids[0] + 1, 2})
 	if err != nil || ok || len(r.Skipped) != 1 || !errors.Is(r.Skipped[0], ErrOtherModel) {
-		t.Fatalf("prefix lookup: ok=%v err=%v skipped=%v", ok, err, r.Skipped)
+		t.Fatalf("prefix lookup of another prompt: ok=%v err=%v skipped=%v", ok, err, r.Skipped)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"petal/engine/model"
 )
 
-// staleTemp is the age after which a temporary prefix file (written without
-// a lock) is taken for the leftover of a killed writer.
+// staleTemp is the age after which a temporary file is taken for the
+// leftover of a killed writer where files cannot be locked.
 const staleTemp = time.Hour
 
 // prefixFolder holds this model's anonymous prefix snapshots; each model
@@ -58,7 +58,7 @@ func (s *Store) SavePrefix(d model.StateData) (SnapshotInfo, error) {
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	removeTemps(dir, staleTemp)
+	removeTemps(dir, false)
 	files, _ := s.prefixFiles(dir)
 	for _, f := range files[:max(0, len(files)-s.opts.PrefixRetention)] {
 		if f.File != path {
@@ -87,7 +87,7 @@ func (s *Store) longestPrefix(prompt []int32, minTokens int) (Restored, bool, er
 	for i := len(files) - 1; i >= 0; i-- {
 		cands = append(cands, candidate{path: files[i].File})
 	}
-	r, ok, err := s.longest(cands, prompt, minTokens)
+	r, ok, err := s.longest(cands, prompt, minTokens, false)
 	if ok {
 		touch(r.Snapshot.File)
 	}

@@ -114,6 +114,31 @@ func runChild(role string) error {
 			}
 			fmt.Println("saved", k)
 		}
+	case "churn": // take and release the session's lock back to back until stdin closes
+		st, err := OpenStore(dir, testFP(1), StoreOptions{LockTimeout: time.Minute})
+		if err != nil {
+			return err
+		}
+		stop := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+		for k := 0; ; k++ {
+			ss, err := st.Lock(name)
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				fmt.Println("locked")
+			}
+			time.Sleep(5 * time.Millisecond) // a job's work
+			if err := ss.Unlock(); err != nil {
+				return err
+			}
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+		}
 	case "hold": // hold the session's lock until stdin closes
 		st, err := OpenStore(dir, testFP(1), StoreOptions{})
 		if err != nil {
@@ -279,6 +304,33 @@ func TestLockContentionProcesses(t *testing.T) {
 	default:
 		t.Fatal("saved while the other process held the session")
 	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+// TestLockFairnessProcesses: a writer that releases the session between
+// jobs and takes it again at once does not starve another process waiting
+// for it: the waiter gets the session within a few of the holder's jobs.
+func TestLockFairnessProcesses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cmd, stdin, out := startChild(t, "churn", "STORE="+dir, "SESSION=shared")
+	if line, err := out.ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	waiter, _ := OpenStore(dir, testFP(1), StoreOptions{LockTimeout: time.Second})
+	for i := range 3 {
+		time.Sleep(50 * time.Millisecond) // the other process takes the session back meanwhile
+		start := time.Now()
+		ss, err := waiter.Lock("shared")
+		if err != nil {
+			t.Fatalf("job %d of the second process: %v", i, err)
+		}
+		t.Logf("job %d waited %v", i, time.Since(start))
+		time.Sleep(5 * time.Millisecond)
+		ss.Unlock()
+	}
+	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}

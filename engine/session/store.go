@@ -29,7 +29,9 @@ type StoreOptions struct {
 // Store is a folder of sessions and anonymous prefix snapshots:
 //
 //	<dir>/<session>/turn-00000001.snap   one snapshot per saved turn
+//	<dir>/<session>/conversation.json    its messages and turn records
 //	<dir>/.locks/<session>.lock          flock'ed while the session is written
+//	<dir>/.locks/<session>.lock.wait     flock'ed by the writer waiting for it
 //	<dir>/.prefix/<model>/prefix-<tokens hash>.snap
 //
 // Its methods may be called from several goroutines and processes at once.
@@ -161,28 +163,6 @@ func parseTurn(file string) (int, bool) {
 
 func noSession(name, dir string) error {
 	return fmt.Errorf("session: %w %q (no snapshot in %s)", ErrNoSession, name, dir)
-}
-
-// removeTemps deletes the temporary files in dir older than age (all of
-// them for age 0) and returns how many went.
-func removeTemps(dir string, age time.Duration) int {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		if !isTemp(e.Name()) {
-			continue
-		}
-		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < age {
-			continue
-		}
-		if os.Remove(filepath.Join(dir, e.Name())) == nil {
-			n++
-		}
-	}
-	return n
 }
 
 // isProperPrefix reports whether p is a non-empty prefix of prompt that

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -158,21 +159,87 @@ func TestLongestPrefixOf(t *testing.T) {
 	check(append(slices.Clone(base[:12]), 1), 10) // diverges inside turn 2
 	check([]int32{base[0] + 1, 1, 2}, 0)          // shares nothing
 
-	// a damaged best candidate is passed over, with a warning naming it
+	// a damaged snapshot that would be restored is an error naming it; the
+	// job never silently continues from an older one
 	d, _ := st.Show("s")
-	var thirty string
+	byTokens := map[int]string{}
 	for _, s := range d.Snapshots {
-		if s.Tokens == 30 {
-			thirty = s.File
+		byTokens[s.Tokens] = s.File
+	}
+	corruptFile(t, byTokens[30])
+	_, _, err := st.LongestPrefixOf("s", append(slices.Clone(base), 1))
+	var se *SnapshotError
+	if !errors.As(err, &se) || se.File != byTokens[30] || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("restoring a damaged snapshot: %v, want a corrupt-snapshot error naming %s", err, byTokens[30])
+	}
+	// damage to a snapshot this prompt does not need is a warning
+	r, ok, err := st.LongestPrefixOf("s", append(slices.Clone(branch), 1))
+	if err != nil || !ok || len(r.Data.Tokens) != 18 || len(r.Skipped) != 0 {
+		t.Fatalf("the branch: ok=%v err=%v tokens=%d skipped %v", ok, err, len(r.Data.Tokens), r.Skipped)
+	}
+	b, _ := os.ReadFile(byTokens[10])
+	b[20] ^= 1 // the header: its tokens are unknown now
+	os.WriteFile(byTokens[10], b, 0o600)
+	r, ok, err = st.LongestPrefixOf("s", append(slices.Clone(branch), 1))
+	if err != nil || !ok || len(r.Data.Tokens) != 18 || len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Error(), byTokens[10]) {
+		t.Fatalf("an older damaged header: ok=%v err=%v tokens=%d skipped %v, want a warning naming %s", ok, err, len(r.Data.Tokens), r.Skipped, byTokens[10])
+	}
+	// a damaged header newer than the best fit may hide the state needed
+	b, _ = os.ReadFile(branchFile(t, st))
+	b[20] ^= 1
+	os.WriteFile(branchFile(t, st), b, 0o600)
+	if _, _, err := st.LongestPrefixOf("s", append(slices.Clone(base[:25]), 5)); !errors.As(err, &se) || se.File != branchFile(t, st) {
+		t.Fatalf("a newer damaged header: %v, want an error naming %s", err, branchFile(t, st))
+	}
+}
+
+// branchFile is the newest turn of session s.
+func branchFile(t *testing.T, st *Store) string {
+	t.Helper()
+	turns, err := st.turns("s")
+	if err != nil || len(turns) == 0 {
+		t.Fatal(err)
+	}
+	return turns[len(turns)-1].path
+}
+
+// TestVerifyAndShowDamage: Verify reads every byte of every snapshot and
+// names each damaged file and why; Show and List say a snapshot is
+// damaged rather than listing it as empty.
+func TestVerifyAndShowDamage(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	st.SaveTurn("a", synthState(4, 1))
+	bad, _ := st.SaveTurn("a", synthState(6, 2))
+	st.SaveTurn("b", synthState(3, 3))
+	prefix, _ := st.SavePrefix(synthState(5, 4))
+	st.Lock("a") // a busy session is verified too (snapshots are never changed in place)
+	if probs, err := st.Verify(); err != nil || len(probs) != 0 {
+		t.Fatalf("intact store: %v %v", probs, err)
+	}
+	corruptFile(t, bad.File) // the payload: the header still reads
+	corruptFile(t, prefix.File)
+	probs, err := st.Verify()
+	if err != nil || len(probs) != 2 {
+		t.Fatalf("Verify: %v %v, want the two damaged files", probs, err)
+	}
+	for i, want := range []string{bad.File, prefix.File} {
+		if probs[i].File != want || !errors.Is(probs[i].Err, ErrCorrupt) || !strings.Contains(probs[i].Err.Error(), want) {
+			t.Errorf("problem %d: %+v, want %s corrupt", i, probs[i], want)
 		}
 	}
-	corruptFile(t, thirty)
-	r, ok, err := st.LongestPrefixOf("s", append(slices.Clone(base), 1))
-	if err != nil || !ok || len(r.Data.Tokens) != 20 {
-		t.Fatalf("after damage: ok=%v err=%v tokens=%d, want 20", ok, err, len(r.Data.Tokens))
+	if probs, err := st.Verify("b"); err != nil || len(probs) != 0 {
+		t.Errorf("Verify(b): %v %v", probs, err)
 	}
-	if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Error(), thirty) {
-		t.Fatalf("skipped %v, want the damaged %s", r.Skipped, thirty)
+	if _, err := st.Verify("nobody"); !errors.Is(err, ErrNoSession) {
+		t.Errorf("Verify(nobody): %v", err)
+	}
+	d, err := st.Show("a")
+	if err != nil || d.Damaged != 1 || d.Snapshots[1].Err == nil || !errors.Is(d.Snapshots[1].Err, ErrCorrupt) {
+		t.Fatalf("Show: %v %+v, want the second snapshot damaged", err, d)
+	}
+	os.WriteFile(filepath.Join(st.Dir, "b", conversationFile), []byte("{not json"), 0o600)
+	if probs, _ := st.Verify("b"); len(probs) != 1 || !strings.Contains(probs[0].Err.Error(), conversationFile) {
+		t.Errorf("damaged conversation: %v", probs)
 	}
 }
 
@@ -408,11 +475,11 @@ func TestPrefixCache(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // TestConversationSavedAndForked: the message history is kept per session,
-// replaced atomically, and copied by a fork.
+// replaced atomically, and copied by a fork, which records its source.
 func TestConversationSavedAndForked(t *testing.T) {
 	st := openTestStore(t, testFP(1), StoreOptions{})
 	if conv, err := st.Conversation("a"); err != nil || conv != nil {
-		t.Fatalf("new session: %q %v", conv, err)
+		t.Fatalf("new session: %v %v", conv, err)
 	}
 	ss, err := st.Lock("a")
 	if err != nil {
@@ -421,19 +488,114 @@ func TestConversationSavedAndForked(t *testing.T) {
 	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := ss.SaveConversation([]byte(`[{"role":"user","content":"hi"}]`)); err != nil {
+	c := &Conversation{}
+	c.Append("r1", json.RawMessage(`{"role":"user","content":"hi"}`), json.RawMessage(`{"role":"assistant","content":"hello"}`))
+	if err := ss.SaveConversation(c); err != nil {
 		t.Fatal(err)
-	}
-	if err := ss.SaveConversation([]byte(`not json`)); err == nil {
-		t.Error("invalid JSON was saved")
 	}
 	ss.Unlock()
 	if _, err := st.Fork("a", "b"); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"a", "b"} {
-		if conv, err := st.Conversation(name); err != nil || string(conv) != `[{"role":"user","content":"hi"}]` {
-			t.Errorf("session %s: conversation %q %v", name, conv, err)
+		conv, err := st.Conversation(name)
+		if err != nil || len(conv.Messages) != 2 || string(conv.Messages[1]) != `{"role":"assistant","content":"hello"}` || len(conv.Turns) != 1 {
+			t.Errorf("session %s: conversation %+v %v", name, conv, err)
 		}
+	}
+	if conv, _ := st.Conversation("b"); conv.ForkedFrom != "a" || conv.ForkedAt != 1 {
+		t.Errorf("the fork does not record its source: %+v", conv)
+	}
+	// an older store's bare array of messages still reads
+	os.WriteFile(filepath.Join(st.Dir, "a", conversationFile), []byte(`[{"role":"user","content":"hi"}]`), 0o600)
+	if conv, err := st.Conversation("a"); err != nil || len(conv.Messages) != 1 || len(conv.Turns) != 0 {
+		t.Errorf("bare array: %+v %v", conv, err)
+	}
+	for _, bad := range []string{`not json`, `{}`, `{"messages": null}`} {
+		os.WriteFile(filepath.Join(st.Dir, "a", conversationFile), []byte(bad), 0o600)
+		if _, err := st.Conversation("a"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("conversation %s: %v, want it refused as corrupt", bad, err)
+		}
+	}
+}
+
+// TestTurnCommitIdempotent: a request committed again on top of the same
+// history is found, and replacing its turn leaves it once; the same
+// request on a longer history (a later, identical message) is a new turn.
+func TestTurnCommitIdempotent(t *testing.T) {
+	u := json.RawMessage(`{"role":"user","content":"again"}`)
+	a1, a2 := json.RawMessage(`{"role":"assistant","content":"one"}`), json.RawMessage(`{"role":"assistant","content":"two"}`)
+	c := &Conversation{}
+	if _, _, ok := c.FindTurn("r"); ok {
+		t.Fatal("found a turn in an empty conversation")
+	}
+	c.Append("r", u, a1)
+	rec, last, ok := c.FindTurn("r")
+	if !ok || !last || rec.Start != 0 || rec.End != 2 {
+		t.Fatalf("FindTurn after commit: %+v last=%v ok=%v", rec, last, ok)
+	}
+	if err := c.ReplaceLast("r", u, a2); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Messages) != 2 || string(c.Messages[1]) != string(a2) || len(c.Turns) != 1 {
+		t.Fatalf("after replacing: %+v", c)
+	}
+	c.Append("s", u, a1)
+	if rec, last, ok := c.FindTurn("r"); !ok || last || rec.End != 2 {
+		t.Fatalf("FindTurn with a later turn: %+v last=%v ok=%v", rec, last, ok)
+	}
+	if err := c.ReplaceLast("r", u, a1); err == nil {
+		t.Error("replaced a turn that later turns follow")
+	}
+	// the history before a turn must still be the one it was appended to
+	c2 := &Conversation{Messages: []json.RawMessage{u, a1}, Turns: []TurnRecord{{Request: "r", History: HashMessages([]json.RawMessage{a2}), Start: 1, End: 2}}}
+	if _, _, ok := c2.FindTurn("r"); ok {
+		t.Error("found a turn whose history changed")
+	}
+}
+
+// TestGCRemovesAbandonedTemps: GC removes and counts the temporary files of
+// writers that are gone, whatever its limits, in prefix folders as in
+// session folders; a temporary file still being written (locked) stays.
+func TestGCRemovesAbandonedTemps(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	if _, err := st.SavePrefix(synthState(4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	st.SaveTurn("s", synthState(2, 1))
+	a := time.Now().Add(-time.Minute)
+	abandoned := []string{
+		filepath.Join(st.prefixFolder(), tempPrefix+"prefix-0123.snap-99"),
+		filepath.Join(st.Dir, "s", tempPrefix+"turn-00000002.snap-98"),
+	}
+	for _, f := range abandoned {
+		os.WriteFile(f, make([]byte, 1000), 0o600)
+		os.Chtimes(f, a, a)
+	}
+	live := filepath.Join(st.prefixFolder(), tempPrefix+"prefix-4567.snap-97")
+	os.WriteFile(live, make([]byte, 500), 0o600)
+	os.Chtimes(live, a, a)
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if busy, err := tryLock(f); err != nil || busy {
+		t.Fatal(busy, err)
+	}
+	rep, err := st.GC(1000*time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.TempFiles != 2 || rep.TempBytes != 2000 || len(rep.Sessions) != 0 || rep.Prefixes != 0 {
+		t.Errorf("GC: %+v, want 2 temporary files of 2000 bytes removed and nothing else", rep)
+	}
+	for _, f := range abandoned {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("GC left %s", f)
+		}
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("GC removed a temporary file still being written: %v", err)
 	}
 }

@@ -50,9 +50,13 @@ func (s *Store) Latest(name string) (Restored, error) {
 // LongestPrefixOf reads the longest kept turn snapshot of a session whose
 // tokens are a proper prefix of prompt (the newest on ties), for a request
 // that resends the whole history, possibly diverging from the last turn.
-// ok is false when no snapshot fits; damaged or foreign snapshots are
-// passed over and listed in Skipped, also when ok is false. A session
-// without snapshots gives an error wrapping ErrNoSession.
+// ok is false when no snapshot fits. A named session never silently
+// continues from an older snapshot than the one it would restore: when that
+// one is damaged or from another model, or when a snapshot newer than the
+// best intact fit has a damaged header (it may be the one needed), the
+// result is that file's *SnapshotError. Damage to snapshots the prompt does
+// not need is listed in Skipped, for warnings. A session without snapshots
+// gives an error wrapping ErrNoSession.
 func (s *Store) LongestPrefixOf(name string, prompt []int32) (r Restored, ok bool, err error) {
 	if err := s.needModel(); err != nil {
 		return Restored{}, false, err
@@ -71,7 +75,7 @@ func (s *Store) LongestPrefixOf(name string, prompt []int32) (r Restored, ok boo
 	for i := len(turns) - 1; i >= 0; i-- {
 		cands = append(cands, candidate{path: turns[i].path, turn: turns[i].turn})
 	}
-	return s.longest(cands, prompt, 0)
+	return s.longest(cands, prompt, 0, true)
 }
 
 // candidate is a snapshot that may hold a prefix of a prompt.
@@ -82,12 +86,21 @@ type candidate struct {
 
 // longest reads the headers of cands (newest first), then the longest one
 // whose tokens are a proper prefix of prompt and longer than minTokens.
-func (s *Store) longest(cands []candidate, prompt []int32, minTokens int) (r Restored, ok bool, err error) {
+// Refused snapshots are listed in Skipped; with strict, one that would (or,
+// with a damaged header newer than the fit, might) have been restored is an
+// error instead (see LongestPrefixOf).
+func (s *Store) longest(cands []candidate, prompt []int32, minTokens int, strict bool) (r Restored, ok bool, err error) {
 	type fit struct {
 		candidate
 		tokens int
+		fp     Fingerprint
 	}
-	var fits []fit
+	var fits, foreign []fit
+	type damaged struct {
+		candidate
+		err error
+	}
+	var unreadable []damaged
 	for _, c := range cands {
 		info, tokens, err := readInfo(c.path)
 		switch {
@@ -96,31 +109,51 @@ func (s *Store) longest(cands []candidate, prompt []int32, minTokens int) (r Res
 		case err != nil:
 			return r, false, err
 		case info.Err != nil:
-			r.Skipped = append(r.Skipped, info.Err)
+			unreadable = append(unreadable, damaged{c, info.Err})
 		case info.Fingerprint != s.fp:
-			r.Skipped = append(r.Skipped, &SnapshotError{File: c.path, Reason: ErrOtherModel,
-				Detail: fmt.Sprintf("its model fingerprint is %s, this model's is %s", info.Fingerprint.Short(), s.fp.Short())})
+			f := fit{c, -1, info.Fingerprint}
+			if isProperPrefix(tokens, prompt) {
+				f.tokens = len(tokens)
+			}
+			foreign = append(foreign, f)
 		case len(tokens) > minTokens && isProperPrefix(tokens, prompt):
-			fits = append(fits, fit{c, len(tokens)})
+			fits = append(fits, fit{c, len(tokens), info.Fingerprint})
 		}
 	}
 	slices.SortStableFunc(fits, func(a, b fit) int { return b.tokens - a.tokens })
-	for _, f := range fits {
+	var chosen *fit
+	for i, f := range fits {
 		got, err := s.read(f.path, f.turn)
 		var se *SnapshotError
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
+		case errors.As(err, &se) && strict:
+			return Restored{}, false, err // the snapshot to restore is damaged
 		case errors.As(err, &se):
 			r.Skipped = append(r.Skipped, err)
 			continue
 		case err != nil:
 			return r, false, err
 		}
-		got.Skipped = r.Skipped
-		return got, true, nil
+		r.Data, r.Snapshot, chosen = got.Data, got.Snapshot, &fits[i]
+		break
 	}
-	return r, false, nil
+	for _, d := range unreadable {
+		if strict && (chosen == nil || d.turn > chosen.turn) {
+			return Restored{}, false, d.err
+		}
+		r.Skipped = append(r.Skipped, d.err)
+	}
+	for _, f := range foreign {
+		err := &SnapshotError{File: f.path, Reason: ErrOtherModel,
+			Detail: fmt.Sprintf("its model fingerprint is %s, this model's is %s", f.fp.Short(), s.fp.Short())}
+		if strict && f.tokens > 0 && (chosen == nil || f.tokens > chosen.tokens) {
+			return Restored{}, false, err
+		}
+		r.Skipped = append(r.Skipped, err)
+	}
+	return r, chosen != nil, nil
 }
 
 // read decodes one snapshot file for this store's model.
@@ -203,14 +236,20 @@ func (ss *Session) SaveTurn(d model.StateData) (SnapshotInfo, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("session: %w", err)
 	}
-	removeTemps(dir, 0) // left by a writer that died: the lock is ours now
+	removeTemps(dir, true) // left by writers that died: the lock is ours now
 	turns, err := s.turns(ss.name)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
 	next := 1
 	if len(turns) > 0 {
-		next = turns[len(turns)-1].turn + 1
+		last := turns[len(turns)-1]
+		// the same state saved again (a turn run again after a kill): one file
+		if info, tokens, err := readInfo(last.path); err == nil && info.Err == nil && info.Fingerprint == s.fp && slices.Equal(tokens, d.Tokens) && verifyFile(last.path) == nil {
+			info.Turn = last.turn
+			return info, nil
+		}
+		next = last.turn + 1
 	}
 	path := s.turnPath(ss.name, next)
 	size, err := WriteFile(path, s.fp, d)
