@@ -83,18 +83,24 @@ type MatVec struct {
 	blocksPerSM map[int]int // by dynamic shared memory size
 }
 
-// MatVecVariant is one compiled shape of the mat-vec kernel: R rows per team
-// and U chunks per lane at once (R·U 16-byte loads in flight per lane).
-type MatVecVariant struct{ R, U int }
+// MatVecVariant is one compiled form of the mat-vec kernel (qmatvec.cu
+// says what each name means); R is its rows per team.
+type MatVecVariant struct {
+	Name string
+	R    int
+}
 
 // MatVecVariants are the variants compiled in qmatvec.cu.
-var MatVecVariants = []MatVecVariant{{4, 1}, {4, 2}, {8, 1}, {2, 2}}
+var MatVecVariants = []MatVecVariant{
+	{"r4u1", 4}, {"r4u2", 4}, {"r2u2", 2}, {"r2u2_b4", 2}, {"r4u1_b3", 4}, {"r4u2_b3", 4},
+	{"p2", 2}, {"p2_b4", 2}, {"p4", 4}, {"p4_b3", 4}, {"p1_b4", 1},
+}
 
 // DefaultMatVec is the variant chosen from the H200 measurements
 // (docs/bench/cuda/README.md).
-var DefaultMatVec = MatVecVariant{4, 1}
+var DefaultMatVec = MatVecVariants[0]
 
-func (v MatVecVariant) String() string { return fmt.Sprintf("r%du%d", v.R, v.U) }
+func (v MatVecVariant) String() string { return v.Name }
 
 const (
 	matVecWarps = 8  // QMV_WARPS in qmatvec.cu

@@ -211,7 +211,7 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 				}
 				d := timeLaunches(t, c, s, 30, func() error { return k.Launch(s, dm, dv.x, dv.y) })
 				g := gbps(dm.Bytes, d)
-				table = append(table, fmt.Sprintf("| %-38s | %-6s | %v | %8.1f | %6.0f | %5.1f%% | %5.1f%% |",
+				table = append(table, fmt.Sprintf("| %-38s | %-11s | %-7v | %8.1f | %6.0f | %5.1f%% | %5.1f%% |",
 					sh.name, b.label, v, float64(d.Nanoseconds())/1e3, g, 100*g/readGB, 100*g/copyGB))
 			}
 		}
@@ -219,7 +219,7 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 		dm.Free()
 	}
 	t.Logf("mat-vec, median of 30 launches; GB/s of weight bytes (codes, scales, biases); %% of read_xor (%.0f GB/s) and of copy (%.0f GB/s)", readGB, copyGB)
-	t.Logf("%s", "| shape                                  | build  | var  |       µs |   GB/s | %read | %copy |")
+	t.Logf("%s", "| shape                                  | build       | variant |       µs |   GB/s | %read | %copy |")
 	for _, row := range table {
 		t.Log(row)
 	}

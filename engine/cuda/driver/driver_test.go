@@ -278,7 +278,8 @@ func TestBadPTXGivesCompilerLog(t *testing.T) {
 	c := gpu(t)
 	bad := []byte(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus.instruction; }\n")
 	_, err := c.LoadModule(bad, "broken")
-	if err == nil || !strings.Contains(err.Error(), "broken") || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_PTX") {
+	if err == nil || !strings.Contains(err.Error(), "broken") || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_PTX") ||
+		!strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("bad PTX: %v", err)
 	}
 	t.Log(err)

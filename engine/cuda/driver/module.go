@@ -15,8 +15,10 @@ type Module struct {
 	label string
 }
 
-// JIT options (CUjit_option) for the compiler's error log.
+// JIT options (CUjit_option) for the compiler's logs.
 const (
+	jitInfoLog         = 3
+	jitInfoLogSize     = 4
 	jitErrorLog        = 5
 	jitErrorLogSize    = 6
 	jitLogBufferLength = 16 << 10
@@ -32,20 +34,23 @@ func (c *Context) LoadModule(image []byte, label string) (*Module, error) {
 	if image[len(image)-1] != 0 && !bytes.HasPrefix(image, []byte("\x7fELF")) {
 		image = append(image[:len(image):len(image)], 0) // PTX text must end in NUL
 	}
-	errLog := make([]byte, jitLogBufferLength)
-	opts := []int32{jitErrorLog, jitErrorLogSize}
-	// The values are void*: the log's address (pinned, so it stays valid as an
+	errLog, infoLog := make([]byte, jitLogBufferLength), make([]byte, jitLogBufferLength)
+	opts := []int32{jitErrorLog, jitErrorLogSize, jitInfoLog, jitInfoLogSize}
+	// The values are void*: a log's address (pinned, so it stays valid as an
 	// integer) and its size.
-	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog))}
+	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
+		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog))}
 	m := &Module{c: c, label: label}
 	var pin runtime.Pinner
 	pin.Pin(&errLog[0])
+	pin.Pin(&infoLog[0])
 	err := c.do("cuModuleLoadDataEx", label, func() uintptr {
 		return lib.cuModuleLoadDataEx(&m.h, unsafe.Pointer(&image[0]), uint32(len(opts)), &opts[0], &vals[0])
 	})
 	pin.Unpin()
 	if err != nil {
-		if log := strings.TrimSpace(cString(&errLog[0])); log != "" {
+		log := strings.TrimSpace(cString(&errLog[0]) + "\n" + cString(&infoLog[0]))
+		if log != "" {
 			return nil, fmt.Errorf("%w\n%s", err, log)
 		}
 		return nil, err

@@ -13,7 +13,7 @@ import (
 // NUL, and defines the entry points the Go launchers look up.
 func TestEmbeddedPTX(t *testing.T) {
 	want := map[string][]string{
-		"qmatvec": {"qmatvec4_r4u1", "qmatvec4_r4u2", "qmatvec4_r8u1", "qmatvec4_r2u2"},
+		"qmatvec": {"qmatvec4_r4u1", "qmatvec4_r2u2_b4", "qmatvec4_p2", "qmatvec4_p4_b3"},
 		"probe":   {"empty", "add_f32", "read_xor"},
 	}
 	for family, entries := range want {

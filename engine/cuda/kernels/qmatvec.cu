@@ -113,15 +113,115 @@ static __device__ __forceinline__ void qmatvec4(const u32* __restrict__ words, c
   }
 }
 
-// Entry points, one per variant: qmatvec4_r<R>u<U>. Launch with
-// QMV_WARPS*32 threads and (cols/32)*(QMV_PAD+1)*4 bytes of shared memory.
-#define QMATVEC4(R, U)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32)                                              \
-      qmatvec4_r##R##u##U(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, \
-                          int rows, int cols, int team) {                                                   \
-    qmatvec4<R, U>(words, scales, biases, x, y, rows, cols, team);                                          \
+// qmatvec4_pipe is the same computation with the loads software-pipelined:
+// a lane walks one flat sequence of (row group, chunk step) items, all
+// lanes of a warp in step (a step past a row's last chunk adds nothing), and
+// issues the loads of item k+1 before it computes item k, so its loads are in
+// flight while it computes instead of only between computations.
+template <int R>
+static __device__ __forceinline__ void qmatvec4_pipe(const u32* __restrict__ words, const u16* __restrict__ scales,
+                                                     const u16* __restrict__ biases, const float* __restrict__ x,
+                                                     float* __restrict__ y, int rows, int cols, int team) {
+  extern __shared__ float smem[];
+  const int nchunks = cols / 32, groups = cols / 64;
+  float* xs = smem;
+  float* csum = smem + nchunks * QMV_PAD;
+  const int tid = PETAL_TID_X(), nthreads = PETAL_NTID_X();
+  for (int i = tid; i < cols; i += nthreads) xs[(i >> 5) * QMV_PAD + (i & 31)] = x[i];
+  __syncthreads();
+  for (int c = tid; c < nchunks; c += nthreads) {
+    float s = 0.f;
+    for (int i = 0; i < 32; i++) s += xs[c * QMV_PAD + i];
+    csum[c] = s;
   }
-QMATVEC4(4, 1)
-QMATVEC4(4, 2)
-QMATVEC4(8, 1)
-QMATVEC4(2, 2)
+  __syncthreads();
+
+  const int lane = tid & 31, warp = tid >> 5;
+  const int sub = lane / team, tl = lane % team;
+  const int rowsPerWarp = (32 / team) * R;
+  const long long wpr = cols / 8;
+  const long long stride = (long long)PETAL_NCTAID_X() * QMV_WARPS * rowsPerWarp;
+  const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
+  if (first >= rows) return;
+  const int steps = (nchunks + team - 1) / team;
+  const int total = (int)((rows - first + stride - 1) / stride) * steps;
+
+  u32x4 w[2][R];
+  float sc[2][R], bi[2][R];
+  // Cursors (chunk step, first row of the group) of the next item to load
+  // and of the item to compute, advanced without divisions.
+  int lstep = 0, cstep = 0;
+  long long lbase = first, cbase = first;
+  auto load = [&](int buf) {
+    int c = tl + lstep * team;
+    c = c < nchunks ? c : nchunks - 1;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      long long r = lbase + sub * R + j;
+      r = r < rows ? r : rows - 1;
+      w[buf][j] = ld_stream_16(words + r * wpr + c * 4);
+      sc[buf][j] = bf16_to_f32(scales[r * groups + (c >> 1)]);
+      bi[buf][j] = bf16_to_f32(biases[r * groups + (c >> 1)]);
+    }
+    if (++lstep == steps) lstep = 0, lbase += stride;
+  };
+  float acc[R];
+#pragma unroll
+  for (int j = 0; j < R; j++) acc[j] = 0.f;
+  load(0);
+  for (int k = 0; k < total; k += 2) {
+    // Two items per trip so that the buffers are named by constants.
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+      if (k + b < total) {
+        if (k + b + 1 < total) load(b ^ 1);
+        int c = tl + cstep * team;
+        if (c < nchunks) {
+          const float* xc = xs + c * QMV_PAD;
+          float cs = csum[c];
+#pragma unroll
+          for (int j = 0; j < R; j++) acc[j] += sc[b][j] * dot32(w[b][j], xc) + bi[b][j] * cs;
+        }
+        if (cstep == steps - 1) {
+#pragma unroll
+          for (int j = 0; j < R; j++) {
+            float v = acc[j];
+            for (int off = team >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            long long r = cbase + sub * R + j;
+            if (tl == 0 && r < rows) y[r] = v;
+            acc[j] = 0.f;
+          }
+        }
+        if (++cstep == steps) cstep = 0, cbase += stride;
+      }
+    }
+  }
+}
+
+// Entry points, one per variant: qmatvec4_r<R>u<U>[_b<B>] and
+// qmatvec4_p<R>[_b<B>] (pipelined), B the blocks per multiprocessor the
+// register budget is cut for. Launch with QMV_WARPS*32 threads and
+// (cols/32)*(QMV_PAD+1)*4 bytes of shared memory.
+#define QMATVEC4(R, U, B, NAME)                                                                        \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
+      NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
+           int cols, int team) {                                                                       \
+    qmatvec4<R, U>(words, scales, biases, x, y, rows, cols, team);                                     \
+  }
+#define QMATVEC4P(R, B, NAME)                                                                          \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
+      NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
+           int cols, int team) {                                                                       \
+    qmatvec4_pipe<R>(words, scales, biases, x, y, rows, cols, team);                                   \
+  }
+QMATVEC4(4, 1, 1, qmatvec4_r4u1)
+QMATVEC4(4, 2, 1, qmatvec4_r4u2)
+QMATVEC4(2, 2, 1, qmatvec4_r2u2)
+QMATVEC4(2, 2, 4, qmatvec4_r2u2_b4)
+QMATVEC4(4, 1, 3, qmatvec4_r4u1_b3)
+QMATVEC4(4, 2, 3, qmatvec4_r4u2_b3)
+QMATVEC4P(2, 1, qmatvec4_p2)
+QMATVEC4P(2, 4, qmatvec4_p2_b4)
+QMATVEC4P(4, 1, qmatvec4_p4)
+QMATVEC4P(4, 3, qmatvec4_p4_b3)
+QMATVEC4P(1, 4, qmatvec4_p1_b4)
