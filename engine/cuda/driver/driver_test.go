@@ -1,0 +1,329 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"petal/engine/cuda/kernels"
+)
+
+// TestErrorNamesCallLabelAndCode: a driver error says what failed, for what,
+// and the CUDA error's name.
+func TestErrorNamesCallLabelAndCode(t *testing.T) {
+	e := &Error{Call: "cuMemAlloc", Label: "L3.attn.q_proj", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Desc: "out of memory"}
+	want := "cuda: L3.attn.q_proj: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"
+	if e.Error() != want {
+		t.Fatalf("got %q, want %q", e.Error(), want)
+	}
+}
+
+// TestOpenWithoutCUDAIsClear runs where there is no usable GPU (CI): Open
+// must say why in words, and Unavailable must recognise it.
+func TestOpenWithoutCUDAIsClear(t *testing.T) {
+	c, err := Open(0)
+	if err == nil {
+		c.Close()
+		t.Skip("this machine has a usable GPU")
+	}
+	t.Log(err)
+	if errors.Is(err, ErrGPUTooOld) {
+		if !strings.Contains(err.Error(), "compute capability") {
+			t.Fatalf("an old GPU's error does not name what was found: %v", err)
+		}
+		return
+	}
+	if !Unavailable(err) {
+		t.Fatalf("Open failed with an error Unavailable does not recognise: %v", err)
+	}
+	switch runtime.GOOS {
+	case "linux":
+		if !strings.Contains(err.Error(), "libcuda") && !strings.Contains(err.Error(), "no NVIDIA GPU") {
+			t.Fatalf("error names neither the driver library nor the GPU: %v", err)
+		}
+	default:
+		if !errors.Is(err, ErrUnsupportedOS) || !strings.Contains(err.Error(), "only available on Linux") {
+			t.Fatalf("on %s: %v", runtime.GOOS, err)
+		}
+	}
+}
+
+var (
+	gpuOnce sync.Once
+	gpuCtx  *Context
+	gpuErr  error
+)
+
+// gpu returns the test GPU's context, or skips where there is none;
+// PETAL_CUDA_REQUIRE=1 makes that a failure.
+func gpu(t *testing.T) *Context {
+	t.Helper()
+	gpuOnce.Do(func() { gpuCtx, gpuErr = Open(0) })
+	if gpuErr != nil {
+		if Unavailable(gpuErr) && os.Getenv("PETAL_CUDA_REQUIRE") == "" {
+			t.Skipf("no CUDA GPU here, skipping (%v)", gpuErr)
+		}
+		t.Fatal(gpuErr)
+	}
+	return gpuCtx
+}
+
+func probe(t *testing.T, c *Context) *Module {
+	t.Helper()
+	ptx, err := kernels.PTX("probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.LoadModule(ptx, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func stream(t *testing.T, c *Context) *Stream {
+	t.Helper()
+	s, err := c.NewStream(t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func alloc(t *testing.T, c *Context, n int64) Ptr {
+	t.Helper()
+	p, err := c.Alloc(n, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Free(p) })
+	return p
+}
+
+func f32bytes(f []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)) }
+
+func TestDeviceIsHopperOrNewer(t *testing.T) {
+	c := gpu(t)
+	d := c.Device()
+	t.Log(d, "driver API", d.DriverAPI, "L2", d.L2, "shared opt-in", d.SharedOptIn)
+	if d.Major < MinComputeMajor || d.SMs < 1 || d.Memory < 1<<30 || d.Name == "" {
+		t.Fatalf("implausible device: %+v", d)
+	}
+	free, total, err := c.MemInfo()
+	if err != nil || free <= 0 || total < free {
+		t.Fatalf("MemInfo: %d free of %d, %v", free, total, err)
+	}
+}
+
+// TestCopyRoundTrip: host → device → device → host, pageable and pinned,
+// from goroutines that are not locked to a thread.
+func TestCopyRoundTrip(t *testing.T) {
+	c := gpu(t)
+	s := stream(t, c)
+	const n = 1<<20 + 3
+	src := make([]byte, n)
+	for i := range src {
+		src[i] = byte(rand.Uint32())
+	}
+	a, b := alloc(t, c, n), alloc(t, c, n)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.CopyToDevice(a, src); err != nil {
+			t.Error(err)
+		}
+		if err := s.Copy(b, a, n); err != nil {
+			t.Error(err)
+		}
+	}()
+	wg.Wait()
+	pinned, err := c.AllocHost(n, "readback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Free()
+	if err := s.CopyToHost(pinned.Bytes, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(pinned.Bytes, src) {
+		t.Fatal("data changed on the round trip")
+	}
+}
+
+// TestUploaderChunks: an upload longer than, and not a multiple of, the
+// staging buffers arrives whole.
+func TestUploaderChunks(t *testing.T) {
+	c := gpu(t)
+	s := stream(t, c)
+	up, err := c.NewUploader(s, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	for _, n := range []int{1, 1 << 16, 5<<16 + 17} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(rand.Uint32())
+		}
+		dst := alloc(t, c, int64(n))
+		if err := up.Upload(dst, src); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Clone(src)
+		clear(src) // the data is staged: the source may be reused at once
+		got := make([]byte, n)
+		if err := s.CopyToHost(got, dst); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: upload differs", n)
+		}
+	}
+}
+
+// TestLaunchAndGraphReplay: a kernel launched directly and a captured graph
+// of three launches replayed five times add what they should, and capture
+// runs nothing by itself.
+func TestLaunchAndGraphReplay(t *testing.T) {
+	c := gpu(t)
+	s := stream(t, c)
+	add, err := probe(t, c).Function("add_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	y := alloc(t, c, 4*n)
+	if err := s.Fill32(y, math.Float32bits(1), n); err != nil {
+		t.Fatal(err)
+	}
+	var args Args
+	args.Ptr(y).F32(0.5).I32(n)
+	grid := D1((n + 127) / 128)
+	if err := s.Launch(add, grid, D1(128), 0, &args); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.Launch(add, grid, D1(128), 0, args.Reset().Ptr(y).F32(2).I32(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	x, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	got := make([]float32, n)
+	if err := s.CopyToHost(f32bytes(got), y); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 1.5 || got[n-1] != 1.5 {
+		t.Fatalf("after one launch and a capture: %v, %v; want 1.5", got[0], got[n-1])
+	}
+	for range 5 {
+		if err := x.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CopyToHost(f32bytes(got), y); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 31.5 {
+			t.Fatalf("y[%d] = %v after 5 replays of 3 adds of 2, want 31.5", i, v)
+		}
+	}
+}
+
+// TestLaunchErrorNamesKernel: an impossible launch is refused with the
+// kernel's name and the CUDA error's name.
+func TestLaunchErrorNamesKernel(t *testing.T) {
+	c := gpu(t)
+	s := stream(t, c)
+	empty, err := probe(t, c).Function("empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Launch(empty, D1(1), D1(4096), 0, nil)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Label != "empty" || ce.Name != "CUDA_ERROR_INVALID_VALUE" {
+		t.Fatalf("launch of 4096 threads: %v", err)
+	}
+	t.Log(err)
+}
+
+// TestBadPTXGivesCompilerLog: PTX the driver cannot compile is refused with
+// the label and the JIT compiler's message.
+func TestBadPTXGivesCompilerLog(t *testing.T) {
+	c := gpu(t)
+	bad := []byte(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus.instruction; }\n")
+	_, err := c.LoadModule(bad, "broken")
+	if err == nil || !strings.Contains(err.Error(), "broken") || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_PTX") ||
+		!strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("bad PTX: %v", err)
+	}
+	t.Log(err)
+	if _, err := probe(t, c).Function("no_such_kernel"); err == nil || !strings.Contains(err.Error(), "no_such_kernel") {
+		t.Fatalf("missing kernel: %v", err)
+	}
+}
+
+// TestOutOfMemorySaysHowMuch: an allocation larger than the GPU fails with
+// the label, the CUDA error name and the memory free.
+func TestOutOfMemorySaysHowMuch(t *testing.T) {
+	c := gpu(t)
+	_, err := c.Alloc(1<<50, "KV cache")
+	if err == nil || !strings.Contains(err.Error(), "KV cache") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") ||
+		!strings.Contains(err.Error(), "MiB free") {
+		t.Fatalf("1 PiB allocation: %v", err)
+	}
+	t.Log(err)
+}
+
+// TestEventsTime: events around real work measure a positive time.
+func TestEventsTime(t *testing.T) {
+	c := gpu(t)
+	s := stream(t, c)
+	p := alloc(t, c, 256<<20)
+	a, _ := c.NewEvent()
+	b, _ := c.NewEvent()
+	defer a.Close()
+	defer b.Close()
+	if err := a.Record(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fill32(p, 7, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Record(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Elapsed(a, b)
+	if err != nil || d <= 0 {
+		t.Fatalf("elapsed %v, %v", d, err)
+	}
+	t.Logf("256 MiB fill: %v", d)
+}

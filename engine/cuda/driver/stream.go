@@ -1,0 +1,258 @@
+package driver
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+)
+
+// Stream is an ordered queue of device work.
+type Stream struct {
+	c     *Context
+	h     uintptr
+	label string
+}
+
+// NewStream makes a stream that does not synchronise with the legacy
+// default stream; label names it in errors.
+func (c *Context) NewStream(label string) (*Stream, error) {
+	s := &Stream{c: c, label: label}
+	if err := c.do("cuStreamCreate", label, func() uintptr { return lib.cuStreamCreate(&s.h, 1) }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close destroys the stream (its queued work still completes).
+func (s *Stream) Close() error {
+	if s.h == 0 {
+		return nil
+	}
+	h := s.h
+	s.h = 0
+	return s.c.do("cuStreamDestroy", s.label, func() uintptr { return lib.cuStreamDestroy(h) })
+}
+
+// Sync waits for the stream's work; errors of earlier asynchronous work
+// surface here.
+func (s *Stream) Sync() error {
+	return s.c.do("cuStreamSynchronize", s.label, func() uintptr { return lib.cuStreamSynchronize(s.h) })
+}
+
+// CopyToDevice copies len(src) bytes to dst. From pageable memory the call
+// returns once src has been staged by the driver, so src may be reused; from
+// pinned memory (HostBuffer) it is asynchronous and src must stay unchanged
+// until the stream passes this point.
+func (s *Stream) CopyToDevice(dst Ptr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return s.c.do("cuMemcpyHtoDAsync", s.label, func() uintptr {
+		return lib.cuMemcpyHtoDAsync(uint64(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), s.h)
+	})
+}
+
+// CopyToHost copies len(dst) bytes from src. Into pageable memory it returns
+// when the copy is done; into pinned memory it is asynchronous (Sync first).
+func (s *Stream) CopyToHost(dst []byte, src Ptr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return s.c.do("cuMemcpyDtoHAsync", s.label, func() uintptr {
+		return lib.cuMemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), uint64(src), uint64(len(dst)), s.h)
+	})
+}
+
+// Copy copies n bytes between device buffers.
+func (s *Stream) Copy(dst, src Ptr, n int64) error {
+	return s.c.do("cuMemcpyDtoDAsync", s.label, func() uintptr { return lib.cuMemcpyDtoDAsync(uint64(dst), uint64(src), uint64(n), s.h) })
+}
+
+// Fill32 sets n 32-bit words at dst to v (a float's bits, say NaN to poison
+// an output).
+func (s *Stream) Fill32(dst Ptr, v uint32, n int64) error {
+	return s.c.do("cuMemsetD32Async", s.label, func() uintptr { return lib.cuMemsetD32Async(uint64(dst), v, uint64(n), s.h) })
+}
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z int }
+
+// D1 is a one-dimensional shape.
+func D1(x int) Dim3 { return Dim3{x, 1, 1} }
+
+// Launch queues f on the stream with the given grid, block, dynamic shared
+// memory and arguments. The driver copies the arguments before returning,
+// so args may be reused at once.
+func (s *Stream) Launch(f *Function, grid, block Dim3, shared int, args *Args) error {
+	for _, v := range []int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
+		if v < 1 {
+			return fmt.Errorf("cuda: %s: launch with grid %v and block %v", f.Name, grid, block)
+		}
+	}
+	if err := s.c.enter(); err != nil {
+		return err
+	}
+	defer s.c.leave()
+	var params *unsafe.Pointer
+	var pin runtime.Pinner
+	if args != nil && args.n > 0 {
+		// kernelParams is an array of pointers to the values: Go memory
+		// holding Go pointers, so it is pinned for the call.
+		pin.Pin(args)
+		for i := range args.n {
+			args.ptrs[i] = unsafe.Pointer(&args.vals[i])
+		}
+		params = &args.ptrs[0]
+	}
+	r := lib.cuLaunchKernel(f.h, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
+		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shared), s.h, params, nil)
+	pin.Unpin()
+	return check("cuLaunchKernel", f.Name, r)
+}
+
+// maxArgs is the most kernel arguments Args holds.
+const maxArgs = 24
+
+// Args are a kernel's arguments, in order. Each takes an 8-byte slot; a
+// 4-byte argument sits in the slot's low half, which is where the kernel
+// reads it on the little-endian machines CUDA runs on.
+type Args struct {
+	vals [maxArgs]uint64
+	ptrs [maxArgs]unsafe.Pointer
+	n    int
+}
+
+// Reset empties a for reuse.
+func (a *Args) Reset() *Args { a.n = 0; return a }
+
+func (a *Args) add(v uint64) *Args {
+	if a.n == maxArgs {
+		panic("cuda: more than 24 kernel arguments")
+	}
+	a.vals[a.n] = v
+	a.n++
+	return a
+}
+
+// Ptr appends a device pointer.
+func (a *Args) Ptr(p Ptr) *Args { return a.add(uint64(p)) }
+
+// I32 appends an int.
+func (a *Args) I32(v int32) *Args { return a.add(uint64(uint32(v))) }
+
+// U32 appends an unsigned int.
+func (a *Args) U32(v uint32) *Args { return a.add(uint64(v)) }
+
+// I64 appends a long long.
+func (a *Args) I64(v int64) *Args { return a.add(uint64(v)) }
+
+// F32 appends a float.
+func (a *Args) F32(v float32) *Args { return a.add(uint64(*(*uint32)(unsafe.Pointer(&v)))) }
+
+// Event marks a point in a stream; two of them time the work between.
+type Event struct {
+	c *Context
+	h uintptr
+}
+
+// NewEvent makes an event that records time.
+func (c *Context) NewEvent() (*Event, error) {
+	e := &Event{c: c}
+	if err := c.do("cuEventCreate", "", func() uintptr { return lib.cuEventCreate(&e.h, 0) }); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Record marks the stream's current point.
+func (e *Event) Record(s *Stream) error {
+	return e.c.do("cuEventRecord", s.label, func() uintptr { return lib.cuEventRecord(e.h, s.h) })
+}
+
+// Sync waits until the stream reaches the event.
+func (e *Event) Sync() error {
+	return e.c.do("cuEventSynchronize", "", func() uintptr { return lib.cuEventSynchronize(e.h) })
+}
+
+// Close destroys the event.
+func (e *Event) Close() error {
+	if e.h == 0 {
+		return nil
+	}
+	h := e.h
+	e.h = 0
+	return e.c.do("cuEventDestroy", "", func() uintptr { return lib.cuEventDestroy(h) })
+}
+
+// Elapsed is the device time between two recorded events (resolution about
+// half a microsecond); end must have completed (Sync it).
+func Elapsed(start, end *Event) (time.Duration, error) {
+	var ms float32
+	if err := start.c.do("cuEventElapsedTime", "", func() uintptr { return lib.cuEventElapsedTime(&ms, start.h, end.h) }); err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * 1e6), nil
+}
+
+// Graph is captured stream work, not yet runnable.
+type Graph struct {
+	c *Context
+	h uintptr
+}
+
+// BeginCapture starts recording the stream's work into a graph instead of
+// running it. Relaxed mode: the capture does not forbid other threads'
+// driver calls, since Go moves goroutines between threads.
+func (s *Stream) BeginCapture() error {
+	return s.c.do("cuStreamBeginCapture", s.label, func() uintptr { return lib.cuStreamBeginCapture(s.h, 2) })
+}
+
+// EndCapture stops recording and returns the graph of what was queued.
+func (s *Stream) EndCapture() (*Graph, error) {
+	g := &Graph{c: s.c}
+	if err := s.c.do("cuStreamEndCapture", s.label, func() uintptr { return lib.cuStreamEndCapture(s.h, &g.h) }); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Instantiate makes a runnable graph; the Graph itself may then be closed.
+func (g *Graph) Instantiate() (*GraphExec, error) {
+	x := &GraphExec{c: g.c}
+	if err := g.c.do("cuGraphInstantiateWithFlags", "", func() uintptr { return lib.cuGraphInstantiateWithFlags(&x.h, g.h, 0) }); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Close destroys the graph.
+func (g *Graph) Close() error {
+	if g.h == 0 {
+		return nil
+	}
+	h := g.h
+	g.h = 0
+	return g.c.do("cuGraphDestroy", "", func() uintptr { return lib.cuGraphDestroy(h) })
+}
+
+// GraphExec is an instantiated graph: the captured work, replayable.
+type GraphExec struct {
+	c *Context
+	h uintptr
+}
+
+// Launch replays the graph on s.
+func (x *GraphExec) Launch(s *Stream) error {
+	return x.c.do("cuGraphLaunch", s.label, func() uintptr { return lib.cuGraphLaunch(x.h, s.h) })
+}
+
+// Close destroys the runnable graph.
+func (x *GraphExec) Close() error {
+	if x.h == 0 {
+		return nil
+	}
+	h := x.h
+	x.h = 0
+	return x.c.do("cuGraphExecDestroy", "", func() uintptr { return lib.cuGraphExecDestroy(h) })
+}

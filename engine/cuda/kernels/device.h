@@ -1,0 +1,50 @@
+// device.h: the few CUDA device declarations petal's kernels use.
+//
+// clang compiles the kernels with -nocudainc (no CUDA toolkit on the build
+// machine), so the built-ins come from here; nvcc, used only to compare its
+// code with clang's, has its own headers and gets the same names from them.
+#pragma once
+
+#if defined(__NVCC__)
+#define PETAL_TID_X() threadIdx.x
+#define PETAL_BID_X() blockIdx.x
+#define PETAL_NTID_X() blockDim.x
+#define PETAL_NCTAID_X() gridDim.x
+#else
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __attribute__((always_inline))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+// __syncthreads is a clang built-in.
+#define PETAL_TID_X() __nvvm_read_ptx_sreg_tid_x()
+#define PETAL_BID_X() __nvvm_read_ptx_sreg_ctaid_x()
+#define PETAL_NTID_X() __nvvm_read_ptx_sreg_ntid_x()
+#define PETAL_NCTAID_X() __nvvm_read_ptx_sreg_nctaid_x()
+static __device__ inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+static __device__ inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+static __device__ inline float __shfl_xor_sync(unsigned mask, float v, int lane) {
+  return __nvvm_shfl_sync_bfly_f32(mask, v, lane, 0x1f);
+}
+#endif
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+
+struct u32x4 {
+  u32 x, y, z, w;
+};
+
+// bf16 widens to float32 exactly: its bits are the high half of a float's.
+static __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float((u32)b << 16); }
+
+// ld_stream_16 loads 16 bytes that are read once (weights): through the
+// read-only path, not kept in L1.
+static __device__ __forceinline__ u32x4 ld_stream_16(const void* p) {
+  u32x4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}

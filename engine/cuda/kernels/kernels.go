@@ -1,0 +1,38 @@
+// Package kernels holds petal's CUDA kernels: the sources (*.cu, one file per
+// op family) and the PTX that clang-19 makes from them (gen.sh, through go
+// generate), embedded so that a binary needs only the NVIDIA driver, which
+// compiles PTX for the GPU at load. check.sh fails when the PTX is stale.
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+//go:generate sh gen.sh
+
+//go:embed *.ptx
+var ptxFiles embed.FS
+
+// PTX returns the PTX module made from family.cu (e.g. "qmatvec"), ending in
+// the NUL byte the driver wants.
+func PTX(family string) ([]byte, error) {
+	b, err := ptxFiles.ReadFile(family + ".ptx")
+	if err != nil {
+		return nil, fmt.Errorf("kernels: no PTX for %q (families: %s)", family, strings.Join(Families(), ", "))
+	}
+	return append(b[:len(b):len(b)], 0), nil
+}
+
+// Families lists the kernel families embedded, sorted.
+func Families() []string {
+	entries, _ := ptxFiles.ReadDir(".")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".ptx"))
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,63 @@
+package kernels
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedPTX: every family's PTX is embedded, targets sm_90, ends in
+// NUL, and defines the entry points the Go launchers look up.
+func TestEmbeddedPTX(t *testing.T) {
+	want := map[string][]string{
+		"qmatvec": {"qmatvec4_r4u1", "qmatvec4_r2u2_b4", "qmatvec4_p2", "qmatvec4_p4_b3"},
+		"probe":   {"empty", "add_f32", "read_xor"},
+	}
+	for family, entries := range want {
+		ptx, err := PTX(family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ptx[len(ptx)-1] != 0 || !bytes.Contains(ptx, []byte(".target sm_90\n")) {
+			t.Errorf("%s: not NUL-terminated sm_90 PTX", family)
+		}
+		for _, e := range entries {
+			if !bytes.Contains(ptx, []byte(".visible .entry "+e+"(")) {
+				t.Errorf("%s: no entry point %s", family, e)
+			}
+		}
+	}
+	if _, err := PTX("nonesuch"); err == nil || !strings.Contains(err.Error(), "qmatvec") {
+		t.Fatalf("unknown family: %v", err)
+	}
+}
+
+// TestPTXUpToDate regenerates the PTX with clang-19 and compares (the same
+// check as check.sh); it skips where clang-19 is not installed.
+func TestPTXUpToDate(t *testing.T) {
+	if _, err := exec.LookPath("clang-19"); err != nil {
+		t.Skip("clang-19 not installed: cannot regenerate the PTX (apt-get install clang-19)")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("sh", "gen.sh", dir).CombinedOutput(); err != nil {
+		t.Fatalf("gen.sh: %v\n%s", err, out)
+	}
+	srcs, _ := filepath.Glob("*.cu")
+	for _, src := range srcs {
+		name := strings.TrimSuffix(src, ".cu") + ".ptx"
+		fresh, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatalf("%s has no committed PTX: run go generate ./engine/cuda/kernels", src)
+		}
+		if !bytes.Equal(fresh, committed) {
+			t.Errorf("%s is out of date with %s: run go generate ./engine/cuda/kernels", name, src)
+		}
+	}
+}

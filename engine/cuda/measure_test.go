@@ -1,0 +1,354 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+	"petal/engine/quant"
+)
+
+// The measurements below run only with PETAL_CUDA_BENCH=1 (on a GPU): they
+// take tens of seconds and gigabytes of device memory. They print tables;
+// docs/bench/cuda/ keeps the logs.
+
+func benchOnly(t *testing.T) *driver.Context {
+	if os.Getenv("PETAL_CUDA_BENCH") == "" {
+		t.Skip("measurement: set PETAL_CUDA_BENCH=1 to run")
+	}
+	return gpu(t)
+}
+
+// timeLaunches times n back-to-back runs of launch with an event between
+// each pair and returns the median, after a few untimed runs.
+func timeLaunches(t *testing.T, c *driver.Context, s *driver.Stream, n int, launch func() error) time.Duration {
+	t.Helper()
+	for range 3 {
+		if err := launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := make([]*driver.Event, n+1)
+	for i := range ev {
+		var err error
+		if ev[i], err = c.NewEvent(); err != nil {
+			t.Fatal(err)
+		}
+		defer ev[i].Close()
+	}
+	if err := ev[0].Record(s); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		if err := launch(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ev[i].Record(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ev[n].Sync(); err != nil {
+		t.Fatal(err)
+	}
+	d := make([]time.Duration, n)
+	for i := range d {
+		var err error
+		if d[i], err = driver.Elapsed(ev[i], ev[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(d)
+	return d[n/2]
+}
+
+func gbps(bytes int64, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
+
+// ceilings measures a device-to-device copy (bytes read plus written) and a
+// streaming read with the mat-vec's 16-byte load, over 1 GiB each.
+func ceilings(t *testing.T, c *driver.Context, s *driver.Stream, probe *driver.Module) (copyGBps, readGBps float64) {
+	const size = 1 << 30
+	a, err := c.Alloc(size, "copy source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(a)
+	b, err := c.Alloc(size, "copy destination")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(b)
+	if err := s.Fill32(a, 0x3f800001, size/4); err != nil {
+		t.Fatal(err)
+	}
+	dCopy := timeLaunches(t, c, s, 10, func() error { return s.Copy(b, a, size) })
+	read, err := probe.Function("read_xor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid := c.Device().SMs * 8
+	var args driver.Args
+	args.Ptr(a).I64(size / 16).Ptr(b)
+	dRead := timeLaunches(t, c, s, 10, func() error { return s.Launch(read, driver.D1(grid), driver.D1(256), 0, &args) })
+	copyGBps, readGBps = gbps(2*size, dCopy), gbps(size, dRead)
+	t.Logf("ceiling: device-to-device copy of 1 GiB: %v, %.0f GB/s (read + written)", dCopy, copyGBps)
+	t.Logf("ceiling: read_xor of 1 GiB (16-byte loads): %v, %.0f GB/s", dRead, readGBps)
+	return
+}
+
+// altModules reads PETAL_CUDA_QMATVEC_ALT, "label=path,label=path": other
+// builds of qmatvec.cu (nvcc's PTX or cubin) to load through the same path.
+func altModules(t *testing.T) [][2]string {
+	var alts [][2]string
+	for _, kv := range strings.Split(os.Getenv("PETAL_CUDA_QMATVEC_ALT"), ",") {
+		if label, path, ok := strings.Cut(kv, "="); ok {
+			alts = append(alts, [2]string{label, path})
+		}
+	}
+	return alts
+}
+
+// TestMeasureMatVecBandwidth times every variant of every build of the
+// mat-vec on the model's shapes and compares the weight bytes read per
+// second with the ceilings measured in the same run. Each build is checked
+// against the float64 reference first.
+func TestMeasureMatVecBandwidth(t *testing.T) {
+	c := benchOnly(t)
+	t.Log(c.Device())
+	s, err := c.NewStream("bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	probePTX, _ := kernels.PTX("probe")
+	probe, err := c.LoadModule(probePTX, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	copyGB, readGB := ceilings(t, c, s, probe)
+
+	type build struct {
+		label string
+		mod   *driver.Module
+	}
+	start := time.Now()
+	clangMod, err := LoadQMatVecModule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load: clang PTX module qmatvec (driver JIT, cache as found): %v", time.Since(start))
+	builds := []build{{"clang", clangMod}}
+	for _, alt := range altModules(t) {
+		img, err := os.ReadFile(alt[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		mod, err := c.LoadModule(img, alt[0])
+		if err != nil {
+			t.Fatalf("%s: %v", alt[0], err)
+		}
+		t.Logf("load: %s module %s: %v", alt[0], alt[1], time.Since(start))
+		builds = append(builds, build{alt[0], mod})
+	}
+	for _, b := range builds {
+		defer b.mod.Close()
+		for _, v := range MatVecVariants {
+			k, err := NewMatVec(c, b.mod, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := k.Function().Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("resources: %-6s %v: %d registers, %d bytes local (spills), PTX %d, SASS sm_%d",
+				b.label, v, fi.Registers, fi.LocalBytes, fi.PTXVersion, fi.SASSVersion)
+		}
+	}
+
+	up, err := c.NewUploader(s, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	rng := freshRNG(t)
+	shapes := []matVecShape{
+		{"lm_head 248320x2048", 1, 248320, 2048},
+		{"experts.gate_up 256x512x2048", 256, 512, 2048},
+		{"experts.down 256x2048x512", 256, 2048, 512},
+		{"o_proj 2048x4096 (L2-resident)", 1, 2048, 4096},
+		{"expert.gate_up 512x2048 (L2-resident)", 1, 512, 2048},
+	}
+	var table []string
+	for _, sh := range shapes {
+		m := quant.RandomMatrix(rng, sh.experts, sh.rows, sh.cols, 4, 64)
+		x := randomVector(rng, sh.cols)
+		want, absSum := reference(&m, x)
+		dm, err := UploadQMatrix(c, up, &m, sh.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dv := newDeviceVectors(t, c, s, x, len(want))
+		for _, b := range builds {
+			variants := MatVecVariants
+			if b.label == "clang" {
+				variants = append(variants[:len(variants):len(variants)], matVecLab...)
+			}
+			for _, v := range variants {
+				k, err := NewMatVec(c, b.mod, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dv.poison(t, s)
+				if err := k.Launch(s, dm, dv.x, dv.y); err != nil {
+					t.Fatal(err)
+				}
+				lab := strings.HasPrefix(v.Name, "lab_")
+				if worst, at := compareMatVec(dv.read(t, s), want, absSum); !lab && !(worst <= matVecTolerance) {
+					t.Fatalf("%s %s %v: row %d off by %.2g of Σ|w·x|", sh.name, b.label, v, at, worst)
+				}
+				d := timeLaunches(t, c, s, 30, func() error { return k.Launch(s, dm, dv.x, dv.y) })
+				g := gbps(dm.Bytes, d)
+				table = append(table, fmt.Sprintf("| %-38s | %-11s | %-18v | %8.1f | %6.0f | %5.1f%% | %5.1f%% |",
+					sh.name, b.label, v, float64(d.Nanoseconds())/1e3, g, 100*g/readGB, 100*g/copyGB))
+			}
+		}
+		dv.free()
+		dm.Free()
+	}
+	t.Logf("mat-vec, median of 30 launches; GB/s of weight bytes (codes, scales, biases); %% of read_xor (%.0f GB/s) and of copy (%.0f GB/s)", readGB, copyGB)
+	t.Logf("%s", "| shape                                  | build       | variant            |       µs |   GB/s | %read | %copy |")
+	for _, row := range table {
+		t.Log(row)
+	}
+}
+
+// TestMeasureLaunchAndGraph times the host cost of a launch through purego,
+// and the device time per kernel launched directly and replayed in a graph.
+func TestMeasureLaunchAndGraph(t *testing.T) {
+	c := benchOnly(t)
+	s, err := c.NewStream("bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	probePTX, _ := kernels.PTX("probe")
+	probe, err := c.LoadModule(probePTX, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	empty, err := probe.Function("empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	launchAll := func() error {
+		for range n {
+			if err := s.Launch(empty, driver.D1(1), driver.D1(32), 0, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	launchAll()
+	s.Sync()
+	start := time.Now()
+	if err := launchAll(); err != nil {
+		t.Fatal(err)
+	}
+	host := time.Since(start)
+	s.Sync()
+	direct := timeLaunches(t, c, s, 5, launchAll)
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if err := launchAll(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	x, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	replay := timeLaunches(t, c, s, 5, func() error { return x.Launch(s) })
+	t.Logf("launch: host time per cuLaunchKernel through purego: %.2f µs", float64(host.Nanoseconds())/1e3/n)
+	t.Logf("launch: device time per empty kernel, launched one by one: %.2f µs; replayed in a graph of %d: %.2f µs",
+		float64(direct.Nanoseconds())/1e3/n, n, float64(replay.Nanoseconds())/1e3/n)
+}
+
+// TestMeasureUploads times 1 GiB host-to-device copies: from pageable
+// memory, through the pinned double-buffered Uploader, and from memory
+// registered with the driver (as a memory-mapped checkpoint would be).
+func TestMeasureUploads(t *testing.T) {
+	c := benchOnly(t)
+	s, err := c.NewStream("bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const size = 1 << 30
+	dst, err := c.Alloc(size, "upload target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(dst)
+	src, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(src)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	timed := func(f func() error) time.Duration {
+		start := time.Now()
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	report := func(what string, d time.Duration) {
+		t.Logf("upload: %-44s %7.1f ms, %5.1f GB/s", what, float64(d.Microseconds())/1e3, gbps(size, d))
+	}
+	report("pageable cuMemcpyHtoDAsync", timed(func() error { return s.CopyToDevice(dst, src) }))
+	for _, chunk := range []int64{8 << 20, 64 << 20} {
+		up, err := c.NewUploader(s, chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report(fmt.Sprintf("Uploader, two pinned %d MiB buffers", chunk>>20), timed(func() error { return up.Upload(dst, src) }))
+		up.Close()
+	}
+	reg := timed(func() error { return c.RegisterHost(src, true) })
+	report("cuMemHostRegister (the registration alone)", reg)
+	report("registered memory, one copy", timed(func() error { return s.CopyToDevice(dst, src) }))
+	if err := c.UnregisterHost(src); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, 1<<20)
+	if err := s.CopyToHost(back, dst.Add(size-1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if string(back) != string(src[size-1<<20:]) {
+		t.Fatal("the uploaded data differs from the source")
+	}
+}
