@@ -152,3 +152,6 @@ func removeKey(keys []string, key string) []string {
 	}
 	return out
 }
+
+// MaxValueDepth is how deeply arrays and objects may nest in a template value.
+const MaxValueDepth = 100
