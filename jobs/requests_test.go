@@ -182,3 +182,32 @@ func TestDeveloperRoleBecomesSystem(t *testing.T) {
 		t.Errorf("a request without developer messages changed: %s %q", job.Messages, job.Warnings)
 	}
 }
+
+// The legacy top_logprobs object keeps the order it is given (most likely
+// first), not a map's; a repeated token text keeps its first entry.
+func TestTopTokensOrder(t *testing.T) {
+	tt := TopTokens{{"zeta", -0.1}, {"alpha", -1}, {"\ufffd", -2}, {"mid", -3}, {"\ufffd", -4}}
+	b, err := json.Marshal(tt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"zeta":-0.1,"alpha":-1,"\ufffd":-2,"mid":-3}`; string(b) != strings.Replace(want, `\ufffd`, "\ufffd", 1) {
+		t.Errorf("got %s", b)
+	}
+	if b, _ := json.Marshal(TopTokens(nil)); string(b) != "null" {
+		t.Errorf("nil: %s", b)
+	}
+	if b, _ := json.Marshal(TopTokens{}); string(b) != "{}" {
+		t.Errorf("empty: %s", b)
+	}
+}
+
+// Timings summed over several prompts count each prompt's first token out
+// of the decode rate.
+func TestTimingsFinishRuns(t *testing.T) {
+	tm := Timings{PredictedN: 12, PredictedMS: 100}
+	tm.FinishRuns(3)
+	if tm.PredictedPerSecond != 90 {
+		t.Errorf("rate %v, want 90", tm.PredictedPerSecond)
+	}
+}
