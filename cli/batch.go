@@ -219,11 +219,7 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 		res, jerr := serveRecovered(st, srv, c.Context, job)
 		var line jobs.Output
 		if jerr != nil {
-			typ := jobs.InvalidRequest
-			if jerr.Status >= 500 {
-				typ = jobs.ServerError
-			}
-			line = jobs.Failure(job.Origin(), jobs.APIError{Message: jerr.Err.Error(), Type: typ, Param: jerr.Param})
+			line = jobs.Failure(job.Origin(), jerr.apiError())
 			line.StatusCode = jerr.Status
 			stats.failed++
 		} else {

@@ -20,6 +20,7 @@ type Request struct {
 	Logprobs       bool     // log-probabilities of the generated tokens
 	TopLogprobs    int      // and of the n most likely alternatives at each step
 	PromptLogprobs bool     // log-probabilities of the prompt tokens (completions echo)
+	ScoreOnly      bool     // run the prompt and generate nothing (finish "length"): prompt scoring
 	// OnText receives the generated text as it becomes final (stop strings
 	// are held back until they can no longer match).
 	OnText func(string)
@@ -99,6 +100,10 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 		return nil, err
 	}
 	res.PromptTime = time.Since(start)
+	if req.ScoreOnly {
+		res.FinishReason = "length"
+		return res, nil
+	}
 
 	sampler := sample.New(req.Sampling, req.Prompt)
 	text := newStopText(e.Tokenizer, req.Stop, req.OnText)

@@ -174,7 +174,7 @@ func decodeBody(f fields, job *Job, kindKnown bool) *fieldError {
 	if job.Kind == Chat {
 		err = decodeChat(f, msgs, job)
 	} else {
-		job.Prompt, job.PromptIDs, err = decodePrompt(prompt)
+		err = decodePrompts(prompt, job)
 	}
 	if err != nil {
 		return err
@@ -193,7 +193,10 @@ func decodeChat(f fields, msgs gjson.Result, job *Job) *fieldError {
 	if err := checkMessages(msgs); err != nil {
 		return err
 	}
-	job.Messages = json.RawMessage(msgs.Raw)
+	var warning string
+	if job.Messages, warning = developerAsSystem(msgs); warning != "" {
+		job.Warnings = append(job.Warnings, warning)
+	}
 	if tools, ok := f.get("tools"); ok {
 		if err := checkTools(tools); err != nil {
 			return err

@@ -206,11 +206,9 @@ func TestParseLineErrors(t *testing.T) {
 		{"enable_thinking type", `{` + msg + `,"enable_thinking":"yes"}`, "enable_thinking", `field "enable_thinking" must be a boolean, got string`},
 		{"enable_thinking disagrees", `{` + msg + `,"enable_thinking":true,"chat_template_kwargs":{"enable_thinking":false}}`, "enable_thinking", `field "enable_thinking" disagrees with "chat_template_kwargs.enable_thinking"`},
 
-		{"prompt type", `{"prompt":{}}`, "prompt", `field "prompt" must be a string or an array of token ids, got object`},
+		{"prompt type", `{"prompt":{}}`, "prompt", `field "prompt" must be a string, an array of token ids, or an array of either, got object`},
 		{"prompt empty", `{"prompt":""}`, "prompt", `field "prompt" must not be empty`},
 		{"prompt empty array", `{"prompt":[]}`, "prompt", `field "prompt" must not be empty`},
-		{"prompt batched", `{"prompt":["a","b"]}`, "prompt", `field "prompt" holds 2 prompts`},
-		{"prompt batched ids", `{"prompt":[[1],[2]]}`, "prompt", `field "prompt" holds 2 prompts`},
 		{"prompt mixed", `{"prompt":[1,"a"]}`, "prompt", `got string at index 1`},
 		{"prompt negative id", `{"prompt":[1,-2]}`, "prompt", `token id -2 out of range at index 1`},
 		{"prompt huge id", `{"prompt":[4294967296]}`, "prompt", `token id 4294967296 out of range`},

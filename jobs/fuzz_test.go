@@ -29,12 +29,12 @@ func FuzzReaderNext(f *testing.F) {
 			line := 0
 			if job != nil {
 				line = job.Line
-				if job.Kind == Chat && job.Messages == nil || job.Kind == Completion && job.Prompt == "" && job.PromptIDs == nil {
+				if job.Kind == Chat && job.Messages == nil || job.Kind == Completion && job.Prompt == "" && job.PromptIDs == nil && job.Prompts == nil {
 					t.Fatalf("job without input: %+v", job)
 				}
 			} else {
 				line = lerr.Line
-				if lerr.Message == "" {
+				if lerr.Message == "" || lerr.Code == "" {
 					t.Fatalf("line error without message: %+v", lerr)
 				}
 			}

@@ -47,6 +47,9 @@ type Job struct {
 	// Completions: a text prompt or token ids, never both.
 	Prompt    string
 	PromptIDs []int32
+	// Prompts holds every prompt of a request that gives a list of several
+	// (one choice each); nil when it gives one, in Prompt or PromptIDs.
+	Prompts []Prompt
 
 	Params Params
 
@@ -57,6 +60,31 @@ type Job struct {
 	// Body fields petal does not honour (user, metadata, response_format, ...),
 	// in input order, so the caller may warn about them.
 	Ignored []string
+	// Warnings say how the request was read where it differs from what it
+	// says (a developer message rendered as system, ...).
+	Warnings []string
+}
+
+// Prompt is one completions prompt: text or token ids, never both.
+type Prompt struct {
+	Text string
+	IDs  []int32
+}
+
+// CompletionPrompts are the job's prompts in order: Prompts, else the one
+// in Prompt or PromptIDs.
+func (j *Job) CompletionPrompts() []Prompt {
+	if len(j.Prompts) > 0 {
+		return j.Prompts
+	}
+	return []Prompt{{Text: j.Prompt, IDs: j.PromptIDs}}
+}
+
+// ScoreOnly says the job only scores its prompt: a completion with echo and
+// max_tokens 0 generates nothing.
+func (j *Job) ScoreOnly() bool {
+	p := j.Params
+	return j.Kind == Completion && p.Echo && p.MaxTokens != nil && *p.MaxTokens == 0
 }
 
 // Params are the sampling and output options of a job; nil means unset.

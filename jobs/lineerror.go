@@ -2,14 +2,28 @@ package jobs
 
 import "fmt"
 
-// Error codes carried in error result lines, in OpenAI's vocabulary.
+// Error codes carried in error result lines, in OpenAI's vocabulary where
+// it has one. Every error result carries one of these.
 const (
-	codeInvalidJSON  = "invalid_json"
-	codeInvalidType  = "invalid_type"
-	codeInvalidValue = "invalid_value"
-	codeMissing      = "missing_required_parameter"
-	codeUnsupported  = "unsupported_value"
-	codeDuplicateID  = "duplicate_custom_id"
+	CodeInvalidJSON   = "invalid_json"               // the line is not JSON (or not UTF-8, or not an object)
+	CodeInvalidType   = "invalid_type"               // a field has the wrong JSON type
+	CodeInvalidValue  = "invalid_value"              // a field's value is out of range or not allowed
+	CodeMissing       = "missing_required_parameter" // a required field is absent
+	CodeUnsupported   = "unsupported_value"          // a valid value petal does not serve (an url, streaming, n > 1)
+	CodeDuplicateID   = "duplicate_custom_id"        // a custom_id seen on an earlier line
+	CodeContextLength = "context_length_exceeded"    // the prompt does not fit in the context
+	CodeSessionBusy   = "session_busy"               // the session's lock was not released in time
+	CodeInternal      = "internal_error"             // petal failed running the job (status 500)
+)
+
+// The package's own short names.
+const (
+	codeInvalidJSON  = CodeInvalidJSON
+	codeInvalidType  = CodeInvalidType
+	codeInvalidValue = CodeInvalidValue
+	codeMissing      = CodeMissing
+	codeUnsupported  = CodeUnsupported
+	codeDuplicateID  = CodeDuplicateID
 )
 
 // LineError is a job line that cannot be served: the caller writes its

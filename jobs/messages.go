@@ -1,8 +1,10 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -20,11 +22,62 @@ func checkMessages(v gjson.Result) *fieldError {
 		return fieldErrorf("messages", codeInvalidValue, "field %q must not be empty", "messages")
 	}
 	for i, m := range msgs {
-		if err := checkMessage(fmt.Sprintf("messages[%d]", i), m); err != nil {
+		at := fmt.Sprintf("messages[%d]", i)
+		if err := checkNesting(at, m.Raw, 1); err != nil {
+			return err
+		}
+		if err := checkMessage(at, m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// developerAsSystem renders OpenAI's developer role (its newer name for
+// system instructions) as system, which is the only instruction role the
+// Qwen templates know; the other messages are kept byte for byte. It
+// returns the messages and a warning, or the input and "" when no message
+// is a developer's.
+func developerAsSystem(v gjson.Result) (json.RawMessage, string) {
+	msgs := v.Array()
+	var at []string
+	for i, m := range msgs {
+		if m.Get("role").Str == "developer" {
+			at = append(at, fmt.Sprintf("messages[%d]", i))
+		}
+	}
+	if len(at) == 0 {
+		return json.RawMessage(v.Raw), ""
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if m.Get("role").Str != "developer" {
+			b.WriteString(m.Raw)
+			continue
+		}
+		f := objectFields(m)
+		b.WriteByte('{')
+		for j, name := range f.order {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			key, _ := json.Marshal(name)
+			b.Write(key)
+			b.WriteByte(':')
+			if name == "role" {
+				b.WriteString(`"system"`)
+			} else {
+				b.WriteString(f.m[name].Raw)
+			}
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return json.RawMessage(b.Bytes()), fmt.Sprintf("role \"developer\" of %s rendered as \"system\" (the chat template has no developer role)", strings.Join(at, ", "))
 }
 
 func checkMessage(at string, m gjson.Result) *fieldError {
@@ -113,7 +166,11 @@ func checkTools(v gjson.Result) *fieldError {
 		return typeError("tools", "an array", v)
 	}
 	for i, tool := range v.Array() {
-		if err := checkFunction(fmt.Sprintf("tools[%d]", i), tool, "parameters"); err != nil {
+		at := fmt.Sprintf("tools[%d]", i)
+		if err := checkNesting(at, tool.Raw, 1); err != nil {
+			return err
+		}
+		if err := checkFunction(at, tool, "parameters"); err != nil {
 			return err
 		}
 	}
@@ -143,10 +200,26 @@ func checkFunction(at string, v gjson.Result, extra string) *fieldError {
 	if err != nil || !ok || name == "" {
 		return fieldErrorf(at+".function.name", codeMissing, "field %q must be a non-empty string", at+".function.name")
 	}
-	if x, ok := ff.get(extra); ok && x.Type != gjson.String && !x.IsObject() {
+	x, ok := ff.get(extra)
+	if ok && x.Type != gjson.String && !x.IsObject() {
 		return typeError(at+".function."+extra, "a string or an object", x)
 	}
+	if ok && x.Type == gjson.String {
+		// JSON text in a string is parsed into a value for the template
+		return checkNesting(at+".function."+extra, x.Str, 0)
+	}
 	return nil
+}
+
+// requestVariables are the template variables the request's own fields
+// (or the renderer) set: a chat_template_kwargs key of that name would
+// silently replace the validated field, so it is refused.
+var requestVariables = map[string]string{
+	"messages":              `give the conversation in "messages"`,
+	"tools":                 `give tools in "tools"`,
+	"add_generation_prompt": "petal sets it: the prompt always ends with the assistant's turn",
+	"raise_exception":       "the renderer defines it",
+	"petal_tojson":          "the renderer defines it",
 }
 
 // templateKwargs returns chat_template_kwargs with the top-level
@@ -155,6 +228,18 @@ func templateKwargs(f fields) (json.RawMessage, *fieldError) {
 	kw, hasKw := f.get("chat_template_kwargs")
 	if hasKw && !kw.IsObject() {
 		return nil, typeError("chat_template_kwargs", "an object", kw)
+	}
+	if hasKw {
+		kf := objectFields(kw)
+		for _, name := range kf.order {
+			if why, taken := requestVariables[name]; taken {
+				return nil, fieldErrorf("chat_template_kwargs", codeInvalidValue,
+					"field \"chat_template_kwargs\" must not set %q: %s", name, why)
+			}
+			if err := checkNesting("chat_template_kwargs."+name, kf.m[name].Raw, 0); err != nil {
+				return nil, err
+			}
+		}
 	}
 	think, hasThink, err := f.boolean("enable_thinking")
 	if err != nil {
@@ -185,3 +270,8 @@ func templateKwargs(f fields) (json.RawMessage, *fieldError) {
 	}
 	return raw, nil
 }
+
+// MaxNesting is how deeply arrays and objects may nest in a value passed to
+// the chat template (engine/chat's MaxValueDepth): deeper values are refused
+// before anything walks them.
+const MaxNesting = 100

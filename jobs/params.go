@@ -65,12 +65,24 @@ func decodeParams(f fields, kind Kind) (Params, *fieldError) {
 	} else {
 		err = completionLogprobs(f, &p)
 	}
-	return p, err
+	if err != nil {
+		return p, err
+	}
+	if p.MaxTokens != nil && *p.MaxTokens == 0 && !(kind == Completion && p.Echo) {
+		name := "max_tokens"
+		if !f.has("max_tokens") {
+			name = "max_completion_tokens"
+		}
+		return p, fieldErrorf(name, codeInvalidValue,
+			"field %q must be at least 1, got 0 (0 only scores the prompt, which needs \"echo\": true on /v1/completions)", name)
+	}
+	return p, nil
 }
 
 const maxInt = int(^uint(0) >> 1)
 
-// maxTokens reads max_tokens and its newer chat name max_completion_tokens.
+// maxTokens reads max_tokens and its newer chat name max_completion_tokens;
+// 0 (scoring the prompt only) is checked against echo by the caller.
 func maxTokens(f fields) (*int, *fieldError) {
 	var out *int
 	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
@@ -81,7 +93,7 @@ func maxTokens(f fields) (*int, *fieldError) {
 		if n == nil {
 			continue
 		}
-		if *n < 1 || *n > int64(maxInt) {
+		if *n < 0 || *n > int64(maxInt) {
 			return nil, fieldErrorf(name, codeInvalidValue, "field %q must be at least 1, got %d", name, *n)
 		}
 		if out != nil && *out != int(*n) {

@@ -141,7 +141,7 @@ func TestTextCompletionFieldNames(t *testing.T) {
 			Logprobs: &TextLogprobs{
 				Tokens:        []string{"Hello", " world"},
 				TokenLogprobs: []*Logprob{nil, &second},
-				TopLogprobs:   []map[string]Logprob{nil, {" world": second, " there": first}},
+				TopLogprobs:   []TopTokens{nil, {{" world", second}, {" there", first}}},
 				TextOffset:    []int{0, 5},
 			},
 			FinishReason: FinishStop,

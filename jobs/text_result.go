@@ -33,10 +33,10 @@ type TextChoice struct {
 // very first token, having no context, has null in TokenLogprobs and
 // TopLogprobs.
 type TextLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []*Logprob           `json:"token_logprobs"`
-	TopLogprobs   []map[string]Logprob `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"` // byte offset of each token in Text
+	Tokens        []string    `json:"tokens"`
+	TokenLogprobs []*Logprob  `json:"token_logprobs"`
+	TopLogprobs   []TopTokens `json:"top_logprobs"`
+	TextOffset    []int       `json:"text_offset"` // byte offset of each token in Text
 }
 
 func (l TextLogprobs) MarshalJSON() ([]byte, error) {
@@ -48,10 +48,48 @@ func (l TextLogprobs) MarshalJSON() ([]byte, error) {
 		l.TokenLogprobs = []*Logprob{}
 	}
 	if l.TopLogprobs == nil {
-		l.TopLogprobs = []map[string]Logprob{}
+		l.TopLogprobs = []TopTokens{}
 	}
 	if l.TextOffset == nil {
 		l.TextOffset = []int{}
 	}
 	return marshal(plain(l))
+}
+
+// TopTokens are a position's most likely tokens, most likely first. They are
+// written as the legacy API's object {token: logprob} with its keys in that
+// order (a Go map would sort them by token); a token text seen twice (two
+// ids that decode alike) keeps its first, likelier, entry. nil is null.
+type TopTokens []TopToken
+
+type TopToken struct {
+	Token   string
+	Logprob Logprob
+}
+
+func (tt TopTokens) MarshalJSON() ([]byte, error) {
+	if tt == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	seen := make(map[string]bool, len(tt))
+	for _, t := range tt {
+		if seen[t.Token] {
+			continue
+		}
+		seen[t.Token] = true
+		key, err := marshal(t.Token)
+		if err != nil {
+			return nil, err
+		}
+		val, err := t.Logprob.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, key...), ':'), val...)
+	}
+	return append(b, '}'), nil
 }

@@ -53,9 +53,14 @@ type Timings struct {
 
 // Finish computes the rates from the counts and times; a rate is zero when
 // it is undefined (no tokens, or no time).
-func (t *Timings) Finish() {
+func (t *Timings) Finish() { t.FinishRuns(1) }
+
+// FinishRuns is Finish for timings summed over several generations (a list
+// of prompts): each one's first token comes out of its prefill, so the
+// decode rate counts the tokens after each first one.
+func (t *Timings) FinishRuns(runs int) {
 	t.PromptPerSecond = perSecond(t.PromptN, t.PromptMS)
-	t.PredictedPerSecond = perSecond(t.PredictedN-1, t.PredictedMS)
+	t.PredictedPerSecond = perSecond(t.PredictedN-runs, t.PredictedMS)
 }
 
 func perSecond(n int, ms float64) float64 {

@@ -187,7 +187,11 @@ func TestParseOutputReadsRenderedToolCall(t *testing.T) {
 	}
 	out := ParseOutput(blocks[len(blocks)-1], ParseOptions{Tools: []byte(vars.Get("tools").Raw)})
 	call := vars.Get("messages.2.tool_calls.0.function")
-	want, err := encodePyJSON(valueFromJSON(call.Get("arguments")))
+	args, err := valueFromJSON(call.Get("arguments").Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := encodePyJSON(args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,9 +160,12 @@ func (t *Template) Render(req []byte) (string, error) {
 	var err error
 	root.ForEach(func(k, v gjson.Result) bool {
 		if k.Str == "messages" {
-			vars[k.Str], err = messagesFromJSON(v, t.flatten)
+			vars[k.Str], err = messagesFromJSON(v.Raw, t.flatten)
 		} else {
-			vars[k.Str] = valueFromJSON(v)
+			vars[k.Str], err = valueFromJSON(v.Raw)
+		}
+		if err != nil {
+			err = fmt.Errorf("%q: %w", k.Str, err)
 		}
 		return err == nil
 	})

@@ -181,7 +181,10 @@ func parseJSONCall(s string) (name string, args jinja.Value, n int, ok bool) {
 	}
 	switch {
 	case argsField.IsObject():
-		args = valueFromJSON(argsField)
+		var err error
+		if args, err = valueFromJSON(argsField.Raw); err != nil {
+			return "", args, 0, false // too deeply nested: left as text
+		}
 	case !argsField.Exists() || argsField.Type == gjson.Null:
 		args = jinja.NewDict()
 	default:

@@ -113,9 +113,11 @@ func schemaType(schema gjson.Result) (typ string, nullable bool) {
 
 func jsonOrString(value string) jinja.Value {
 	if json.Valid([]byte(value)) {
-		return valueFromJSON(gjson.Parse(value))
+		if v, err := valueFromJSON(value); err == nil {
+			return v
+		}
 	}
-	return jinja.NewString(value)
+	return jinja.NewString(value) // not JSON, or too deeply nested to convert
 }
 
 func hasAnyPrefix(s string, prefixes ...string) bool {

@@ -4,6 +4,8 @@
 package tokenizer
 
 import (
+	"sync"
+
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -23,6 +25,9 @@ type Tokenizer struct {
 	normAdded  *addedMatcher
 	eosID      int
 	eosPresent bool
+
+	longestOnce sync.Once // longest: the most bytes a token decodes to (MinTokens)
+	longest     int
 }
 
 // Encode returns the ids of text. Special tokens written in the text are recognised; no BOS or
