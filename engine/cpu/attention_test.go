@@ -71,9 +71,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 			}
 			b := New()
 			buf := func(x []float32) backend.Buffer {
-				m := b.Alloc(len(x), false)
-				b.Write(m, x)
-				return m
+				return mustBuf(b, x)
 			}
 			o.Q, o.QG, o.KCache, o.VCache = buf(q), buf(qg), buf(kc), buf(vc)
 			got := make([]float32, c.rows*c.qh*D)
@@ -180,9 +178,7 @@ func BenchmarkAttention(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 7))
 			be := New()
 			buf := func(x []float32) backend.Buffer {
-				m := be.Alloc(len(x), false)
-				be.Write(m, x)
-				return m
+				return mustBuf(be, x)
 			}
 			o := &backend.Attention{Q: buf(randomVec(rng, c.rows*qh*D)), QG: buf(randomVec(rng, c.rows*qh*2*D)),
 				KCache: buf(randomVec(rng, n*D)), VCache: buf(randomVec(rng, n*D)), Out: buf(make([]float32, c.rows*qh*D)),

@@ -44,14 +44,10 @@ func TestConvMatchesPlain(t *testing.T) {
 			b := New()
 			w := randomVec(rng, C*K)
 			state := randomVec(rng, (K-1)*C)
-			o := &backend.ConvSiLU{Chans: C, K: K, Weight: b.Alloc(C*K, false), State: b.Alloc((K-1)*C, false)}
-			b.Write(o.Weight, w)
-			b.Write(o.State, state)
+			o := &backend.ConvSiLU{Chans: C, K: K, Weight: mustBuf(b, w), State: mustBuf(b, state)}
 			for _, L := range []int{1, 2, 7, 1, 40} {
 				x := randomVec(rng, L*C)
-				o.Rows, o.X, o.Out = L, b.Alloc(L*C, false), b.Alloc(L*C, false)
-				b.Write(o.X, x)
-				b.Write(o.Out, poison(L*C))
+				o.Rows, o.X, o.Out = L, mustBuf(b, x), mustBuf(b, poison(L*C))
 				if err := b.Run(o); err != nil {
 					t.Fatal(err)
 				}
@@ -88,9 +84,7 @@ func BenchmarkConvSiLU(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 3))
 	be := New()
 	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
+		return mustBuf(be, x)
 	}
 	o := &backend.ConvSiLU{X: buf(randomVec(rng, L*C)), State: buf(randomVec(rng, (K-1)*C)),
 		Weight: buf(randomVec(rng, C*K)), Out: buf(make([]float32, L*C)), Rows: L, Chans: C, K: K}
@@ -100,4 +94,13 @@ func BenchmarkConvSiLU(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// mustBuf is a new float32 buffer of be holding x.
+func mustBuf(be *Backend, x []float32) backend.Buffer {
+	b, err := backend.AllocFloats(be, backend.F32, x)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -85,9 +85,12 @@ func NewWithOptions(o Options) (*Backend, error) {
 	return b, nil
 }
 
+// memory is one allocation; exactly one slice is set, by element type:
+// bf16 and f16 are stored as their 16-bit patterns, as a GPU stores them.
 type memory struct {
 	f []float32
 	i []int32
+	h []uint16
 }
 
 func (*memory) Backend() string { return "cpu" }
@@ -99,19 +102,25 @@ func (w *matrix) Shape() quant.Matrix { return w.m }
 
 func (b *Backend) Name() string { return "cpu" }
 
-func (b *Backend) Alloc(n int, isInt bool) backend.Buffer {
-	m := &memory{}
-	if isInt {
-		m.i = make([]int32, n)
-	} else {
-		m.f = make([]float32, n)
+func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
+	if err := backend.CheckAlloc(n, t); err != nil {
+		return backend.Buffer{}, err
 	}
-	return backend.Buffer{Mem: m, Len: n, Int: isInt}
+	m := &memory{}
+	switch t {
+	case backend.F32:
+		m.f = make([]float32, n)
+	case backend.I32:
+		m.i = make([]int32, n)
+	default:
+		m.h = make([]uint16, n)
+	}
+	return backend.Buffer{Mem: m, Len: n, Type: t}, nil
 }
 
 func (b *Backend) Free(buf backend.Buffer) {
 	if m, ok := buf.Mem.(*memory); ok {
-		m.f, m.i = nil, nil
+		m.f, m.i, m.h = nil, nil, nil
 	}
 }
 
@@ -122,26 +131,153 @@ func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
 	return &matrix{m}, nil
 }
 
-func (b *Backend) Write(dst backend.Buffer, src []float32) { copy(F(dst), src) }
-func (b *Backend) WriteInts(dst backend.Buffer, src []int32) {
-	copy(I(dst), src)
+// mine checks that buf is an allocation of this backend still held.
+func mine(buf backend.Buffer) error {
+	m, ok := buf.Mem.(*memory)
+	if !ok {
+		return fmt.Errorf("cpu: a buffer of another backend")
+	}
+	if m.f == nil && m.i == nil && m.h == nil && buf.Len > 0 {
+		return fmt.Errorf("cpu: a freed buffer")
+	}
+	return nil
 }
-func (b *Backend) Read(src backend.Buffer, dst []float32) { copy(dst, F(src)) }
+
+func (b *Backend) Write(dst backend.Buffer, src []float32) error {
+	if err := hostCheck(dst, len(src), false); err != nil {
+		return err
+	}
+	switch dst.Type {
+	case backend.F32:
+		copy(F(dst), src)
+	case backend.BF16:
+		h := H(dst)
+		for i, v := range src {
+			h[i] = backend.BF16FromFloat32(v)
+		}
+	case backend.F16:
+		h := H(dst)
+		for i, v := range src {
+			h[i] = backend.F16FromFloat32(v)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
+	if err := hostCheck(dst, len(src), true); err != nil {
+		return err
+	}
+	copy(I(dst), src)
+	return nil
+}
+
+func (b *Backend) Read(src backend.Buffer, dst []float32) error {
+	if err := hostCheck(src, len(dst), false); err != nil {
+		return err
+	}
+	widen(src, dst)
+	return nil
+}
+
+func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
+	if err := hostCheck(src, len(dst), true); err != nil {
+		return err
+	}
+	copy(dst, I(src))
+	return nil
+}
+
+func hostCheck(buf backend.Buffer, n int, ints bool) error {
+	if err := backend.CheckHost(buf, n, ints); err != nil {
+		return err
+	}
+	return mine(buf)
+}
+
+// widen sets dst to the values of the float buffer src.
+func widen(src backend.Buffer, dst []float32) {
+	switch src.Type {
+	case backend.F32:
+		copy(dst, F(src))
+	case backend.BF16:
+		for i, h := range H(src) {
+			dst[i] = backend.Float32FromBF16(h)
+		}
+	case backend.F16:
+		for i, h := range H(src) {
+			dst[i] = backend.Float32FromF16(h)
+		}
+	}
+}
+
+// Copy copies between buffers, converting float types as Write does.
+func (b *Backend) Copy(dst, src backend.Buffer) error {
+	if err := backend.CheckCopy(dst, src); err != nil {
+		return err
+	}
+	if err := mine(dst); err != nil {
+		return err
+	}
+	if err := mine(src); err != nil {
+		return err
+	}
+	switch {
+	case dst.Type == src.Type && dst.Type == backend.I32:
+		copy(I(dst), I(src))
+	case dst.Type == src.Type && dst.Type == backend.F32:
+		copy(F(dst), F(src))
+	case dst.Type == src.Type:
+		copy(H(dst), H(src))
+	case dst.Type == backend.F32:
+		widen(src, F(dst))
+	case src.Type == backend.F32:
+		narrow(F(src), dst)
+	default: // between the 16-bit types: through float32, which holds both exactly
+		h := H(src)
+		tmp := b.scratch.get(slotCopy, len(h))
+		widen(src, tmp)
+		narrow(tmp, dst)
+	}
+	return nil
+}
+
+// narrow rounds src into the 16-bit float buffer dst.
+func narrow(src []float32, dst backend.Buffer) {
+	h := H(dst)
+	if dst.Type == backend.BF16 {
+		for i, v := range src {
+			h[i] = backend.BF16FromFloat32(v)
+		}
+		return
+	}
+	for i, v := range src {
+		h[i] = backend.F16FromFloat32(v)
+	}
+}
 
 // F is the float32 slice behind a CPU buffer.
 func F(b backend.Buffer) []float32 {
-	if b.Int {
-		panic("cpu: float view of an int buffer")
+	if b.Type != backend.F32 {
+		panic("cpu: float32 view of a " + b.Type.String() + " buffer")
 	}
 	return b.Mem.(*memory).f[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
 }
 
 // I is the int32 slice behind a CPU buffer.
 func I(b backend.Buffer) []int32 {
-	if !b.Int {
-		panic("cpu: int view of a float buffer")
+	if b.Type != backend.I32 {
+		panic("cpu: int32 view of a " + b.Type.String() + " buffer")
 	}
 	return b.Mem.(*memory).i[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
+}
+
+// H is the 16-bit patterns behind a CPU bf16 or f16 buffer.
+func H(b backend.Buffer) []uint16 {
+	if b.Type != backend.BF16 && b.Type != backend.F16 {
+		panic("cpu: 16-bit view of a " + b.Type.String() + " buffer")
+	}
+	return b.Mem.(*memory).h[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
 }
 
 func q(m backend.Matrix) *quant.Matrix { return &m.(*matrix).m }
@@ -204,5 +340,6 @@ const (
 	slotShared
 	slotExpertTmp
 	slotDeltaChunk
+	slotCopy
 	slotCount
 )

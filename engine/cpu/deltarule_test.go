@@ -39,9 +39,7 @@ func TestDeltaRuleMatchesPlain(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			b := New()
 			buf := func(x []float32) backend.Buffer {
-				m := b.Alloc(len(x), false)
-				b.Write(m, x)
-				return m
+				return mustBuf(b, x)
 			}
 			aLog, dtBias := randomVec(rng, c.hv), randomVec(rng, c.hv)
 			state := randomVec(rng, c.hv*c.dv*c.dk)
@@ -77,9 +75,7 @@ func BenchmarkDeltaRule(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 5))
 	be := New()
 	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
+		return mustBuf(be, x)
 	}
 	o := &backend.DeltaRule{QKV: buf(randomVec(rng, rows*(2*hk*d+hv*d))), B: buf(randomVec(rng, rows*hv)),
 		A: buf(randomVec(rng, rows*hv)), ALog: buf(randomVec(rng, hv)), DtBias: buf(randomVec(rng, hv)),

@@ -15,7 +15,7 @@ import (
 func TestSharedInputLinears(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	b := New()
-	x := b.Alloc(256, false)
+	x, _ := b.Alloc(256, backend.F32)
 	xs := make([]float32, 256)
 	for i := range xs {
 		xs[i] = rng.Float32()*2 - 1
@@ -26,7 +26,7 @@ func TestSharedInputLinears(t *testing.T) {
 	for _, rows := range []int{67, 5, 130} {
 		m := quant.RandomMatrix(rng, 1, rows, 256, 4, 64)
 		w, _ := b.Upload(m)
-		y := b.Alloc(rows, false)
+		y, _ := b.Alloc(rows, backend.F32)
 		poison := make([]float32, rows)
 		for i := range poison {
 			poison[i] = float32(math.NaN())

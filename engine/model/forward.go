@@ -40,7 +40,9 @@ func Load(ck *checkpoint.Checkpoint, be backend.Backend, chunk int) (*Model, err
 		return nil, err
 	}
 	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
-	m.ws = newWorkspace(be, &d, chunk)
+	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -85,14 +87,20 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []float32)) error {
 	n, pos0 := len(chunk), s.Pos()
 	var p *program
+	var err error
 	if m.Trace != nil {
-		p = m.record(s, n, mode, true)
+		p, err = m.record(s, n, mode, true)
 	} else if p = s.programs[programKey(n, mode)]; p == nil {
-		p = m.record(s, n, mode, false)
+		p, err = m.record(s, n, mode, false)
 		s.programs[programKey(n, mode)] = p
 	}
+	if err != nil {
+		return err
+	}
 	p.setPos(pos0)
-	m.be.WriteInts(m.ws.tokens.View(0, n), chunk)
+	if err := m.be.WriteInts(m.ws.tokens.View(0, n), chunk); err != nil {
+		return err
+	}
 	for i, seg := range p.segments {
 		if err := m.be.Run(seg...); err != nil {
 			return err
@@ -103,7 +111,9 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 				out = m.ws.a
 			}
 			buf := make([]float32, n*m.Dims.Hidden)
-			m.be.Read(out.Rows(0, n, m.Dims.Hidden), buf)
+			if err := m.be.Read(out.Rows(0, n, m.Dims.Hidden), buf); err != nil {
+				return err
+			}
 			m.Trace(i, n, buf)
 		}
 	}
@@ -111,12 +121,16 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	switch mode {
 	case LastLogits:
 		m.host = grow(m.host, m.Dims.Vocab)
-		m.be.Read(m.ws.logits, m.host)
+		if err := m.be.Read(m.ws.logits, m.host); err != nil {
+			return err
+		}
 		emit(pos0+n-1, m.host)
 	case AllLogits:
 		V := m.Dims.Vocab
 		m.host = grow(m.host, n*V)
-		m.be.Read(m.logitsAll.Rows(0, n, V), m.host)
+		if err := m.be.Read(m.logitsAll.Rows(0, n, V), m.host); err != nil {
+			return err
+		}
 		for i := range n {
 			emit(pos0+i, m.host[i*V:(i+1)*V])
 		}
@@ -155,7 +169,7 @@ func (p *program) setPos(pos int) {
 // record writes down the forward pass for n tokens: embed, then per layer
 // norm, token mixer, residual, norm, mixture of experts, residual; final
 // norm; logits.
-func (m *Model) record(s *State, n int, mode Logits, trace bool) *program {
+func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, error) {
 	d, w, ws := &m.Dims, m.W, &m.ws
 	p := &program{}
 	H := d.Hidden
@@ -188,12 +202,15 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) *program {
 		p.add(&backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
 	case AllLogits:
 		if m.logitsAll.Mem == nil {
-			m.logitsAll = m.be.Alloc(m.Chunk*d.Vocab, false)
+			var err error
+			if m.logitsAll, err = m.be.Alloc(m.Chunk*d.Vocab, backend.F32); err != nil {
+				return nil, err
+			}
 		}
 		p.add(&backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
 	}
 	p.cut()
-	return p
+	return p, nil
 }
 
 // gatedAttention: projections, q/k norm and RoPE into the cache, causal GQA
@@ -264,17 +281,35 @@ type workspace struct {
 	logits                     backend.Buffer // [vocab] for the last position
 }
 
-func newWorkspace(be backend.Backend, d *Dims, chunk int) workspace {
-	f := func(width int) backend.Buffer { return be.Alloc(chunk*width, false) }
-	return workspace{
-		tokens: be.Alloc(chunk, true),
+func newWorkspace(be backend.Backend, d *Dims, chunk int) (workspace, error) {
+	var errs []error
+	var held []backend.Buffer
+	alloc := func(n int, t backend.DType) backend.Buffer {
+		b, err := be.Alloc(n, t)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			held = append(held, b)
+		}
+		return b
+	}
+	f := func(width int) backend.Buffer { return alloc(chunk*width, backend.F32) }
+	ws := workspace{
+		tokens: alloc(chunk, backend.I32),
 		h:      f(d.Hidden), a: f(d.Hidden), r: f(d.Hidden),
 		qg: f(d.QHeads * 2 * d.HeadDim), k: f(d.kvWidth()), v: f(d.kvWidth()),
 		q: f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
 		qkv: f(d.ConvChannels()), conv: f(d.ConvChannels()),
 		z: f(d.ValueWidth()), core: f(d.ValueWidth()), normed: f(d.ValueWidth()),
 		beta: f(d.ValueHeads), decay: f(d.ValueHeads),
-		expertIdx: be.Alloc(chunk*d.TopK, true), expertWts: f(d.TopK),
-		logits: be.Alloc(d.Vocab, false),
+		expertIdx: alloc(chunk*d.TopK, backend.I32), expertWts: f(d.TopK),
+		logits: alloc(d.Vocab, backend.F32),
 	}
+	if len(errs) > 0 {
+		for _, b := range held {
+			be.Free(b)
+		}
+		return workspace{}, fmt.Errorf("model: workspace of a %d-token chunk: %w", chunk, errs[0])
+	}
+	return ws, nil
 }
