@@ -2,12 +2,16 @@
 // machines that run it: a dozen fused ops of the Qwen3.5/3.6 hybrid MoE over
 // device-resident buffers. The model records ops; a backend executes them.
 //
-// Every op declares the buffers it reads and writes (Access), so one shared
-// piece of code (Dependencies) can find the real ordering constraints: a GPU
-// backend may run independent ops concurrently and put barriers only where a
-// later op needs an earlier result, or capture a whole decode step and replay
-// it. The CPU backend simply runs the ops in order and is the executable
-// specification the GPU backends are tested against.
+// A backend compiles an op list once into a Program and runs it many times;
+// nothing in an op changes between runs, so a GPU backend may capture a
+// whole decode step (a CUDA graph, a Metal command buffer) and replay it.
+// What varies lives in device buffers: the tokens, and the position, which
+// an op (Advance) moves on. Every op declares the buffers it reads and
+// writes (Access), so one shared piece of code (Dependencies) finds the real
+// ordering constraints at compile time: a GPU backend may run independent
+// ops concurrently and put barriers only where a later op needs an earlier
+// result. The CPU backend simply runs the ops in order and is the executable
+// specification the GPU backends are tested against (backendtest).
 package backend
 
 import (
@@ -73,9 +77,37 @@ type Backend interface {
 	// Copy copies src into dst on the device: two buffers of one length,
 	// both float (converting between float types) or both I32.
 	Copy(dst, src Buffer) error
-	// Run executes ops in order (a backend may reorder only what
-	// Dependencies allows) and returns when their results can be read.
-	Run(ops ...Op) error
+	// Compile prepares ops to be run many times, in order as far as their
+	// results go: a backend may capture, fuse, reorder (within what
+	// Dependencies allows) or schedule them as it likes, once. The buffers
+	// and matrices the ops name are fixed from then on; what they hold may
+	// change between runs (a position, the next token).
+	Compile(ops []Op) (Program, error)
+	// Sync waits for all work issued so far and returns the first error of
+	// work that had not reported one yet.
+	Sync() error
+}
+
+// Program is a compiled op list.
+type Program interface {
+	// Run issues the program's ops. It may return before they are done:
+	// the results are there for a Read (or after Sync), and an error of
+	// the run may surface there instead.
+	Run() error
+	// Ops is the op list the program was compiled from.
+	Ops() []Op
+}
+
+// RunOnce compiles ops, runs them and waits for them.
+func RunOnce(be Backend, ops ...Op) error {
+	p, err := be.Compile(ops)
+	if err != nil {
+		return err
+	}
+	if err := p.Run(); err != nil {
+		return err
+	}
+	return be.Sync()
 }
 
 // CheckHost is the check of Write and Read that every backend makes: b is a
@@ -153,23 +185,32 @@ type Op interface {
 	Access() (reads, writes []Buffer)
 }
 
-// Dependencies returns, for each op, the indices of the earlier ops it must
-// wait for: read-after-write, write-after-read and write-after-write on
-// overlapping buffers. Only the latest conflicting op of each kind is kept
-// per buffer pair, which is enough for an in-order stream with barriers.
+// Dependencies returns, for each op, the earlier ops it must wait for:
+// those it conflicts with (read-after-write, write-after-read or
+// write-after-write on overlapping buffers), leaving out any that it already
+// waits for through another of its dependencies. So an op that conflicts
+// with ops 0 and 2, where 2 waits for 0, gets only {2}. The lists are in
+// decreasing order. A backend calls it once, when it compiles.
 func Dependencies(ops []Op) [][]int {
-	deps := make([][]int, len(ops))
+	n := len(ops)
 	type access struct{ reads, writes []Buffer }
-	acc := make([]access, len(ops))
+	acc := make([]access, n)
+	words := (n + 63) / 64
+	before := make([][]uint64, n) // before[i]: every op that i waits for, directly or not
+	deps := make([][]int, n)
 	for i, op := range ops {
 		r, w := op.Access()
 		acc[i] = access{r, w}
-		seen := map[int]bool{}
+		before[i] = make([]uint64, words)
 		for j := i - 1; j >= 0; j-- {
+			if before[i][j/64]&(1<<(j%64)) != 0 {
+				continue
+			}
 			if conflicts(acc[i].reads, acc[j].writes) || conflicts(acc[i].writes, acc[j].reads) || conflicts(acc[i].writes, acc[j].writes) {
-				if !seen[j] {
-					seen[j] = true
-					deps[i] = append(deps[i], j)
+				deps[i] = append(deps[i], j)
+				before[i][j/64] |= 1 << (j % 64)
+				for k, word := range before[j] {
+					before[i][k] |= word
 				}
 			}
 		}

@@ -22,7 +22,7 @@ func TestDependencies(t *testing.T) {
 		&QLinear{X: a, Y: b.View(90, 10), Rows: 1},        // 3 reads all of a (after 0, 1), writes b[90:] (after 2 read b)
 	}
 	got := Dependencies(ops)
-	want := [][]int{nil, nil, {1, 0}, {2, 1, 0}}
+	want := [][]int{nil, nil, {1, 0}, {2}} // 3 waits for 0 and 1 through 2
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("dependencies %v, want %v", got, want)
 	}

@@ -11,12 +11,12 @@ import (
 
 // attentionPlain is the op as backend.Attention states it, per (token,
 // head), in float64: scores, softmax, weighted values, output gate.
-func attentionPlain(o *backend.Attention, q, qg, kc, vc []float32) []float64 {
+func attentionPlain(o *backend.Attention, pos0 int, q, qg, kc, vc []float32) []float64 {
 	D, QH := o.HeadDim, o.QHeads
 	kvW, group := o.KVHeads*D, o.QHeads/o.KVHeads
 	out := make([]float64, o.Rows*QH*D)
 	for r := range o.Rows {
-		n := o.Pos0 + r + 1
+		n := pos0 + r + 1
 		for h := range QH {
 			kv := h / group
 			scores := make([]float64, n)
@@ -62,7 +62,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			n, D := c.pos0+c.rows, c.d
-			o := &backend.Attention{Rows: c.rows, Pos0: c.pos0, QHeads: c.qh, KVHeads: c.kvh, HeadDim: D}
+			o := &backend.Attention{Rows: c.rows, QHeads: c.qh, KVHeads: c.kvh, HeadDim: D}
 			q := randomVec(rng, c.rows*c.qh*D)
 			qg := randomVec(rng, c.rows*c.qh*2*D)
 			kc, vc := randomVec(rng, n*c.kvh*D), randomVec(rng, n*c.kvh*D)
@@ -73,7 +73,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 			buf := func(x []float32) backend.Buffer {
 				return mustBuf(b, x)
 			}
-			o.Q, o.QG, o.KCache, o.VCache = buf(q), buf(qg), buf(kc), buf(vc)
+			o.Q, o.QG, o.KCache, o.VCache, o.Pos = buf(q), buf(qg), buf(kc), buf(vc), mustInts(b, int32(c.pos0))
 			got := make([]float32, c.rows*c.qh*D)
 			for i := range got {
 				got[i] = float32(math.NaN())
@@ -83,7 +83,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.Read(o.Out, got)
-			want := attentionPlain(o, q, qg, kc, vc)
+			want := attentionPlain(o, c.pos0, q, qg, kc, vc)
 			for i := range got {
 				if d := math.Abs(float64(got[i]) - want[i]); !(d <= 1e-5) {
 					t.Fatalf("out[%d] = %v, plain form %v", i, got[i], want[i])
@@ -117,12 +117,12 @@ func TestAttentionSplitsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	const rows, pos0, qh, kvh, D = 2, 70, 14, 2, 40
 	n := pos0 + rows
-	o := &backend.Attention{Rows: rows, Pos0: pos0, QHeads: qh, KVHeads: kvh, HeadDim: D}
+	o := &backend.Attention{Rows: rows, QHeads: qh, KVHeads: kvh, HeadDim: D}
 	q, qg := randomVec(rng, rows*qh*D), randomVec(rng, rows*qh*2*D)
 	kc, vc := randomVec(rng, n*kvh*D), randomVec(rng, n*kvh*D)
 	var want []float32
 	for _, heads := range []int{7, 6, 4, 3, 2, 1} {
-		a := attnTask{o: o, q: q, qg: qg, kc: kc, vc: vc, out: poison(rows * qh * D)}
+		a := attnTask{o: o, pos0: pos0, q: q, qg: qg, kc: kc, vc: vc, out: poison(rows * qh * D)}
 		a.heads, a.parts = heads, ceilDiv(qh/kvh, heads)
 		a.run(0, rows*kvh*a.parts)
 		if want == nil {
@@ -152,7 +152,7 @@ func TestRopeTablesMatchPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	const rows, rot, D = 5, 24, 40
 	for _, pos0 := range []int{0, 1, 4093} {
-		p := prepTask{o: &backend.QKPrep{Rows: rows, Pos0: pos0, RotaryDim: rot, RopeTheta: 1e7}}
+		p := prepTask{pos0: pos0, o: &backend.QKPrep{Rows: rows, RotaryDim: rot, RopeTheta: 1e7}}
 		p.ropeTables()
 		for r := range rows {
 			got := randomVec(rng, D)
@@ -182,7 +182,7 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			o := &backend.Attention{Q: buf(randomVec(rng, c.rows*qh*D)), QG: buf(randomVec(rng, c.rows*qh*2*D)),
 				KCache: buf(randomVec(rng, n*D)), VCache: buf(randomVec(rng, n*D)), Out: buf(make([]float32, c.rows*qh*D)),
-				Rows: c.rows, Pos0: c.pos0, QHeads: qh, KVHeads: 1, HeadDim: D}
+				Pos: mustInts(be, int32(c.pos0)), Rows: c.rows, QHeads: qh, KVHeads: 1, HeadDim: D}
 			for range b.N {
 				if err := be.Run(o); err != nil {
 					b.Fatal(err)

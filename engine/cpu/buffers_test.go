@@ -92,3 +92,35 @@ func allocErr(b *Backend, n int, ty backend.DType) error {
 	_, err := b.Alloc(n, ty)
 	return err
 }
+
+// TestPositionChecked: an attention op whose position, read from the device
+// at run time, puts its rows past the cache fails with an error saying so;
+// Advance moves the position on; Compile refuses an op over a bf16 buffer.
+func TestPositionChecked(t *testing.T) {
+	b := New()
+	const D = 8
+	pos := mustInts(b, 3)
+	o := &backend.Attention{Q: mustBuf(b, make([]float32, 2*D)), QG: mustBuf(b, make([]float32, 2*2*D)),
+		KCache: mustBuf(b, make([]float32, 5*D)), VCache: mustBuf(b, make([]float32, 5*D)),
+		Out: mustBuf(b, make([]float32, 2*D)), Pos: pos, Rows: 2, QHeads: 1, KVHeads: 1, HeadDim: D}
+	p, err := b.Compile([]backend.Op{o, &backend.Advance{Pos: pos, By: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil { // rows 3 and 4 of 5
+		t.Fatal(err)
+	}
+	got := make([]int32, 1)
+	if err := b.ReadInts(pos, got); err != nil || got[0] != 5 {
+		t.Fatalf("position after Advance: %v, %v; want 5", got, err)
+	}
+	if err := p.Run(); err == nil || !strings.Contains(err.Error(), "2 tokens at position 5 do not fit a cache of 5") {
+		t.Errorf("a run past the cache: error %v", err)
+	}
+	half, _ := b.Alloc(2*D, backend.BF16)
+	bad := *o
+	bad.Out = half
+	if _, err := b.Compile([]backend.Op{&bad}); err == nil || !strings.Contains(err.Error(), "bf16") {
+		t.Errorf("an attention op writing a bf16 buffer compiled: %v", err)
+	}
+}

@@ -104,3 +104,12 @@ func mustBuf(be *Backend, x []float32) backend.Buffer {
 	}
 	return b
 }
+
+// mustInts is a new i32 buffer of be holding x.
+func mustInts(be *Backend, x ...int32) backend.Buffer {
+	b, err := backend.AllocInts(be, x)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"petal/engine/backend"
 	"petal/engine/quant"
@@ -282,7 +283,55 @@ func H(b backend.Buffer) []uint16 {
 
 func q(m backend.Matrix) *quant.Matrix { return &m.(*matrix).m }
 
-// Run executes ops in order.
+// program is a compiled op list: the CPU runs it as given, so compiling
+// only checks it.
+type program struct {
+	b   *Backend
+	ops []backend.Op
+}
+
+func (p *program) Run() error        { return p.b.Run(p.ops...) }
+func (p *program) Ops() []backend.Op { return p.ops }
+
+// Compile checks that every op is one the CPU runs, over buffers of this
+// backend of the element types its kernels take (f32, i32 for indices).
+func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
+	for i, op := range ops {
+		if err := checkOp(op); err != nil {
+			return nil, fmt.Errorf("cpu: op %d (%s): %w", i, op.Name(), err)
+		}
+	}
+	return &program{b: b, ops: slices.Clone(ops)}, nil
+}
+
+func checkOp(op backend.Op) error {
+	switch op.(type) {
+	case *backend.Embed, *backend.AddRMSNorm, *backend.QLinear, *backend.ConvSiLU, *backend.DeltaRule,
+		*backend.GatedRMSNorm, *backend.QKPrep, *backend.Attention, *backend.Route, *backend.Experts,
+		*backend.Advance:
+	default:
+		return fmt.Errorf("not implemented")
+	}
+	r, w := op.Access()
+	for _, buf := range append(r, w...) {
+		if buf.Mem == nil {
+			return fmt.Errorf("a buffer is missing")
+		}
+		if err := mine(buf); err != nil {
+			return err
+		}
+		if buf.Type != backend.F32 && buf.Type != backend.I32 {
+			return fmt.Errorf("a %s buffer; the CPU ops take f32 (Copy converts)", buf.Type)
+		}
+	}
+	return nil
+}
+
+// Sync returns at once: Run has done the work before it returns.
+func (b *Backend) Sync() error { return nil }
+
+// Run executes ops in order, now. It is what a compiled program does, and
+// a way to run ops once without compiling them.
 func (b *Backend) Run(ops ...backend.Op) error {
 	for i := 0; i < len(ops); i++ {
 		if n := sharedInputLinears(ops[i:]); n > 0 {
@@ -290,7 +339,9 @@ func (b *Backend) Run(ops ...backend.Op) error {
 			i += n - 1
 			continue
 		}
-		switch o := ops[i].(type) {
+		op := ops[i]
+		var err error
+		switch o := op.(type) {
 		case *backend.Embed:
 			b.embed(o)
 		case *backend.AddRMSNorm:
@@ -302,15 +353,20 @@ func (b *Backend) Run(ops ...backend.Op) error {
 		case *backend.GatedRMSNorm:
 			b.gatedRMSNorm(o)
 		case *backend.QKPrep:
-			b.qkPrep(o)
+			err = b.qkPrep(o)
 		case *backend.Attention:
-			b.attention(o)
+			err = b.attention(o)
 		case *backend.Route:
 			b.route(o)
 		case *backend.Experts:
 			b.experts(o)
+		case *backend.Advance:
+			I(o.Pos)[0] += int32(o.By)
 		default:
-			return fmt.Errorf("cpu: op %s is not implemented", ops[i].Name())
+			err = fmt.Errorf("not implemented")
+		}
+		if err != nil {
+			return fmt.Errorf("cpu: %s: %w", op.Name(), err)
 		}
 	}
 	return nil

@@ -97,12 +97,11 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	if err != nil {
 		return err
 	}
-	p.setPos(pos0)
 	if err := m.be.WriteInts(m.ws.tokens.View(0, n), chunk); err != nil {
 		return err
 	}
-	for i, seg := range p.segments {
-		if err := m.be.Run(seg...); err != nil {
+	for i, prog := range p.compiled {
+		if err := prog.Run(); err != nil {
 			return err
 		}
 		if m.Trace != nil {
@@ -147,23 +146,19 @@ func grow(b []float32, n int) []float32 {
 
 func programKey(n int, mode Logits) int { return n*3 + int(mode) }
 
-// program is the recorded op sequence of one chunk length: recorded once,
-// replayed with the chunk's start position patched in.
+// program is the forward pass of one chunk length, recorded and compiled
+// once and run unchanged at every position: the position is read from the
+// state's device buffer, which the last op advances.
 type program struct {
-	segments [][]backend.Op // when tracing one per stage (see Model.Trace), else one
-	posOps   []*int         // Pos0 fields to patch
-	ops      []backend.Op   // the segment being recorded
+	segments [][]backend.Op    // when tracing one per stage (see Model.Trace), else one
+	compiled []backend.Program // one per segment
+	ops      []backend.Op      // the segment being recorded
 }
 
 func (p *program) add(op backend.Op) { p.ops = append(p.ops, op) }
 func (p *program) cut() {
 	p.segments = append(p.segments, p.ops)
 	p.ops = nil
-}
-func (p *program) setPos(pos int) {
-	for _, q := range p.posOps {
-		*q = pos
-	}
 }
 
 // record writes down the forward pass for n tokens: embed, then per layer
@@ -209,7 +204,15 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 		}
 		p.add(&backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
 	}
+	p.add(&backend.Advance{Pos: s.pos, By: n})
 	p.cut()
+	for i, seg := range p.segments {
+		prog, err := m.be.Compile(seg)
+		if err != nil {
+			return nil, fmt.Errorf("model: compiling the forward pass of %d tokens (part %d): %w", n, i, err)
+		}
+		p.compiled = append(p.compiled, prog)
+	}
 	return p, nil
 }
 
@@ -225,14 +228,13 @@ func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, o
 	p.add(&backend.QLinear{X: a, W: w.KProj, Y: k, Rows: n})
 	p.add(&backend.QLinear{X: a, W: w.VProj, Y: v, Rows: n})
 	prep := &backend.QKPrep{QG: qg, K: k, V: v, QNorm: w.QNorm, KNorm: w.KNorm, Q: q,
-		KCache: s.KCache[i], VCache: s.VCache[i], Rows: n,
+		KCache: s.KCache[i], VCache: s.VCache[i], Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim, RotaryDim: d.RotaryDim,
 		RopeTheta: d.RopeTheta, Eps: d.Eps}
-	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Rows: n,
+	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
 	p.add(prep)
 	p.add(attn)
-	p.posOps = append(p.posOps, &prep.Pos0, &attn.Pos0)
 	p.add(&backend.QLinear{X: o, W: w.OProj, Y: out, Rows: n})
 }
 

@@ -16,6 +16,7 @@ type State struct {
 	MaxContext int
 
 	allocated bool             // the fixed-size buffers below exist
+	pos       backend.Buffer   // i32 [1]: the position on the device, len(Tokens) between runs
 	capacity  int              // rows allocated in each KV cache
 	KCache    []backend.Buffer // per layer; zero Buffer for DeltaNet layers
 	VCache    []backend.Buffer //
@@ -47,11 +48,14 @@ func (m *Model) allocate(s *State) error {
 		return nil
 	}
 	d := &m.Dims
+	var err error
+	if s.pos, err = m.be.Alloc(1, backend.I32); err != nil {
+		return fmt.Errorf("model: position: %w", err)
+	}
 	for i := range d.Layers {
 		if d.Full[i] {
 			continue
 		}
-		var err error
 		if s.Conv[i], err = m.be.Alloc((d.ConvK-1)*d.ConvChannels(), backend.F32); err != nil {
 			return fmt.Errorf("model: layer %d conv state: %w", i, err)
 		}
@@ -111,7 +115,7 @@ func (m *Model) reserve(s *State, n int) error {
 
 // Free releases the state's device memory.
 func (s *State) Free(be backend.Backend) {
-	for _, set := range [][]backend.Buffer{s.KCache, s.VCache, s.Conv, s.Recur} {
+	for _, set := range [][]backend.Buffer{s.KCache, s.VCache, s.Conv, s.Recur, {s.pos}} {
 		for _, b := range set {
 			if b.Mem != nil {
 				be.Free(b)

@@ -112,6 +112,9 @@ func (m *Model) Import(data StateData, maxContext int) (*State, error) {
 			write(s.Recur[i], data.Recur[i])
 		}
 	}
+	if err == nil {
+		err = m.be.WriteInts(s.pos, []int32{int32(n)})
+	}
 	if err != nil {
 		s.Free(m.be)
 		return nil, fmt.Errorf("model: writing the state: %w", err)
