@@ -31,6 +31,29 @@ type QLinear struct {
 	Rows int
 }
 
+// QLinearGroup: the projections of one input by several matrices of the
+// same width, the outputs side by side: Y holds X·W[0]ᵀ ([Rows, rows of
+// W[0]]), then X·W[1]ᵀ, and so on, each block row-major. It equals one
+// QLinear per matrix into consecutive views of Y; a backend may run it as
+// one pass (a decode step's q, k, v, or qkv, z, b, a projections read one
+// input, laid out once).
+type QLinearGroup struct {
+	X    Buffer // [Rows, cols]
+	W    []Matrix
+	Y    Buffer // [Σ Rows*rows of W[i]]
+	Rows int
+}
+
+// Offsets are where each matrix's block starts in Y, and Y's length last.
+func (o *QLinearGroup) Offsets() []int {
+	off := make([]int, len(o.W)+1)
+	for i, w := range o.W {
+		s := w.Shape()
+		off[i+1] = off[i] + o.Rows*s.Rows*max(s.Experts, 1)
+	}
+	return off
+}
+
 // ConvSiLU: causal depthwise convolution of width K over [State; X] with the
 // taps in Weight[c][0..K) (tap K-1 multiplies the current token), then SiLU.
 // State (the K-1 previous pre-conv rows, oldest first) is advanced. (2.5.2)
@@ -154,6 +177,7 @@ func (o *Embed) Name() string        { return "Embed" }
 func (o *Advance) Name() string      { return "Advance" }
 func (o *AddRMSNorm) Name() string   { return "AddRMSNorm" }
 func (o *QLinear) Name() string      { return "QLinear" }
+func (o *QLinearGroup) Name() string { return "QLinearGroup" }
 func (o *ConvSiLU) Name() string     { return "ConvSiLU" }
 func (o *DeltaRule) Name() string    { return "DeltaRule" }
 func (o *GatedRMSNorm) Name() string { return "GatedRMSNorm" }
@@ -169,7 +193,8 @@ func (o *AddRMSNorm) Access() (r, w []Buffer) {
 	}
 	return []Buffer{o.H, o.Weight}, []Buffer{o.Out}
 }
-func (o *QLinear) Access() (r, w []Buffer) { return []Buffer{o.X}, []Buffer{o.Y} }
+func (o *QLinear) Access() (r, w []Buffer)      { return []Buffer{o.X}, []Buffer{o.Y} }
+func (o *QLinearGroup) Access() (r, w []Buffer) { return []Buffer{o.X}, []Buffer{o.Y} }
 func (o *ConvSiLU) Access() (r, w []Buffer) {
 	return []Buffer{o.X, o.State, o.Weight}, []Buffer{o.Out, o.State}
 }

@@ -306,6 +306,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 
 func checkOp(op backend.Op) error {
 	switch op.(type) {
+	case *backend.QLinearGroup:
+		if err := checkGroup(op.(*backend.QLinearGroup)); err != nil {
+			return err
+		}
 	case *backend.Embed, *backend.AddRMSNorm, *backend.QLinear, *backend.ConvSiLU, *backend.DeltaRule,
 		*backend.GatedRMSNorm, *backend.QKPrep, *backend.Attention, *backend.Route, *backend.Experts,
 		*backend.Advance:
@@ -327,21 +331,36 @@ func checkOp(op backend.Op) error {
 	return nil
 }
 
+// checkGroup: the matrices of a QLinearGroup share the input's width and
+// their outputs fill Y.
+func checkGroup(o *backend.QLinearGroup) error {
+	if len(o.W) == 0 {
+		return fmt.Errorf("no matrices")
+	}
+	for i, m := range o.W {
+		if w := q(m); w.Cols != q(o.W[0]).Cols || o.X.Len != o.Rows*w.Cols {
+			return fmt.Errorf("matrix %d is %d wide, the input %d rows of %d values", i, w.Cols, o.Rows, o.X.Len/max(o.Rows, 1))
+		}
+	}
+	if off := o.Offsets(); off[len(o.W)] != o.Y.Len {
+		return fmt.Errorf("outputs of %d values for a %d-value buffer", off[len(o.W)], o.Y.Len)
+	}
+	return nil
+}
+
 // Sync returns at once: Run has done the work before it returns.
 func (b *Backend) Sync() error { return nil }
 
 // Run executes ops in order, now. It is what a compiled program does, and
 // a way to run ops once without compiling them.
 func (b *Backend) Run(ops ...backend.Op) error {
-	for i := 0; i < len(ops); i++ {
-		if n := sharedInputLinears(ops[i:]); n > 0 {
-			b.linears(ops[i : i+n])
-			i += n - 1
-			continue
-		}
-		op := ops[i]
+	for _, op := range ops {
 		var err error
 		switch o := op.(type) {
+		case *backend.QLinear:
+			b.linear(q(o.W), F(o.X), o.Rows, F(o.Y))
+		case *backend.QLinearGroup:
+			b.linearGroup(o)
 		case *backend.Embed:
 			b.embed(o)
 		case *backend.AddRMSNorm:

@@ -220,13 +220,12 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 // attention gated by sigmoid, output projection. (spec 2.4)
 func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
-	qg := ws.qg.Rows(0, n, d.QHeads*2*d.HeadDim)
-	k, v := ws.k.Rows(0, n, d.kvWidth()), ws.v.Rows(0, n, d.kvWidth())
+	QW, KW := d.QHeads*2*d.HeadDim, d.kvWidth()
+	proj := ws.attnProj.View(0, n*(QW+2*KW)) // q (with gates), k, v side by side
+	qg, k, v := proj.View(0, n*QW), proj.View(n*QW, n*KW), proj.View(n*(QW+KW), n*KW)
 	q, o := ws.q.Rows(0, n, d.QHeads*d.HeadDim), ws.attn.Rows(0, n, d.QHeads*d.HeadDim)
 
-	p.add(&backend.QLinear{X: a, W: w.QProj, Y: qg, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.KProj, Y: k, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.VProj, Y: v, Rows: n})
+	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.QProj, w.KProj, w.VProj}, Y: proj, Rows: n})
 	prep := &backend.QKPrep{QG: qg, K: k, V: v, QNorm: w.QNorm, KNorm: w.KNorm, Q: q,
 		KCache: s.KCache[i], VCache: s.VCache[i], Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim, RotaryDim: d.RotaryDim,
@@ -242,15 +241,14 @@ func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, o
 // the recurrent state, gated RMSNorm, output projection. (spec 2.5)
 func (m *Model) gatedDeltaNet(p *program, s *State, i int, w *DeltaNetWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
-	C, VW := d.ConvChannels(), d.ValueWidth()
-	qkv, conv := ws.qkv.Rows(0, n, C), ws.conv.Rows(0, n, C)
-	z, core, normed := ws.z.Rows(0, n, VW), ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
-	beta, decay := ws.beta.Rows(0, n, d.ValueHeads), ws.decay.Rows(0, n, d.ValueHeads)
+	C, VW, Hv := d.ConvChannels(), d.ValueWidth(), d.ValueHeads
+	proj := ws.deltaProj.View(0, n*(C+VW+2*Hv)) // qkv, z, b, a side by side
+	qkv, z := proj.View(0, n*C), proj.View(n*C, n*VW)
+	beta, decay := proj.View(n*(C+VW), n*Hv), proj.View(n*(C+VW+Hv), n*Hv)
+	conv := ws.conv.Rows(0, n, C)
+	core, normed := ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
 
-	p.add(&backend.QLinear{X: a, W: w.InQKV, Y: qkv, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InZ, Y: z, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InB, Y: beta, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InA, Y: decay, Rows: n})
+	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.InQKV, w.InZ, w.InB, w.InA}, Y: proj, Rows: n})
 	p.add(&backend.ConvSiLU{X: qkv, State: s.Conv[i], Weight: w.Conv, Out: conv, Rows: n, Chans: C, K: d.ConvK})
 	p.add(&backend.DeltaRule{QKV: conv, B: beta, A: decay, ALog: w.ALog, DtBias: w.DtBias,
 		State: s.Recur[i], Out: core, Rows: n,
@@ -274,13 +272,13 @@ func (m *Model) mixtureOfExperts(p *program, w *MoEWeights, a, out backend.Buffe
 
 // workspace holds the activations of one chunk; every layer reuses it.
 type workspace struct {
-	tokens                     backend.Buffer // int [chunk]
-	h, a, r                    backend.Buffer // [chunk, hidden]: residual stream, normed input, mixer/MoE output
-	qg, k, v, q, attn          backend.Buffer // gated attention
-	qkv, conv, z, core, normed backend.Buffer // Gated DeltaNet
-	beta, decay                backend.Buffer
-	expertIdx, expertWts       backend.Buffer // routing
-	logits                     backend.Buffer // [vocab] for the last position
+	tokens               backend.Buffer // int [chunk]
+	h, a, r              backend.Buffer // [chunk, hidden]: residual stream, normed input, mixer/MoE output
+	attnProj, q, attn    backend.Buffer // gated attention: [qg | k | v] of the chunk, queries, output
+	deltaProj, conv      backend.Buffer // Gated DeltaNet: [qkv | z | b | a] of the chunk, conv output
+	core, normed         backend.Buffer
+	expertIdx, expertWts backend.Buffer // routing
+	logits               backend.Buffer // [vocab] for the last position
 }
 
 func newWorkspace(be backend.Backend, d *Dims, chunk int) (workspace, error) {
@@ -299,11 +297,11 @@ func newWorkspace(be backend.Backend, d *Dims, chunk int) (workspace, error) {
 	ws := workspace{
 		tokens: alloc(chunk, backend.I32),
 		h:      f(d.Hidden), a: f(d.Hidden), r: f(d.Hidden),
-		qg: f(d.QHeads * 2 * d.HeadDim), k: f(d.kvWidth()), v: f(d.kvWidth()),
-		q: f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
-		qkv: f(d.ConvChannels()), conv: f(d.ConvChannels()),
-		z: f(d.ValueWidth()), core: f(d.ValueWidth()), normed: f(d.ValueWidth()),
-		beta: f(d.ValueHeads), decay: f(d.ValueHeads),
+		attnProj: f(d.QHeads*2*d.HeadDim + 2*d.kvWidth()),
+		q:        f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
+		deltaProj: f(d.ConvChannels() + d.ValueWidth() + 2*d.ValueHeads),
+		conv:      f(d.ConvChannels()),
+		core:      f(d.ValueWidth()), normed: f(d.ValueWidth()),
 		expertIdx: alloc(chunk*d.TopK, backend.I32), expertWts: f(d.TopK),
 		logits: alloc(d.Vocab, backend.F32),
 	}
