@@ -7,44 +7,8 @@ import (
 	"testing"
 
 	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
 )
-
-// attentionPlain is the op as backend.Attention states it, per (token,
-// head), in float64: scores, softmax, weighted values, output gate.
-func attentionPlain(o *backend.Attention, pos0 int, q, qg, kc, vc []float32) []float64 {
-	D, QH := o.HeadDim, o.QHeads
-	kvW, group := o.KVHeads*D, o.QHeads/o.KVHeads
-	out := make([]float64, o.Rows*QH*D)
-	for r := range o.Rows {
-		n := pos0 + r + 1
-		for h := range QH {
-			kv := h / group
-			scores := make([]float64, n)
-			maxScore := math.Inf(-1)
-			for s := range scores {
-				for j := range D {
-					scores[s] += float64(q[(r*QH+h)*D+j]) * float64(kc[s*kvW+kv*D+j])
-				}
-				scores[s] /= math.Sqrt(float64(D))
-				maxScore = max(maxScore, scores[s])
-			}
-			var sum float64
-			for s := range scores {
-				scores[s] = math.Exp(scores[s] - maxScore)
-				sum += scores[s]
-			}
-			for j := range D {
-				var acc float64
-				for s, p := range scores {
-					acc += p * float64(vc[s*kvW+kv*D+j])
-				}
-				gate := float64(qg[(r*QH+h)*2*D+D+j])
-				out[(r*QH+h)*D+j] = acc / sum / (1 + math.Exp(-gate))
-			}
-		}
-	}
-	return out
-}
 
 // TestAttentionMatchesPlain covers groups that split into parts (decode,
 // more than attnMaxHeads heads), leftover heads outside dot4's fours,
@@ -83,7 +47,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.Read(o.Out, got)
-			want := attentionPlain(o, c.pos0, q, qg, kc, vc)
+			want := backendtest.Attention(q, qg, kc, vc, c.pos0, c.rows, c.qh, c.kvh, D)
 			for i := range got {
 				if d := math.Abs(float64(got[i]) - want[i]); !(d <= 1e-5) {
 					t.Fatalf("out[%d] = %v, plain form %v", i, got[i], want[i])
@@ -133,21 +97,8 @@ func TestAttentionSplitsAgree(t *testing.T) {
 	}
 }
 
-// ropePlain rotates pairs (i, i+rot/2) of the first rot dims by
-// pos·theta^(-2i/rot), computing every angle on the spot.
-func ropePlain(x []float32, pos, rot int, theta float64) {
-	half := rot / 2
-	for i := 0; i < half; i++ {
-		angle := float64(pos) * math.Pow(theta, -float64(2*i)/float64(rot))
-		sin, cos := math.Sincos(angle)
-		x1, x2 := float64(x[i]), float64(x[i+half])
-		x[i] = float32(x1*cos - x2*sin)
-		x[i+half] = float32(x1*sin + x2*cos)
-	}
-}
-
 // TestRopeTablesMatchPlain: the per-chunk tables rotate exactly as angles
-// computed on the spot.
+// computed on the spot (the reference of backendtest, rounded once).
 func TestRopeTablesMatchPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	const rows, rot, D = 5, 24, 40
@@ -156,9 +107,16 @@ func TestRopeTablesMatchPlain(t *testing.T) {
 		p.ropeTables()
 		for r := range rows {
 			got := randomVec(rng, D)
-			want := append([]float32(nil), got...)
+			plain := make([]float64, D)
+			for i, v := range got {
+				plain[i] = float64(v)
+			}
 			rope(got[:rot], p.cos[r*rot/2:][:rot/2], p.sin[r*rot/2:][:rot/2])
-			ropePlain(want, pos0+r, rot, 1e7)
+			backendtest.Rope(plain, pos0+r, rot, 1e7)
+			want := make([]float32, D)
+			for i, v := range plain {
+				want[i] = float32(v)
+			}
 			sameBits(t, fmt.Sprintf("position %d", pos0+r), got, want)
 		}
 	}

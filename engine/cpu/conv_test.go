@@ -9,7 +9,9 @@ import (
 	"petal/engine/backend"
 )
 
-// convPlain is ConvSiLU channel by channel, as backend.ConvSiLU states it.
+// convPlain is ConvSiLU channel by channel, as backend.ConvSiLU states it,
+// in float32 with the sums in the kernel's order, so the kernel can be held
+// to the same bits (backendtest.ConvSiLU is the float64 reference).
 func convPlain(x, state, w []float32, L, C, K int) (out, newState []float32) {
 	at := func(r, c int) float32 {
 		if r < K-1 {
