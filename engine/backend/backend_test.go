@@ -40,3 +40,18 @@ func TestViewBounds(t *testing.T) {
 	}()
 	a.View(5, 6)
 }
+
+func TestParseSpec(t *testing.T) {
+	sp, err := ParseSpec("CPU:delta=chunked, delta-chunk=32")
+	if err != nil || sp.Name != "cpu" || !reflect.DeepEqual(sp.Options, []Option{{"delta", "chunked"}, {"delta-chunk", "32"}}) {
+		t.Errorf("ParseSpec: %+v, %v", sp, err)
+	}
+	if sp, err := ParseSpec("cpu"); err != nil || sp.Name != "cpu" || sp.Options != nil {
+		t.Errorf("ParseSpec(cpu): %+v, %v", sp, err)
+	}
+	for _, bad := range []string{":delta=x", "cpu:delta", "cpu:delta=a,delta=b", "cpu:=3"} {
+		if _, err := ParseSpec(bad); err == nil {
+			t.Errorf("ParseSpec(%q) accepted", bad)
+		}
+	}
+}
