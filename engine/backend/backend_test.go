@@ -20,9 +20,10 @@ func TestDependencies(t *testing.T) {
 		&QLinear{X: b, Y: hi, Rows: 1},                    // 1 writes a[50:100]: independent of 0
 		&AddRMSNorm{H: lo, Weight: b, Out: b.View(0, 10)}, // 2 reads a[0:50] (after 0), writes b[0:10] (after 0, 1 read b)
 		&QLinear{X: a, Y: b.View(90, 10), Rows: 1},        // 3 reads all of a (after 0, 1), writes b[90:] (after 2 read b)
+		&QLinear{X: b.View(50, 10), Y: hi, Rows: 1},       // 4 overwrites a[50:] (after 1, and 3 read it) and reads b[50:60], which 2 and 3 leave alone
 	}
 	got := Dependencies(ops)
-	want := [][]int{nil, nil, {1, 0}, {2}} // 3 waits for 0 and 1 through 2
+	want := [][]int{nil, nil, {1, 0}, {2}, {3}} // 3 waits for 0 and 1 through 2; 4 for 1 through 3
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("dependencies %v, want %v", got, want)
 	}
