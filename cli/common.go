@@ -25,7 +25,7 @@ type modelOptions struct {
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
-		&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "where to run: cpu (metal and cuda are not available yet)"},
+		&cli.StringFlag{Name: "backend", Value: "cpu", Usage: backendUsage},
 		&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
@@ -39,14 +39,32 @@ func readModelOptions(c *cli.Context) modelOptions {
 	}
 }
 
-func newBackend(name string) (backend.Backend, error) {
-	switch strings.ToLower(name) {
-	case "", "cpu":
-		return cpu.New(), nil
-	case "cuda", "metal":
-		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu", name)
+const backendUsage = "where to run, NAME[:KEY=VALUE,...]: cpu, with options " + cpu.OptionsHelp +
+	" (e.g. cpu:delta=chunked); metal and cuda are not available yet"
+
+func newBackend(spec string) (backend.Backend, error) {
+	if strings.TrimSpace(spec) == "" {
+		spec = "cpu"
 	}
-	return nil, usageErr("--backend %s: unknown backend (cpu)", name)
+	sp, err := backend.ParseSpec(spec)
+	if err != nil {
+		return nil, usageErr("--backend: %v", err)
+	}
+	switch sp.Name {
+	case "cpu":
+		o, err := cpu.ParseOptions(sp.Options)
+		if err != nil {
+			return nil, usageErr("--backend %s: %v", spec, err)
+		}
+		b, err := cpu.NewWithOptions(o)
+		if err != nil {
+			return nil, usageErr("--backend %s: %v", spec, err)
+		}
+		return b, nil
+	case "cuda", "metal":
+		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu", spec)
+	}
+	return nil, usageErr("--backend %s: unknown backend (cpu)", spec)
 }
 
 // openEngine resolves the model and opens it on the chosen backend.

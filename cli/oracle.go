@@ -24,7 +24,7 @@ exceeds --bar, then for every sequence the logits' relative L2 error, max |Δ|, 
 and NLL. Exit code 1 when a bar of the float32 engine is missed.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "oracle", Value: "../shared/oracle", Usage: "oracle folder (reference model and data)"},
-			&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "backend to check"},
+			&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "backend to check: " + backendUsage},
 			&cli.IntFlag{Name: "chunk", Value: 64, Usage: "prefill chunk size"},
 			&cli.Float64Flag{Name: "bar", Value: 1e-4, Usage: "relative L2 error allowed per stage and for logits"},
 		},

@@ -2,12 +2,16 @@
 // machines that run it: a dozen fused ops of the Qwen3.5/3.6 hybrid MoE over
 // device-resident buffers. The model records ops; a backend executes them.
 //
-// Every op declares the buffers it reads and writes (Access), so one shared
-// piece of code (Dependencies) can find the real ordering constraints: a GPU
-// backend may run independent ops concurrently and put barriers only where a
-// later op needs an earlier result, or capture a whole decode step and replay
-// it. The CPU backend simply runs the ops in order and is the executable
-// specification the GPU backends are tested against.
+// A backend compiles an op list once into a Program and runs it many times;
+// nothing in an op changes between runs, so a GPU backend may capture a
+// whole decode step (a CUDA graph, a Metal command buffer) and replay it.
+// What varies lives in device buffers: the tokens, and the position, which
+// an op (Advance) moves on. Every op declares the buffers it reads and
+// writes (Access), so one shared piece of code (Dependencies) finds the real
+// ordering constraints at compile time: a GPU backend may run independent
+// ops concurrently and put barriers only where a later op needs an earlier
+// result. The CPU backend simply runs the ops in order and is the executable
+// specification the GPU backends are tested against (backendtest).
 package backend
 
 import (
@@ -21,13 +25,13 @@ type Memory interface {
 	Backend() string
 }
 
-// Buffer is a window of Len elements at Offset into one allocation. Float
-// buffers hold float32, Int buffers int32 (token ids, expert indices).
+// Buffer is a window of Len elements of type Type at Offset (in elements)
+// into one allocation.
 type Buffer struct {
 	Mem    Memory
 	Offset int
 	Len    int
-	Int    bool
+	Type   DType
 }
 
 // View returns the sub-window [off, off+n) of b.
@@ -35,7 +39,7 @@ func (b Buffer) View(off, n int) Buffer {
 	if off < 0 || n < 0 || off+n > b.Len {
 		panic(fmt.Sprintf("backend: view [%d, %d) of a %d-element buffer", off, off+n, b.Len))
 	}
-	return Buffer{Mem: b.Mem, Offset: b.Offset + off, Len: n, Int: b.Int}
+	return Buffer{Mem: b.Mem, Offset: b.Offset + off, Len: n, Type: b.Type}
 }
 
 // Rows returns rows [r0, r0+n) of a row-major buffer with dim columns.
@@ -52,22 +56,126 @@ type Matrix interface {
 	Shape() quant.Matrix // the host description: rows, cols, experts, bits, group (slices may be nil)
 }
 
-// Backend executes the op set.
+// Backend executes the op set. Its methods are ordered with each other as
+// one stream: a Write, a Copy or a Run sees every earlier call's effect.
 type Backend interface {
 	Name() string
-	// Alloc returns a zeroed buffer of n float32 (or int32) elements.
-	Alloc(n int, isInt bool) Buffer
+	// Alloc returns a zeroed buffer of n elements of type t.
+	Alloc(n int, t DType) (Buffer, error)
 	// Free releases an allocation made by Alloc (views of it become invalid).
 	Free(b Buffer)
 	// Upload binds a quantised matrix for use by ops.
 	Upload(m quant.Matrix) (Matrix, error)
-	// Write and Read copy between host memory and a buffer.
-	Write(dst Buffer, src []float32)
-	WriteInts(dst Buffer, src []int32)
-	Read(src Buffer, dst []float32)
-	// Run executes ops in order (a backend may reorder only what
-	// Dependencies allows) and returns when their results can be read.
-	Run(ops ...Op) error
+	// Write and Read copy between host memory and a buffer of the same
+	// length: float32 values into or out of any float type (rounded as
+	// Round does), int32 values for I32 buffers. Read waits for the work
+	// before it, so errors of earlier work may surface there.
+	Write(dst Buffer, src []float32) error
+	WriteInts(dst Buffer, src []int32) error
+	Read(src Buffer, dst []float32) error
+	ReadInts(src Buffer, dst []int32) error
+	// Copy copies src into dst on the device: two buffers of one length,
+	// both float (converting between float types) or both I32.
+	Copy(dst, src Buffer) error
+	// Compile prepares ops to be run many times, in order as far as their
+	// results go: a backend may capture, fuse, reorder (within what
+	// Dependencies allows) or schedule them as it likes, once. The buffers
+	// and matrices the ops name are fixed from then on; what they hold may
+	// change between runs (a position, the next token).
+	Compile(ops []Op) (Program, error)
+	// Sync waits for all work issued so far and returns the first error of
+	// work that had not reported one yet.
+	Sync() error
+}
+
+// Program is a compiled op list.
+type Program interface {
+	// Run issues the program's ops. It may return before they are done:
+	// the results are there for a Read (or after Sync), and an error of
+	// the run may surface there instead.
+	Run() error
+	// Ops is the op list the program was compiled from.
+	Ops() []Op
+}
+
+// RunOnce compiles ops, runs them and waits for them.
+func RunOnce(be Backend, ops ...Op) error {
+	p, err := be.Compile(ops)
+	if err != nil {
+		return err
+	}
+	if err := p.Run(); err != nil {
+		return err
+	}
+	return be.Sync()
+}
+
+// CheckHost is the check of Write and Read that every backend makes: b is a
+// buffer of n elements of a float type (or of I32 when ints).
+func CheckHost(b Buffer, n int, ints bool) error {
+	switch {
+	case b.Mem == nil:
+		return fmt.Errorf("backend: no buffer")
+	case ints && b.Type != I32:
+		return fmt.Errorf("backend: int32 values for a %s buffer", b.Type)
+	case !ints && !b.Type.IsFloat():
+		return fmt.Errorf("backend: float32 values for a %s buffer", b.Type)
+	case n != b.Len:
+		return fmt.Errorf("backend: %d host values for a %d-element buffer", n, b.Len)
+	}
+	return nil
+}
+
+// CheckCopy is the check of Copy that every backend makes.
+func CheckCopy(dst, src Buffer) error {
+	switch {
+	case dst.Mem == nil || src.Mem == nil:
+		return fmt.Errorf("backend: copy with no buffer")
+	case dst.Len != src.Len:
+		return fmt.Errorf("backend: copy of %d elements into %d", src.Len, dst.Len)
+	case dst.Type.IsFloat() != src.Type.IsFloat() || !dst.Type.Valid() || !src.Type.Valid():
+		return fmt.Errorf("backend: copy from %s into %s", src.Type, dst.Type)
+	case dst.Overlaps(src) && dst != src:
+		return fmt.Errorf("backend: copy between overlapping buffers")
+	}
+	return nil
+}
+
+// CheckAlloc is the check of Alloc that every backend makes.
+func CheckAlloc(n int, t DType) error {
+	if n < 0 {
+		return fmt.Errorf("backend: allocation of %d elements", n)
+	}
+	if !t.Valid() {
+		return fmt.Errorf("backend: allocation of element type %s", t)
+	}
+	return nil
+}
+
+// AllocFloats allocates a buffer of type t holding x.
+func AllocFloats(be Backend, t DType, x []float32) (Buffer, error) {
+	b, err := be.Alloc(len(x), t)
+	if err != nil {
+		return Buffer{}, err
+	}
+	if err := be.Write(b, x); err != nil {
+		be.Free(b)
+		return Buffer{}, err
+	}
+	return b, nil
+}
+
+// AllocInts allocates an I32 buffer holding x.
+func AllocInts(be Backend, x []int32) (Buffer, error) {
+	b, err := be.Alloc(len(x), I32)
+	if err != nil {
+		return Buffer{}, err
+	}
+	if err := be.WriteInts(b, x); err != nil {
+		be.Free(b)
+		return Buffer{}, err
+	}
+	return b, nil
 }
 
 // Op is one fused operation. Access lists the buffers it reads and writes;
@@ -77,23 +185,32 @@ type Op interface {
 	Access() (reads, writes []Buffer)
 }
 
-// Dependencies returns, for each op, the indices of the earlier ops it must
-// wait for: read-after-write, write-after-read and write-after-write on
-// overlapping buffers. Only the latest conflicting op of each kind is kept
-// per buffer pair, which is enough for an in-order stream with barriers.
+// Dependencies returns, for each op, the earlier ops it must wait for:
+// those it conflicts with (read-after-write, write-after-read or
+// write-after-write on overlapping buffers), leaving out any that it already
+// waits for through another of its dependencies. So an op that conflicts
+// with ops 0 and 2, where 2 waits for 0, gets only {2}. The lists are in
+// decreasing order. A backend calls it once, when it compiles.
 func Dependencies(ops []Op) [][]int {
-	deps := make([][]int, len(ops))
+	n := len(ops)
 	type access struct{ reads, writes []Buffer }
-	acc := make([]access, len(ops))
+	acc := make([]access, n)
+	words := (n + 63) / 64
+	before := make([][]uint64, n) // before[i]: every op that i waits for, directly or not
+	deps := make([][]int, n)
 	for i, op := range ops {
 		r, w := op.Access()
 		acc[i] = access{r, w}
-		seen := map[int]bool{}
+		before[i] = make([]uint64, words)
 		for j := i - 1; j >= 0; j-- {
+			if before[i][j/64]&(1<<(j%64)) != 0 {
+				continue
+			}
 			if conflicts(acc[i].reads, acc[j].writes) || conflicts(acc[i].writes, acc[j].reads) || conflicts(acc[i].writes, acc[j].writes) {
-				if !seen[j] {
-					seen[j] = true
-					deps[i] = append(deps[i], j)
+				deps[i] = append(deps[i], j)
+				before[i][j/64] |= 1 << (j % 64)
+				for k, word := range before[j] {
+					before[i][k] |= word
 				}
 			}
 		}

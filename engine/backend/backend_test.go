@@ -20,9 +20,10 @@ func TestDependencies(t *testing.T) {
 		&QLinear{X: b, Y: hi, Rows: 1},                    // 1 writes a[50:100]: independent of 0
 		&AddRMSNorm{H: lo, Weight: b, Out: b.View(0, 10)}, // 2 reads a[0:50] (after 0), writes b[0:10] (after 0, 1 read b)
 		&QLinear{X: a, Y: b.View(90, 10), Rows: 1},        // 3 reads all of a (after 0, 1), writes b[90:] (after 2 read b)
+		&QLinear{X: b.View(50, 10), Y: hi, Rows: 1},       // 4 overwrites a[50:] (after 1, and 3 read it) and reads b[50:60], which 2 and 3 leave alone
 	}
 	got := Dependencies(ops)
-	want := [][]int{nil, nil, {1, 0}, {2, 1, 0}}
+	want := [][]int{nil, nil, {1, 0}, {2}, {3}} // 3 waits for 0 and 1 through 2; 4 for 1 through 3
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("dependencies %v, want %v", got, want)
 	}
@@ -39,4 +40,19 @@ func TestViewBounds(t *testing.T) {
 		}
 	}()
 	a.View(5, 6)
+}
+
+func TestParseSpec(t *testing.T) {
+	sp, err := ParseSpec("CPU:delta=chunked, delta-chunk=32")
+	if err != nil || sp.Name != "cpu" || !reflect.DeepEqual(sp.Options, []Option{{"delta", "chunked"}, {"delta-chunk", "32"}}) {
+		t.Errorf("ParseSpec: %+v, %v", sp, err)
+	}
+	if sp, err := ParseSpec("cpu"); err != nil || sp.Name != "cpu" || sp.Options != nil {
+		t.Errorf("ParseSpec(cpu): %+v, %v", sp, err)
+	}
+	for _, bad := range []string{":delta=x", "cpu:delta", "cpu:delta=a,delta=b", "cpu:=3"} {
+		if _, err := ParseSpec(bad); err == nil {
+			t.Errorf("ParseSpec(%q) accepted", bad)
+		}
+	}
 }

@@ -31,6 +31,29 @@ type QLinear struct {
 	Rows int
 }
 
+// QLinearGroup: the projections of one input by several matrices of the
+// same width, the outputs side by side: Y holds X·W[0]ᵀ ([Rows, rows of
+// W[0]]), then X·W[1]ᵀ, and so on, each block row-major. It equals one
+// QLinear per matrix into consecutive views of Y; a backend may run it as
+// one pass (a decode step's q, k, v, or qkv, z, b, a projections read one
+// input, laid out once).
+type QLinearGroup struct {
+	X    Buffer // [Rows, cols]
+	W    []Matrix
+	Y    Buffer // [Σ Rows*rows of W[i]]
+	Rows int
+}
+
+// Offsets are where each matrix's block starts in Y, and Y's length last.
+func (o *QLinearGroup) Offsets() []int {
+	off := make([]int, len(o.W)+1)
+	for i, w := range o.W {
+		s := w.Shape()
+		off[i+1] = off[i] + o.Rows*s.Rows*max(s.Experts, 1)
+	}
+	return off
+}
+
 // ConvSiLU: causal depthwise convolution of width K over [State; X] with the
 // taps in Weight[c][0..K) (tap K-1 multiplies the current token), then SiLU.
 // State (the K-1 previous pre-conv rows, oldest first) is advanced. (2.5.2)
@@ -76,8 +99,11 @@ type GatedRMSNorm struct {
 // QKPrep prepares gated attention's queries and keys (2.4 steps 1-5): the
 // query of head h is QG[h*2*HeadDim : h*2*HeadDim+HeadDim] (its gate follows
 // it); q and k get their RMSNorm (weights as stored), then RoPE on the first
-// RotaryDim dims with pairs (i, i+RotaryDim/2) at positions Pos0+t; k and v
-// are written to the caches at rows Pos0..Pos0+Rows-1.
+// RotaryDim dims with pairs (i, i+RotaryDim/2) at positions p+t, where p is
+// the value of Pos; k and v are written to the caches at rows p..p+Rows-1.
+// The angle of pair i at position P is P·RopeTheta^(-2i/RotaryDim) computed
+// in float64 (or as exactly: at 128K positions a float32 product is off by
+// hundredths of a radian), its sine and cosine rounded once.
 type QKPrep struct {
 	QG     Buffer // [Rows, QHeads*2*HeadDim]
 	K, V   Buffer // [Rows, KVHeads*HeadDim]
@@ -86,16 +112,17 @@ type QKPrep struct {
 	Q      Buffer // out: [Rows, QHeads*HeadDim]
 	KCache Buffer // [MaxPos, KVHeads*HeadDim]
 	VCache Buffer
+	Pos    Buffer // i32 [1]: the position of row 0
 	Rows   int
-	Pos0   int
 
 	QHeads, KVHeads, HeadDim, RotaryDim int
 	RopeTheta                           float64
 	Eps                                 float32
 }
 
-// Attention: causal GQA over the cache (query head h reads KV head
-// h/(QHeads/KVHeads)), softmax(q·k/sqrt(HeadDim)) in float32, times
+// Attention: causal GQA over the cache (row t, at position p+t where p is
+// the value of Pos, attends to cache rows 0..p+t; query head h reads KV
+// head h/(QHeads/KVHeads)), softmax(q·k/sqrt(HeadDim)) in float32, times
 // sigmoid(gate) where the gate of head h follows its query in QG. (2.4 6-7)
 type Attention struct {
 	Q      Buffer // [Rows, QHeads*HeadDim]
@@ -103,8 +130,8 @@ type Attention struct {
 	KCache Buffer
 	VCache Buffer
 	Out    Buffer // [Rows, QHeads*HeadDim]
+	Pos    Buffer // i32 [1]: the position of row 0
 	Rows   int
-	Pos0   int
 
 	QHeads, KVHeads, HeadDim int
 }
@@ -139,9 +166,18 @@ type Experts struct {
 	Inter, SharedInter int
 }
 
+// Advance: Pos += By, the last op of a program that moved a sequence on by
+// By tokens.
+type Advance struct {
+	Pos Buffer // i32 [1]
+	By  int
+}
+
 func (o *Embed) Name() string        { return "Embed" }
+func (o *Advance) Name() string      { return "Advance" }
 func (o *AddRMSNorm) Name() string   { return "AddRMSNorm" }
 func (o *QLinear) Name() string      { return "QLinear" }
+func (o *QLinearGroup) Name() string { return "QLinearGroup" }
 func (o *ConvSiLU) Name() string     { return "ConvSiLU" }
 func (o *DeltaRule) Name() string    { return "DeltaRule" }
 func (o *GatedRMSNorm) Name() string { return "GatedRMSNorm" }
@@ -157,7 +193,8 @@ func (o *AddRMSNorm) Access() (r, w []Buffer) {
 	}
 	return []Buffer{o.H, o.Weight}, []Buffer{o.Out}
 }
-func (o *QLinear) Access() (r, w []Buffer) { return []Buffer{o.X}, []Buffer{o.Y} }
+func (o *QLinear) Access() (r, w []Buffer)      { return []Buffer{o.X}, []Buffer{o.Y} }
+func (o *QLinearGroup) Access() (r, w []Buffer) { return []Buffer{o.X}, []Buffer{o.Y} }
 func (o *ConvSiLU) Access() (r, w []Buffer) {
 	return []Buffer{o.X, o.State, o.Weight}, []Buffer{o.Out, o.State}
 }
@@ -168,12 +205,13 @@ func (o *GatedRMSNorm) Access() (r, w []Buffer) {
 	return []Buffer{o.X, o.Z, o.Weight}, []Buffer{o.Out}
 }
 func (o *QKPrep) Access() (r, w []Buffer) {
-	return []Buffer{o.QG, o.K, o.V, o.QNorm, o.KNorm}, []Buffer{o.Q, o.KCache, o.VCache}
+	return []Buffer{o.QG, o.K, o.V, o.QNorm, o.KNorm, o.Pos}, []Buffer{o.Q, o.KCache, o.VCache}
 }
 func (o *Attention) Access() (r, w []Buffer) {
-	return []Buffer{o.Q, o.QG, o.KCache, o.VCache}, []Buffer{o.Out}
+	return []Buffer{o.Q, o.QG, o.KCache, o.VCache, o.Pos}, []Buffer{o.Out}
 }
-func (o *Route) Access() (r, w []Buffer) { return []Buffer{o.X}, []Buffer{o.Idx, o.Weights} }
+func (o *Advance) Access() (r, w []Buffer) { return []Buffer{o.Pos}, []Buffer{o.Pos} }
+func (o *Route) Access() (r, w []Buffer)   { return []Buffer{o.X}, []Buffer{o.Idx, o.Weights} }
 func (o *Experts) Access() (r, w []Buffer) {
 	return []Buffer{o.X, o.Idx, o.Weights}, []Buffer{o.Out}
 }

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"petal/engine/backend"
@@ -11,16 +12,34 @@ import (
 // into the caches. One task per (token, head), query heads first.
 type prepTask struct {
 	o                           *backend.QKPrep
+	pos0                        int
 	qg, k, v, q, qn, kn, kc, vc []float32
 	cos, sin                    []float64 // [Rows][RotaryDim/2]: the rotations of the chunk's positions
 }
 
-func (b *Backend) qkPrep(o *backend.QKPrep) {
+func (b *Backend) qkPrep(o *backend.QKPrep) error {
 	t := &b.tasks.prep
 	t.o, t.qg, t.k, t.v, t.q = o, F(o.QG), F(o.K), F(o.V), F(o.Q)
 	t.qn, t.kn, t.kc, t.vc = F(o.QNorm), F(o.KNorm), F(o.KCache), F(o.VCache)
+	var err error
+	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, len(t.kc), len(t.vc)); err != nil {
+		return err
+	}
 	t.ropeTables()
 	parallel.For(o.Rows*(o.QHeads+o.KVHeads), 8, b.tasks.prepFn)
+	return nil
+}
+
+// position reads the position of a chunk's first row and checks that its
+// rows fit caches of the given lengths (width values a row).
+func position(pos backend.Buffer, rows, width int, caches ...int) (int, error) {
+	p := int(I(pos)[0])
+	for _, n := range caches {
+		if p < 0 || (p+rows)*width > n {
+			return 0, fmt.Errorf("%d tokens at position %d do not fit a cache of %d", rows, p, n/width)
+		}
+	}
+	return p, nil
 }
 
 // ropeTables computes the rotation of pair i at position pos,
@@ -35,7 +54,7 @@ func (t *prepTask) ropeTables() {
 	for i := range half {
 		inv := math.Pow(o.RopeTheta, -float64(2*i)/float64(o.RotaryDim))
 		for r := range o.Rows {
-			t.sin[r*half+i], t.cos[r*half+i] = math.Sincos(float64(o.Pos0+r) * inv)
+			t.sin[r*half+i], t.cos[r*half+i] = math.Sincos(float64(t.pos0+r) * inv)
 		}
 	}
 }
@@ -46,7 +65,7 @@ func (t *prepTask) run(lo, hi int) {
 	half := o.RotaryDim / 2
 	for i := lo; i < hi; i++ {
 		r, h := i/heads, i%heads
-		pos := o.Pos0 + r
+		pos := t.pos0 + r
 		cos, sin := t.cos[r*half:][:half], t.sin[r*half:][:half]
 		if h < o.QHeads {
 			dst := t.q[r*o.QHeads*D+h*D:][:D]
@@ -81,15 +100,21 @@ func rope(x []float32, cos, sin []float64) {
 // (decode) or the group has more than attnMaxHeads heads.
 type attnTask struct {
 	o                  *backend.Attention
+	pos0               int
 	q, qg, kc, vc, out []float32
 	heads, parts       int // query heads per part, parts per KV head
 }
 
-func (b *Backend) attention(o *backend.Attention) {
+func (b *Backend) attention(o *backend.Attention) error {
 	t := &b.tasks.attn
 	t.o, t.q, t.qg, t.kc, t.vc, t.out = o, F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
+	var err error
+	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, len(t.kc), len(t.vc)); err != nil {
+		return err
+	}
 	t.heads, t.parts = attnSplit(o.QHeads/o.KVHeads, o.Rows*o.KVHeads, parallel.Workers())
 	parallel.For(o.Rows*o.KVHeads*t.parts, 1, b.tasks.attnFn)
+	return nil
 }
 
 // attnSplit divides a group of query heads into parts (heads each, the last
@@ -115,7 +140,7 @@ func (t *attnTask) run(lo, hi int) {
 		h0 := kv*group + part*t.heads
 		nh := min(t.heads, (kv+1)*group-h0)
 		out := t.out[(r*QH+h0)*D:][:nh*D]
-		t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, o.Pos0+r+1)
+		t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, t.pos0+r+1)
 		for h := range nh {
 			gateRow(out[h*D:][:D], t.qg[(r*QH+h0+h)*2*D+D:][:D], s.sums[h])
 		}

@@ -7,44 +7,8 @@ import (
 	"testing"
 
 	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
 )
-
-// attentionPlain is the op as backend.Attention states it, per (token,
-// head), in float64: scores, softmax, weighted values, output gate.
-func attentionPlain(o *backend.Attention, q, qg, kc, vc []float32) []float64 {
-	D, QH := o.HeadDim, o.QHeads
-	kvW, group := o.KVHeads*D, o.QHeads/o.KVHeads
-	out := make([]float64, o.Rows*QH*D)
-	for r := range o.Rows {
-		n := o.Pos0 + r + 1
-		for h := range QH {
-			kv := h / group
-			scores := make([]float64, n)
-			maxScore := math.Inf(-1)
-			for s := range scores {
-				for j := range D {
-					scores[s] += float64(q[(r*QH+h)*D+j]) * float64(kc[s*kvW+kv*D+j])
-				}
-				scores[s] /= math.Sqrt(float64(D))
-				maxScore = max(maxScore, scores[s])
-			}
-			var sum float64
-			for s := range scores {
-				scores[s] = math.Exp(scores[s] - maxScore)
-				sum += scores[s]
-			}
-			for j := range D {
-				var acc float64
-				for s, p := range scores {
-					acc += p * float64(vc[s*kvW+kv*D+j])
-				}
-				gate := float64(qg[(r*QH+h)*2*D+D+j])
-				out[(r*QH+h)*D+j] = acc / sum / (1 + math.Exp(-gate))
-			}
-		}
-	}
-	return out
-}
 
 // TestAttentionMatchesPlain covers groups that split into parts (decode,
 // more than attnMaxHeads heads), leftover heads outside dot4's fours,
@@ -62,7 +26,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			n, D := c.pos0+c.rows, c.d
-			o := &backend.Attention{Rows: c.rows, Pos0: c.pos0, QHeads: c.qh, KVHeads: c.kvh, HeadDim: D}
+			o := &backend.Attention{Rows: c.rows, QHeads: c.qh, KVHeads: c.kvh, HeadDim: D}
 			q := randomVec(rng, c.rows*c.qh*D)
 			qg := randomVec(rng, c.rows*c.qh*2*D)
 			kc, vc := randomVec(rng, n*c.kvh*D), randomVec(rng, n*c.kvh*D)
@@ -71,11 +35,9 @@ func TestAttentionMatchesPlain(t *testing.T) {
 			}
 			b := New()
 			buf := func(x []float32) backend.Buffer {
-				m := b.Alloc(len(x), false)
-				b.Write(m, x)
-				return m
+				return mustBuf(b, x)
 			}
-			o.Q, o.QG, o.KCache, o.VCache = buf(q), buf(qg), buf(kc), buf(vc)
+			o.Q, o.QG, o.KCache, o.VCache, o.Pos = buf(q), buf(qg), buf(kc), buf(vc), mustInts(b, int32(c.pos0))
 			got := make([]float32, c.rows*c.qh*D)
 			for i := range got {
 				got[i] = float32(math.NaN())
@@ -85,7 +47,7 @@ func TestAttentionMatchesPlain(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.Read(o.Out, got)
-			want := attentionPlain(o, q, qg, kc, vc)
+			want := backendtest.Attention(q, qg, kc, vc, c.pos0, c.rows, c.qh, c.kvh, D)
 			for i := range got {
 				if d := math.Abs(float64(got[i]) - want[i]); !(d <= 1e-5) {
 					t.Fatalf("out[%d] = %v, plain form %v", i, got[i], want[i])
@@ -119,12 +81,12 @@ func TestAttentionSplitsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	const rows, pos0, qh, kvh, D = 2, 70, 14, 2, 40
 	n := pos0 + rows
-	o := &backend.Attention{Rows: rows, Pos0: pos0, QHeads: qh, KVHeads: kvh, HeadDim: D}
+	o := &backend.Attention{Rows: rows, QHeads: qh, KVHeads: kvh, HeadDim: D}
 	q, qg := randomVec(rng, rows*qh*D), randomVec(rng, rows*qh*2*D)
 	kc, vc := randomVec(rng, n*kvh*D), randomVec(rng, n*kvh*D)
 	var want []float32
 	for _, heads := range []int{7, 6, 4, 3, 2, 1} {
-		a := attnTask{o: o, q: q, qg: qg, kc: kc, vc: vc, out: poison(rows * qh * D)}
+		a := attnTask{o: o, pos0: pos0, q: q, qg: qg, kc: kc, vc: vc, out: poison(rows * qh * D)}
 		a.heads, a.parts = heads, ceilDiv(qh/kvh, heads)
 		a.run(0, rows*kvh*a.parts)
 		if want == nil {
@@ -135,32 +97,26 @@ func TestAttentionSplitsAgree(t *testing.T) {
 	}
 }
 
-// ropePlain rotates pairs (i, i+rot/2) of the first rot dims by
-// pos·theta^(-2i/rot), computing every angle on the spot.
-func ropePlain(x []float32, pos, rot int, theta float64) {
-	half := rot / 2
-	for i := 0; i < half; i++ {
-		angle := float64(pos) * math.Pow(theta, -float64(2*i)/float64(rot))
-		sin, cos := math.Sincos(angle)
-		x1, x2 := float64(x[i]), float64(x[i+half])
-		x[i] = float32(x1*cos - x2*sin)
-		x[i+half] = float32(x1*sin + x2*cos)
-	}
-}
-
 // TestRopeTablesMatchPlain: the per-chunk tables rotate exactly as angles
-// computed on the spot.
+// computed on the spot (the reference of backendtest, rounded once).
 func TestRopeTablesMatchPlain(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	const rows, rot, D = 5, 24, 40
 	for _, pos0 := range []int{0, 1, 4093} {
-		p := prepTask{o: &backend.QKPrep{Rows: rows, Pos0: pos0, RotaryDim: rot, RopeTheta: 1e7}}
+		p := prepTask{pos0: pos0, o: &backend.QKPrep{Rows: rows, RotaryDim: rot, RopeTheta: 1e7}}
 		p.ropeTables()
 		for r := range rows {
 			got := randomVec(rng, D)
-			want := append([]float32(nil), got...)
+			plain := make([]float64, D)
+			for i, v := range got {
+				plain[i] = float64(v)
+			}
 			rope(got[:rot], p.cos[r*rot/2:][:rot/2], p.sin[r*rot/2:][:rot/2])
-			ropePlain(want, pos0+r, rot, 1e7)
+			backendtest.Rope(plain, pos0+r, rot, 1e7)
+			want := make([]float32, D)
+			for i, v := range plain {
+				want[i] = float32(v)
+			}
 			sameBits(t, fmt.Sprintf("position %d", pos0+r), got, want)
 		}
 	}
@@ -180,13 +136,11 @@ func BenchmarkAttention(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 7))
 			be := New()
 			buf := func(x []float32) backend.Buffer {
-				m := be.Alloc(len(x), false)
-				be.Write(m, x)
-				return m
+				return mustBuf(be, x)
 			}
 			o := &backend.Attention{Q: buf(randomVec(rng, c.rows*qh*D)), QG: buf(randomVec(rng, c.rows*qh*2*D)),
 				KCache: buf(randomVec(rng, n*D)), VCache: buf(randomVec(rng, n*D)), Out: buf(make([]float32, c.rows*qh*D)),
-				Rows: c.rows, Pos0: c.pos0, QHeads: qh, KVHeads: 1, HeadDim: D}
+				Pos: mustInts(be, int32(c.pos0)), Rows: c.rows, QHeads: qh, KVHeads: 1, HeadDim: D}
 			for range b.N {
 				if err := be.Run(o); err != nil {
 					b.Fatal(err)

@@ -9,7 +9,9 @@ import (
 	"petal/engine/backend"
 )
 
-// convPlain is ConvSiLU channel by channel, as backend.ConvSiLU states it.
+// convPlain is ConvSiLU channel by channel, as backend.ConvSiLU states it,
+// in float32 with the sums in the kernel's order, so the kernel can be held
+// to the same bits (backendtest.ConvSiLU is the float64 reference).
 func convPlain(x, state, w []float32, L, C, K int) (out, newState []float32) {
 	at := func(r, c int) float32 {
 		if r < K-1 {
@@ -44,14 +46,10 @@ func TestConvMatchesPlain(t *testing.T) {
 			b := New()
 			w := randomVec(rng, C*K)
 			state := randomVec(rng, (K-1)*C)
-			o := &backend.ConvSiLU{Chans: C, K: K, Weight: b.Alloc(C*K, false), State: b.Alloc((K-1)*C, false)}
-			b.Write(o.Weight, w)
-			b.Write(o.State, state)
+			o := &backend.ConvSiLU{Chans: C, K: K, Weight: mustBuf(b, w), State: mustBuf(b, state)}
 			for _, L := range []int{1, 2, 7, 1, 40} {
 				x := randomVec(rng, L*C)
-				o.Rows, o.X, o.Out = L, b.Alloc(L*C, false), b.Alloc(L*C, false)
-				b.Write(o.X, x)
-				b.Write(o.Out, poison(L*C))
+				o.Rows, o.X, o.Out = L, mustBuf(b, x), mustBuf(b, poison(L*C))
 				if err := b.Run(o); err != nil {
 					t.Fatal(err)
 				}
@@ -88,9 +86,7 @@ func BenchmarkConvSiLU(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 3))
 	be := New()
 	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
+		return mustBuf(be, x)
 	}
 	o := &backend.ConvSiLU{X: buf(randomVec(rng, L*C)), State: buf(randomVec(rng, (K-1)*C)),
 		Weight: buf(randomVec(rng, C*K)), Out: buf(make([]float32, L*C)), Rows: L, Chans: C, K: K}
@@ -100,4 +96,22 @@ func BenchmarkConvSiLU(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// mustBuf is a new float32 buffer of be holding x.
+func mustBuf(be *Backend, x []float32) backend.Buffer {
+	b, err := backend.AllocFloats(be, backend.F32, x)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// mustInts is a new i32 buffer of be holding x.
+func mustInts(be *Backend, x ...int32) backend.Buffer {
+	b, err := backend.AllocInts(be, x)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

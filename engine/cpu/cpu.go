@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"petal/engine/backend"
 	"petal/engine/quant"
@@ -85,9 +86,12 @@ func NewWithOptions(o Options) (*Backend, error) {
 	return b, nil
 }
 
+// memory is one allocation; exactly one slice is set, by element type:
+// bf16 and f16 are stored as their 16-bit patterns, as a GPU stores them.
 type memory struct {
 	f []float32
 	i []int32
+	h []uint16
 }
 
 func (*memory) Backend() string { return "cpu" }
@@ -99,19 +103,25 @@ func (w *matrix) Shape() quant.Matrix { return w.m }
 
 func (b *Backend) Name() string { return "cpu" }
 
-func (b *Backend) Alloc(n int, isInt bool) backend.Buffer {
-	m := &memory{}
-	if isInt {
-		m.i = make([]int32, n)
-	} else {
-		m.f = make([]float32, n)
+func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
+	if err := backend.CheckAlloc(n, t); err != nil {
+		return backend.Buffer{}, err
 	}
-	return backend.Buffer{Mem: m, Len: n, Int: isInt}
+	m := &memory{}
+	switch t {
+	case backend.F32:
+		m.f = make([]float32, n)
+	case backend.I32:
+		m.i = make([]int32, n)
+	default:
+		m.h = make([]uint16, n)
+	}
+	return backend.Buffer{Mem: m, Len: n, Type: t}, nil
 }
 
 func (b *Backend) Free(buf backend.Buffer) {
 	if m, ok := buf.Mem.(*memory); ok {
-		m.f, m.i = nil, nil
+		m.f, m.i, m.h = nil, nil, nil
 	}
 }
 
@@ -122,39 +132,235 @@ func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
 	return &matrix{m}, nil
 }
 
-func (b *Backend) Write(dst backend.Buffer, src []float32) { copy(F(dst), src) }
-func (b *Backend) WriteInts(dst backend.Buffer, src []int32) {
-	copy(I(dst), src)
+// mine checks that buf is an allocation of this backend still held.
+func mine(buf backend.Buffer) error {
+	m, ok := buf.Mem.(*memory)
+	if !ok {
+		return fmt.Errorf("cpu: a buffer of another backend")
+	}
+	if m.f == nil && m.i == nil && m.h == nil && buf.Len > 0 {
+		return fmt.Errorf("cpu: a freed buffer")
+	}
+	return nil
 }
-func (b *Backend) Read(src backend.Buffer, dst []float32) { copy(dst, F(src)) }
+
+func (b *Backend) Write(dst backend.Buffer, src []float32) error {
+	if err := hostCheck(dst, len(src), false); err != nil {
+		return err
+	}
+	switch dst.Type {
+	case backend.F32:
+		copy(F(dst), src)
+	case backend.BF16:
+		h := H(dst)
+		for i, v := range src {
+			h[i] = backend.BF16FromFloat32(v)
+		}
+	case backend.F16:
+		h := H(dst)
+		for i, v := range src {
+			h[i] = backend.F16FromFloat32(v)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
+	if err := hostCheck(dst, len(src), true); err != nil {
+		return err
+	}
+	copy(I(dst), src)
+	return nil
+}
+
+func (b *Backend) Read(src backend.Buffer, dst []float32) error {
+	if err := hostCheck(src, len(dst), false); err != nil {
+		return err
+	}
+	widen(src, dst)
+	return nil
+}
+
+func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
+	if err := hostCheck(src, len(dst), true); err != nil {
+		return err
+	}
+	copy(dst, I(src))
+	return nil
+}
+
+func hostCheck(buf backend.Buffer, n int, ints bool) error {
+	if err := backend.CheckHost(buf, n, ints); err != nil {
+		return err
+	}
+	return mine(buf)
+}
+
+// widen sets dst to the values of the float buffer src.
+func widen(src backend.Buffer, dst []float32) {
+	switch src.Type {
+	case backend.F32:
+		copy(dst, F(src))
+	case backend.BF16:
+		for i, h := range H(src) {
+			dst[i] = backend.Float32FromBF16(h)
+		}
+	case backend.F16:
+		for i, h := range H(src) {
+			dst[i] = backend.Float32FromF16(h)
+		}
+	}
+}
+
+// Copy copies between buffers, converting float types as Write does.
+func (b *Backend) Copy(dst, src backend.Buffer) error {
+	if err := backend.CheckCopy(dst, src); err != nil {
+		return err
+	}
+	if err := mine(dst); err != nil {
+		return err
+	}
+	if err := mine(src); err != nil {
+		return err
+	}
+	switch {
+	case dst.Type == src.Type && dst.Type == backend.I32:
+		copy(I(dst), I(src))
+	case dst.Type == src.Type && dst.Type == backend.F32:
+		copy(F(dst), F(src))
+	case dst.Type == src.Type:
+		copy(H(dst), H(src))
+	case dst.Type == backend.F32:
+		widen(src, F(dst))
+	case src.Type == backend.F32:
+		narrow(F(src), dst)
+	default: // between the 16-bit types: through float32, which holds both exactly
+		h := H(src)
+		tmp := b.scratch.get(slotCopy, len(h))
+		widen(src, tmp)
+		narrow(tmp, dst)
+	}
+	return nil
+}
+
+// narrow rounds src into the 16-bit float buffer dst.
+func narrow(src []float32, dst backend.Buffer) {
+	h := H(dst)
+	if dst.Type == backend.BF16 {
+		for i, v := range src {
+			h[i] = backend.BF16FromFloat32(v)
+		}
+		return
+	}
+	for i, v := range src {
+		h[i] = backend.F16FromFloat32(v)
+	}
+}
 
 // F is the float32 slice behind a CPU buffer.
 func F(b backend.Buffer) []float32 {
-	if b.Int {
-		panic("cpu: float view of an int buffer")
+	if b.Type != backend.F32 {
+		panic("cpu: float32 view of a " + b.Type.String() + " buffer")
 	}
 	return b.Mem.(*memory).f[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
 }
 
 // I is the int32 slice behind a CPU buffer.
 func I(b backend.Buffer) []int32 {
-	if !b.Int {
-		panic("cpu: int view of a float buffer")
+	if b.Type != backend.I32 {
+		panic("cpu: int32 view of a " + b.Type.String() + " buffer")
 	}
 	return b.Mem.(*memory).i[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
 }
 
+// H is the 16-bit patterns behind a CPU bf16 or f16 buffer.
+func H(b backend.Buffer) []uint16 {
+	if b.Type != backend.BF16 && b.Type != backend.F16 {
+		panic("cpu: 16-bit view of a " + b.Type.String() + " buffer")
+	}
+	return b.Mem.(*memory).h[b.Offset : b.Offset+b.Len : b.Offset+b.Len]
+}
+
 func q(m backend.Matrix) *quant.Matrix { return &m.(*matrix).m }
 
-// Run executes ops in order.
-func (b *Backend) Run(ops ...backend.Op) error {
-	for i := 0; i < len(ops); i++ {
-		if n := sharedInputLinears(ops[i:]); n > 0 {
-			b.linears(ops[i : i+n])
-			i += n - 1
-			continue
+// program is a compiled op list: the CPU runs it as given, so compiling
+// only checks it.
+type program struct {
+	b   *Backend
+	ops []backend.Op
+}
+
+func (p *program) Run() error        { return p.b.Run(p.ops...) }
+func (p *program) Ops() []backend.Op { return p.ops }
+
+// Compile checks that every op is one the CPU runs, over buffers of this
+// backend of the element types its kernels take (f32, i32 for indices).
+func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
+	for i, op := range ops {
+		if err := checkOp(op); err != nil {
+			return nil, fmt.Errorf("cpu: op %d (%s): %w", i, op.Name(), err)
 		}
-		switch o := ops[i].(type) {
+	}
+	return &program{b: b, ops: slices.Clone(ops)}, nil
+}
+
+func checkOp(op backend.Op) error {
+	switch op.(type) {
+	case *backend.QLinearGroup:
+		if err := checkGroup(op.(*backend.QLinearGroup)); err != nil {
+			return err
+		}
+	case *backend.Embed, *backend.AddRMSNorm, *backend.QLinear, *backend.ConvSiLU, *backend.DeltaRule,
+		*backend.GatedRMSNorm, *backend.QKPrep, *backend.Attention, *backend.Route, *backend.Experts,
+		*backend.Advance:
+	default:
+		return fmt.Errorf("not implemented")
+	}
+	r, w := op.Access()
+	for _, buf := range append(r, w...) {
+		if buf.Mem == nil {
+			return fmt.Errorf("a buffer is missing")
+		}
+		if err := mine(buf); err != nil {
+			return err
+		}
+		if buf.Type != backend.F32 && buf.Type != backend.I32 {
+			return fmt.Errorf("a %s buffer; the CPU ops take f32 (Copy converts)", buf.Type)
+		}
+	}
+	return nil
+}
+
+// checkGroup: the matrices of a QLinearGroup share the input's width and
+// their outputs fill Y.
+func checkGroup(o *backend.QLinearGroup) error {
+	if len(o.W) == 0 {
+		return fmt.Errorf("no matrices")
+	}
+	for i, m := range o.W {
+		if w := q(m); w.Cols != q(o.W[0]).Cols || o.X.Len != o.Rows*w.Cols {
+			return fmt.Errorf("matrix %d is %d wide, the input %d rows of %d values", i, w.Cols, o.Rows, o.X.Len/max(o.Rows, 1))
+		}
+	}
+	if off := o.Offsets(); off[len(o.W)] != o.Y.Len {
+		return fmt.Errorf("outputs of %d values for a %d-value buffer", off[len(o.W)], o.Y.Len)
+	}
+	return nil
+}
+
+// Sync returns at once: Run has done the work before it returns.
+func (b *Backend) Sync() error { return nil }
+
+// Run executes ops in order, now. It is what a compiled program does, and
+// a way to run ops once without compiling them.
+func (b *Backend) Run(ops ...backend.Op) error {
+	for _, op := range ops {
+		var err error
+		switch o := op.(type) {
+		case *backend.QLinear:
+			b.linear(q(o.W), F(o.X), o.Rows, F(o.Y))
+		case *backend.QLinearGroup:
+			b.linearGroup(o)
 		case *backend.Embed:
 			b.embed(o)
 		case *backend.AddRMSNorm:
@@ -166,15 +372,20 @@ func (b *Backend) Run(ops ...backend.Op) error {
 		case *backend.GatedRMSNorm:
 			b.gatedRMSNorm(o)
 		case *backend.QKPrep:
-			b.qkPrep(o)
+			err = b.qkPrep(o)
 		case *backend.Attention:
-			b.attention(o)
+			err = b.attention(o)
 		case *backend.Route:
 			b.route(o)
 		case *backend.Experts:
 			b.experts(o)
+		case *backend.Advance:
+			I(o.Pos)[0] += int32(o.By)
 		default:
-			return fmt.Errorf("cpu: op %s is not implemented", ops[i].Name())
+			err = fmt.Errorf("not implemented")
+		}
+		if err != nil {
+			return fmt.Errorf("cpu: %s: %w", op.Name(), err)
 		}
 	}
 	return nil
@@ -204,5 +415,6 @@ const (
 	slotShared
 	slotExpertTmp
 	slotDeltaChunk
+	slotCopy
 	slotCount
 )

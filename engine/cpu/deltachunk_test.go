@@ -373,9 +373,7 @@ func TestDeltaFormsTiming(t *testing.T) {
 // op is a DeltaRule op on the inputs, with buffers from be.
 func (in deltaInputs) op(be *Backend) *backend.DeltaRule {
 	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
+		return mustBuf(be, x)
 	}
 	return &backend.DeltaRule{QKV: buf(in.qkv), B: buf(in.bb), A: buf(in.aa), ALog: buf(in.aLog),
 		DtBias: buf(in.dtBias), State: buf(in.state), Out: buf(poison(in.rows * in.hv * in.dv)),

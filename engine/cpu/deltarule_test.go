@@ -7,28 +7,8 @@ import (
 	"testing"
 
 	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
 )
-
-// deltaRulePlain is backend.DeltaRule head by head and token by token,
-// each step in the spec's plain form; it advances state and returns Out.
-func deltaRulePlain(o *backend.DeltaRule, qkv, bb, aa, aLog, dtBias, state []float32) []float32 {
-	Hk, Dk, Hv, Dv := o.KeyHeads, o.KeyDim, o.ValueHeads, o.ValueDim
-	width := 2*Hk*Dk + Hv*Dv
-	out := make([]float32, o.Rows*Hv*Dv)
-	q, k := make([]float32, Dk), make([]float32, Dk)
-	for r := range o.Rows {
-		for j := range Hv {
-			kh := j / (Hv / Hk)
-			l2Normalize(qkv[r*width+kh*Dk:][:Dk], q, float32(1/math.Sqrt(float64(Dk))))
-			l2Normalize(qkv[r*width+(Hk+kh)*Dk:][:Dk], k, 1)
-			v := qkv[r*width+2*Hk*Dk+j*Dv:][:Dv]
-			beta := sigmoid(bb[r*Hv+j])
-			g := float32(math.Exp(-math.Exp(float64(aLog[j])) * softplus(float64(aa[r*Hv+j])+float64(dtBias[j]))))
-			deltaStepPlain(state[j*Dv*Dk:][:Dv*Dk], q, k, v, beta, g, out[(r*Hv+j)*Dv:][:Dv], Dv, Dk)
-		}
-	}
-	return out
-}
 
 // TestDeltaRuleMatchesPlain runs chunks one after another through the op:
 // grouped value heads, sizes on and off the vector width, the state
@@ -39,9 +19,7 @@ func TestDeltaRuleMatchesPlain(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			b := New()
 			buf := func(x []float32) backend.Buffer {
-				m := b.Alloc(len(x), false)
-				b.Write(m, x)
-				return m
+				return mustBuf(b, x)
 			}
 			aLog, dtBias := randomVec(rng, c.hv), randomVec(rng, c.hv)
 			state := randomVec(rng, c.hv*c.dv*c.dk)
@@ -54,9 +32,9 @@ func TestDeltaRuleMatchesPlain(t *testing.T) {
 				if err := b.Run(o); err != nil {
 					t.Fatal(err)
 				}
-				want := deltaRulePlain(o, qkv, bb, aa, aLog, dtBias, state)
+				want := backendtest.DeltaRule(qkv, bb, aa, aLog, dtBias, state, rows, c.hk, c.dk, c.hv, c.dv)
 				for i, w := range want {
-					if got := F(o.Out)[i]; !(math.Abs(float64(got-w)) <= 1e-4*(1+math.Abs(float64(w)))) {
+					if got := F(o.Out)[i]; !(math.Abs(float64(got)-w) <= 1e-4*(1+math.Abs(w))) {
 						t.Fatalf("%d rows: out[%d] = %v, plain form %v", rows, i, got, w)
 					}
 				}
@@ -77,9 +55,7 @@ func BenchmarkDeltaRule(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 5))
 	be := New()
 	buf := func(x []float32) backend.Buffer {
-		m := be.Alloc(len(x), false)
-		be.Write(m, x)
-		return m
+		return mustBuf(be, x)
 	}
 	o := &backend.DeltaRule{QKV: buf(randomVec(rng, rows*(2*hk*d+hv*d))), B: buf(randomVec(rng, rows*hv)),
 		A: buf(randomVec(rng, rows*hv)), ALog: buf(randomVec(rng, hv)), DtBias: buf(randomVec(rng, hv)),

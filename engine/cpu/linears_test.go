@@ -1,7 +1,7 @@
 package cpu
 
 import (
-	"math"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -9,50 +9,48 @@ import (
 	"petal/engine/quant"
 )
 
-// TestSharedInputLinears: one-row projections of one input run together and
-// give what each gives alone; an op that reads another's output is not
-// grouped with it.
-func TestSharedInputLinears(t *testing.T) {
+// TestQLinearGroup: the projections of one input, side by side, are the
+// same bits as each matrix alone, one row (the shared loop, with a matrix
+// of another kind among them) or several.
+func TestQLinearGroup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	b := New()
-	x := b.Alloc(256, false)
-	xs := make([]float32, 256)
-	for i := range xs {
-		xs[i] = rng.Float32()*2 - 1
-	}
-	b.Write(x, xs)
-	var ops []backend.Op
-	var want [][]float32
-	for _, rows := range []int{67, 5, 130} {
-		m := quant.RandomMatrix(rng, 1, rows, 256, 4, 64)
-		w, _ := b.Upload(m)
-		y := b.Alloc(rows, false)
-		poison := make([]float32, rows)
-		for i := range poison {
-			poison[i] = float32(math.NaN())
-		}
-		b.Write(y, poison)
-		ops = append(ops, &backend.QLinear{X: x, W: w, Y: y, Rows: 1})
-		ref := make([]float32, rows)
-		quant.MatVec(&m, xs, ref)
-		want = append(want, ref)
-	}
-	if n := sharedInputLinears(ops); n != 3 {
-		t.Fatalf("%d ops grouped, want 3", n)
-	}
-	if err := b.Run(ops...); err != nil {
-		t.Fatal(err)
-	}
-	for i, op := range ops {
-		got := F(op.(*backend.QLinear).Y)
-		for r := range got {
-			if got[r] != want[i][r] {
-				t.Fatalf("op %d row %d: %g, alone %g", i, r, got[r], want[i][r])
+	for _, rows := range []int{1, 3} {
+		t.Run(fmt.Sprint(rows, " rows"), func(t *testing.T) {
+			xs := randomVec(rng, rows*256)
+			x := mustBuf(b, xs)
+			o := &backend.QLinearGroup{X: x, Rows: rows}
+			var want []float32
+			for i, n := range []int{67, 5, 130, 9} {
+				bits := 4
+				if i == 2 {
+					bits = 8 // cannot share the 4-bit layout of the input
+				}
+				m := quant.RandomMatrix(rng, 1, n, 256, bits, 64)
+				w, err := b.Upload(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.W = append(o.W, w)
+				ref := make([]float32, rows*n)
+				if rows == 1 {
+					quant.MatVec(&m, xs, ref)
+				} else {
+					quant.MatMul(&m, xs, rows, ref)
+				}
+				want = append(want, ref...)
 			}
-		}
+			o.Y = mustBuf(b, poison(len(want)))
+			if err := backend.RunOnce(b, o); err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "group against each matrix alone", F(o.Y), want)
+		})
 	}
-	chained := append(ops[:1:1], &backend.QLinear{X: x, W: ops[0].(*backend.QLinear).W, Y: x.View(0, 67), Rows: 1})
-	if n := sharedInputLinears(chained); n != 1 {
-		t.Errorf("an op writing the shared input was grouped (%d)", n)
+	bad := &backend.QLinearGroup{X: mustBuf(b, make([]float32, 256)), Rows: 1, Y: mustBuf(b, make([]float32, 10))}
+	m, _ := b.Upload(quant.RandomMatrix(rng, 1, 11, 256, 4, 64))
+	bad.W = []backend.Matrix{m}
+	if _, err := b.Compile([]backend.Op{bad}); err == nil {
+		t.Error("a group whose outputs overflow Y compiled")
 	}
 }

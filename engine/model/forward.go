@@ -40,7 +40,9 @@ func Load(ck *checkpoint.Checkpoint, be backend.Backend, chunk int) (*Model, err
 		return nil, err
 	}
 	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
-	m.ws = newWorkspace(be, &d, chunk)
+	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -85,16 +87,21 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []float32)) error {
 	n, pos0 := len(chunk), s.Pos()
 	var p *program
+	var err error
 	if m.Trace != nil {
-		p = m.record(s, n, mode, true)
+		p, err = m.record(s, n, mode, true)
 	} else if p = s.programs[programKey(n, mode)]; p == nil {
-		p = m.record(s, n, mode, false)
+		p, err = m.record(s, n, mode, false)
 		s.programs[programKey(n, mode)] = p
 	}
-	p.setPos(pos0)
-	m.be.WriteInts(m.ws.tokens.View(0, n), chunk)
-	for i, seg := range p.segments {
-		if err := m.be.Run(seg...); err != nil {
+	if err != nil {
+		return err
+	}
+	if err := m.be.WriteInts(m.ws.tokens.View(0, n), chunk); err != nil {
+		return err
+	}
+	for i, prog := range p.compiled {
+		if err := prog.Run(); err != nil {
 			return err
 		}
 		if m.Trace != nil {
@@ -103,7 +110,9 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 				out = m.ws.a
 			}
 			buf := make([]float32, n*m.Dims.Hidden)
-			m.be.Read(out.Rows(0, n, m.Dims.Hidden), buf)
+			if err := m.be.Read(out.Rows(0, n, m.Dims.Hidden), buf); err != nil {
+				return err
+			}
 			m.Trace(i, n, buf)
 		}
 	}
@@ -111,12 +120,16 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	switch mode {
 	case LastLogits:
 		m.host = grow(m.host, m.Dims.Vocab)
-		m.be.Read(m.ws.logits, m.host)
+		if err := m.be.Read(m.ws.logits, m.host); err != nil {
+			return err
+		}
 		emit(pos0+n-1, m.host)
 	case AllLogits:
 		V := m.Dims.Vocab
 		m.host = grow(m.host, n*V)
-		m.be.Read(m.logitsAll.Rows(0, n, V), m.host)
+		if err := m.be.Read(m.logitsAll.Rows(0, n, V), m.host); err != nil {
+			return err
+		}
 		for i := range n {
 			emit(pos0+i, m.host[i*V:(i+1)*V])
 		}
@@ -133,12 +146,13 @@ func grow(b []float32, n int) []float32 {
 
 func programKey(n int, mode Logits) int { return n*3 + int(mode) }
 
-// program is the recorded op sequence of one chunk length: recorded once,
-// replayed with the chunk's start position patched in.
+// program is the forward pass of one chunk length, recorded and compiled
+// once and run unchanged at every position: the position is read from the
+// state's device buffer, which the last op advances.
 type program struct {
-	segments [][]backend.Op // when tracing one per stage (see Model.Trace), else one
-	posOps   []*int         // Pos0 fields to patch
-	ops      []backend.Op   // the segment being recorded
+	segments [][]backend.Op    // when tracing one per stage (see Model.Trace), else one
+	compiled []backend.Program // one per segment
+	ops      []backend.Op      // the segment being recorded
 }
 
 func (p *program) add(op backend.Op) { p.ops = append(p.ops, op) }
@@ -146,16 +160,11 @@ func (p *program) cut() {
 	p.segments = append(p.segments, p.ops)
 	p.ops = nil
 }
-func (p *program) setPos(pos int) {
-	for _, q := range p.posOps {
-		*q = pos
-	}
-}
 
 // record writes down the forward pass for n tokens: embed, then per layer
 // norm, token mixer, residual, norm, mixture of experts, residual; final
 // norm; logits.
-func (m *Model) record(s *State, n int, mode Logits, trace bool) *program {
+func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, error) {
 	d, w, ws := &m.Dims, m.W, &m.ws
 	p := &program{}
 	H := d.Hidden
@@ -188,34 +197,43 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) *program {
 		p.add(&backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
 	case AllLogits:
 		if m.logitsAll.Mem == nil {
-			m.logitsAll = m.be.Alloc(m.Chunk*d.Vocab, false)
+			var err error
+			if m.logitsAll, err = m.be.Alloc(m.Chunk*d.Vocab, backend.F32); err != nil {
+				return nil, err
+			}
 		}
 		p.add(&backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
 	}
+	p.add(&backend.Advance{Pos: s.pos, By: n})
 	p.cut()
-	return p
+	for i, seg := range p.segments {
+		prog, err := m.be.Compile(seg)
+		if err != nil {
+			return nil, fmt.Errorf("model: compiling the forward pass of %d tokens (part %d): %w", n, i, err)
+		}
+		p.compiled = append(p.compiled, prog)
+	}
+	return p, nil
 }
 
 // gatedAttention: projections, q/k norm and RoPE into the cache, causal GQA
 // attention gated by sigmoid, output projection. (spec 2.4)
 func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
-	qg := ws.qg.Rows(0, n, d.QHeads*2*d.HeadDim)
-	k, v := ws.k.Rows(0, n, d.kvWidth()), ws.v.Rows(0, n, d.kvWidth())
+	QW, KW := d.QHeads*2*d.HeadDim, d.kvWidth()
+	proj := ws.attnProj.View(0, n*(QW+2*KW)) // q (with gates), k, v side by side
+	qg, k, v := proj.View(0, n*QW), proj.View(n*QW, n*KW), proj.View(n*(QW+KW), n*KW)
 	q, o := ws.q.Rows(0, n, d.QHeads*d.HeadDim), ws.attn.Rows(0, n, d.QHeads*d.HeadDim)
 
-	p.add(&backend.QLinear{X: a, W: w.QProj, Y: qg, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.KProj, Y: k, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.VProj, Y: v, Rows: n})
+	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.QProj, w.KProj, w.VProj}, Y: proj, Rows: n})
 	prep := &backend.QKPrep{QG: qg, K: k, V: v, QNorm: w.QNorm, KNorm: w.KNorm, Q: q,
-		KCache: s.KCache[i], VCache: s.VCache[i], Rows: n,
+		KCache: s.KCache[i], VCache: s.VCache[i], Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim, RotaryDim: d.RotaryDim,
 		RopeTheta: d.RopeTheta, Eps: d.Eps}
-	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Rows: n,
+	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
 	p.add(prep)
 	p.add(attn)
-	p.posOps = append(p.posOps, &prep.Pos0, &attn.Pos0)
 	p.add(&backend.QLinear{X: o, W: w.OProj, Y: out, Rows: n})
 }
 
@@ -223,15 +241,14 @@ func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, o
 // the recurrent state, gated RMSNorm, output projection. (spec 2.5)
 func (m *Model) gatedDeltaNet(p *program, s *State, i int, w *DeltaNetWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
-	C, VW := d.ConvChannels(), d.ValueWidth()
-	qkv, conv := ws.qkv.Rows(0, n, C), ws.conv.Rows(0, n, C)
-	z, core, normed := ws.z.Rows(0, n, VW), ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
-	beta, decay := ws.beta.Rows(0, n, d.ValueHeads), ws.decay.Rows(0, n, d.ValueHeads)
+	C, VW, Hv := d.ConvChannels(), d.ValueWidth(), d.ValueHeads
+	proj := ws.deltaProj.View(0, n*(C+VW+2*Hv)) // qkv, z, b, a side by side
+	qkv, z := proj.View(0, n*C), proj.View(n*C, n*VW)
+	beta, decay := proj.View(n*(C+VW), n*Hv), proj.View(n*(C+VW+Hv), n*Hv)
+	conv := ws.conv.Rows(0, n, C)
+	core, normed := ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
 
-	p.add(&backend.QLinear{X: a, W: w.InQKV, Y: qkv, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InZ, Y: z, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InB, Y: beta, Rows: n})
-	p.add(&backend.QLinear{X: a, W: w.InA, Y: decay, Rows: n})
+	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.InQKV, w.InZ, w.InB, w.InA}, Y: proj, Rows: n})
 	p.add(&backend.ConvSiLU{X: qkv, State: s.Conv[i], Weight: w.Conv, Out: conv, Rows: n, Chans: C, K: d.ConvK})
 	p.add(&backend.DeltaRule{QKV: conv, B: beta, A: decay, ALog: w.ALog, DtBias: w.DtBias,
 		State: s.Recur[i], Out: core, Rows: n,
@@ -255,26 +272,44 @@ func (m *Model) mixtureOfExperts(p *program, w *MoEWeights, a, out backend.Buffe
 
 // workspace holds the activations of one chunk; every layer reuses it.
 type workspace struct {
-	tokens                     backend.Buffer // int [chunk]
-	h, a, r                    backend.Buffer // [chunk, hidden]: residual stream, normed input, mixer/MoE output
-	qg, k, v, q, attn          backend.Buffer // gated attention
-	qkv, conv, z, core, normed backend.Buffer // Gated DeltaNet
-	beta, decay                backend.Buffer
-	expertIdx, expertWts       backend.Buffer // routing
-	logits                     backend.Buffer // [vocab] for the last position
+	tokens               backend.Buffer // int [chunk]
+	h, a, r              backend.Buffer // [chunk, hidden]: residual stream, normed input, mixer/MoE output
+	attnProj, q, attn    backend.Buffer // gated attention: [qg | k | v] of the chunk, queries, output
+	deltaProj, conv      backend.Buffer // Gated DeltaNet: [qkv | z | b | a] of the chunk, conv output
+	core, normed         backend.Buffer
+	expertIdx, expertWts backend.Buffer // routing
+	logits               backend.Buffer // [vocab] for the last position
 }
 
-func newWorkspace(be backend.Backend, d *Dims, chunk int) workspace {
-	f := func(width int) backend.Buffer { return be.Alloc(chunk*width, false) }
-	return workspace{
-		tokens: be.Alloc(chunk, true),
-		h:      f(d.Hidden), a: f(d.Hidden), r: f(d.Hidden),
-		qg: f(d.QHeads * 2 * d.HeadDim), k: f(d.kvWidth()), v: f(d.kvWidth()),
-		q: f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
-		qkv: f(d.ConvChannels()), conv: f(d.ConvChannels()),
-		z: f(d.ValueWidth()), core: f(d.ValueWidth()), normed: f(d.ValueWidth()),
-		beta: f(d.ValueHeads), decay: f(d.ValueHeads),
-		expertIdx: be.Alloc(chunk*d.TopK, true), expertWts: f(d.TopK),
-		logits: be.Alloc(d.Vocab, false),
+func newWorkspace(be backend.Backend, d *Dims, chunk int) (workspace, error) {
+	var errs []error
+	var held []backend.Buffer
+	alloc := func(n int, t backend.DType) backend.Buffer {
+		b, err := be.Alloc(n, t)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			held = append(held, b)
+		}
+		return b
 	}
+	f := func(width int) backend.Buffer { return alloc(chunk*width, backend.F32) }
+	ws := workspace{
+		tokens: alloc(chunk, backend.I32),
+		h:      f(d.Hidden), a: f(d.Hidden), r: f(d.Hidden),
+		attnProj: f(d.QHeads*2*d.HeadDim + 2*d.kvWidth()),
+		q:        f(d.QHeads * d.HeadDim), attn: f(d.QHeads * d.HeadDim),
+		deltaProj: f(d.ConvChannels() + d.ValueWidth() + 2*d.ValueHeads),
+		conv:      f(d.ConvChannels()),
+		core:      f(d.ValueWidth()), normed: f(d.ValueWidth()),
+		expertIdx: alloc(chunk*d.TopK, backend.I32), expertWts: f(d.TopK),
+		logits: alloc(d.Vocab, backend.F32),
+	}
+	if len(errs) > 0 {
+		for _, b := range held {
+			be.Free(b)
+		}
+		return workspace{}, fmt.Errorf("model: workspace of a %d-token chunk: %w", chunk, errs[0])
+	}
+	return ws, nil
 }

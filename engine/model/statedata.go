@@ -17,8 +17,18 @@ type StateData struct {
 	Recur  [][]float32 // per layer: [value heads, value dim, key dim]
 }
 
-// Export copies a state to host memory.
+// Export copies a state to host memory. It panics if the device cannot
+// be read, which the CPU backend never fails to do; Snapshot returns the error.
 func (m *Model) Export(s *State) StateData {
+	data, err := m.Snapshot(s)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// Snapshot copies a state to host memory.
+func (m *Model) Snapshot(s *State) (StateData, error) {
 	d := &m.Dims
 	n := s.Pos()
 	out := StateData{
@@ -26,25 +36,27 @@ func (m *Model) Export(s *State) StateData {
 		K:      make([][]float32, d.Layers), V: make([][]float32, d.Layers),
 		Conv: make([][]float32, d.Layers), Recur: make([][]float32, d.Layers),
 	}
+	var err error
 	read := func(b backend.Buffer, n int) []float32 {
 		v := make([]float32, n)
-		m.be.Read(b.View(0, n), v)
+		if b.Mem != nil && err == nil { // a state never run holds zeros
+			err = m.be.Read(b.View(0, n), v)
+		}
 		return v
 	}
 	for i, full := range d.Full {
 		if full {
-			if n > 0 {
-				out.K[i] = read(s.KCache[i], n*d.kvWidth())
-				out.V[i] = read(s.VCache[i], n*d.kvWidth())
-			} else {
-				out.K[i], out.V[i] = []float32{}, []float32{}
-			}
+			out.K[i] = read(s.KCache[i], n*d.kvWidth())
+			out.V[i] = read(s.VCache[i], n*d.kvWidth())
 		} else {
-			out.Conv[i] = read(s.Conv[i], s.Conv[i].Len)
-			out.Recur[i] = read(s.Recur[i], s.Recur[i].Len)
+			out.Conv[i] = read(s.Conv[i], (d.ConvK-1)*d.ConvChannels())
+			out.Recur[i] = read(s.Recur[i], d.ValueHeads*d.ValueDim*d.KeyDim)
 		}
 	}
-	return out
+	if err != nil {
+		return StateData{}, fmt.Errorf("model: reading the state: %w", err)
+	}
+	return out, nil
 }
 
 // Import builds a state from host memory, checking every size against the
@@ -62,7 +74,14 @@ func (m *Model) Import(data StateData, maxContext int) (*State, error) {
 	}
 	s := m.NewState(maxContext)
 	if err := m.reserve(s, n); err != nil {
+		s.Free(m.be)
 		return nil, err
+	}
+	var err error
+	write := func(dst backend.Buffer, v []float32) {
+		if err == nil {
+			err = m.be.Write(dst, v)
+		}
 	}
 	for i, full := range d.Full {
 		want := map[string][2]int{}
@@ -79,18 +98,26 @@ func (m *Model) Import(data StateData, maxContext int) (*State, error) {
 		}
 		for name, got := range want {
 			if got[0] != got[1] {
+				s.Free(m.be)
 				return nil, fmt.Errorf("model: layer %d %s state has %d values, want %d", i, name, got[0], got[1])
 			}
 		}
 		if full {
 			if n > 0 {
-				m.be.Write(s.KCache[i].View(0, len(data.K[i])), data.K[i])
-				m.be.Write(s.VCache[i].View(0, len(data.V[i])), data.V[i])
+				write(s.KCache[i].View(0, len(data.K[i])), data.K[i])
+				write(s.VCache[i].View(0, len(data.V[i])), data.V[i])
 			}
 		} else {
-			m.be.Write(s.Conv[i], data.Conv[i])
-			m.be.Write(s.Recur[i], data.Recur[i])
+			write(s.Conv[i], data.Conv[i])
+			write(s.Recur[i], data.Recur[i])
 		}
+	}
+	if err == nil {
+		err = m.be.WriteInts(s.pos, []int32{int32(n)})
+	}
+	if err != nil {
+		s.Free(m.be)
+		return nil, fmt.Errorf("model: writing the state: %w", err)
 	}
 	s.Tokens = append([]int32(nil), data.Tokens...)
 	return s, nil

@@ -170,7 +170,10 @@ func FromWeights(d Dims, w *Weights, be backend.Backend, chunk int) (*Model, err
 		return nil, fmt.Errorf("model: %d bound layers and %d layer kinds for %d layers", len(w.Layers), len(d.Full), d.Layers)
 	}
 	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
-	m.ws = newWorkspace(be, &d, chunk)
+	var err error
+	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -278,8 +281,10 @@ func (u *uploader) matrix(m quant.Matrix) backend.Matrix {
 }
 
 func (u *uploader) vector(v []float32) backend.Buffer {
-	buf := u.be.Alloc(len(v), false)
-	u.be.Write(buf, v)
+	buf, err := backend.AllocFloats(u.be, backend.F32, v)
+	if err != nil && u.err == nil {
+		u.err = fmt.Errorf("model: synthetic weights: %w", err)
+	}
 	return buf
 }
 

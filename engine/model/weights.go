@@ -81,8 +81,10 @@ func (b *binder) vector(name string, shape ...int) backend.Buffer {
 		return backend.Buffer{}
 	}
 	v := t.Float32s()
-	buf := b.be.Alloc(len(v), false)
-	b.be.Write(buf, v)
+	buf, err := backend.AllocFloats(b.be, backend.F32, v)
+	if err != nil {
+		b.errs = append(b.errs, fmt.Errorf("model: %s: %w", name, err))
+	}
 	return buf
 }
 
