@@ -3,6 +3,8 @@ package model_test
 import (
 	"encoding/binary"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -67,5 +69,53 @@ func TestLoadErrorListCapped(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "model.embed_tokens") {
 		t.Errorf("first problem %q, want the embedding", lines[0])
+	}
+}
+
+// TestLoadUnquantised: a checkpoint whose config.json has no quantization
+// block gets one message saying what it is and how to convert it, not an
+// "extra tensor" line per tensor.
+func TestLoadUnquantised(t *testing.T) {
+	ck := openEmbedded(t)
+	dir := ck.Dir
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(cfg, &top); err != nil {
+		t.Fatal(err)
+	}
+	delete(top, "quantization")
+	delete(top, "quantization_config")
+	if cfg, err = json.Marshal(top); err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{}
+	for _, name := range []string{"model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys["m/"+name] = &fstest.MapFile{Data: data}
+	}
+	fsys["m/config.json"] = &fstest.MapFile{Data: cfg}
+	unq, err := checkpoint.OpenFS(fsys, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unq.Close()
+	_, err = model.Load(unq, cpu.New(), 16)
+	if err == nil {
+		t.Fatal("loaded without a quantization block")
+	}
+	msg := err.Error()
+	for _, want := range []string{"m", "quantization", "not an MLX-quantised checkpoint", "mlx_lm.convert", "-q", "mlx_vlm"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error has %d lines, want one:\n%s", strings.Count(msg, "\n")+1, msg)
 	}
 }

@@ -109,6 +109,9 @@ func (b *binder) vector(name string, shape ...int) backend.Buffer {
 // BindWeights binds every tensor of the text model, strictly: a missing or
 // misshapen tensor, or one left over, is an error naming it.
 func BindWeights(ck *checkpoint.Checkpoint, be backend.Backend, d Dims) (*Weights, error) {
+	if err := ck.RequireQuantized(); err != nil {
+		return nil, err
+	}
 	b := &binder{ck: ck, be: be}
 	H := d.Hidden
 	w := &Weights{
