@@ -56,7 +56,13 @@ type sessionStore struct {
 }
 
 func openSessions(st *Streams, o sessionOptions, e *engine.Engine) (*sessionStore, error) {
-	ss := &sessionStore{dir: o.Dir, fp: session.ModelFingerprint(e.Checkpoint)}
+	// the shards' digests are cached next to the unpacked models; without a
+	// cache folder they are computed afresh
+	digests := ""
+	if cache, err := petalCacheDir(st.Getenv); err == nil {
+		digests = filepath.Join(cache, "digests")
+	}
+	ss := &sessionStore{dir: o.Dir, fp: session.ModelFingerprintCached(e.Checkpoint, digests)}
 	if ss.dir == "" {
 		ss.dir = st.Getenv("PETAL_SESSIONS")
 	}

@@ -87,7 +87,11 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 		mode = model.AllLogits
 	}
 	last := cached + len(fresh) - 1
+	badPos := -1 // the first row of non-finite logits
 	err := e.Model.Forward(s, fresh, mode, func(pos int, row []float32) {
+		if badPos < 0 && (pos == last || req.PromptLogprobs) && !finite(row) {
+			badPos = pos
+		}
 		if req.PromptLogprobs && pos < last {
 			sample.LogSoftmax(row, lp)
 			res.PromptLogprobs = append(res.PromptLogprobs, tokenLogprob(lp, req.Prompt[pos+1], req.TopLogprobs))
@@ -98,6 +102,9 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	})
 	if err != nil {
 		return nil, err
+	}
+	if badPos >= 0 {
+		return nil, nonFiniteError(badPos)
 	}
 	res.PromptTime = time.Since(start)
 	if req.ScoreOnly {
@@ -144,12 +151,33 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 		if err := e.Model.Forward(s, next, model.LastLogits, keepLogits); err != nil {
 			return nil, err
 		}
+		if !finite(logits) {
+			return nil, nonFiniteError(s.Pos() - 1)
+		}
 	}
 	res.Text = text.finish()
 	if !firstAt.IsZero() {
 		res.DecodeTime = time.Since(firstAt)
 	}
 	return res, nil
+}
+
+// finite reports whether a row of logits holds no NaN and no infinity. A
+// row that does comes from damaged weights (or a numerical fault), never
+// from a real answer: it is refused rather than sampled. One pass: v-v is
+// 0 for every finite v and NaN otherwise.
+func finite(row []float32) bool {
+	var acc float32
+	for _, v := range row {
+		acc += v - v
+	}
+	return acc == 0
+}
+
+// nonFiniteError names the position (0-based, in the sequence) whose
+// logits were not finite.
+func nonFiniteError(pos int) error {
+	return fmt.Errorf("engine: the model produced non-finite logits at position %d (NaN or infinity: damaged weights or a numerical fault)", pos)
 }
 
 func tokenLogprob(lp []float64, id int32, top int) TokenLogprob {

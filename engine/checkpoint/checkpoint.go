@@ -25,12 +25,13 @@ type Checkpoint struct {
 	Config     Config
 	Generation Generation
 
-	files    []*File
-	tensors  map[string]*Tensor // by normalised name
-	original map[string]string  // normalised name -> name in the file
-	names    []string           // sorted normalised names
-	ignored  []string           // sorted original names outside the text model
-	quant    quantTable
+	configJSON []byte // config.json as read
+	files      []*File
+	tensors    map[string]*Tensor // by normalised name
+	original   map[string]string  // normalised name -> name in the file
+	names      []string           // sorted normalised names
+	ignored    []string           // sorted original names outside the text model
+	quant      quantTable
 
 	mu   sync.Mutex
 	used map[string]bool
@@ -60,6 +61,7 @@ func open(dir string, src source) (_ *Checkpoint, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.configJSON = cfg
 	if c.Config, err = parseConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -108,6 +110,9 @@ func open(dir string, src source) (_ *Checkpoint, err error) {
 	}
 	return c, nil
 }
+
+// ConfigJSON is config.json's bytes as read; the caller must not modify them.
+func (c *Checkpoint) ConfigJSON() []byte { return c.configJSON }
 
 // add files one tensor of a shard under its normalised name, or as ignored.
 func (c *Checkpoint) add(shard string, t *Tensor, weightMap, found map[string]string) error {

@@ -175,6 +175,17 @@ func (f *textFields) config(prefix string) (Config, error) {
 			return fail("%s is missing", r.name)
 		}
 		*r.dst = *r.src
+		if err := checkSizeLimit(prefix, r.name, *r.dst); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    int
+	}{{"linear_conv_kernel_dim", c.LinearConvKernelDim}, {"max_position_embeddings", c.MaxPositionEmbeddings}} {
+		if err := checkSizeLimit(prefix, r.name, r.v); err != nil {
+			return Config{}, err
+		}
 	}
 	if f.HiddenAct != nil && *f.HiddenAct != "silu" {
 		return fail("hidden_act %q is not supported (silu)", *f.HiddenAct)

@@ -19,6 +19,13 @@
 // lm_head.X. Vision-tower and multi-token-prediction tensors are skipped and
 // listed by Ignored.
 //
+// Every file is checked before anything is sized from it: a safetensors
+// file must be exactly its header and its tensors laid end to end, and each
+// size in config.json has a limit (SizeLimit). A checkpoint without a
+// quantization block opens (inspect reads it) but RequireQuantized refuses
+// it for the model. Digests hashes every byte of every shard for the model
+// fingerprint, caching each file's digest on disk.
+//
 // Raw data is read as little-endian; on a big-endian host the typed views
 // decode instead of aliasing the mapping.
 package checkpoint

@@ -240,6 +240,7 @@ func TestUnquantisedCheckpoint(t *testing.T) {
 	}
 	_, err = c.TakeQuant("model.layers.1.mlp.gate", 0, 4, 64)
 	wantErr(t, err, `"model.layers.1.mlp.gate"`, "not quantised", "no quantization block")
+	wantErr(t, c.RequireQuantized(), dir, "no quantization block", "not an MLX-quantised checkpoint", "mlx_lm.convert --hf-path <model> -q")
 	if st := c.Stats(); st.Params != int64(2*(4*8+4+4)+64) || len(st.QuantBytesByBits) != 0 {
 		t.Errorf("stats %+v: without quantization every element counts once", st)
 	}

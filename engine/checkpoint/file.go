@@ -12,6 +12,8 @@ type File struct {
 
 	tensors []*Tensor // sorted by name
 	byName  map[string]*Tensor
+	data    []byte  // the whole file
+	id      *fileID // nil for a file read from an fs.FS
 	unmap   func() error
 }
 
@@ -22,7 +24,7 @@ func OpenFile(path string) (*File, error) {
 
 // openFile opens name from src; label names the file in errors and tensors.
 func openFile(name, label string, src source) (*File, error) {
-	data, unmap, err := src.mapFile(name)
+	data, id, unmap, err := src.mapFile(name)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +33,7 @@ func openFile(name, label string, src source) (*File, error) {
 		unmap()
 		return nil, err
 	}
-	f := &File{Path: name, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), unmap: unmap}
+	f := &File{Path: name, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), data: data, id: id, unmap: unmap}
 	for _, t := range tensors {
 		f.byName[t.Name] = t
 	}
@@ -60,6 +62,6 @@ func (f *File) Close() error {
 	}
 	err := f.unmap()
 	f.unmap = nil
-	f.tensors, f.byName = nil, nil
+	f.tensors, f.byName, f.data = nil, nil, nil
 	return err
 }

@@ -13,7 +13,7 @@ func withHeader(header string, data []byte) []byte {
 
 // FuzzParseHeader feeds arbitrary files to the header parser: it must never
 // panic, and whatever it accepts must describe views inside the file whose
-// sizes agree with dtype and shape.
+// sizes agree with dtype and shape, and that cover its data area exactly.
 func FuzzParseHeader(f *testing.F) {
 	good := encodeSafetensors(routerTensors())
 	f.Add(good)
@@ -34,6 +34,14 @@ func FuzzParseHeader(f *testing.F) {
 		tensors, _, err := parseHeader("fuzz.safetensors", file)
 		if err != nil {
 			return
+		}
+		// accepted: the tensors tile the data area, which ends the file
+		var total int
+		for _, tn := range tensors {
+			total += len(tn.Data)
+		}
+		if n := binary.LittleEndian.Uint64(file); uint64(total) != uint64(len(file))-8-n {
+			t.Fatalf("%d bytes of tensors in a %d-byte file with a %d-byte header", total, len(file), n)
 		}
 		for _, tn := range tensors {
 			if tn.DType.Size() == 0 { // only ignored tensors may have other dtypes

@@ -46,7 +46,7 @@ func parseHeader(file string, buf []byte) ([]*Tensor, map[string]string, error) 
 		return nil, nil, fmt.Errorf("checkpoint: %s: header does not start with a JSON object: not a safetensors file", file)
 	}
 	if err := json.Unmarshal(head, &raw); err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %s: header is not a JSON object: %v", file, err)
+		return nil, nil, fmt.Errorf("checkpoint: %s: the %d-byte header is not a JSON object (a wrong header length or a damaged file): %v", file, n, err)
 	}
 	data := buf[8+n:]
 
@@ -73,11 +73,9 @@ func parseHeader(file string, buf []byte) ([]*Tensor, map[string]string, error) 
 			return nil, nil, err
 		}
 		tensors = append(tensors, t)
-		if len(t.Data) > 0 {
-			spans = append(spans, span{begin, begin + int64(len(t.Data)), name})
-		}
+		spans = append(spans, span{begin, begin + int64(len(t.Data)), name})
 	}
-	if err := checkOverlaps(file, spans); err != nil {
+	if err := checkLayout(file, n, spans, int64(len(data))); err != nil {
 		return nil, nil, err
 	}
 	sort.Slice(tensors, func(i, j int) bool { return tensors[i].Name < tensors[j].Name })
@@ -137,13 +135,36 @@ type span struct {
 	name       string
 }
 
-// checkOverlaps rejects tensors whose byte ranges share data.
-func checkOverlaps(file string, spans []span) error {
-	sort.Slice(spans, func(i, j int) bool { return spans[i].begin < spans[j].begin })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].begin < spans[i-1].end {
-			return fmt.Errorf("checkpoint: %s: tensors %q and %q overlap", file, spans[i-1].name, spans[i].name)
+// checkLayout requires the tensors to tile the data area exactly, as the
+// safetensors format does: contiguous from byte 0, no gap, no overlap, and
+// the last one ending at the end of the file. A header length a few bytes
+// short still parses when the JSON is padded, but shifts every tensor; it
+// shows up here as bytes left after the last tensor.
+func checkLayout(file string, headerLen uint64, spans []span, dataLen int64) error {
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].begin != spans[j].begin {
+			return spans[i].begin < spans[j].begin
 		}
+		return spans[i].end < spans[j].end
+	})
+	var pos int64 // where the next tensor must start
+	prev := ""    // the tensor that ends at pos
+	for _, s := range spans {
+		switch {
+		case s.begin < pos:
+			return fmt.Errorf("checkpoint: %s: tensors %q and %q overlap", file, prev, s.name)
+		case s.begin > pos && prev == "":
+			return fmt.Errorf("checkpoint: %s: bytes 0 to %d of the data area belong to no tensor (the first, %q, starts at %d): header and data do not agree",
+				file, s.begin, s.name, s.begin)
+		case s.begin > pos:
+			return fmt.Errorf("checkpoint: %s: bytes %d to %d of the data area, between tensors %q and %q, belong to no tensor: header and data do not agree",
+				file, pos, s.begin, prev, s.name)
+		}
+		pos, prev = s.end, s.name
+	}
+	if pos != dataLen {
+		return fmt.Errorf("checkpoint: %s: %d bytes of trailing data after the last tensor (the tensors end at byte %d of the data area, the file has %d bytes after its %d-byte header): "+
+			"the header length is wrong or data was appended to the file", file, dataLen-pos, pos, dataLen, headerLen)
 	}
 	return nil
 }

@@ -4,14 +4,24 @@ package checkpoint
 
 import (
 	"fmt"
+	"io"
 	"os"
 )
 
 // mapFile reads the whole file where no memory map is available.
-func mapFile(path string) (data []byte, unmap func() error, err error) {
-	data, err = os.ReadFile(path)
+func mapFile(path string) (data []byte, id *fileID, unmap func() error, err error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, nil, nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	return data, func() error { return nil }, nil
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	data, err = io.ReadAll(f)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return data, newFileID(path, st), func() error { return nil }, nil
 }

@@ -124,3 +124,21 @@ func parseQuantSpec(where string, m map[string]json.RawMessage, inherit QuantSpe
 	}
 	return s, nil
 }
+
+// RequireQuantized refuses a checkpoint whose config.json has no
+// quantization block, in one message: petal runs MLX affine-quantised
+// conversions only, and binding such a checkpoint module by module would
+// report every one of them.
+func (c *Checkpoint) RequireQuantized() error {
+	if c.quant.present {
+		return nil
+	}
+	stored := ""
+	if t, ok := c.tensors["model.embed_tokens.weight"]; ok {
+		stored = fmt.Sprintf(" (its embedding is stored as %s)", t.DType)
+	}
+	return fmt.Errorf("checkpoint: %s: config.json has no quantization block: not an MLX-quantised checkpoint%s; "+
+		"petal runs MLX affine 4-bit conversions only: make one with mlx_lm.convert --hf-path <model> -q "+
+		"(mlx_vlm.convert --hf-path <model> -q for the vision-language repos), or download an mlx-community 4-bit model",
+		c.Dir, stored)
+}

@@ -13,7 +13,8 @@ import (
 // shards are memory-mapped, or an fs.FS (an embedded model), read into memory.
 type source interface {
 	readFile(name string) ([]byte, error)
-	mapFile(name string) (data []byte, unmap func() error, err error)
+	// mapFile's id identifies the file on disk; nil for an fs.FS.
+	mapFile(name string) (data []byte, id *fileID, unmap func() error, err error)
 	exists(name string) bool
 }
 
@@ -27,7 +28,7 @@ func (d dirSource) readFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-func (d dirSource) mapFile(name string) ([]byte, func() error, error) {
+func (d dirSource) mapFile(name string) ([]byte, *fileID, func() error, error) {
 	return mapFile(filepath.Join(string(d), name))
 }
 
@@ -49,9 +50,9 @@ func (s fsSource) readFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-func (s fsSource) mapFile(name string) ([]byte, func() error, error) {
+func (s fsSource) mapFile(name string) ([]byte, *fileID, func() error, error) {
 	b, err := s.readFile(name)
-	return b, func() error { return nil }, err
+	return b, nil, func() error { return nil }, err
 }
 
 func (s fsSource) exists(name string) bool {

@@ -31,23 +31,38 @@ func (b *Backend) route(o *backend.Route) {
 			l[e] = float32(float64(l[e]) / sum)
 		}
 		sel, w := idx[t*o.TopK:(t+1)*o.TopK], wts[t*o.TopK:(t+1)*o.TopK]
+		topExperts(l, sel, w)
 		var total float64
-		for k := range sel {
-			best := -1
-			for e, p := range l {
-				if p >= 0 && (best < 0 || p > l[best]) {
-					best = e
-				}
-			}
-			sel[k], w[k] = int32(best), l[best]
-			total += float64(l[best])
-			l[best] = -1 // taken
+		for _, p := range w {
+			total += float64(p)
 		}
 		if o.Normalize {
 			for k := range w {
 				w[k] = float32(float64(w[k]) / total)
 			}
 		}
+	}
+}
+
+// topExperts writes the len(sel) most probable experts of probs into sel,
+// best first, and their probabilities into w; it overwrites the chosen
+// entries of probs. The lower index wins a tie and NaN ranks below every
+// number, so a damaged router still selects distinct, valid experts, and its
+// NaN weights carry the damage on to the logits, where it is caught.
+func topExperts(probs []float32, sel []int32, w []float32) {
+	const taken = -1 // below every probability, and not NaN
+	for k := range sel {
+		best := -1
+		for e, p := range probs {
+			if p == taken {
+				continue
+			}
+			if best < 0 || p > probs[best] || probs[best] != probs[best] && p == p {
+				best = e
+			}
+		}
+		sel[k], w[k] = int32(best), probs[best]
+		probs[best] = taken
 	}
 }
 

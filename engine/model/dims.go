@@ -6,6 +6,8 @@ package model
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"petal/engine/checkpoint"
 )
@@ -49,6 +51,23 @@ func NewDims(c *checkpoint.Config) (Dims, error) {
 		SharedInter: c.SharedExpertIntermediateSize, NormTopK: c.NormTopKProb,
 		Eps: float32(c.RMSNormEps),
 	}
+	positive := map[string]int{
+		"hidden_size": d.Hidden, "vocab_size": d.Vocab, "num_hidden_layers": d.Layers,
+		"num_attention_heads": d.QHeads, "num_key_value_heads": d.KVHeads, "head_dim": d.HeadDim,
+		"linear_num_key_heads": d.KeyHeads, "linear_key_head_dim": d.KeyDim,
+		"linear_num_value_heads": d.ValueHeads, "linear_value_head_dim": d.ValueDim,
+		"linear_conv_kernel_dim": d.ConvK, "num_experts": d.Experts, "num_experts_per_tok": d.TopK,
+		"moe_intermediate_size": d.Inter, "shared_expert_intermediate_size": d.SharedInter,
+	}
+	for _, name := range slices.Sorted(maps.Keys(positive)) {
+		// bounded before anything is sized from them (a config built in code is not parsed)
+		switch v, lim := positive[name], checkpoint.SizeLimit(name); {
+		case v <= 0:
+			return d, fmt.Errorf("model: config field %s is %d, want > 0", name, v)
+		case lim > 0 && v > lim:
+			return d, fmt.Errorf("model: config field %s is %d, over the limit of %d", name, v, lim)
+		}
+	}
 	if len(c.LayerTypes) != d.Layers {
 		return d, fmt.Errorf("model: config has %d layer_types for %d layers", len(c.LayerTypes), d.Layers)
 	}
@@ -60,19 +79,6 @@ func NewDims(c *checkpoint.Config) (Dims, error) {
 			d.Full = append(d.Full, false)
 		default:
 			return d, fmt.Errorf("model: layer %d has unknown layer type %q", i, t)
-		}
-	}
-	positive := map[string]int{
-		"hidden_size": d.Hidden, "vocab_size": d.Vocab, "num_hidden_layers": d.Layers,
-		"num_attention_heads": d.QHeads, "num_key_value_heads": d.KVHeads, "head_dim": d.HeadDim,
-		"linear_num_key_heads": d.KeyHeads, "linear_key_head_dim": d.KeyDim,
-		"linear_num_value_heads": d.ValueHeads, "linear_value_head_dim": d.ValueDim,
-		"linear_conv_kernel_dim": d.ConvK, "num_experts": d.Experts, "num_experts_per_tok": d.TopK,
-		"moe_intermediate_size": d.Inter, "shared_expert_intermediate_size": d.SharedInter,
-	}
-	for name, v := range positive {
-		if v <= 0 {
-			return d, fmt.Errorf("model: config field %s is %d, want > 0", name, v)
 		}
 	}
 	switch {

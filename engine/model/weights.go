@@ -50,22 +50,42 @@ type MoEWeights struct {
 }
 
 // binder takes tensors from a checkpoint by name, checks their shapes and
-// uploads them, collecting every problem so the user sees all at once.
+// uploads them, collecting the problems so the user sees them at once (the
+// first maxBindErrors of them, and how many more there were).
 type binder struct {
 	ck   *checkpoint.Checkpoint
 	be   backend.Backend
 	errs []error
+	more int // problems past maxBindErrors
+}
+
+const maxBindErrors = 20
+
+func (b *binder) fail(err error) {
+	if len(b.errs) < maxBindErrors {
+		b.errs = append(b.errs, err)
+	} else {
+		b.more++
+	}
+}
+
+// err joins the problems, one per line.
+func (b *binder) err() error {
+	if b.more > 0 {
+		return errors.Join(append(b.errs, fmt.Errorf("model: and %d more problems", b.more))...)
+	}
+	return errors.Join(b.errs...)
 }
 
 func (b *binder) matrix(module string, experts, rows, cols int) backend.Matrix {
 	m, err := b.ck.TakeQuant(module, experts, rows, cols)
 	if err != nil {
-		b.errs = append(b.errs, err)
+		b.fail(err)
 		return nil
 	}
 	dm, err := b.be.Upload(m)
 	if err != nil {
-		b.errs = append(b.errs, fmt.Errorf("model: %s: %w", module, err))
+		b.fail(fmt.Errorf("model: %s: %w", module, err))
 	}
 	return dm
 }
@@ -73,11 +93,11 @@ func (b *binder) matrix(module string, experts, rows, cols int) backend.Matrix {
 func (b *binder) vector(name string, shape ...int) backend.Buffer {
 	t, err := b.ck.Take(name)
 	if err != nil {
-		b.errs = append(b.errs, err)
+		b.fail(err)
 		return backend.Buffer{}
 	}
 	if !slices.Equal(t.Shape, shape) {
-		b.errs = append(b.errs, fmt.Errorf("model: tensor %s has shape %v, want %v", name, t.Shape, shape))
+		b.fail(fmt.Errorf("model: tensor %s has shape %v, want %v", name, t.Shape, shape))
 		return backend.Buffer{}
 	}
 	v := t.Float32s()
@@ -91,6 +111,9 @@ func (b *binder) vector(name string, shape ...int) backend.Buffer {
 // BindWeights binds every tensor of the text model, strictly: a missing or
 // misshapen tensor, or one left over, is an error naming it.
 func BindWeights(ck *checkpoint.Checkpoint, be backend.Backend, d Dims) (*Weights, error) {
+	if err := ck.RequireQuantized(); err != nil {
+		return nil, err
+	}
 	b := &binder{ck: ck, be: be}
 	H := d.Hidden
 	w := &Weights{
@@ -147,10 +170,10 @@ func BindWeights(ck *checkpoint.Checkpoint, be backend.Backend, d Dims) (*Weight
 		w.Layers = append(w.Layers, l)
 	}
 	for _, name := range ck.Unused() {
-		b.errs = append(b.errs, fmt.Errorf("model: extra tensor %s (not part of this model)", name))
+		b.fail(fmt.Errorf("model: extra tensor %s (not part of this model)", name))
 	}
 	if len(b.errs) > 0 {
-		return nil, errors.Join(b.errs...)
+		return nil, b.err()
 	}
 	return w, nil
 }

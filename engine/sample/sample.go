@@ -63,11 +63,15 @@ func (s *Sampler) Accept(t int32) {
 	s.seen[t] = true
 }
 
-// Next chooses a token from logits, which it may modify (penalties).
+// Next chooses a token from logits, which it may modify (penalties). A row
+// with NaN or infinite logits never panics (callers should refuse such a
+// row, it means damaged weights): NaN ranks below every number, and when
+// the best logit is not finite the choice is greedy.
 func (s *Sampler) Next(logits []float32) int32 {
 	s.penalise(logits)
-	if s.p.Temperature <= 0 {
-		return Argmax(logits)
+	best := Argmax(logits)
+	if s.p.Temperature <= 0 || isNonFinite(logits[best]) {
+		return best
 	}
 	c := s.candidates(logits)
 	// softmax over the candidates (sorted, best first)
@@ -142,8 +146,8 @@ func (s *Sampler) candidates(logits []float32) []candidate {
 	if k < len(logits) {
 		// keep a small sorted list of the k best (k is typically 20-40)
 		for i, v := range logits {
-			if len(c) == k && float64(v) <= c[k-1].logit {
-				continue
+			if v != v || len(c) == k && float64(v) <= c[k-1].logit {
+				continue // NaN is never a candidate
 			}
 			pos := sort.Search(len(c), func(j int) bool { return c[j].logit < float64(v) })
 			if len(c) < k {
@@ -199,8 +203,8 @@ func (s *Sampler) nucleusFloor(logits []float32) float64 {
 	var total float64
 	for _, v := range logits {
 		d := (best - float64(v)) / T
-		if d >= span {
-			continue
+		if !(d < span) {
+			continue // also NaN
 		}
 		p := math.Exp(-d)
 		hist[int(d*buckets/span)] += p
@@ -215,16 +219,23 @@ func (s *Sampler) nucleusFloor(logits []float32) float64 {
 	return floor
 }
 
-// Argmax returns the index of the largest logit (the lowest index on ties).
+// Argmax returns the index of the largest logit (the lowest index on ties;
+// NaN ranks below every number).
 func Argmax(logits []float32) int32 {
 	best := 0
 	for i, v := range logits {
-		if v > logits[best] {
+		if above(v, logits[best]) {
 			best = i
 		}
 	}
 	return int32(best)
 }
+
+// above orders values for selection: a ranks above b when it is larger, or
+// when b is NaN and a is not, so that NaN is always last.
+func above[F float32 | float64](a, b F) bool { return a > b || b != b && a == a }
+
+func isNonFinite(v float32) bool { return v-v != 0 } // NaN and ±Inf
 
 // LogSoftmax writes log-probabilities of logits into dst.
 func LogSoftmax(logits []float32, dst []float64) {
@@ -239,14 +250,15 @@ func LogSoftmax(logits []float32, dst []float64) {
 	}
 }
 
-// TopN returns the n most likely ids of logprobs, best first.
+// TopN returns the n most likely ids of logprobs, best first (the lower id
+// on ties, NaN last).
 func TopN(logprobs []float64, n int) []int32 {
 	var ids []int32
 	for i, v := range logprobs {
-		if len(ids) == n && v <= logprobs[ids[n-1]] {
+		if len(ids) == n && !above(v, logprobs[ids[n-1]]) {
 			continue
 		}
-		pos := sort.Search(len(ids), func(j int) bool { return logprobs[ids[j]] < v })
+		pos := sort.Search(len(ids), func(j int) bool { return above(v, logprobs[ids[j]]) })
 		if len(ids) < n {
 			ids = append(ids, 0)
 		}

@@ -9,8 +9,8 @@
 // A snapshot file holds a model.StateData: the token history, the used rows
 // of each full-attention layer's K and V caches, and each Gated DeltaNet
 // layer's conv and float32 recurrent state, with a format version, the
-// model's Fingerprint (ModelFingerprint: config, tensor index, quantisation,
-// sampled bytes; not a hash of all the weights) and CRC32C checksums (see
+// model's Fingerprint (ModelFingerprint: config.json, tensor index,
+// quantisation, a digest of every byte of the shards) and CRC32C checksums (see
 // format.go for the layout). Encode/Decode work on streams, WriteFile and
 // ReadFile on files; writes are atomic (temporary file, fsync, rename, fsync
 // of the folder), so a killed writer leaves the previous snapshot intact.
