@@ -61,7 +61,7 @@ func poisonedModel(t *testing.T, tensor string, first, count int, bits uint16) s
 	return dir
 }
 
-const twoJobs = `{"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}}
+const poisonedJobs = `{"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}}
 {"custom_id": "text", "method": "POST", "url": "/v1/completions", "body": {"prompt": "def f(x):", "max_tokens": 8, "temperature": 0.7, "seed": 3, "logprobs": 2, "echo": true}}
 `
 
@@ -86,7 +86,7 @@ func TestBatchPoisonedWeights(t *testing.T) {
 			model := poisonedModel(t, tc.tensor, tc.first, tc.count, tc.bits)
 			in := filepath.Join(t.TempDir(), "jobs.jsonl")
 			out := filepath.Join(t.TempDir(), "out.jsonl")
-			if err := os.WriteFile(in, []byte(twoJobs), 0o644); err != nil {
+			if err := os.WriteFile(in, []byte(poisonedJobs), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			r := petal(t, "", "batch", in, "-o", out, "--model", model)

@@ -47,14 +47,26 @@ func TestRouteNonFiniteInput(t *testing.T) {
 	const E, dim, topK = 8, 64, 3
 	router, _ := b.Upload(quant.RandomMatrix(rng, 1, E, dim, 8, 64))
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
-		x := b.Alloc(2*dim, false)
+		x, err := b.Alloc(2*dim, backend.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
 		xs := make([]float32, 2*dim)
 		for i := range xs {
 			xs[i] = rng.Float32()*2 - 1
 		}
 		xs[3], xs[dim+7] = bad, bad
-		b.Write(x, xs)
-		idx, wts := b.Alloc(2*topK, true), b.Alloc(2*topK, false)
+		if err := b.Write(x, xs); err != nil {
+			t.Fatal(err)
+		}
+		idx, err := b.Alloc(2*topK, backend.I32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wts, err := b.Alloc(2*topK, backend.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
 		op := &backend.Route{X: x, Router: router, Idx: idx, Weights: wts, Rows: 2, TopK: topK, Normalize: true}
 		if err := b.Run(op); err != nil {
 			t.Fatal(err)
