@@ -119,9 +119,12 @@ func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
 	return nil
 }
 
+// writeJSONLine writes v as one JSON line, with <, > and & as they are:
+// token text such as <|im_start|> must read as itself, not \u003c.
 func writeJSONLine(w io.Writer, v any) {
-	b, _ := json.Marshal(v)
-	w.Write(append(b, '\n'))
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 // scoreLine parses {"tokens": [...]} or {"text": "..."} and scores it.
