@@ -189,6 +189,10 @@ func helpTopicCommand(ctx context.Context, st *Streams) *cli.Command {
 			cmds := app.Commands
 			var parent *cli.Command
 			for i, name := range topic {
+				if parent != nil && len(parent.Subcommands) == 0 {
+					path := "petal " + strings.Join(topic[:i], " ")
+					return usageErr("%s has no subcommands (got %q; see %s --help)", path, name, path)
+				}
 				var found *cli.Command
 				for _, cmd := range cmds {
 					if cmd.HasName(name) {

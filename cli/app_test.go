@@ -55,6 +55,9 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %q", tc.args, code, out, errs, tc.want)
 		}
 	}
+	if code, _, errs := runMain(t, Streams{}, "help", "sessions", "gc", "extra"); code != ExitUsage || !strings.Contains(errs, "petal sessions gc has no subcommands") {
+		t.Errorf("help sessions gc extra: exit %d, stderr %q", code, errs)
+	}
 	code, _, errs := runMain(t, Streams{}, "help", "runn")
 	if code != ExitUsage || !strings.Contains(errs, `did you mean "petal run"?`) {
 		t.Errorf("help runn: exit %d, stderr %q", code, errs)
