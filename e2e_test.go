@@ -1,8 +1,10 @@
 package main
 
 // End-to-end tests: build the petal binary and run it as a user would, on
-// the embedded default model (the oracle model), checking outputs against
-// the reference continuations in ../shared/oracle.
+// the embedded default model (the oracle model). They need nothing else:
+// only the checks against the reference data in ../shared/oracle (greedy
+// continuations, NLLs, the oracle command) skip when it is absent, each
+// saying what is missing.
 
 import (
 	"bufio"
@@ -86,40 +88,68 @@ type referenceGreedy struct {
 	GeneratedText string `json:"generated_text"`
 }
 
-func greedyCases(t *testing.T) []referenceGreedy {
-	data, err := os.ReadFile("../shared/oracle/reference/reference.json")
-	if err != nil {
-		t.Skipf("oracle data not found: %v", err)
+// oracleDir is the reference data (../shared/oracle beside the repository);
+// PETAL_TEST_ORACLE points elsewhere, or at nothing to see which tests need it.
+func oracleDir() string {
+	if dir := os.Getenv("PETAL_TEST_ORACLE"); dir != "" {
+		return dir
 	}
-	var doc struct {
-		Greedy []referenceGreedy `json:"greedy"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	return doc.Greedy
+	return "../shared/oracle"
 }
 
-// TestRunOneShot: a chat prompt and a raw completion give the reference
-// greedy continuations, streamed to stdout, timing on stderr.
+type referenceSequence struct {
+	Name string  `json:"name"`
+	IDs  []int   `json:"ids"`
+	NLL  float64 `json:"nll"`
+}
+
+// referenceDoc reads reference.json, or skips the calling test (only a test
+// that compares with the reference may call it), naming the missing file.
+func referenceDoc(t *testing.T) (greedy []referenceGreedy, sequences []referenceSequence) {
+	t.Helper()
+	path := filepath.Join(oracleDir(), "reference", "reference.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("this test compares with the reference data, and %s is missing (%v): it comes with the oracle folder, ../shared/oracle", path, err)
+	}
+	var doc struct {
+		Greedy    []referenceGreedy   `json:"greedy"`
+		Sequences []referenceSequence `json:"sequences"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return doc.Greedy, doc.Sequences
+}
+
+// greedyCases are the reference greedy continuations; a test that calls it
+// skips where the reference data is absent.
+func greedyCases(t *testing.T) []referenceGreedy {
+	t.Helper()
+	greedy, _ := referenceDoc(t)
+	return greedy
+}
+
+// TestRunOneShot: a chat prompt and a raw completion stream to stdout,
+// timing on stderr; with the reference data, they are its greedy
+// continuations.
 func TestRunOneShot(t *testing.T) {
-	cases := greedyCases(t)
-	// chat_json_dumps: rendered with enable_thinking false; the answer ends at <|im_end|>
-	r := petal(t, "", "run", "--temperature", "0", "--no-think", "What does the function `dumps` in the `json` module do?")
-	want := strings.SplitN(cases[2].GeneratedText, "<|im_end|>", 2)[0]
-	if r.code != 0 || strings.TrimSpace(r.stdout) != want {
-		t.Fatalf("chat run: exit %d, stdout %q, want %q\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	// rendered with enable_thinking false; the answer ends at <|im_end|>
+	chat := petal(t, "", "run", "--temperature", "0", "--no-think", "What does the function `dumps` in the `json` module do?")
+	if chat.code != 0 || strings.TrimSpace(chat.stdout) == "" {
+		t.Fatalf("chat run: exit %d, stdout %q\nstderr: %s", chat.code, chat.stdout, chat.stderr)
 	}
-	if !strings.Contains(r.stderr, "prompt") || !strings.Contains(r.stderr, "tok/s") {
-		t.Errorf("no timing line on stderr: %q", r.stderr)
+	if !strings.Contains(chat.stderr, "prompt") || !strings.Contains(chat.stderr, "tok/s") {
+		t.Errorf("no timing line on stderr: %q", chat.stderr)
 	}
-	// code_fibonacci: plain completion, 32 tokens, flags after the argument
-	r = petal(t, "", "run", "--raw", cases[0].PromptText, "--temperature", "0", "--max-tokens", "32", "--quiet")
-	if r.code != 0 || r.stdout != cases[0].GeneratedText+"\n" || r.stderr != "" {
-		t.Fatalf("raw run: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, cases[0].GeneratedText)
+	// plain completion, 32 tokens, flags after the argument
+	const fibonacci = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+	raw := petal(t, "", "run", "--raw", fibonacci, "--temperature", "0", "--max-tokens", "32", "--quiet")
+	if raw.code != 0 || raw.stdout == "" || raw.stderr != "" {
+		t.Fatalf("raw run: exit %d, stdout %q, stderr %q", raw.code, raw.stdout, raw.stderr)
 	}
 	// stdin is the context, the argument the instruction
-	r = petal(t, "some notes", "run", "--temperature", "0", "--max-tokens", "4", "--json", "Summarise this")
+	r := petal(t, "some notes", "run", "--temperature", "0", "--max-tokens", "4", "--json", "Summarise this")
 	var body map[string]any
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &body) != nil || body["object"] != "chat.completion" {
 		t.Fatalf("--json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
@@ -127,6 +157,21 @@ func TestRunOneShot(t *testing.T) {
 	if r := petal(t, "", "run"); r.code != 2 || !strings.Contains(r.stderr, "no prompt") {
 		t.Errorf("run without a prompt: exit %d, stderr %q", r.code, r.stderr)
 	}
+
+	t.Run("reference", func(t *testing.T) {
+		cases := greedyCases(t)
+		// chat_json_dumps: the answer ends at <|im_end|>
+		if want := strings.SplitN(cases[2].GeneratedText, "<|im_end|>", 2)[0]; strings.TrimSpace(chat.stdout) != want {
+			t.Errorf("chat run: stdout %q, want %q", chat.stdout, want)
+		}
+		// code_fibonacci
+		if cases[0].PromptText != fibonacci {
+			t.Fatalf("reference case 0 is %q, not %q", cases[0].PromptText, fibonacci)
+		}
+		if raw.stdout != cases[0].GeneratedText+"\n" {
+			t.Errorf("raw run: stdout %q, want %q", raw.stdout, cases[0].GeneratedText)
+		}
+	})
 }
 
 const mixedBatch = `{"custom_id": "c1", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}], "temperature": 0, "max_tokens": 20, "chat_template_kwargs": {"enable_thinking": false}}}
@@ -142,7 +187,6 @@ this is not json
 // TestBatchMixedLines: one result per non-blank input line, in order; bad
 // lines get error results naming the problem; exit code 1.
 func TestBatchMixedLines(t *testing.T) {
-	greedyCases(t)
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	in := filepath.Join(t.TempDir(), "jobs.jsonl")
 	os.WriteFile(in, []byte(mixedBatch), 0o644)
@@ -232,7 +276,6 @@ func checkCompletion(t *testing.T, body map[string]any, object string) {
 // TestBatchPipeline: stdin to stdout, nothing but results on stdout and
 // nothing on stderr when it is not a terminal.
 func TestBatchPipeline(t *testing.T) {
-	greedyCases(t)
 	jobs := `{"prompt": "def f(x):", "max_tokens": 4, "temperature": 0}` + "\n" +
 		`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}` + "\n"
 	r := petal(t, jobs, "batch", "-")
@@ -256,7 +299,6 @@ func TestBatchPipeline(t *testing.T) {
 // TestBatchInterruptAndResume: Ctrl-C finishes the current line and exits
 // 130; --resume then completes the batch with every job written once.
 func TestBatchInterruptAndResume(t *testing.T) {
-	greedyCases(t)
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "jobs.jsonl"), filepath.Join(dir, "out.jsonl")
 	var jobs strings.Builder
@@ -308,7 +350,6 @@ func TestBatchInterruptAndResume(t *testing.T) {
 
 // TestShardAndMerge: two shards merged equal one whole run.
 func TestShardAndMerge(t *testing.T) {
-	greedyCases(t)
 	dir := t.TempDir()
 	in := filepath.Join(dir, "jobs.jsonl")
 	var jobs strings.Builder
@@ -338,7 +379,6 @@ func TestShardAndMerge(t *testing.T) {
 
 // TestPerplexityJSON: the stable --json format, and the reference NLL.
 func TestPerplexityJSON(t *testing.T) {
-	greedyCases(t)
 	in := `{"tokens": [792, 1201, 198, 792, 1473, 650, 324, 3688, 2438, 85, 323]}` + "\n" + `{"text": "import os\n"}` + "\n" + `{"tokens": [1]}` + "\n"
 	r := petal(t, in, "perplexity", "--json", "-")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -361,12 +401,30 @@ func TestPerplexityJSON(t *testing.T) {
 	if !strings.Contains(lines[2], "error") {
 		t.Errorf("a 1-token line should be an error: %s", lines[2])
 	}
+
+	t.Run("reference", func(t *testing.T) {
+		_, sequences := referenceDoc(t)
+		var in strings.Builder
+		for _, s := range sequences {
+			b, _ := json.Marshal(map[string]any{"tokens": s.IDs})
+			in.Write(append(b, '\n'))
+		}
+		r := petal(t, in.String(), "perplexity", "--json", "-")
+		got := parseLines(t, r.stdout)
+		if r.code != 0 || len(got) != len(sequences) {
+			t.Fatalf("exit %d, %d lines for %d sequences: %s", r.code, len(got), len(sequences), r.stderr)
+		}
+		for i, s := range sequences {
+			if nll := got[i]["nll"].(float64); math.Abs(nll-s.NLL) > 1e-4*s.NLL {
+				t.Errorf("%s: nll %v, reference %v", s.Name, nll, s.NLL)
+			}
+		}
+	})
 }
 
 // TestInspectAndTokenizers: inspect describes the embedded model; tokenize,
 // detokenize and chat-template round-trip.
 func TestInspectAndTokenizers(t *testing.T) {
-	greedyCases(t)
 	r := petal(t, "", "inspect", "--json")
 	var info struct {
 		Parameters int64 `json:"parameters"`
@@ -418,12 +476,15 @@ func readLines(t *testing.T, path string) []map[string]any {
 // TestOracleCommand: the stage-by-stage comparison passes on the CPU backend
 // and names the first stage when the bar is impossible to meet.
 func TestOracleCommand(t *testing.T) {
-	greedyCases(t)
-	r := petal(t, "", "oracle", "--oracle", "../shared/oracle")
+	dir := oracleDir()
+	if _, err := os.Stat(filepath.Join(dir, "reference", "reference.json")); err != nil {
+		t.Skipf("petal oracle compares with the reference data, and %s is missing (%v)", dir, err)
+	}
+	r := petal(t, "", "oracle", "--oracle", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, "all stages within") || !strings.Contains(r.stdout, "meets the float32 bars") {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = petal(t, "", "oracle", "--oracle", "../shared/oracle", "--bar", "1e-9")
+	r = petal(t, "", "oracle", "--oracle", dir, "--bar", "1e-9")
 	if r.code != 1 || !strings.Contains(r.stdout, "first divergence (rel-L2 > 1e-09): layer 0") {
 		t.Fatalf("with an impossible bar: exit %d\n%s", r.code, r.stdout)
 	}
@@ -464,7 +525,6 @@ func parseChat(t *testing.T, s string) chatResult {
 // whole history and prefills it; the same after a fork; the prompt is the
 // full-history rendering, token for token; thinking on and off.
 func TestSessionsAcrossProcesses(t *testing.T) {
-	greedyCases(t)
 	for _, think := range []bool{false, true} {
 		t.Run(fmt.Sprint("thinking=", think), func(t *testing.T) {
 			store := t.TempDir()
@@ -524,7 +584,6 @@ func TestSessionsAcrossProcesses(t *testing.T) {
 // TestSessionErrors: a fork of an unknown session and a corrupt snapshot are
 // error lines naming the problem; the batch goes on.
 func TestSessionErrors(t *testing.T) {
-	greedyCases(t)
 	store := t.TempDir()
 	jobs := `{"custom_id": "a", "session": "x", "fork_from": "nobody", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}` + "\n" +
 		`{"custom_id": "b", "session": "y", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}` + "\n"
@@ -551,7 +610,6 @@ func TestSessionErrors(t *testing.T) {
 // state an earlier job left, in the same run and, with a store folder,
 // across runs; a damaged stored prefix is passed over with a warning.
 func TestImplicitPrefixReuse(t *testing.T) {
-	greedyCases(t)
 	store := t.TempDir()
 	first := `{"custom_id": "1", "messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}], "temperature": 0, "max_tokens": 16, "chat_template_kwargs": {"enable_thinking": false}}`
 	second := `{"custom_id": "2", "messages": [{"role": "user", "content": "What does the function ` + "`dumps`" + ` in the ` + "`json`" + ` module do?"}, {"role": "assistant", "content": "Return the current json file object."}, {"role": "user", "content": "And loads?"}], "temperature": 0, "max_tokens": 16, "chat_template_kwargs": {"enable_thinking": false}}`
@@ -594,7 +652,6 @@ func TestImplicitPrefixReuse(t *testing.T) {
 
 // TestSessionsCommand: list, show, rm and gc manage the store.
 func TestSessionsCommand(t *testing.T) {
-	greedyCases(t)
 	store := t.TempDir()
 	for _, s := range []string{"alpha", "beta"} {
 		if r := petal(t, "", "run", "--session", s, "--sessions", store, "--temperature", "0", "--max-tokens", "4", "--quiet", "hi"); r.code != 0 {
@@ -631,4 +688,75 @@ func parseLines(t *testing.T, out string) []map[string]any {
 		lines = append(lines, v)
 	}
 	return lines
+}
+
+// TestWithoutReferenceData: in a copy of the repository with no
+// ../shared beside it, every end-to-end test that needs only the embedded
+// model runs and passes; only the comparisons with the reference skip, each
+// naming what is missing.
+func TestWithoutReferenceData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the end-to-end tests again in a copy of the repository")
+	}
+	root := filepath.Join(t.TempDir(), "alone", "petal")
+	if err := copyTree(".", root); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-json", "-skip", "^TestWithoutReferenceData$", ".")
+	cmd.Dir = root
+	cmd.Env = append(filteredEnv(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go test in %s: %v\n%s", root, err, out)
+	}
+	mayskip := func(name string) bool { return name == "TestOracleCommand" || strings.HasSuffix(name, "/reference") }
+	output := map[string]string{}
+	passed := 0
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var ev struct{ Action, Test, Output string }
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("go test -json: %v", err)
+		}
+		output[ev.Test] += ev.Output
+		switch {
+		case ev.Test == "":
+		case ev.Action == "pass":
+			passed++
+		case ev.Action == "skip" && !mayskip(ev.Test):
+			t.Errorf("%s skips without ../shared, though it needs only the embedded model:\n%s", ev.Test, output[ev.Test])
+		case ev.Action == "skip" && (!strings.Contains(output[ev.Test], "shared/oracle") || !strings.Contains(output[ev.Test], "missing")):
+			t.Errorf("%s skips without saying what is missing:\n%s", ev.Test, output[ev.Test])
+		}
+	}
+	if passed < 10 {
+		t.Errorf("only %d tests passed without ../shared:\n%s", passed, out)
+	}
+}
+
+// copyTree copies the regular files under src (but .git) to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, path)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
 }

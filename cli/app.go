@@ -99,14 +99,27 @@ Examples:
   petal run "Summarise this" < notes.txt
   petal batch jobs.jsonl -o results.jsonl
   cat jobs.jsonl | petal batch - | jq .response.body.choices[0].message.content`,
-		Writer:                 st.Out,
-		ErrWriter:              st.Err,
-		Reader:                 st.In,
+		Writer:    st.Out,
+		ErrWriter: st.Err,
+		Reader:    st.In,
+		// The library's help command cannot show a subcommand's help
+		// (petal help sessions gc): petal's own helpCommand does.
 		HideHelpCommand:        true,
+		HideVersion:            true,
 		UseShortOptionHandling: false,
-		ExitErrHandler:         func(*cli.Context, error) {}, // Main reports errors
+		// --stop ", " is one stop string, not two empty ones.
+		DisableSliceFlagSeparator: true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // Main reports errors
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return usageErr("%v (see petal %s --help)", err, c.Command.Name)
+			path := commandPath(c)
+			if path == "petal" {
+				return usageErr("%v (see petal --help)", err)
+			}
+			return usageErr("%s: %v (see %s --help)", strings.TrimPrefix(path, "petal "), err, path)
+		},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Usage: "print the version, the commit it was built from, the Go version and the backends built in"},
+			cli.HelpFlag, // added by hand: the library adds it only without a help command
 		},
 		Commands: []*cli.Command{
 			runCommand(st),
@@ -120,15 +133,82 @@ Examples:
 			mergeCommand(st),
 			sessionsCommand(st),
 			oracleCommand(st),
+			helpTopicCommand(ctx, st),
 		},
 	}
-	var setUsage func(cmds []*cli.Command)
-	setUsage = func(cmds []*cli.Command) {
+	app.Action = func(c *cli.Context) error {
+		if c.Bool("version") {
+			printVersion(st.Out)
+			return nil
+		}
+		if c.NArg() > 0 {
+			return unknownCommand(app, nil, c.Args().First())
+		}
+		return cli.ShowAppHelp(c)
+	}
+	var setUp func(cmds []*cli.Command)
+	setUp = func(cmds []*cli.Command) {
 		for _, c := range cmds {
 			c.OnUsageError = app.OnUsageError
-			setUsage(c.Subcommands)
+			c.HideHelpCommand = true
+			if len(c.Subcommands) > 0 && c.Action == nil {
+				parent := c
+				c.Action = func(cc *cli.Context) error {
+					if cc.NArg() > 0 {
+						return unknownCommand(app, parent, cc.Args().First())
+					}
+					return cli.ShowSubcommandHelp(cc)
+				}
+			}
+			setUp(c.Subcommands)
 		}
 	}
-	setUsage(app.Commands)
+	setUp(app.Commands)
 	return app
+}
+
+// commandPath is the full name of the command being run: "petal",
+// "petal run", "petal sessions gc".
+func commandPath(c *cli.Context) string {
+	if c.Command == nil || c.Command.HelpName == "" {
+		return "petal"
+	}
+	return c.Command.HelpName
+}
+
+// helpTopicCommand prints the help of any command path: petal help sessions gc
+// is petal sessions gc --help.
+func helpTopicCommand(ctx context.Context, st *Streams) *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Usage:     "show the help of a command (petal help COMMAND [SUBCOMMAND] is petal COMMAND [SUBCOMMAND] --help)",
+		ArgsUsage: "[COMMAND [SUBCOMMAND]]",
+		Action: func(c *cli.Context) error {
+			topic := c.Args().Slice()
+			app := newApp(ctx, st)
+			cmds := app.Commands
+			var parent *cli.Command
+			for i, name := range topic {
+				if parent != nil && len(parent.Subcommands) == 0 {
+					path := "petal " + strings.Join(topic[:i], " ")
+					return usageErr("%s has no subcommands (got %q; see %s --help)", path, name, path)
+				}
+				var found *cli.Command
+				for _, cmd := range cmds {
+					if cmd.HasName(name) {
+						found = cmd
+					}
+				}
+				if found == nil {
+					if parent == nil {
+						return unknownCommand(app, nil, name)
+					}
+					parent.HelpName = "petal " + strings.Join(topic[:i], " ")
+					return unknownCommand(app, parent, name)
+				}
+				parent, cmds = found, found.Subcommands
+			}
+			return app.RunContext(ctx, append(append([]string{"petal"}, topic...), "--help"))
+		},
+	}
 }

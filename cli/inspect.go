@@ -83,10 +83,14 @@ func runInspect(st *Streams, o inspectOptions) error {
 	}
 	mem := estimateMemory(&d, total, o.Context)
 	if o.JSON {
+		ignored := ck.Ignored()
+		if ignored == nil {
+			ignored = []string{}
+		}
 		out := map[string]any{
-			"model": name, "dir": dir, "config": ck.Config, "parameters": stats.Params,
+			"model": name, "dir": dir, "config": configJSON(&ck.Config), "parameters": stats.Params,
 			"bytes_by_dtype": stats.BytesByDType, "quantized_bytes_by_bits": stats.QuantBytesByBits,
-			"tensors": stats.Tensors, "ignored_tensors": ck.Ignored(), "memory": mem,
+			"tensors": stats.Tensors, "ignored_tensors": ignored, "memory": mem,
 		}
 		enc := json.NewEncoder(st.Out)
 		enc.SetIndent("", "  ")
@@ -126,6 +130,30 @@ func runInspect(st *Streams, o inspectOptions) error {
 	fmt.Fprintf(w, "memory at %d tokens (cpu, float32 state): weights %s (memory-mapped) + KV cache %s + recurrent state %s = %s\n",
 		o.Context, humanBytes(mem.WeightsBytes), humanBytes(mem.KVCacheBytes), humanBytes(mem.RecurrentBytes), humanBytes(mem.TotalBytes))
 	return nil
+}
+
+// configJSON is the configuration under config.json's own key names, as
+// everything else petal prints in JSON is snake_case.
+func configJSON(c *checkpoint.Config) map[string]any {
+	eos := c.EOSTokenIDs
+	if eos == nil {
+		eos = []int{}
+	}
+	return map[string]any{
+		"model_type": c.ModelType, "hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers,
+		"vocab_size": c.VocabSize, "layer_types": c.LayerTypes,
+		"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads,
+		"head_dim": c.HeadDim, "attn_output_gate": c.AttnOutputGate,
+		"linear_num_key_heads": c.LinearNumKeyHeads, "linear_num_value_heads": c.LinearNumValueHeads,
+		"linear_key_head_dim": c.LinearKeyHeadDim, "linear_value_head_dim": c.LinearValueHeadDim,
+		"linear_conv_kernel_dim": c.LinearConvKernelDim,
+		"num_experts":            c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
+		"moe_intermediate_size": c.MoeIntermediateSize, "shared_expert_intermediate_size": c.SharedExpertIntermediateSize,
+		"norm_topk_prob": c.NormTopKProb, "rms_norm_eps": c.RMSNormEps,
+		"rope_theta": c.RopeTheta, "partial_rotary_factor": c.PartialRotaryFactor, "rope_type": c.RopeType,
+		"max_position_embeddings": c.MaxPositionEmbeddings, "tie_word_embeddings": c.TieWordEmbeddings,
+		"bos_token_id": c.BOSTokenID, "eos_token_ids": eos,
+	}
 }
 
 func tiedWord(tied bool) string {

@@ -19,8 +19,9 @@ import (
 
 type perplexityOptions struct {
 	modelOptions
-	File string
-	JSON bool
+	File   string
+	JSON   bool
+	Stride int // 0: half the window
 }
 
 func perplexityCommand(st *Streams) *cli.Command {
@@ -31,27 +32,47 @@ func perplexityCommand(st *Streams) *cli.Command {
 		Description: `Each input line is {"tokens": [ids...]} or {"text": "..."} (tokenised without special tokens
 added). The model sees tokens 0..i and is scored on token i+1.
 
+A text longer than the context (--max-context, else the model's max_position_embeddings) is
+scored with a sliding window, as the Hugging Face perplexity guide does: windows of max-context
+tokens starting at 0, stride, 2*stride, ...; each window scores only the tokens no earlier window
+scored, so every token is scored once, with the tokens before it in its window as context (at
+least max-context - stride of them once the first window is past). --stride defaults to half the
+window; a smaller stride gives more context per token and costs more (each window prefills from
+scratch). With --stride equal to the window, the windows are independent chunks and the first
+token of each chunk is not scored (it has no context). A text within the context is one window,
+whatever the stride.
+
 With --json, one line per input line (this format is stable):
-  {"n": N, "nll": mean negative log-likelihood (nats), "ppl": exp(nll),
-   "target_logprobs": [N-1 log-probabilities of tokens 1..N-1],
-   "argmax": [N-1 top-1 predictions after tokens 0..i]}
+  {"n": N, "nll": mean negative log-likelihood (nats) of the scored tokens, "ppl": exp(nll),
+   "scored": tokens scored (N-1 unless --stride equals the window), "windows": windows run,
+   "target_logprobs": [N-1 log-probabilities of tokens 1..N-1, null where not scored],
+   "argmax": [N-1 top-1 predictions after tokens 0..i, null where not scored]}
 A line that cannot be scored gives {"line": L, "error": "..."} and the exit code is 1.`,
-		Flags: append(modelFlags(), &cli.BoolFlag{Name: "json", Usage: "one JSON result per input line"}),
+		Flags: append(modelFlags(),
+			&cli.BoolFlag{Name: "json", Usage: "one JSON result per input line"},
+			&cli.IntFlag{Name: "stride", Usage: "tokens a sliding window advances for a text longer than the context, 1 to the window (default: half the window)"},
+		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageErr("perplexity needs one FILE (or - for standard input)")
 			}
-			return runPerplexity(c, st, perplexityOptions{modelOptions: readModelOptions(c), File: c.Args().First(), JSON: c.Bool("json")})
+			o := perplexityOptions{modelOptions: readModelOptions(c), File: c.Args().First(), JSON: c.Bool("json"), Stride: c.Int("stride")}
+			if c.IsSet("stride") && o.Stride < 1 {
+				return usageErr("--stride %d: want at least 1", o.Stride)
+			}
+			return runPerplexity(c, st, o)
 		},
 	}
 }
 
 type perplexityResult struct {
-	N              int       `json:"n"`
-	NLL            float64   `json:"nll"`
-	PPL            float64   `json:"ppl"`
-	TargetLogprobs []float64 `json:"target_logprobs"`
-	Argmax         []int32   `json:"argmax"`
+	N              int        `json:"n"`
+	NLL            float64    `json:"nll"`
+	PPL            float64    `json:"ppl"`
+	Scored         int        `json:"scored"`
+	Windows        int        `json:"windows"`
+	TargetLogprobs []*float64 `json:"target_logprobs"`
+	Argmax         []*int32   `json:"argmax"`
 }
 
 func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
@@ -69,6 +90,13 @@ func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
 		return err
 	}
 	defer e.Close()
+	stride := o.Stride
+	if stride == 0 {
+		stride = max(1, e.MaxContext/2)
+	}
+	if stride > e.MaxContext {
+		return usageErr("--stride %d: want at most the window of %d tokens (--max-context)", stride, e.MaxContext)
+	}
 	out := bufio.NewWriter(st.Out)
 	defer out.Flush()
 
@@ -81,7 +109,7 @@ func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
 		}
 		line, readErr := r.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			res, err := scoreLine(e, line)
+			res, err := scoreLine(e, line, stride)
 			switch {
 			case err != nil:
 				failed++
@@ -93,11 +121,15 @@ func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
 			case o.JSON:
 				writeJSONLine(out, res)
 			default:
-				fmt.Fprintf(out, "line %d: %d tokens, nll %.4f, perplexity %.3f\n", lineNo, res.N, res.NLL, res.PPL)
+				fmt.Fprintf(out, "line %d: %d tokens, nll %.4f, perplexity %.3f", lineNo, res.N, res.NLL, res.PPL)
+				if res.Windows > 1 {
+					fmt.Fprintf(out, " (%d windows, %d tokens scored)", res.Windows, res.Scored)
+				}
+				fmt.Fprintln(out)
 			}
 			if err == nil {
-				totalNLL += res.NLL * float64(res.N-1)
-				totalTokens += res.N - 1
+				totalNLL += res.NLL * float64(res.Scored)
+				totalTokens += res.Scored
 			}
 			out.Flush()
 		}
@@ -119,13 +151,16 @@ func runPerplexity(c *cli.Context, st *Streams, o perplexityOptions) error {
 	return nil
 }
 
+// writeJSONLine writes v as one JSON line, with <, > and & as they are:
+// token text such as <|im_start|> must read as itself, not \u003c.
 func writeJSONLine(w io.Writer, v any) {
-	b, _ := json.Marshal(v)
-	w.Write(append(b, '\n'))
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 // scoreLine parses {"tokens": [...]} or {"text": "..."} and scores it.
-func scoreLine(e *engine.Engine, line []byte) (*perplexityResult, error) {
+func scoreLine(e *engine.Engine, line []byte, stride int) (*perplexityResult, error) {
 	if !gjson.ValidBytes(line) {
 		return nil, fmt.Errorf("not valid JSON")
 	}
@@ -155,26 +190,48 @@ func scoreLine(e *engine.Engine, line []byte) (*perplexityResult, error) {
 	if len(ids) < 2 {
 		return nil, fmt.Errorf("%d token(s): at least 2 are needed to score one", len(ids))
 	}
-	if len(ids) > e.MaxContext {
-		return nil, fmt.Errorf("%d tokens exceed the context of %d", len(ids), e.MaxContext)
+	return scoreIDs(e, ids, stride)
+}
+
+// scoreIDs scores ids teacher-forced in sliding windows of e.MaxContext
+// tokens that start stride tokens apart (1 <= stride <= the window). Each
+// window scores the tokens from where the previous one ended, so each
+// token is scored once; with stride = window a window's first token has no
+// context and is not scored (the Hugging Face perplexity guide's method).
+func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, error) {
+	window := e.MaxContext
+	if stride < 1 || stride > window {
+		return nil, fmt.Errorf("stride %d: want 1 to the window of %d tokens", stride, window)
 	}
-	res := &perplexityResult{N: len(ids)}
+	n := len(ids)
+	res := &perplexityResult{N: n, TargetLogprobs: make([]*float64, n-1), Argmax: make([]*int32, n-1)}
 	lp := make([]float64, e.Model.Dims.Vocab)
-	s := e.NewState()
-	defer s.Free(e.Model.Backend())
-	err := e.Model.Forward(s, ids, model.AllLogits, func(pos int, logits []float32) {
-		if pos+1 >= len(ids) {
-			return
+	scoredUpTo := 1 // the first token is never a target
+	for begin := 0; ; begin += stride {
+		end := min(begin+window, n)
+		s := e.NewState()
+		err := e.Model.Forward(s, ids[begin:end], model.AllLogits, func(pos int, logits []float32) {
+			target := begin + pos + 1
+			if target < scoredUpTo || target >= end {
+				return
+			}
+			sample.LogSoftmax(logits, lp)
+			logprob, top := lp[ids[target]], sample.Argmax(logits)
+			res.TargetLogprobs[target-1], res.Argmax[target-1] = &logprob, &top
+			res.NLL -= logprob
+			res.Scored++
+		})
+		s.Free(e.Model.Backend())
+		if err != nil {
+			return nil, err
 		}
-		sample.LogSoftmax(logits, lp)
-		res.TargetLogprobs = append(res.TargetLogprobs, lp[ids[pos+1]])
-		res.Argmax = append(res.Argmax, sample.Argmax(logits))
-		res.NLL -= lp[ids[pos+1]]
-	})
-	if err != nil {
-		return nil, err
+		res.Windows++
+		if end == n {
+			break
+		}
+		scoredUpTo = end
 	}
-	res.NLL /= float64(len(ids) - 1)
+	res.NLL /= float64(res.Scored)
 	res.PPL = math.Exp(res.NLL)
 	return res, nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -26,46 +28,70 @@ type runOptions struct {
 	Params        jobs.Params
 }
 
+// rawDefaultMaxTokens bounds a plain completion (run --raw) that gives no
+// --max-tokens: a completion has no end of turn, and running to the end of
+// the context would take minutes even on the embedded model.
+const rawDefaultMaxTokens = 256
+
 func samplingFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "max-tokens", Usage: "most tokens to generate (default: until the model ends its turn or the context is full)"},
-		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature, 0 for greedy (default: the model's generation_config.json)"},
-		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling: keep the most likely tokens up to this total probability"},
-		&cli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0: off)"},
-		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens less likely than this fraction of the most likely one"},
+		&cli.IntFlag{Name: "max-tokens", Usage: fmt.Sprintf("most tokens to generate, at least 1 (default: chat: until the model ends its turn or the context is full; --raw: %d)", rawDefaultMaxTokens)},
+		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature, 0 (greedy) to 2 (default: the model's generation_config.json)"},
+		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling: keep the most likely tokens up to this total probability, above 0 and at most 1"},
+		&cli.IntFlag{Name: "top-k", Usage: "keep the k most likely tokens (0 or -1: off)"},
+		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens less likely than this fraction of the most likely one, 0 to 1"},
 		&cli.Int64Flag{Name: "seed", Usage: "random seed, for reproducible sampling"},
-		&cli.StringSliceFlag{Name: "stop", Usage: "stop when this text is generated (repeatable)"},
+		&cli.StringSliceFlag{Name: "stop", Usage: "stop when this text is generated; not empty (repeatable)"},
 		&cli.Float64Flag{Name: "presence-penalty", Usage: "OpenAI presence penalty (-2..2)"},
 		&cli.Float64Flag{Name: "frequency-penalty", Usage: "OpenAI frequency penalty (-2..2)"},
-		&cli.Float64Flag{Name: "repetition-penalty", Usage: "repetition penalty (1: off)"},
+		&cli.Float64Flag{Name: "repetition-penalty", Usage: "repetition penalty, above 0 (1: off)"},
 	}
 }
 
-func readSampling(c *cli.Context) jobs.Params {
-	var p jobs.Params
-	if c.IsSet("max-tokens") {
-		v := c.Int("max-tokens")
-		p.MaxTokens = &v
-	}
-	f := func(name string) *float64 {
+// readSampling turns the sampling flags into the request fields of the same
+// name and validates them as a batch line's are: one set of limits for both.
+func readSampling(c *cli.Context, kind jobs.Kind) (jobs.Params, error) {
+	options := map[string]any{}
+	for _, f := range samplingFlags() {
+		name := f.Names()[0]
 		if !c.IsSet(name) {
-			return nil
+			continue
 		}
-		v := c.Float64(name)
-		return &v
+		field := strings.ReplaceAll(name, "-", "_")
+		switch f.(type) {
+		case *cli.Float64Flag:
+			x := c.Float64(name)
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return jobs.Params{}, usageErr("--%s %v: want a finite number", name, x)
+			}
+			options[field] = x
+		case *cli.IntFlag:
+			options[field] = c.Int(name)
+		case *cli.Int64Flag:
+			options[field] = c.Int64(name)
+		case *cli.StringSliceFlag:
+			options[field] = c.StringSlice(name)
+		}
 	}
-	p.Temperature, p.TopP, p.MinP = f("temperature"), f("top-p"), f("min-p")
-	p.PresencePenalty, p.FrequencyPenalty, p.RepetitionPenalty = f("presence-penalty"), f("frequency-penalty"), f("repetition-penalty")
-	if c.IsSet("top-k") {
-		v := c.Int("top-k")
-		p.TopK = &v
+	p, err := jobs.CheckParams(kind, options)
+	if err != nil {
+		return p, usageErr("%s", flagMessage(err))
 	}
-	if c.IsSet("seed") {
-		v := c.Int64("seed")
-		p.Seed = &v
+	return p, nil
+}
+
+var fieldName = regexp.MustCompile(`fields? "([a-z_]+)"`)
+
+// flagMessage says a request-field error in terms of the flags: field
+// "top_p" must be ... becomes --top-p must be ...
+func flagMessage(err *jobs.ParamError) string {
+	msg := fieldName.ReplaceAllStringFunc(err.Message, func(m string) string {
+		return "--" + strings.ReplaceAll(fieldName.FindStringSubmatch(m)[1], "_", "-")
+	})
+	if !strings.Contains(msg, "--") && err.Param != "" {
+		msg = "--" + strings.ReplaceAll(err.Param, "_", "-") + ": " + msg
 	}
-	p.Stop = c.StringSlice("stop")
-	return p
+	return msg
 }
 
 func runCommand(st *Streams) *cli.Command {
@@ -73,13 +99,15 @@ func runCommand(st *Streams) *cli.Command {
 		Name:      "run",
 		Usage:     "answer one prompt, streaming the answer to stdout",
 		ArgsUsage: "[PROMPT]",
-		Description: `The prompt comes from the argument or from standard input. With both, standard input is the
+		Description: fmt.Sprintf(`The prompt comes from the argument or from standard input. With both, standard input is the
 context and the argument the instruction, sent together as one user message:
   petal run "Summarise this" < notes.txt
-The model's chat template is applied (--raw sends the text as a plain completion). The answer
-streams to stdout; the model's reasoning (its <think> block) is shown dimmed when stdout is a
-terminal and left out otherwise (--show-reasoning=true|false decides). Timing goes to stderr.
---json prints one chat.completion (or text_completion) object instead, with usage and timings.`,
+The model's chat template is applied and the answer runs until the model ends its turn. --raw
+sends the text as a plain completion instead, %d tokens long unless --max-tokens says otherwise.
+The answer streams to stdout; the model's reasoning (its <think> block) is shown dimmed when
+stdout is a terminal and left out otherwise (--show-reasoning=true|false decides). Timing goes
+to stderr. --json prints one chat.completion (or text_completion) object instead, with usage
+and timings. The sampling flags take the values a batch job line may have (the same checks).`, rawDefaultMaxTokens),
 		Flags: append(append(append(modelFlags(), samplingFlags()...), sessionFlags()...),
 			&cli.BoolFlag{Name: "raw", Usage: "plain text completion: no chat template"},
 			&cli.StringFlag{Name: "system", Usage: "a system message"},
@@ -92,7 +120,15 @@ terminal and left out otherwise (--show-reasoning=true|false decides). Timing go
 			o := runOptions{
 				modelOptions: readModelOptions(c), sessionOptions: readSessionOptions(c),
 				Raw: c.Bool("raw"), System: c.String("system"), JSON: c.Bool("json"), Quiet: c.Bool("quiet"),
-				NoThink: c.Bool("no-think"), Params: readSampling(c),
+				NoThink: c.Bool("no-think"),
+			}
+			kind := jobs.Chat
+			if o.Raw {
+				kind = jobs.Completion
+			}
+			var err error
+			if o.Params, err = readSampling(c, kind); err != nil {
+				return err
 			}
 			if c.IsSet("show-reasoning") {
 				v := c.Bool("show-reasoning")
@@ -134,8 +170,8 @@ func (o *runOptions) job() (*jobs.Job, error) {
 		}
 		job.Kind, job.Prompt = jobs.Completion, text
 		if job.Params.MaxTokens == nil {
-			unlimited := 0
-			job.Params.MaxTokens = &unlimited
+			n := rawDefaultMaxTokens
+			job.Params.MaxTokens = &n
 		}
 		return job, nil
 	}

@@ -3,10 +3,10 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 
 	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
@@ -30,16 +30,44 @@ func loadTokenizer(st *Streams, model string) (*tokenizer.Tokenizer, string, err
 	return t, dir, err
 }
 
+// inputFile opens the command's one FILE argument; none or "-" is
+// standard input. The caller closes what it returns.
+func inputFile(c *cli.Context, st *Streams) (io.ReadCloser, error) {
+	if c.NArg() > 1 {
+		return nil, usageErr("%s takes one FILE (or - for standard input), got %d arguments", c.Command.Name, c.NArg())
+	}
+	name := c.Args().First()
+	if name == "" || name == "-" {
+		return io.NopCloser(st.In), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, usageErr("%s is a folder, not a file", name)
+	}
+	return f, nil
+}
+
 func tokenizeCommand(st *Streams) *cli.Command {
 	return &cli.Command{
-		Name:  "tokenize",
-		Usage: "text to token ids: reads {\"text\": ...} lines, writes {\"ids\": [...], \"tokens\": [...]}",
-		Description: `Reads JSON lines {"text": "..."} from standard input (or the whole input as one raw text with
---raw) and writes one line per input: {"ids": [...], "tokens": ["..."]} where tokens are the
-vocabulary strings (byte-level: a space shows as "Ġ"). No special tokens are added; special-token
-text in the input (e.g. <|im_start|>) becomes its id. Needs only tokenizer.json of the model.`,
-		Flags: append(tokenizerFlags(), &cli.BoolFlag{Name: "raw", Usage: "read standard input as one plain text, not JSON lines"}),
+		Name:      "tokenize",
+		Usage:     "text to token ids: reads {\"text\": ...} lines, writes {\"ids\": [...], \"tokens\": [...]}",
+		ArgsUsage: "[FILE|-]",
+		Description: `Reads JSON lines {"text": "..."} from FILE, or standard input without one or with - (or the
+whole input as one raw text with --raw), and writes one line per input: {"ids": [...],
+"tokens": ["..."]} where tokens are the vocabulary strings (byte-level: a space shows as "Ġ").
+No special tokens are added; special-token text in the input (e.g. <|im_start|>) becomes its
+id. Needs only tokenizer.json of the model.`,
+		Flags: append(tokenizerFlags(), &cli.BoolFlag{Name: "raw", Usage: "read the input as one plain text, not JSON lines"}),
 		Action: func(c *cli.Context) error {
+			in, err := inputFile(c, st)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
 			t, _, err := loadTokenizer(st, c.String("model"))
 			if err != nil {
 				return err
@@ -55,14 +83,14 @@ text in the input (e.g. <|im_start|>) becomes its id. Needs only tokenizer.json 
 			out := bufio.NewWriter(st.Out)
 			defer out.Flush()
 			if c.Bool("raw") {
-				data, err := io.ReadAll(st.In)
+				data, err := io.ReadAll(in)
 				if err != nil {
 					return err
 				}
 				writeJSONLine(out, encode(string(data)))
 				return nil
 			}
-			return eachJSONLine(st.In, out, func(v gjson.Result) (any, error) {
+			return eachJSONLine(in, out, func(v gjson.Result) (any, error) {
 				text := v.Get("text")
 				if text.Type != gjson.String {
 					return nil, fmt.Errorf("want {\"text\": \"...\"}")
@@ -75,19 +103,26 @@ text in the input (e.g. <|im_start|>) becomes its id. Needs only tokenizer.json 
 
 func detokenizeCommand(st *Streams) *cli.Command {
 	return &cli.Command{
-		Name:  "detokenize",
-		Usage: "token ids to text: reads {\"ids\": [...]} lines, writes {\"text\": ...}",
-		Description: `Reads JSON lines {"ids": [...]} and writes {"text": "..."}. Special tokens are kept as their text
-unless --skip-special. Bytes that do not form valid UTF-8 become U+FFFD.`,
+		Name:      "detokenize",
+		Usage:     "token ids to text: reads {\"ids\": [...]} lines, writes {\"text\": ...}",
+		ArgsUsage: "[FILE|-]",
+		Description: `Reads JSON lines {"ids": [...]} from FILE, or standard input without one or with -, and writes
+{"text": "..."}. Special tokens are kept as their text unless --skip-special. Bytes that do not
+form valid UTF-8 become U+FFFD.`,
 		Flags: append(tokenizerFlags(), &cli.BoolFlag{Name: "skip-special", Usage: "leave special tokens out of the text"}),
 		Action: func(c *cli.Context) error {
+			in, err := inputFile(c, st)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
 			t, _, err := loadTokenizer(st, c.String("model"))
 			if err != nil {
 				return err
 			}
 			out := bufio.NewWriter(st.Out)
 			defer out.Flush()
-			return eachJSONLine(st.In, out, func(v gjson.Result) (any, error) {
+			return eachJSONLine(in, out, func(v gjson.Result) (any, error) {
 				arr := v.Get("ids")
 				if !arr.IsArray() {
 					return nil, fmt.Errorf("want {\"ids\": [...]}")
@@ -156,8 +191,7 @@ and tools is passed to the template as a variable (as chat_template_kwargs are).
 			if err != nil {
 				return err
 			}
-			b, _ := json.Marshal(map[string]any{"text": text, "ids": t.Encode(text)})
-			fmt.Fprintln(st.Out, string(b))
+			writeJSONLine(st.Out, map[string]any{"text": text, "ids": t.Encode(text)})
 			return nil
 		},
 	}
