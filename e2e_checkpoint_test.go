@@ -67,7 +67,8 @@ const poisonedJobs = `{"custom_id": "chat", "method": "POST", "url": "/v1/chat/c
 
 // TestBatchPoisonedWeights: NaN or an infinity in the lm_head, a router, a
 // norm or the embedding gives every job an error line (status 500, the
-// non-finite logits named) and exit 1: no panic, no garbage answered.
+// non-finite logits named) and exit 1, and perplexity an error for the
+// line: no panic, no garbage answered.
 func TestBatchPoisonedWeights(t *testing.T) {
 	const nan, inf = 0x7fc0, 0x7f80
 	for _, tc := range []struct {
@@ -105,6 +106,11 @@ func TestBatchPoisonedWeights(t *testing.T) {
 					!strings.Contains(fmt.Sprint(e["message"]), "the model produced non-finite logits at position") {
 					t.Errorf("line %d: %v, want status 500 naming the non-finite logits", i+1, l)
 				}
+			}
+			// scoring fails the same way: an error for the line, no NaN printed
+			r = petal(t, `{"text": "def f(x):\n    return x"}`+"\n", "perplexity", "--json", "-", "--model", model)
+			if r.code != 1 || strings.Contains(r.stdout, `"nll"`) || !strings.Contains(r.stderr+r.stdout, "non-finite logits at position") {
+				t.Errorf("perplexity: exit %d, stdout %q, stderr %q; want exit 1 naming the non-finite logits", r.code, r.stdout, r.stderr)
 			}
 		})
 	}

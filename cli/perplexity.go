@@ -210,9 +210,14 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 	for begin := 0; ; begin += stride {
 		end := min(begin+window, n)
 		s := e.NewState()
+		badPos := -1 // the first position whose logits are not finite
 		err := e.Model.Forward(s, ids[begin:end], model.AllLogits, func(pos int, logits []float32) {
 			target := begin + pos + 1
-			if target < scoredUpTo || target >= end {
+			if target < scoredUpTo || target >= end || badPos >= 0 {
+				return
+			}
+			if !finiteRow(logits) {
+				badPos = begin + pos
 				return
 			}
 			sample.LogSoftmax(logits, lp)
@@ -225,6 +230,9 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 		if err != nil {
 			return nil, err
 		}
+		if badPos >= 0 {
+			return nil, fmt.Errorf("the model produced non-finite logits at position %d (NaN or infinity: damaged weights or a numerical fault)", badPos)
+		}
 		res.Windows++
 		if end == n {
 			break
@@ -234,4 +242,14 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 	res.NLL /= float64(res.Scored)
 	res.PPL = math.Exp(res.NLL)
 	return res, nil
+}
+
+// finiteRow reports whether a row of logits holds no NaN and no infinity
+// (v-v is 0 for every finite v, NaN otherwise).
+func finiteRow(row []float32) bool {
+	var acc float32
+	for _, v := range row {
+		acc += v - v
+	}
+	return acc == 0
 }
