@@ -226,33 +226,38 @@ func TestMeasureMoE(t *testing.T) {
 			return b
 		}
 		direct := timeLaunches(t, c, s, 30, func() error { return k.Launch(s, layer(0), bufs(0)) })
-		if err := s.BeginCapture(); err != nil {
-			t.Fatal(err)
-		}
-		for l := range layers {
-			if err := k.Launch(s, layer(l), bufs(l)); err != nil {
+		// graphOf times `layers` layers of launch captured in one graph.
+		graphOf := func(launch func(l int) error) float64 {
+			if err := s.BeginCapture(); err != nil {
 				t.Fatal(err)
 			}
+			for l := range layers {
+				if err := launch(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := s.EndCapture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			gx, err := g.Instantiate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gx.Close()
+			return float64(timeLaunches(t, c, s, 10, func() error { return gx.Launch(s) }).Nanoseconds()) / 1e3 / layers
 		}
-		g, err := s.EndCapture()
-		if err != nil {
-			t.Fatal(err)
-		}
-		gx, err := g.Instantiate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		replay := timeLaunches(t, c, s, 10, func() error { return gx.Launch(s) })
-		gx.Close()
-		g.Close()
-		per := float64(replay.Nanoseconds()) / 1e3 / layers
+		per := graphOf(func(l int) error { return k.Launch(s, layer(l), bufs(l)) })
+		perUp := graphOf(func(l int) error { return k.LaunchGateUp(s, layer(l), bufs(l)) })
+		perDown := graphOf(func(l int) error { return k.LaunchDown(s, layer(l), bufs(l)) })
 		out := d.read(t, s, d.bufs.Out, "out")
 		for i, v := range out {
 			if v != v {
 				t.Fatalf("%v: out[%d] is NaN", v, i)
 			}
 		}
-		t.Logf("MoE %-8v direct launches, same experts (L2-warm): %6.2f µs/token; graph of %d layers, distinct experts: %6.2f µs/layer = %5.0f GB/s, %4.1f%% of read_xor (floor %.2f µs)",
-			v, float64(direct.Nanoseconds())/1e3, layers, per, float64(bytes)/per/1e3, 100*floor/per, floor)
+		t.Logf("MoE %-8v direct launches, same experts (L2-warm): %6.2f µs/token; graph of %d layers, distinct experts: %6.2f µs/layer = %5.0f GB/s, %4.1f%% of read_xor (floor %.2f µs); gate_up alone %.2f µs, down alone %.2f µs",
+			v, float64(direct.Nanoseconds())/1e3, layers, per, float64(bytes)/per/1e3, 100*floor/per, floor, perUp, perDown)
 	}
 }

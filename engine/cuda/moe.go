@@ -13,7 +13,7 @@ const MoETopK = 8
 
 const (
 	moeUpWarps   = 8 // MOE_UP_WARPS
-	moeUpRows    = 2 // R of the gate/up kernels
+	moeUpRows    = 1 // R of the gate/up kernels
 	moeDownWarps = 4 // MOE_DOWN_WARPS
 )
 
@@ -123,15 +123,28 @@ type MoEBuffers struct {
 
 // Launch queues the two kernels on s.
 func (k *MoE) Launch(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
+	if err := k.LaunchGateUp(s, w, b); err != nil {
+		return err
+	}
+	return k.LaunchDown(s, w, b)
+}
+
+// scaleBias returns the scale and bias pointers m is read through.
+func (k *MoE) scaleBias(m *QMatrix) (driver.Ptr, driver.Ptr) {
+	if k.variant.SB && m.Bits == 4 {
+		return m.ScaleBias, 0
+	}
+	return m.Scales, m.Biases
+}
+
+// LaunchGateUp queues the first kernel: b.H and b.Logit from b.X.
+func (k *MoE) LaunchGateUp(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
 	sb := k.variant.SB
 	if err := w.check(sb); err != nil {
 		return err
 	}
-	sc := func(m *QMatrix) (driver.Ptr, driver.Ptr) {
-		if sb && m.Bits == 4 {
-			return m.ScaleBias, 0
-		}
-		return m.Scales, m.Biases
+	if b.X%16 != 0 || b.H%16 != 0 {
+		return fmt.Errorf("cuda: MoE input x (%#x) and activations h (%#x) must be 16-byte aligned", uint64(b.X), uint64(b.H))
 	}
 	H, I := w.Hidden, w.Inter
 	kind := k.variant.Kind
@@ -147,24 +160,34 @@ func (k *MoE) Launch(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
 	grid := min((tasks+perBlock-1)/perBlock, k.upOcc.sms*perSM)
 	var a driver.Args
 	for _, m := range []*QMatrix{w.Gate, w.Up, w.SharedGate, w.SharedUp, w.SharedExpertGate} {
-		s1, b1 := sc(m)
+		s1, b1 := k.scaleBias(m)
 		a.Ptr(m.Words).Ptr(s1).Ptr(b1)
 	}
 	a.Ptr(b.IDs).Ptr(b.X).Ptr(b.H).Ptr(b.Logit).I32(int32(I)).I32(int32(H)).I32(int32(upTeam))
-	if err := s.Launch(k.up, driver.D1(grid), driver.D1(moeUpWarps*32), upShared, &a); err != nil {
+	return s.Launch(k.up, driver.D1(grid), driver.D1(moeUpWarps*32), upShared, &a)
+}
+
+// LaunchDown queues the second kernel: b.Out from b.H, b.Logit, the routing
+// and b.Resid.
+func (k *MoE) LaunchDown(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
+	if err := w.check(k.variant.SB); err != nil {
 		return err
 	}
-
-	downShared := kind.stageBytes((MoETopK + 1) * I / 64)
-	if perSM, err = k.downOcc.blocksPerSM(moeDownWarps*32, downShared, fmt.Sprintf("the MoE down kernel with expert size %d", I)); err != nil {
+	if b.H%16 != 0 {
+		return fmt.Errorf("cuda: MoE activations h (%#x) must be 16-byte aligned", uint64(b.H))
+	}
+	H, I := w.Hidden, w.Inter
+	downShared := k.variant.Kind.stageBytes((MoETopK + 1) * I / 64)
+	perSM, err := k.downOcc.blocksPerSM(moeDownWarps*32, downShared, fmt.Sprintf("the MoE down kernel with expert size %d", I))
+	if err != nil {
 		return err
 	}
 	downTeam := teamFor(I / 64)
-	perBlock = moeDownWarps * (32 / downTeam)
-	grid = min((H+perBlock-1)/perBlock, k.downOcc.sms*perSM)
-	a.Reset()
+	perBlock := moeDownWarps * (32 / downTeam)
+	grid := min((H+perBlock-1)/perBlock, k.downOcc.sms*perSM)
+	var a driver.Args
 	for _, m := range []*QMatrix{w.Down, w.SharedDown} {
-		s1, b1 := sc(m)
+		s1, b1 := k.scaleBias(m)
 		a.Ptr(m.Words).Ptr(s1).Ptr(b1)
 	}
 	a.Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Logit).Ptr(b.H).Ptr(b.Resid).Ptr(b.Out).I32(int32(H)).I32(int32(I)).I32(int32(downTeam))

@@ -43,8 +43,9 @@ func (k QKind) stageWords() int {
 }
 
 // stageBytes is QSTAGE_BYTES: the shared memory that staging a vector of
-// the given groups takes.
-func (k QKind) stageBytes(groups int) int { return groups * (k.stageWords() + 2) * 4 }
+// the given groups takes (its float32 copy, the kind's layout, and two
+// floats per group).
+func (k QKind) stageBytes(groups int) int { return groups * (64 + k.stageWords() + 2) * 4 }
 
 // teamFor is the lanes sharing a row: the largest power of two at most 32
 // and at most the row's groups.
@@ -74,11 +75,11 @@ func (v QMVVariant) String() string {
 
 // QMVVariants are the variants compiled in qmv.cu.
 var QMVVariants = []QMVVariant{
-	{QF32, 4, false}, {QF32, 4, true}, {QF32, 2, true},
-	{QF16, 4, false}, {QF16, 4, true},
+	{QF32, 4, false}, {QF32, 4, true}, {QF32, 2, true}, {QF32, 1, true},
+	{QF16, 4, false}, {QF16, 4, true}, {QF16, 2, true},
 	{QI8x1, 4, true},
-	{QI8x2, 4, false}, {QI8x2, 4, true}, {QI8x2, 2, true}, {QI8x2, 8, true},
-	{QI8x3, 4, true}, {QI8x3, 2, true},
+	{QI8x2, 4, false}, {QI8x2, 4, true}, {QI8x2, 2, true}, {QI8x2, 1, true}, {QI8x2, 8, true},
+	{QI8x3, 4, true}, {QI8x3, 2, true}, {QI8x3, 1, true}, {QI8x3, 2, false},
 }
 
 const qmvWarps = 8 // QMV_WARPS in qmv.cu
@@ -119,6 +120,9 @@ func (k *QMV) Launch(s *driver.Stream, m *QMatrix, x, y driver.Ptr) error {
 	}
 	if k.variant.SB && m.ScaleBias == 0 {
 		return fmt.Errorf("cuda: mat-vec %v reads the interleaved scales and biases, which were not uploaded", k.variant)
+	}
+	if x%16 != 0 {
+		return fmt.Errorf("cuda: mat-vec input at %#x is not 16-byte aligned", uint64(x))
 	}
 	if m.Rows == 0 {
 		return nil

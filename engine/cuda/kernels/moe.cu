@@ -35,23 +35,20 @@ static __device__ __forceinline__ void moe_gate_up(
     const u32* __restrict__ ew, const u16* __restrict__ es, const u16* __restrict__ eb,     // 8-bit gate row
     const int* __restrict__ ids, const float* __restrict__ x, float* __restrict__ h, float* __restrict__ logit,
     int I, int H, int team) {
-  extern __shared__ u32 smem[];
   const int groups = H / 64;
-  u32* xs = smem;
-  float* gsum = (float*)(smem + groups * QStage<M>::words);
-  float* gd = gsum + groups;
-  qstage<M>(x, groups, xs, gsum, gd);
+  const QView q = qstage<M>(x, groups);
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   if (PETAL_BID_X() == 0 && warp == 0) {
     // The shared expert's gate: one 8-bit row, 4 codes a word (byte k of
     // word i is element 4i+k), w = s*q + b in float32.
     float a = 0.f;
+#pragma unroll 8
     for (int i = lane; i < H / 4; i += 32) {
       u32 w = ew[i];
       float s = bf16_to_f32(es[i / 16]), b = bf16_to_f32(eb[i / 16]);
 #pragma unroll
-      for (int k = 0; k < 4; k++) a += (s * (float)((w >> (8 * k)) & 0xFFu) + b) * x[4 * i + k];
+      for (int k = 0; k < 4; k++) a += (s * (float)((w >> (8 * k)) & 0xFFu) + b) * q.raw[4 * i + k];
     }
     a = warp_sum(a);
     if (lane == 0) logit[0] = a;
@@ -97,11 +94,11 @@ static __device__ __forceinline__ void moe_gate_up(
         load_sb<SB>(psg[j], pbg[j], srow[j] + g, s1[j], b1[j]);
         load_sb<SB>(psu[j], pbu[j], srow[j] + g, s2[j], b2[j]);
       }
-      const float cs = gsum[g];
+      const float cs = q.gsum[g];
 #pragma unroll
       for (int j = 0; j < R; j++) {
-        ag[j] += s1[j] * qdot<M>(g0[j], g1[j], xs, groups, g, gd) + b1[j] * cs;
-        au[j] += s2[j] * qdot<M>(u0[j], u1[j], xs, groups, g, gd) + b2[j] * cs;
+        ag[j] += s1[j] * qdot<M>(g0[j], g1[j], q.xs, groups, g, q.gd) + b1[j] * cs;
+        au[j] += s2[j] * qdot<M>(u0[j], u1[j], q.xs, groups, g, q.gd) + b2[j] * cs;
       }
     }
 #pragma unroll
@@ -122,12 +119,8 @@ static __device__ __forceinline__ void moe_down(
     const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
     const int* __restrict__ ids, const float* __restrict__ wts, const float* __restrict__ logit,
     const float* __restrict__ h, const float* resid, float* out, int H, int I, int team) {
-  extern __shared__ u32 smem[];
   const int gpr = I / 64, groups = (MOE_TOPK + 1) * gpr;
-  u32* xs = smem;
-  float* gsum = (float*)(smem + groups * QStage<M>::words);
-  float* gd = gsum + groups;
-  qstage<M>(h, groups, xs, gsum, gd);
+  const QView q = qstage<M>(h, groups);
 
   int eid[MOE_TOPK];
   float coef[MOE_TOPK + 1];
@@ -158,7 +151,7 @@ static __device__ __forceinline__ void moe_down(
 #pragma unroll
       for (int k = 0; k <= MOE_TOPK; k++) {
         int gg = k * gpr + g;
-        acc += coef[k] * (s[k] * qdot<M>(w0[k], w1[k], xs, groups, gg, gd) + b[k] * gsum[gg]);
+        acc += coef[k] * (s[k] * qdot<M>(w0[k], w1[k], q.xs, groups, gg, q.gd) + b[k] * q.gsum[gg]);
       }
     }
     for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -169,7 +162,8 @@ static __device__ __forceinline__ void moe_down(
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
 // gate_up with MOE_UP_WARPS*32 threads and QSTAGE_BYTES(kind, H/64) bytes of
 // shared memory, down with MOE_DOWN_WARPS*32 threads and
-// QSTAGE_BYTES(kind, (MOE_TOPK+1)*I/64).
+// QSTAGE_BYTES(kind, (MOE_TOPK+1)*I/64); x and h 16-byte aligned. gate_up
+// takes one (gate, up) row pair per lane (R = 1).
 #define MOE_UP(M, R, SB, NAME)                                                                               \
   extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2)                                         \
       NAME(const u32* gw, const u16* gs, const u16* gb, const u32* uw, const u16* us, const u16* ub,          \
@@ -186,10 +180,10 @@ static __device__ __forceinline__ void moe_down(
            int H, int I, int team) {                                                                           \
     moe_down<M, SB>(dw, ds, db, sdw, sds, sdb, ids, wts, logit, h, resid, out, H, I, team);                    \
   }
-MOE_UP(QM_F32, 2, 0, moe_gate_up_f32)
-MOE_UP(QM_F32, 2, 1, moe_gate_up_f32_sb)
-MOE_UP(QM_I8X2, 2, 1, moe_gate_up_i8x2_sb)
-MOE_UP(QM_I8X3, 2, 1, moe_gate_up_i8x3_sb)
+MOE_UP(QM_F32, 1, 0, moe_gate_up_f32)
+MOE_UP(QM_F32, 1, 1, moe_gate_up_f32_sb)
+MOE_UP(QM_I8X2, 1, 1, moe_gate_up_i8x2_sb)
+MOE_UP(QM_I8X3, 1, 1, moe_gate_up_i8x3_sb)
 MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)

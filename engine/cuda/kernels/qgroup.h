@@ -55,8 +55,9 @@ struct QStage {
   static constexpr int parts = M >= QM_I8X1 ? M - QM_I8X1 + 1 : 0;
 };
 
-// Shared memory bytes the staging of a vector of ngroups groups takes.
-#define QSTAGE_BYTES(M, ngroups) ((ngroups) * (QStage<M>::words + 2) * 4)
+// Shared memory bytes the staging of a vector of ngroups groups takes: the
+// float32 copy, the staged layout, and per group sum(x) and d.
+#define QSTAGE_BYTES(M, ngroups) ((ngroups) * (64 + QStage<M>::words + 2) * 4)
 
 static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
   u32 r;
@@ -66,19 +67,52 @@ static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
   return r;
 }
 
-// qstage writes x[0 : 64*ngroups] into smem in M's layout, with sum(x) per
-// group in gsum and (integer kinds) the group's d in gd. Every thread of the
-// block calls it; it ends with a barrier.
+// QView is a staged vector in shared memory: its float32 copy, M's layout,
+// and per group sum(x) and (integer kinds) d.
+struct QView {
+  const float* raw;
+  const u32* xs;
+  const float* gsum;
+  const float* gd;
+};
+
+// qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
+// shared memory. Every thread of the block calls it; it ends with a
+// barrier. The copy comes first, with eight 16-byte loads in flight per
+// thread, so that a block waits for memory about once, not once per group.
 template <int M>
-static __device__ __forceinline__ void qstage(const float* __restrict__ x, int ngroups, u32* smem, float* gsum,
-                                              float* gd) {
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nwarps = PETAL_NTID_X() >> 5;
+static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups) {
+  extern __shared__ u32 smem[];
+  float* raw = (float*)smem;
+  u32* st = smem + 64 * ngroups;
+  float* gsum = (float*)(st + ngroups * QStage<M>::words);
+  float* gd = gsum + ngroups;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
+  {
+    const u32x4a* x4 = (const u32x4a*)x;
+    u32x4a* r4 = (u32x4a*)raw;
+    const int n4 = 16 * ngroups;
+    for (int b = 0; b < n4; b += 8 * nthreads) {
+      u32x4a v[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        int i = b + k * nthreads + tid;
+        if (i < n4) v[k] = x4[i];
+      }
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        int i = b + k * nthreads + tid;
+        if (i < n4) r4[i] = v[k];
+      }
+    }
+  }
+  __syncthreads();
   for (int g = warp; g < ngroups; g += nwarps) {
-    float v[2] = {x[64 * g + lane], x[64 * g + 32 + lane]};
+    float v[2] = {raw[64 * g + lane], raw[64 * g + 32 + lane]};
     float s = warp_sum(v[0] + v[1]);
     if (lane == 0) gsum[g] = s;
     if (M == QM_F32) {
-      float* xs = (float*)(smem + g * 68);
+      float* xs = (float*)(st + g * 68);
       xs[lane] = v[0];
       xs[32 + lane] = v[1];
     } else if (M == QM_F16) {
@@ -88,14 +122,14 @@ static __device__ __forceinline__ void qstage(const float* __restrict__ x, int n
       for (int h = 0; h < 2; h++) {
         float other = __shfl_xor_sync(0xffffffffu, v[h], 4);
         int e = 32 * h + lane;
-        if ((e & 4) == 0) smem[g * 36 + (e >> 3) * 4 + (e & 3)] = pack_f16x2(v[h], other);
+        if ((e & 4) == 0) st[g * 36 + (e >> 3) * 4 + (e & 3)] = pack_f16x2(v[h], other);
       }
     } else {
       constexpr int P = QStage<M>::parts;
       float amax = warp_max(__builtin_fmaxf(__builtin_fabsf(v[0]), __builtin_fabsf(v[1])));
       float inv = amax > 0.f ? 127.f / amax : 0.f;
       if (lane == 0) gd[g] = amax / 127.f;
-      signed char* xb = (signed char*)smem;
+      signed char* xb = (signed char*)st;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         int e = 32 * h + lane;
@@ -111,6 +145,7 @@ static __device__ __forceinline__ void qstage(const float* __restrict__ x, int n
     }
   }
   __syncthreads();
+  return QView{raw, st, gsum, gd};
 }
 
 static __device__ __forceinline__ u32 dp4a_us(u32 a, u32 b, u32 c) {

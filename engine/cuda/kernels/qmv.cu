@@ -15,12 +15,8 @@ template <int M, int R, int SB>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team) {
-  extern __shared__ u32 smem[];
   const int groups = cols / 64;
-  u32* xs = smem;
-  float* gsum = (float*)(smem + groups * QStage<M>::words);
-  float* gd = gsum + groups;
-  qstage<M>(x, groups, xs, gsum, gd);
+  const QView q = qstage<M>(x, groups);
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub = lane / team, tl = lane % team;
@@ -48,9 +44,9 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
         w1[j] = ld_stream_16(p + 4);
         load_sb<SB>(scales, biases, row[j] * groups + g, s[j], b[j]);
       }
-      const float gs = gsum[g];
+      const float gs = q.gsum[g];
 #pragma unroll
-      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], xs, groups, g, gd) + b[j] * gs;
+      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
     }
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -63,7 +59,8 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
 
 // Entry points qmv_<kind>_r<R>[_sb]: sb takes the interleaved scale/bias
 // array as scales (biases unused). Launch with QMV_WARPS*32 threads and
-// QSTAGE_BYTES(kind, cols/64) bytes of shared memory.
+// QSTAGE_BYTES(kind, cols/64) bytes of shared memory; x must be 16-byte
+// aligned.
 #define QMV(M, R, SB, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
@@ -73,12 +70,17 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
 QMV(QM_F32, 4, 1, 1, qmv_f32_r4_sb)
 QMV(QM_F32, 2, 1, 2, qmv_f32_r2_sb)
+QMV(QM_F32, 1, 1, 3, qmv_f32_r1_sb)
 QMV(QM_F16, 4, 0, 1, qmv_f16_r4)
 QMV(QM_F16, 4, 1, 1, qmv_f16_r4_sb)
+QMV(QM_F16, 2, 1, 2, qmv_f16_r2_sb)
 QMV(QM_I8X1, 4, 1, 1, qmv_i8x1_r4_sb)
 QMV(QM_I8X2, 4, 0, 1, qmv_i8x2_r4)
 QMV(QM_I8X2, 4, 1, 1, qmv_i8x2_r4_sb)
 QMV(QM_I8X2, 2, 1, 2, qmv_i8x2_r2_sb)
+QMV(QM_I8X2, 1, 1, 3, qmv_i8x2_r1_sb)
 QMV(QM_I8X2, 8, 1, 1, qmv_i8x2_r8_sb)
 QMV(QM_I8X3, 4, 1, 1, qmv_i8x3_r4_sb)
 QMV(QM_I8X3, 2, 1, 2, qmv_i8x3_r2_sb)
+QMV(QM_I8X3, 1, 1, 3, qmv_i8x3_r1_sb)
+QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
