@@ -156,7 +156,7 @@ func (k *MoE) LaunchGateUp(s *driver.Stream, w *MoEWeights, b MoEBuffers) error 
 	}
 	upTeam := teamFor(H / 64)
 	perBlock := moeUpWarps * (32 / upTeam) * moeUpRows
-	tasks := (MoETopK + 1) * I
+	tasks := (MoETopK+1)*I + 1 // the last task is the shared expert gate
 	grid := min((tasks+perBlock-1)/perBlock, k.upOcc.sms*perSM)
 	var a driver.Args
 	for _, m := range []*QMatrix{w.Gate, w.Up, w.SharedGate, w.SharedUp, w.SharedExpertGate} {

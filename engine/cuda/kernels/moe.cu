@@ -39,41 +39,31 @@ static __device__ __forceinline__ void moe_gate_up(
   const QView q = qstage<M>(x, groups);
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  if (PETAL_BID_X() == 0 && warp == 0) {
-    // The shared expert's gate: one 8-bit row, 4 codes a word (byte k of
-    // word i is element 4i+k), w = s*q + b in float32.
-    float a = 0.f;
-#pragma unroll 8
-    for (int i = lane; i < H / 4; i += 32) {
-      u32 w = ew[i];
-      float s = bf16_to_f32(es[i / 16]), b = bf16_to_f32(eb[i / 16]);
-#pragma unroll
-      for (int k = 0; k < 4; k++) a += (s * (float)((w >> (8 * k)) & 0xFFu) + b) * q.raw[4 * i + k];
-    }
-    a = warp_sum(a);
-    if (lane == 0) logit[0] = a;
-  }
-
   const int sub_ = lane / team, tl = lane % team;
   const int perWarp = (32 / team) * R;
-  const int tasks = (MOE_TOPK + 1) * I;
+  // Tasks: a (gate, up) row pair for each of the (MOE_TOPK+1)*I outputs,
+  // then the shared expert's gate row as the last task.
+  const int rowTasks = (MOE_TOPK + 1) * I, tasks = rowTasks + 1;
   const long long wpr = H / 8;
   const int nwarps = PETAL_NCTAID_X() * MOE_UP_WARPS;
   for (int base = (PETAL_BID_X() * MOE_UP_WARPS + warp) * perWarp; base < tasks; base += nwarps * perWarp) {
     const u32 *pg[R], *pu[R];
     const u16 *psg[R], *pbg[R], *psu[R], *pbu[R];
     long long srow[R];  // row index into the scale arrays
+    bool gate8[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
       int t = base + sub_ * R + j;
       t = t < tasks ? t : tasks - 1;
       int slot = t / I, r = t - slot * I;
+      gate8[j] = t == rowTasks;
       if (slot < MOE_TOPK) {
         long long row = (long long)ids[slot] * I + r;
         pg[j] = gw + row * wpr, pu[j] = uw + row * wpr;
         psg[j] = gs, pbg[j] = gb, psu[j] = us, pbu[j] = ub;
         srow[j] = row * groups;
       } else {
+        r = gate8[j] ? 0 : r;
         pg[j] = sgw + r * wpr, pu[j] = suw + r * wpr;
         psg[j] = sgs, pbg[j] = sgb, psu[j] = sus, pbu[j] = sub;
         srow[j] = (long long)r * groups;
@@ -83,22 +73,33 @@ static __device__ __forceinline__ void moe_gate_up(
 #pragma unroll
     for (int j = 0; j < R; j++) ag[j] = au[j] = 0.f;
     for (int g = tl; g < groups; g += team) {
-      u32x4 g0[R], g1[R], u0[R], u1[R];
-      float s1[R], b1[R], s2[R], b2[R];
 #pragma unroll
       for (int j = 0; j < R; j++) {
-        g0[j] = ld_stream_16(pg[j] + g * 8);
-        g1[j] = ld_stream_16(pg[j] + g * 8 + 4);
-        u0[j] = ld_stream_16(pu[j] + g * 8);
-        u1[j] = ld_stream_16(pu[j] + g * 8 + 4);
-        load_sb<SB>(psg[j], pbg[j], srow[j] + g, s1[j], b1[j]);
-        load_sb<SB>(psu[j], pbu[j], srow[j] + g, s2[j], b2[j]);
-      }
-      const float cs = q.gsum[g];
+        if (gate8[j]) {
+          // The shared expert's gate: an 8-bit row, 4 codes a word (byte
+          // k of word i is element 4i+k), w = s*q + b in float32.
+          const u32* p = ew + g * 16;
+          u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
+          const float s = bf16_to_f32(es[g]), b = bf16_to_f32(eb[g]);
+          const float* xr = q.raw + 64 * g;
+          float a = 0.f;
 #pragma unroll
-      for (int j = 0; j < R; j++) {
-        ag[j] += s1[j] * qdot<M>(g0[j], g1[j], q.xs, groups, g, q.gd) + b1[j] * cs;
-        au[j] += s2[j] * qdot<M>(u0[j], u1[j], q.xs, groups, g, q.gd) + b2[j] * cs;
+          for (int i = 0; i < 4; i++) {
+            const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+            for (int k = 0; k < 16; k++) a += (s * (float)((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) + b) * xr[16 * i + k];
+          }
+          ag[j] += a;
+          continue;
+        }
+        const u32x4 g0 = ld_stream_16(pg[j] + g * 8), g1 = ld_stream_16(pg[j] + g * 8 + 4);
+        const u32x4 u0 = ld_stream_16(pu[j] + g * 8), u1 = ld_stream_16(pu[j] + g * 8 + 4);
+        float s1, b1, s2, b2;
+        load_sb<SB>(psg[j], pbg[j], srow[j] + g, s1, b1);
+        load_sb<SB>(psu[j], pbu[j], srow[j] + g, s2, b2);
+        const float cs = q.gsum[g];
+        ag[j] += s1 * qdot<M>(g0, g1, q.xs, groups, g, q.gd) + b1 * cs;
+        au[j] += s2 * qdot<M>(u0, u1, q.xs, groups, g, q.gd) + b2 * cs;
       }
     }
 #pragma unroll
@@ -108,7 +109,8 @@ static __device__ __forceinline__ void moe_gate_up(
         au[j] += __shfl_xor_sync(0xffffffffu, au[j], off);
       }
       int t = base + sub_ * R + j;
-      if (tl == 0 && t < tasks) h[t] = silu(ag[j]) * au[j];
+      if (tl == 0 && t < rowTasks) h[t] = silu(ag[j]) * au[j];
+      if (tl == 0 && t == rowTasks) logit[0] = ag[j];
     }
   }
 }

@@ -78,7 +78,7 @@ struct QView {
 
 // qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
 // shared memory. Every thread of the block calls it; it ends with a
-// barrier. The copy comes first, with eight 16-byte loads in flight per
+// barrier. The copy comes first, with sixteen 16-byte loads in flight per
 // thread, so that a block waits for memory about once, not once per group.
 template <int M>
 static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups) {
@@ -92,53 +92,65 @@ static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int 
     const u32x4a* x4 = (const u32x4a*)x;
     u32x4a* r4 = (u32x4a*)raw;
     const int n4 = 16 * ngroups;
-    for (int b = 0; b < n4; b += 8 * nthreads) {
-      u32x4a v[8];
+    for (int b = 0; b < n4; b += 16 * nthreads) {
+      u32x4a v[16];
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 16; k++) {
         int i = b + k * nthreads + tid;
         if (i < n4) v[k] = x4[i];
       }
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 16; k++) {
         int i = b + k * nthreads + tid;
         if (i < n4) r4[i] = v[k];
       }
     }
   }
   __syncthreads();
-  for (int g = warp; g < ngroups; g += nwarps) {
-    float v[2] = {raw[64 * g + lane], raw[64 * g + 32 + lane]};
-    float s = warp_sum(v[0] + v[1]);
-    if (lane == 0) gsum[g] = s;
+  // Eight lanes per group, four groups per warp at once, lane sl taking
+  // elements sl, sl+8, ..., sl+56 (three shuffles reduce a group).
+  const int sl = lane & 7, gw = lane >> 3;
+  for (int g0 = 4 * warp; g0 < ngroups; g0 += 4 * nwarps) {
+    const int g = g0 + gw;
+    const bool live = g < ngroups;
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = live ? raw[64 * g + sl + 8 * k] : 0.f;
+    float s = 0.f, amax = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) s += v[k], amax = __builtin_fmaxf(amax, __builtin_fabsf(v[k]));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      amax = __builtin_fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    }
+    if (!live) continue;
+    if (sl == 0) gsum[g] = s;
     if (M == QM_F32) {
       float* xs = (float*)(st + g * 68);
-      xs[lane] = v[0];
-      xs[32 + lane] = v[1];
-    } else if (M == QM_F16) {
-      // Lane pairs: element e and e+4 share a word; lanes with (e&4)==0
-      // fetch their partner's value with a shuffle and write the word.
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float other = __shfl_xor_sync(0xffffffffu, v[h], 4);
-        int e = 32 * h + lane;
-        if ((e & 4) == 0) st[g * 36 + (e >> 3) * 4 + (e & 3)] = pack_f16x2(v[h], other);
+      for (int k = 0; k < 8; k++) xs[sl + 8 * k] = v[k];
+    } else if (M == QM_F16) {
+      // Word 4i+j holds (x[8i+j], x[8i+j+4]): lanes sl < 4 write word
+      // 4k+sl from their elements sl+8k and partners sl+8k+4 (in raw).
+      if (sl < 4) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) st[g * 36 + 4 * k + sl] = pack_f16x2(v[k], raw[64 * g + sl + 8 * k + 4]);
       }
     } else {
       constexpr int P = QStage<M>::parts;
-      float amax = warp_max(__builtin_fmaxf(__builtin_fabsf(v[0]), __builtin_fabsf(v[1])));
       float inv = amax > 0.f ? 127.f / amax : 0.f;
-      if (lane == 0) gd[g] = amax / 127.f;
+      if (sl == 0) gd[g] = amax / 127.f;
       signed char* xb = (signed char*)st;
+      // Element e = sl+8k: word 2k+(sl&1), byte sl>>1.
+      const int pos = (sl & 1) * 4 + (sl >> 1);
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        int e = 32 * h + lane;
-        int pos = (e >> 3) * 8 + (e & 1) * 4 + ((e & 7) >> 1);
-        float t = v[h] * inv;
+      for (int k = 0; k < 8; k++) {
+        float t = v[k] * inv;
 #pragma unroll
         for (int p = 0; p < P; p++) {
           float q = __builtin_rintf(t);
-          xb[(p * ngroups + g) * 80 + pos] = (signed char)(int)q;
+          xb[(p * ngroups + g) * 80 + 8 * k + pos] = (signed char)(int)q;
           t = (t - q) * 254.f;
         }
       }
