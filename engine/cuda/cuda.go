@@ -18,9 +18,14 @@ import (
 type QMatrix struct {
 	Rows, Cols, Bits, GroupSize int // Rows counts every row of an expert stack
 	Words, Scales, Biases       driver.Ptr
-	Bytes                       int64 // weight bytes a mat-vec reads
-	c                           *driver.Context
-	mem                         driver.Ptr
+	// ScaleBias is the scales and biases re-laid out at upload as one u32
+	// per group (scale in the low half, bias in the high half), for the
+	// kernels that read a group's pair with one load; 0 until
+	// UploadScaleBias.
+	ScaleBias driver.Ptr
+	Bytes     int64 // weight bytes a mat-vec reads
+	c         *driver.Context
+	mem, sb   driver.Ptr
 }
 
 // UploadQMatrix copies m (all experts, as one matrix of Experts·Rows rows)
@@ -55,14 +60,60 @@ func UploadQMatrix(c *driver.Context, up *driver.Uploader, m *quant.Matrix, labe
 	return q, nil
 }
 
+// UploadScaleBias adds the interleaved scale/bias array of m (the matrix q
+// was uploaded from) to q.
+func (q *QMatrix) UploadScaleBias(up *driver.Uploader, m *quant.Matrix) error {
+	if q.sb != 0 {
+		return nil
+	}
+	sb := make([]uint32, len(m.Scales))
+	for i := range sb {
+		sb[i] = uint32(m.Scales[i]) | uint32(m.Biases[i])<<16
+	}
+	mem, err := q.c.Alloc(int64(4*len(sb)), "scale/bias")
+	if err != nil {
+		return err
+	}
+	if err := up.Upload(mem, bytesOf(sb)); err != nil {
+		q.c.Free(mem)
+		return fmt.Errorf("cuda: uploading scales and biases: %w", err)
+	}
+	q.sb, q.ScaleBias = mem, mem
+	return nil
+}
+
+// RowRange returns a view of rows [first, first+n) of q (an expert of a
+// stack, say); it shares q's memory and needs no Free.
+func (q *QMatrix) RowRange(first, n int) *QMatrix {
+	groups := int64(q.Cols / q.GroupSize)
+	wpr := int64(q.Cols * q.Bits / 32)
+	v := &QMatrix{Rows: n, Cols: q.Cols, Bits: q.Bits, GroupSize: q.GroupSize, c: q.c,
+		Bytes: q.Bytes / int64(q.Rows) * int64(n)}
+	v.Words = q.Words.Add(4 * wpr * int64(first))
+	v.Scales = q.Scales.Add(2 * groups * int64(first))
+	v.Biases = q.Biases.Add(2 * groups * int64(first))
+	if q.ScaleBias != 0 {
+		v.ScaleBias = q.ScaleBias.Add(4 * groups * int64(first))
+	}
+	return v
+}
+
 // Free releases the matrix's device memory.
 func (q *QMatrix) Free() error {
+	var err error
+	if q.sb != 0 {
+		err = q.c.Free(q.sb)
+		q.sb, q.ScaleBias = 0, 0
+	}
 	if q.mem == 0 {
-		return nil
+		return err
 	}
 	m := q.mem
 	q.mem = 0
-	return q.c.Free(m)
+	if e := q.c.Free(m); e != nil {
+		return e
+	}
+	return err
 }
 
 // bytesOf views a slice's elements as bytes (no copy).

@@ -1,0 +1,271 @@
+// qgroup.h: one group of 64 weights of an MLX affine 4-bit row against the
+// matching 64 inputs, in three kinds of arithmetic, and the staging of the
+// input vector in shared memory that each kind reads.
+//
+// A row's group g is 8 little-endian u32 words (element 8i+k in bits 4k..4k+3
+// of word i), 32 contiguous bytes, and a bf16 scale s and bias b. The group's
+// contribution to y is s*sum(q*x) + b*sum(x); sum(x) per group is staged in
+// float32 once per block, so the inner loop is sum(q*x) alone.
+//
+//   QM_F32   exact float32: a code becomes the float 2^k+q with one LOP3
+//            (OR-ing the nibble into 2^k's bits) and one FADD removes 2^k;
+//            an FFMA per weight.
+//   QM_F16   packed half: one LOP3 makes two codes a half2 (1024+q or
+//            1024+16q, the 0x6400 magic exponent), one HSUB2/HFMA2 leaves q,
+//            one HFMA2 multiplies two codes by x held in f16; 16 products
+//            (8 per half) are summed in f16 before they join a float32 sum.
+//   QM_I8xP  integer dot products: x is quantised per group of 64 to P int8
+//            parts, x ~ d*(p0 + p1/254 + p2/254^2) with d = max|x|/127; the
+//            codes, spread to bytes by two LOP3s per word, meet the parts in
+//            dp4a (4 products per instruction) with exact int32 sums.
+//
+// Staged layouts (per group, padded so that 8 lanes reading 8 consecutive
+// groups with 16-byte loads hit distinct banks):
+//   QM_F32  68 floats: x in order, then 4 of padding.
+//   QM_F16  36 words: word 4i+j (j<4) holds the half2 (x[8i+j], x[8i+j+4]).
+//   QM_I8xP part-major, 20 words per (part, group): word 2i holds the bytes
+//           of x[8i], x[8i+2], x[8i+4], x[8i+6], word 2i+1 those of the odd ones.
+#pragma once
+#include "device.h"
+
+// u32x4a is a 16-byte aligned vector, so that staged reads are 16-byte loads.
+struct __attribute__((aligned(16))) u32x4a {
+  u32 x, y, z, w;
+};
+
+#define QM_F32 0
+#define QM_F16 1
+#define QM_I8X1 2
+#define QM_I8X2 3
+#define QM_I8X3 4
+
+static __device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = __builtin_fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <int M>
+struct QStage {
+  // Words of shared memory per group of the staged vector.
+  static constexpr int words = M == QM_F32 ? 68 : M == QM_F16 ? 36 : 20 * (M - QM_I8X1 + 1);
+  static constexpr int parts = M >= QM_I8X1 ? M - QM_I8X1 + 1 : 0;
+};
+
+// Shared memory bytes the staging of a vector of ngroups groups takes: the
+// float32 copy, the staged layout, and per group sum(x) and d.
+#define QSTAGE_BYTES(M, ngroups) ((ngroups) * (64 + QStage<M>::words + 2) * 4)
+
+static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
+  u32 r;
+  asm("{.reg .f16 l, h;\n\tcvt.rn.f16.f32 l, %1;\n\tcvt.rn.f16.f32 h, %2;\n\tmov.b32 %0, {l, h};}"
+      : "=r"(r)
+      : "f"(lo), "f"(hi));
+  return r;
+}
+
+// QView is a staged vector in shared memory: its float32 copy, M's layout,
+// and per group sum(x) and (integer kinds) d.
+struct QView {
+  const float* raw;
+  const u32* xs;
+  const float* gsum;
+  const float* gd;
+};
+
+// qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
+// shared memory. Every thread of the block calls it; it ends with a
+// barrier. The copy comes first, with sixteen 16-byte loads in flight per
+// thread, so that a block waits for memory about once, not once per group.
+template <int M>
+static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups) {
+  extern __shared__ u32 smem[];
+  float* raw = (float*)smem;
+  u32* st = smem + 64 * ngroups;
+  float* gsum = (float*)(st + ngroups * QStage<M>::words);
+  float* gd = gsum + ngroups;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
+  {
+    const u32x4a* x4 = (const u32x4a*)x;
+    u32x4a* r4 = (u32x4a*)raw;
+    const int n4 = 16 * ngroups;
+    for (int b = 0; b < n4; b += 16 * nthreads) {
+      u32x4a v[16];
+#pragma unroll
+      for (int k = 0; k < 16; k++) {
+        int i = b + k * nthreads + tid;
+        if (i < n4) v[k] = x4[i];
+      }
+#pragma unroll
+      for (int k = 0; k < 16; k++) {
+        int i = b + k * nthreads + tid;
+        if (i < n4) r4[i] = v[k];
+      }
+    }
+  }
+  __syncthreads();
+  // Eight lanes per group, four groups per warp at once, lane sl taking
+  // elements sl, sl+8, ..., sl+56 (three shuffles reduce a group).
+  const int sl = lane & 7, gw = lane >> 3;
+  for (int g0 = 4 * warp; g0 < ngroups; g0 += 4 * nwarps) {
+    const int g = g0 + gw;
+    const bool live = g < ngroups;
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = live ? raw[64 * g + sl + 8 * k] : 0.f;
+    float s = 0.f, amax = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) s += v[k], amax = __builtin_fmaxf(amax, __builtin_fabsf(v[k]));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      amax = __builtin_fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    }
+    if (!live) continue;
+    if (sl == 0) gsum[g] = s;
+    if (M == QM_F32) {
+      float* xs = (float*)(st + g * 68);
+#pragma unroll
+      for (int k = 0; k < 8; k++) xs[sl + 8 * k] = v[k];
+    } else if (M == QM_F16) {
+      // Word 4i+j holds (x[8i+j], x[8i+j+4]): lanes sl < 4 write word
+      // 4k+sl from their elements sl+8k and partners sl+8k+4 (in raw).
+      if (sl < 4) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) st[g * 36 + 4 * k + sl] = pack_f16x2(v[k], raw[64 * g + sl + 8 * k + 4]);
+      }
+    } else {
+      constexpr int P = QStage<M>::parts;
+      float inv = amax > 0.f ? 127.f / amax : 0.f;
+      if (sl == 0) gd[g] = amax / 127.f;
+      signed char* xb = (signed char*)st;
+      // Element e = sl+8k: word 2k+(sl&1), byte sl>>1.
+      const int pos = (sl & 1) * 4 + (sl >> 1);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float t = v[k] * inv;
+#pragma unroll
+        for (int p = 0; p < P; p++) {
+          float q = __builtin_rintf(t);
+          xb[(p * ngroups + g) * 80 + 8 * k + pos] = (signed char)(int)q;
+          t = (t - q) * 254.f;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  return QView{raw, st, gsum, gd};
+}
+
+static __device__ __forceinline__ u32 dp4a_us(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+static __device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+static __device__ __forceinline__ float f16x2_sum(u32 v) {
+  float a, b;
+  asm("{.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;}"
+      : "=f"(a), "=f"(b)
+      : "r"(v));
+  return a + b;
+}
+
+// qdot returns sum(q*x) over group g (times d for the integer kinds) of the
+// staged vector, w the group's 8 code words.
+template <int M>
+static __device__ __forceinline__ float qdot(const u32x4& w0, const u32x4& w1, const u32* smem, int ngroups, int g,
+                                             const float* gd) {
+  const u32 w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  if (M == QM_F32) {
+    const u32x4a* xv = (const u32x4a*)(smem + g * 68);
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const u32x4a xa = xv[2 * i], xb = xv[2 * i + 1];
+      const float xc[8] = {__uint_as_float(xa.x), __uint_as_float(xa.y), __uint_as_float(xa.z), __uint_as_float(xa.w),
+                           __uint_as_float(xb.x), __uint_as_float(xb.y), __uint_as_float(xb.z), __uint_as_float(xb.w)};
+      u32 lo = w[i], hi = w[i] >> 16;
+      s0 += (__uint_as_float((lo & 0xFu) | 0x4B000000u) - 8388608.f) * xc[0];
+      s1 += (__uint_as_float((lo & 0xF0u) | 0x49000000u) - 524288.f) * xc[1];
+      s0 += (__uint_as_float((lo & 0xF00u) | 0x47000000u) - 32768.f) * xc[2];
+      s1 += (__uint_as_float((lo & 0xF000u) | 0x45000000u) - 2048.f) * xc[3];
+      s0 += (__uint_as_float((hi & 0xFu) | 0x4B000000u) - 8388608.f) * xc[4];
+      s1 += (__uint_as_float((hi & 0xF0u) | 0x49000000u) - 524288.f) * xc[5];
+      s0 += (__uint_as_float((hi & 0xF00u) | 0x47000000u) - 32768.f) * xc[6];
+      s1 += (__uint_as_float((hi & 0xF000u) | 0x45000000u) - 2048.f) * xc[7];
+    }
+    return s0 + s1;
+  } else if (M == QM_F16) {
+    const u32x4a* xv = (const u32x4a*)(smem + g * 36);
+    const u32 magic = 0x64006400u, one = 0x3C003C00u, sixteenth = 0x2C002C00u;
+    const u32 m1024 = 0xE400E400u, m64 = 0xD400D400u;  // -1024, -64
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+      u32 acc = 0;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        u32 v = w[i + k], v8 = v >> 8;
+        const u32x4a xq = xv[i + k];
+        const u32 xc[4] = {xq.x, xq.y, xq.z, xq.w};
+        u32 a = hfma2((v & 0x000F000Fu) | magic, one, m1024);        // q0, q4
+        u32 b = hfma2((v & 0x00F000F0u) | magic, sixteenth, m64);    // q1, q5
+        u32 c = hfma2((v8 & 0x000F000Fu) | magic, one, m1024);       // q2, q6
+        u32 d = hfma2((v8 & 0x00F000F0u) | magic, sixteenth, m64);   // q3, q7
+        acc = hfma2(a, xc[0], acc);
+        acc = hfma2(b, xc[1], acc);
+        acc = hfma2(c, xc[2], acc);
+        acc = hfma2(d, xc[3], acc);
+      }
+      s += f16x2_sum(acc);
+    }
+    return s;
+  } else {
+    constexpr int P = QStage<M>::parts;
+    u32 acc[P];
+#pragma unroll
+    for (int p = 0; p < P; p++) {
+      const u32x4a* xv = (const u32x4a*)(smem + (p * ngroups + g) * 20);
+      u32 xs[16];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        u32x4a t = xv[i];
+        xs[4 * i] = t.x, xs[4 * i + 1] = t.y, xs[4 * i + 2] = t.z, xs[4 * i + 3] = t.w;
+      }
+      acc[p] = 0;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        acc[p] = dp4a_us(w[i] & 0x0F0F0F0Fu, xs[2 * i], acc[p]);
+        acc[p] = dp4a_us((w[i] >> 4) & 0x0F0F0F0Fu, xs[2 * i + 1], acc[p]);
+      }
+    }
+    float r = (float)(int)acc[0];
+    if (P > 1) r += (float)(int)acc[1] * (1.f / 254.f);
+    if (P > 2) r += (float)(int)acc[P - 1] * (1.f / (254.f * 254.f));
+    return gd[g] * r;
+  }
+}
+
+// Scales and biases: MLX's two bf16 arrays (SB 0), or one u32 per group
+// with the scale in the low half and the bias in the high half (SB 1, made
+// at upload), passed as the scales pointer.
+template <int SB>
+static __device__ __forceinline__ void load_sb(const u16* __restrict__ sc, const u16* __restrict__ bi, long long i,
+                                               float& s, float& b) {
+  if (SB) {
+    u32 v = ((const u32*)sc)[i];
+    s = __uint_as_float(v << 16);
+    b = __uint_as_float(v & 0xffff0000u);
+  } else {
+    s = bf16_to_f32(sc[i]);
+    b = bf16_to_f32(bi[i]);
+  }
+}

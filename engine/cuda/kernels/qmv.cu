@@ -1,0 +1,86 @@
+// qmv.cu: y = W·x for MLX affine 4-bit matrices (spec 3.4), one token, a
+// lane taking one whole group (32 bytes of codes, two 16-byte loads) of a
+// row per step, in the arithmetic kinds of qgroup.h.
+//
+// A team of T lanes (a power of two, at most 32, at most the groups in a
+// row) shares a row, lane t taking groups t, t+T, ...; each lane works on R
+// rows at once, so 2R 16-byte loads are in flight before the first is used.
+// The grid is persistent: each block stages x once (qstage) and loops over
+// row groups.
+#include "qgroup.h"
+
+#define QMV_WARPS 8
+
+template <int M, int R, int SB>
+static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
+                                           const u16* __restrict__ biases, const float* __restrict__ x,
+                                           float* __restrict__ y, int rows, int cols, int team) {
+  const int groups = cols / 64;
+  const QView q = qstage<M>(x, groups);
+
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int sub = lane / team, tl = lane % team;
+  const int rowsPerWarp = (32 / team) * R;
+  const long long wpr = cols / 8;
+  const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
+  for (long long base = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp; base < rows;
+       base += (long long)nwarps * rowsPerWarp) {
+    long long row[R];
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      long long r = base + sub * R + j;
+      row[j] = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
+    }
+    float acc[R];
+#pragma unroll
+    for (int j = 0; j < R; j++) acc[j] = 0.f;
+    for (int g = tl; g < groups; g += team) {
+      u32x4 w0[R], w1[R];
+      float s[R], b[R];
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        const u32* p = words + row[j] * wpr + g * 8;
+        w0[j] = ld_stream_16(p);
+        w1[j] = ld_stream_16(p + 4);
+        load_sb<SB>(scales, biases, row[j] * groups + g, s[j], b[j]);
+      }
+      const float gs = q.gsum[g];
+#pragma unroll
+      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
+    }
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+      long long r = base + sub * R + j;
+      if (tl == 0 && r < rows) y[r] = acc[j];
+    }
+  }
+}
+
+// Entry points qmv_<kind>_r<R>[_sb]: sb takes the interleaved scale/bias
+// array as scales (biases unused). Launch with QMV_WARPS*32 threads and
+// QSTAGE_BYTES(kind, cols/64) bytes of shared memory; x must be 16-byte
+// aligned.
+#define QMV(M, R, SB, B, NAME)                                                                          \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
+      NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
+           int cols, int team) {                                                                        \
+    qmv<M, R, SB>(words, scales, biases, x, y, rows, cols, team);                                       \
+  }
+QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
+QMV(QM_F32, 4, 1, 1, qmv_f32_r4_sb)
+QMV(QM_F32, 2, 1, 2, qmv_f32_r2_sb)
+QMV(QM_F32, 1, 1, 3, qmv_f32_r1_sb)
+QMV(QM_F16, 4, 0, 1, qmv_f16_r4)
+QMV(QM_F16, 4, 1, 1, qmv_f16_r4_sb)
+QMV(QM_F16, 2, 1, 2, qmv_f16_r2_sb)
+QMV(QM_I8X1, 4, 1, 1, qmv_i8x1_r4_sb)
+QMV(QM_I8X2, 4, 0, 1, qmv_i8x2_r4)
+QMV(QM_I8X2, 4, 1, 1, qmv_i8x2_r4_sb)
+QMV(QM_I8X2, 2, 1, 2, qmv_i8x2_r2_sb)
+QMV(QM_I8X2, 1, 1, 3, qmv_i8x2_r1_sb)
+QMV(QM_I8X2, 8, 1, 1, qmv_i8x2_r8_sb)
+QMV(QM_I8X3, 4, 1, 1, qmv_i8x3_r4_sb)
+QMV(QM_I8X3, 2, 1, 2, qmv_i8x3_r2_sb)
+QMV(QM_I8X3, 1, 1, 3, qmv_i8x3_r1_sb)
+QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
