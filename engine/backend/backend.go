@@ -228,3 +228,10 @@ func conflicts(a, b []Buffer) bool {
 	}
 	return false
 }
+
+// KVCacheTyper is a backend with a setting for the element type of the KV
+// caches (the CPU's kv= option). A model keeps the caches of its states in
+// that type; for a backend without it, in F32.
+type KVCacheTyper interface {
+	KVCacheType() DType
+}

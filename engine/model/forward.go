@@ -19,7 +19,17 @@ type Model struct {
 	// the final-norm output. Diagnostic: it reads back from the device.
 	Trace func(stage int, rows int, h []float32)
 
+	// KV is the element type of the KV caches of new states: the backend's
+	// setting (backend.KVCacheTyper), else F32.
+	KV backend.DType
+	// FullKV sizes a state's KV caches for its whole MaxContext on first
+	// use, rather than growing them by doubling: no program is compiled
+	// twice for a cache that grew. For a maximum context the user chose.
+	FullKV bool
+
 	be        backend.Backend
+	spare     *State         // the last state freed, kept for the next (see State.Free)
+	zeros     backend.Buffer // f32 zeros, for clearing a state taken over
 	ws        workspace
 	logitsAll backend.Buffer // [Chunk, vocab], allocated on first use
 	host      []float32      // read-back buffer for logits
@@ -39,11 +49,19 @@ func Load(ck *checkpoint.Checkpoint, be backend.Backend, chunk int) (*Model, err
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
+	m := newModel(d, w, chunk, be)
 	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+func newModel(d Dims, w *Weights, chunk int, be backend.Backend) *Model {
+	kv := backend.F32
+	if t, ok := be.(backend.KVCacheTyper); ok {
+		kv = t.KVCacheType()
+	}
+	return &Model{Dims: d, W: w, Chunk: chunk, KV: kv, be: be}
 }
 
 // Backend is the backend the model runs on.
