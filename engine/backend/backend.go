@@ -16,6 +16,7 @@ package backend
 
 import (
 	"fmt"
+	"time"
 
 	"petal/engine/quant"
 )
@@ -234,4 +235,13 @@ func conflicts(a, b []Buffer) bool {
 // that type; for a backend without it, in F32.
 type KVCacheTyper interface {
 	KVCacheType() DType
+}
+
+// Profiler is a backend that can time a program op by op (for petal bench
+// --profile).
+type Profiler interface {
+	// ProfiledRun runs p as Run does and waits for it, adding the time of
+	// each op of p.Ops() to times (as long as p.Ops()). A backend that
+	// fuses or overlaps ops says how it shares the time out in its docs.
+	ProfiledRun(p Program, times []time.Duration) error
 }

@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"petal/engine/backend"
 	"petal/engine/quant"
@@ -396,6 +397,27 @@ func checkGroup(o *backend.QLinearGroup) error {
 	}
 	if off := o.Offsets(); off[len(o.W)] != o.Y.Len {
 		return fmt.Errorf("outputs of %d values for a %d-value buffer", off[len(o.W)], o.Y.Len)
+	}
+	return nil
+}
+
+// ProfiledRun runs a program of this backend op by op, adding each op's
+// wall time to times (backend.Profiler). The CPU neither fuses nor
+// overlaps ops, so each time is that op's alone.
+func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
+	prog, ok := p.(*program)
+	if !ok || prog.b != b {
+		return fmt.Errorf("cpu: profiling a program of another backend")
+	}
+	if len(times) != len(prog.ops) {
+		return fmt.Errorf("cpu: %d times for a program of %d ops", len(times), len(prog.ops))
+	}
+	for i, op := range prog.ops {
+		start := time.Now()
+		if err := b.Run(op); err != nil {
+			return err
+		}
+		times[i] += time.Since(start)
 	}
 	return nil
 }
