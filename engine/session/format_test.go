@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"petal/engine/backend"
+	"petal/engine/cpu"
 	"petal/engine/model"
 )
 
@@ -360,5 +361,44 @@ func TestKVTypeNotMixed(t *testing.T) {
 	}
 	if r, ok, err := st32.LongestPrefix(prompt); err != nil || !ok || r.Data.KVType() != backend.F32 {
 		t.Fatalf("after saving in f32: ok=%v err=%v", ok, err)
+	}
+}
+
+// TestModelRoundTripKVTypes: a state of the oracle model with f32 and with
+// bf16 KV caches, written to a file and read back, continues with logits
+// identical to the original's; the bf16 file is the smaller.
+func TestModelRoundTripKVTypes(t *testing.T) {
+	sizes := map[backend.DType]int64{}
+	for _, kv := range []backend.DType{backend.F32, backend.BF16} {
+		m, fp := loadOracleOn(t, cpu.Options{KV: kv})
+		ids := tokenIDs(80, 5, m.Dims.Vocab)
+		s := m.NewState(1024)
+		if err := m.Forward(s, ids[:60], model.NoLogits, nil); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "s.snap")
+		size, err := WriteFile(path, fp, snapshot(t, m, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[kv] = size
+		want := allLogits(t, m, s, ids[60:])
+		d, err := ReadFile(path, fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.KV != kv {
+			t.Fatalf("%s state read back as %s", kv, d.KV)
+		}
+		restored, err := m.Import(d, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := allLogits(t, m, restored, ids[60:]); !slices.Equal(got, want) {
+			t.Errorf("%s: the restored state continues differently", kv)
+		}
+	}
+	if sizes[backend.BF16] >= sizes[backend.F32] {
+		t.Errorf("bf16 snapshot %d bytes, f32 %d", sizes[backend.BF16], sizes[backend.F32])
 	}
 }

@@ -18,6 +18,12 @@ const oracleDir = "../../../shared/oracle/tiny-qwen36-moe-4bit"
 // when the shared oracle folder is absent.
 func loadOracle(t testing.TB) (*model.Model, Fingerprint) {
 	t.Helper()
+	return loadOracleOn(t, cpu.Options{})
+}
+
+// loadOracleOn is loadOracle on a CPU backend with options o.
+func loadOracleOn(t testing.TB, o cpu.Options) (*model.Model, Fingerprint) {
+	t.Helper()
 	if _, err := os.Stat(oracleDir); err != nil {
 		t.Skipf("oracle model not found at %s: %v", oracleDir, err)
 	}
@@ -26,7 +32,11 @@ func loadOracle(t testing.TB) (*model.Model, Fingerprint) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ck.Close() })
-	m, err := model.Load(ck, cpu.New(), 64)
+	be, err := cpu.NewWithOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(ck, be, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
