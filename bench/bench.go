@@ -26,6 +26,7 @@ type Options struct {
 	MaxContext     int    // longest length allowed (0: no limit)
 	PrefillContext bool   // build decode states by prefilling, not by importing a random state
 	Seed           uint64 // for the random prompts and states
+	Profile        bool   // also profile each measurement op by op (Entry.Profile)
 }
 
 // Decode methods: how the state of N tokens that decode starts from is made.
@@ -93,6 +94,7 @@ type Entry struct {
 	Length  int      `json:"length"`
 	Prefill *Prefill `json:"prefill,omitempty"`
 	Decode  *Decode  `json:"decode,omitempty"`
+	Profile *Profile `json:"profile,omitempty"` // with Options.Profile
 }
 
 // Prefill: time to run Tokens fresh tokens through the model with logits for
@@ -154,6 +156,9 @@ func Run(ctx context.Context, m *model.Model, o Options, progress func(string)) 
 					1e3*e.Decode.Seconds/float64(e.Decode.Tokens), e.Decode.TokensPerSecond, method))
 			}
 		}
+		if err == nil && o.Profile {
+			e.Profile, err = sw.profile(ctx, n, method)
+		}
 		sw.dropKept()
 		// Collect this length's states now, so that neither their memory
 		// nor a collection inside a timing lands on the next length.
@@ -166,6 +171,24 @@ func Run(ctx context.Context, m *model.Model, o Options, progress func(string)) 
 		}
 	}
 	return r, nil
+}
+
+// profile makes the profile of length n: of prefill and decode where those
+// were measured at n.
+func (sw *sweep) profile(ctx context.Context, n int, method string) (*Profile, error) {
+	p := &Profile{}
+	var err error
+	if slices.Contains(sw.o.PromptLengths, n) {
+		if p.Prefill, err = sw.profilePrefill(n); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(sw.o.ContextLengths, n) {
+		if p.Decode, err = sw.profileDecode(ctx, n, method); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 func (o *Options) check() error {

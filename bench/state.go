@@ -3,6 +3,7 @@ package bench
 import (
 	"math/rand/v2"
 
+	"petal/engine/backend"
 	"petal/engine/model"
 )
 
@@ -12,15 +13,20 @@ import (
 // stands in for a prefill of n tokens at a fraction of the cost. Import
 // copies what it is given, so every full-attention layer shares one random
 // K and one V, and every DeltaNet layer one conv and one recurrent state:
-// the host holds one layer's worth whatever the depth.
-func randomState(d *model.Dims, n int, rng *rand.Rand) model.StateData {
+// the host holds one layer's worth whatever the depth. K and V hold values
+// of the element type kv of the model's caches.
+func randomState(d *model.Dims, kv backend.DType, n int, rng *rand.Rand) model.StateData {
 	kvWidth := d.KVHeads * d.HeadDim
 	k := uniform(rng, n*kvWidth, 1)
 	v := uniform(rng, n*kvWidth, 0.5)
+	for i := range k {
+		k[i], v[i] = backend.Round(kv, k[i]), backend.Round(kv, v[i])
+	}
 	conv := uniform(rng, (d.ConvK-1)*d.ConvChannels(), 0.5)
 	recur := uniform(rng, d.ValueHeads*d.ValueDim*d.KeyDim, 0.05)
 	data := model.StateData{
 		Tokens: make([]int32, n),
+		KV:     kv,
 		K:      make([][]float32, d.Layers), V: make([][]float32, d.Layers),
 		Conv: make([][]float32, d.Layers), Recur: make([][]float32, d.Layers),
 	}

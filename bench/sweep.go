@@ -89,7 +89,11 @@ func (sw *sweep) decode(ctx context.Context, n int, method string) (*Decode, err
 	// itself, later ones a copy of it.
 	var snapshot *model.StateData
 	if sw.o.Repeats > 1 {
-		data := sw.m.Export(start)
+		data, err := sw.m.Snapshot(start)
+		if err != nil {
+			start.Free(sw.m.Backend())
+			return nil, err
+		}
 		snapshot = &data
 	}
 	for r := range sw.o.Repeats {
@@ -114,7 +118,7 @@ func (sw *sweep) decode(ctx context.Context, n int, method string) (*Decode, err
 // startState makes a state holding n tokens by the chosen method.
 func (sw *sweep) startState(n int, method string) (*model.State, error) {
 	if method == MethodImport {
-		return sw.m.Import(randomState(&sw.m.Dims, n, sw.rng), sw.room(n))
+		return sw.m.Import(randomState(&sw.m.Dims, sw.m.KV, n, sw.rng), sw.room(n))
 	}
 	if s := sw.kept; s != nil && s.Pos() == n {
 		sw.kept = nil

@@ -26,6 +26,7 @@ type benchOptions struct {
 	DecodeTokens   int
 	Repeats        int
 	PrefillContext bool
+	Profile        bool
 	JSON           bool
 	Out            string
 	Chart          string
@@ -63,8 +64,14 @@ the embedded tiny model). The speed of random weights is the speed of real ones 
 Results print as a table, or as JSON with --json (--out FILE writes the JSON to a file too);
 --chart FILE.svg draws tokens per second against length. Progress goes to stderr.
 
+--profile runs each measurement once more with every op timed on its own and prints, per length,
+where the time went: milliseconds per token and share by layer kind (full-attention layers,
+Gated DeltaNet layers, the ops outside the layers) and op family within each (attn.sdpa,
+delta.rule, moe.experts, head.logits, ...), for prefill and decode; in --json as "profile".
+
 Examples:
   petal bench --synthetic tiny --lengths 256,1K,4K
+  petal bench --lengths 1K --profile --backend cpu:kv=bf16
   petal bench --synthetic qwen3.6-35b-a3b --max-context 8192 --chart speed.svg
   petal bench -m mlx-community/Qwen3.6-35B-A3B-4bit --json > speed.json`,
 		Flags: append(flags,
@@ -76,6 +83,7 @@ Examples:
 			&cli.IntFlag{Name: "decode-tokens", Value: 32, Usage: "timed decode steps per measurement"},
 			&cli.IntFlag{Name: "repeats", Value: 1, Usage: "runs per measurement; the median is kept"},
 			&cli.BoolFlag{Name: "prefill-context", Usage: "build decode's N-token state by prefilling, not by importing a random one"},
+			&cli.BoolFlag{Name: "profile", Usage: "also time every op and print the time by layer kind and op family"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
@@ -89,7 +97,7 @@ Examples:
 			return runBench(c.Context, st, benchOptions{
 				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
 				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
-				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"),
+				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"), Profile: c.Bool("profile"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
 			})
 		},
@@ -114,7 +122,7 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 			fmt.Fprintln(st.Err, line)
 		}
 	}
-	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed}
+	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed, Profile: o.Profile}
 
 	var m *model.Model
 	if o.Synthetic != "" {
@@ -231,8 +239,13 @@ func writeBenchReport(stdout io.Writer, r *bench.Report, o benchOptions) error {
 		if err := writeBenchJSON(stdout, r); err != nil {
 			return err
 		}
-	} else if err := bench.WriteTable(stdout, r); err != nil {
-		return err
+	} else {
+		if err := bench.WriteTable(stdout, r); err != nil {
+			return err
+		}
+		if err := bench.WriteProfiles(stdout, r); err != nil {
+			return err
+		}
 	}
 	if o.Out != "" {
 		if err := writeBenchFile(o.Out, func(w io.Writer) error { return writeBenchJSON(w, r) }); err != nil {

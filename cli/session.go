@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/model"
 	"petal/engine/session"
 	"petal/jobs"
@@ -53,6 +54,7 @@ type sessionStore struct {
 	fp       session.Fingerprint
 	store    *session.Store
 	prefix   *session.PrefixCache
+	kv       backend.DType // the KV element type of this run's states
 }
 
 func openSessions(st *Streams, o sessionOptions, e *engine.Engine) (*sessionStore, error) {
@@ -62,7 +64,7 @@ func openSessions(st *Streams, o sessionOptions, e *engine.Engine) (*sessionStor
 	if cache, err := petalCacheDir(st.Getenv); err == nil {
 		digests = filepath.Join(cache, "digests")
 	}
-	ss := &sessionStore{dir: o.Dir, fp: session.ModelFingerprintCached(e.Checkpoint, digests)}
+	ss := &sessionStore{dir: o.Dir, fp: session.ModelFingerprintCached(e.Checkpoint, digests), kv: e.Model.KV}
 	if ss.dir == "" {
 		ss.dir = st.Getenv("PETAL_SESSIONS")
 	}
@@ -89,7 +91,7 @@ func openSessions(st *Streams, o sessionOptions, e *engine.Engine) (*sessionStor
 
 func (ss *sessionStore) open() (*session.Store, error) {
 	if ss.store == nil {
-		st, err := session.OpenStore(ss.dir, ss.fp, session.StoreOptions{})
+		st, err := session.OpenStore(ss.dir, ss.fp, session.StoreOptions{KV: ss.kv})
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +340,11 @@ func (s *server) keepBoundaries(job *jobs.Job, t *turn, st *model.State, message
 		if err := s.e.Model.Forward(st, prompt[st.Pos():b], model.NoLogits, nil); err != nil {
 			return nil, 0, err
 		}
-		ends[i].data = s.e.Model.Export(st)
+		data, err := s.e.Model.Snapshot(st)
+		if err != nil {
+			return nil, 0, err
+		}
+		ends[i].data = data
 		kept = append(kept, ends[i])
 	}
 	return kept, time.Since(start), nil
@@ -441,7 +447,10 @@ func (s *server) endTurn(job *jobs.Job, t *turn, st *model.State, prompt []int32
 			return 0, err
 		}
 	}
-	data := s.e.Model.Export(st)
+	data, err := s.e.Model.Snapshot(st)
+	if err != nil {
+		return 0, err
+	}
 	if t == nil {
 		prefixAdd(s.store.prefix, data, warnings)
 		return time.Since(start), nil

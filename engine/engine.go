@@ -23,7 +23,7 @@ import (
 type Options struct {
 	Backend      backend.Backend
 	Chunk        int    // prefill chunk size (tokens per pass)
-	MaxContext   int    // tokens per sequence; 0 means the model's max_position_embeddings
+	MaxContext   int    // tokens per sequence; 0 means the model's max_position_embeddings; given, the KV cache is sized for it up front
 	ChatTemplate string // a template file overriding the model's own; "" for the model's
 }
 
@@ -76,6 +76,9 @@ func Open(dir string, opt Options) (*Engine, error) {
 		e.StopIDs[int32(id)] = true
 	}
 	e.MaxContext = opt.MaxContext
+	// a context the user chose is allocated at once, so the cache never
+	// grows and the compiled programs over it last (model.FullKV)
+	m.FullKV = opt.MaxContext > 0
 	if e.MaxContext <= 0 {
 		e.MaxContext = ck.Config.MaxPositionEmbeddings
 	}

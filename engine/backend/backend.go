@@ -16,6 +16,7 @@ package backend
 
 import (
 	"fmt"
+	"time"
 
 	"petal/engine/quant"
 )
@@ -227,4 +228,20 @@ func conflicts(a, b []Buffer) bool {
 		}
 	}
 	return false
+}
+
+// KVCacheTyper is a backend with a setting for the element type of the KV
+// caches (the CPU's kv= option). A model keeps the caches of its states in
+// that type; for a backend without it, in F32.
+type KVCacheTyper interface {
+	KVCacheType() DType
+}
+
+// Profiler is a backend that can time a program op by op (for petal bench
+// --profile).
+type Profiler interface {
+	// ProfiledRun runs p as Run does and waits for it, adding the time of
+	// each op of p.Ops() to times (as long as p.Ops()). A backend that
+	// fuses or overlaps ops says how it shares the time out in its docs.
+	ProfiledRun(p Program, times []time.Duration) error
 }

@@ -2,10 +2,34 @@ package backend
 
 // The op set. Each op's comment gives the unfused computation it equals
 // (spec sections in /shared/spec/model.md); buffers are row-major and
-// "rows" is the number of tokens in the chunk.
+// "rows" is the number of tokens in the chunk. Every op carries a label
+// (Labeled) that says where the model recorded it.
+
+// Labeled is the label of an op, embedded in every op: where the model
+// recorded it, like "L3.attn.q_proj" (layer 3's full attention), "L0.delta.rule",
+// "L5.moe.experts" or "head.logits". Profiles and traces name ops by it;
+// it changes nothing an op computes.
+type Labeled struct {
+	Label string
+}
+
+// OpLabel is the op's label ("" when none was given).
+func (l *Labeled) OpLabel() string { return l.Label }
+
+// SetLabel sets the op's label.
+func (l *Labeled) SetLabel(s string) { l.Label = s }
+
+// LabelOf is the label of op, or its name when it has none.
+func LabelOf(op Op) string {
+	if l, ok := op.(interface{ OpLabel() string }); ok && l.OpLabel() != "" {
+		return l.OpLabel()
+	}
+	return op.Name()
+}
 
 // Embed: Out[i] = Table[Tokens[i]] (dequantised row), i < Rows. (2.1)
 type Embed struct {
+	Labeled
 	Tokens Buffer // int [Rows]
 	Table  Matrix // [vocab, dim]
 	Out    Buffer // [Rows, dim]
@@ -15,6 +39,7 @@ type Embed struct {
 // AddRMSNorm: if Delta is set, H += Delta; then Out = H / rms(H) * Weight per
 // row. The weight is used as stored (MLX files hold 1+w already). (2.2a, 2.3)
 type AddRMSNorm struct {
+	Labeled
 	H, Delta Buffer // [Rows, Dim]; Delta may be the zero Buffer
 	Weight   Buffer // [Dim]
 	Out      Buffer // [Rows, Dim]
@@ -25,6 +50,7 @@ type AddRMSNorm struct {
 
 // QLinear: Y = X · Wᵀ with W affine-quantised, dequantised in the loop. (3.4)
 type QLinear struct {
+	Labeled
 	X    Buffer // [Rows, W.cols]
 	W    Matrix
 	Y    Buffer // [Rows, W.rows]
@@ -38,6 +64,7 @@ type QLinear struct {
 // one pass (a decode step's q, k, v, or qkv, z, b, a projections read one
 // input, laid out once).
 type QLinearGroup struct {
+	Labeled
 	X    Buffer // [Rows, cols]
 	W    []Matrix
 	Y    Buffer // [Σ Rows*rows of W[i]]
@@ -58,6 +85,7 @@ func (o *QLinearGroup) Offsets() []int {
 // taps in Weight[c][0..K) (tap K-1 multiplies the current token), then SiLU.
 // State (the K-1 previous pre-conv rows, oldest first) is advanced. (2.5.2)
 type ConvSiLU struct {
+	Labeled
 	X      Buffer // [Rows, Channels] pre-conv projections
 	State  Buffer // [K-1, Channels]
 	Weight Buffer // [Channels, K]
@@ -74,6 +102,7 @@ type ConvSiLU struct {
 // g = exp(-exp(ALog) * softplus(A + DtBias)); then per token, in float32:
 // S = g*S; d = beta*(v - S·k); S += d⊗k; Out = S·q.
 type DeltaRule struct {
+	Labeled
 	QKV    Buffer // [Rows, 2*KeyHeads*KeyDim + ValueHeads*ValueDim] after ConvSiLU
 	B, A   Buffer // [Rows, ValueHeads] raw projections
 	ALog   Buffer // [ValueHeads]
@@ -87,6 +116,7 @@ type DeltaRule struct {
 
 // GatedRMSNorm: per head of Dim values, Out = X/rms(X) * Weight * silu(Z). (2.2b)
 type GatedRMSNorm struct {
+	Labeled
 	X, Z   Buffer // [Rows, Heads*Dim]
 	Weight Buffer // [Dim]
 	Out    Buffer
@@ -105,6 +135,7 @@ type GatedRMSNorm struct {
 // in float64 (or as exactly: at 128K positions a float32 product is off by
 // hundredths of a radian), its sine and cosine rounded once.
 type QKPrep struct {
+	Labeled
 	QG     Buffer // [Rows, QHeads*2*HeadDim]
 	K, V   Buffer // [Rows, KVHeads*HeadDim]
 	QNorm  Buffer // [HeadDim]
@@ -125,6 +156,7 @@ type QKPrep struct {
 // head h/(QHeads/KVHeads)), softmax(q·k/sqrt(HeadDim)) in float32, times
 // sigmoid(gate) where the gate of head h follows its query in QG. (2.4 6-7)
 type Attention struct {
+	Labeled
 	Q      Buffer // [Rows, QHeads*HeadDim]
 	QG     Buffer // [Rows, QHeads*2*HeadDim], read for the gates
 	KCache Buffer
@@ -140,6 +172,7 @@ type Attention struct {
 // largest (lower index first on ties), weights p/Σ_selected p when
 // Normalize. (2.8 steps 1-2)
 type Route struct {
+	Labeled
 	X         Buffer // [Rows, Dim]
 	Router    Matrix // [Experts, Dim]
 	Idx       Buffer // int [Rows, TopK]
@@ -153,6 +186,7 @@ type Route struct {
 // routed experts e = Idx[k], plus sigmoid(SharedGate·x) · the shared expert
 // with the same SwiGLU form. (2.8 steps 3-6)
 type Experts struct {
+	Labeled
 	X                  Buffer // [Rows, Dim]
 	Idx                Buffer // int [Rows, TopK]
 	Weights            Buffer // [Rows, TopK]
@@ -169,6 +203,7 @@ type Experts struct {
 // Advance: Pos += By, the last op of a program that moved a sequence on by
 // By tokens.
 type Advance struct {
+	Labeled
 	Pos Buffer // i32 [1]
 	By  int
 }

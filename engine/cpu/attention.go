@@ -14,16 +14,28 @@ type prepTask struct {
 	o                           *backend.QKPrep
 	pos0                        int
 	qg, k, v, q, qn, kn, kc, vc []float32
-	cos, sin                    []float64 // [Rows][RotaryDim/2]: the rotations of the chunk's positions
+	kh, vh                      []uint16      // 16-bit caches instead of kc, vc
+	cacheType                   backend.DType // of the caches
+	cos, sin                    []float64     // [Rows][RotaryDim/2]: the rotations of the chunk's positions
 }
+
+// maxWideHead is the longest head a 16-bit KV cache may have on the CPU:
+// its rows are widened into buffers on the kernels' stacks.
+const maxWideHead = 512
 
 func (b *Backend) qkPrep(o *backend.QKPrep) error {
 	t := &b.tasks.prep
 	t.o, t.qg, t.k, t.v, t.q = o, F(o.QG), F(o.K), F(o.V), F(o.Q)
-	t.qn, t.kn, t.kc, t.vc = F(o.QNorm), F(o.KNorm), F(o.KCache), F(o.VCache)
+	t.qn, t.kn = F(o.QNorm), F(o.KNorm)
+	t.cacheType = o.KCache.Type
 	var err error
-	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, len(t.kc), len(t.vc)); err != nil {
+	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, o.KCache.Len, o.VCache.Len); err != nil {
 		return err
+	}
+	if t.cacheType == backend.F32 {
+		t.kc, t.vc, t.kh, t.vh = F(o.KCache), F(o.VCache), nil, nil
+	} else {
+		t.kc, t.vc, t.kh, t.vh = nil, nil, H(o.KCache), H(o.VCache)
 	}
 	t.ropeTables()
 	parallel.For(o.Rows*(o.QHeads+o.KVHeads), 8, b.tasks.prepFn)
@@ -74,10 +86,52 @@ func (t *prepTask) run(lo, hi int) {
 			continue
 		}
 		h -= o.QHeads
+		if t.kh != nil {
+			t.cacheRow16(pos*kvW+h*D, r*kvW+h*D, cos, sin)
+			continue
+		}
 		dst := t.kc[pos*kvW+h*D:][:D]
 		rmsNorm(t.k[r*kvW+h*D:][:D], t.kn, dst, o.Eps)
 		rope(dst, cos, sin)
 		copy(t.vc[pos*kvW+h*D:][:D], t.v[r*kvW+h*D:][:D])
+	}
+}
+
+// cacheRow16 is the K and V rows of one head into 16-bit caches: the key
+// computed in float32 as for a float32 cache, then both rounded once.
+func (t *prepTask) cacheRow16(at, from int, cos, sin []float64) {
+	D := t.o.HeadDim
+	var row [maxWideHead]float32
+	k := row[:D]
+	rmsNorm(t.k[from:][:D], t.kn, k, t.o.Eps)
+	rope(k, cos, sin)
+	narrow16(k, t.kh[at:][:D], t.cacheType)
+	narrow16(t.v[from:][:D], t.vh[at:][:D], t.cacheType)
+}
+
+// narrow16 rounds src into the 16-bit values dst of type t.
+func narrow16(src []float32, dst []uint16, t backend.DType) {
+	if t == backend.BF16 {
+		for i, v := range src {
+			dst[i] = backend.BF16FromFloat32(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = backend.F16FromFloat32(v)
+	}
+}
+
+// widen16 sets dst to the 16-bit values src of type t.
+func widen16(src []uint16, dst []float32, t backend.DType) {
+	if t == backend.BF16 {
+		for i, h := range src {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = backend.Float32FromF16(h)
 	}
 }
 
@@ -102,15 +156,23 @@ type attnTask struct {
 	o                  *backend.Attention
 	pos0               int
 	q, qg, kc, vc, out []float32
-	heads, parts       int // query heads per part, parts per KV head
+	kh, vh             []uint16      // 16-bit caches instead of kc, vc
+	cacheType          backend.DType // of the caches
+	heads, parts       int           // query heads per part, parts per KV head
 }
 
 func (b *Backend) attention(o *backend.Attention) error {
 	t := &b.tasks.attn
-	t.o, t.q, t.qg, t.kc, t.vc, t.out = o, F(o.Q), F(o.QG), F(o.KCache), F(o.VCache), F(o.Out)
+	t.o, t.q, t.qg, t.out = o, F(o.Q), F(o.QG), F(o.Out)
+	t.cacheType = o.KCache.Type
 	var err error
-	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, len(t.kc), len(t.vc)); err != nil {
+	if t.pos0, err = position(o.Pos, o.Rows, o.KVHeads*o.HeadDim, o.KCache.Len, o.VCache.Len); err != nil {
 		return err
+	}
+	if t.cacheType == backend.F32 {
+		t.kc, t.vc, t.kh, t.vh = F(o.KCache), F(o.VCache), nil, nil
+	} else {
+		t.kc, t.vc, t.kh, t.vh = nil, nil, H(o.KCache), H(o.VCache)
 	}
 	t.heads, t.parts = attnSplit(o.QHeads/o.KVHeads, o.Rows*o.KVHeads, parallel.Workers())
 	parallel.For(o.Rows*o.KVHeads*t.parts, 1, b.tasks.attnFn)
@@ -140,7 +202,11 @@ func (t *attnTask) run(lo, hi int) {
 		h0 := kv*group + part*t.heads
 		nh := min(t.heads, (kv+1)*group-h0)
 		out := t.out[(r*QH+h0)*D:][:nh*D]
-		t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, t.pos0+r+1)
+		if t.kh != nil {
+			t.attend16(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, t.pos0+r+1)
+		} else {
+			t.attend(&s, t.q[(r*QH+h0)*D:][:nh*D], out, kv, t.pos0+r+1)
+		}
 		for h := range nh {
 			gateRow(out[h*D:][:D], t.qg[(r*QH+h0+h)*2*D+D:][:D], s.sums[h])
 		}
@@ -193,6 +259,49 @@ func (t *attnTask) attend(s *attnScratch, q, out []float32, kv, n int) {
 			v := values[(b0+j)*kvW:][:D]
 			for h := range nh {
 				axpy(s.scores[h][j], v, out[h*D:][:D])
+			}
+		}
+	}
+}
+
+// attend16 is attend over 16-bit caches: each K and V row is widened to
+// float32 (exactly) on the stack, and the arithmetic is attend's, so the
+// result is that of a float32 cache holding the same values.
+func (t *attnTask) attend16(s *attnScratch, q, out []float32, kv, n int) {
+	D := t.o.HeadDim
+	kvW, nh := t.o.KVHeads*D, len(q)/D
+	keys, values := t.kh[kv*D:], t.vh[kv*D:]
+	scale := float32(1 / math.Sqrt(float64(D)))
+	var krow [maxWideHead]float32
+	var vrows [4 * maxWideHead]float32
+	k, v4 := krow[:D], vrows[:4*D]
+	clear(out)
+	for h := range nh {
+		s.maxes[h], s.sums[h] = float32(math.Inf(-1)), 0
+	}
+	for b0 := 0; b0 < n; b0 += attnBlock {
+		nb := min(attnBlock, n-b0)
+		for j := range nb {
+			widen16(keys[(b0+j)*kvW:][:D], k, t.cacheType)
+			s.score(q, k, j, scale)
+		}
+		for h := range nh {
+			s.exponentiate(h, nb, out[h*D:][:D])
+		}
+		j := 0
+		for ; j+4 <= nb; j += 4 {
+			for c := range 4 {
+				widen16(values[(b0+j+c)*kvW:][:D], v4[c*D:][:D], t.cacheType)
+			}
+			for h := range nh {
+				p := [4]float32{s.scores[h][j], s.scores[h][j+1], s.scores[h][j+2], s.scores[h][j+3]}
+				axpy4(&p, v4, D, out[h*D:][:D])
+			}
+		}
+		for ; j < nb; j++ {
+			widen16(values[(b0+j)*kvW:][:D], v4[:D], t.cacheType)
+			for h := range nh {
+				axpy(s.scores[h][j], v4[:D], out[h*D:][:D])
 			}
 		}
 	}

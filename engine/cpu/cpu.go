@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"petal/engine/backend"
 	"petal/engine/quant"
@@ -22,6 +23,8 @@ type Backend struct {
 	// block length of the chunked one.
 	deltaForm  deltaForm
 	deltaChunk int
+
+	kv backend.DType // element type of the KV caches models keep here
 }
 
 // Options choose among kernels that compute the same thing, for ablations.
@@ -33,6 +36,9 @@ type Options struct {
 	DeltaRule string
 	// DeltaChunk is the block length of the chunked form, 1 to 128; 0 is 16.
 	DeltaChunk int
+	// KV is the element type of the KV caches (backend.KVCacheTyper): F32
+	// (also 0) or BF16, which halves the bytes attention reads per token.
+	KV backend.DType
 }
 
 // tasks hold each kernel's arguments and its row function, bound once, so
@@ -75,7 +81,14 @@ func NewWithOptions(o Options) (*Backend, error) {
 	if o.DeltaChunk < 1 || o.DeltaChunk > maxDeltaChunk {
 		return nil, fmt.Errorf("cpu: delta rule block of %d tokens, want 1 to %d", o.DeltaChunk, maxDeltaChunk)
 	}
-	b := &Backend{deltaForm: form, deltaChunk: o.DeltaChunk}
+	switch o.KV {
+	case 0:
+		o.KV = backend.F32
+	case backend.F32, backend.BF16:
+	default:
+		return nil, fmt.Errorf("cpu: KV caches of element type %s, want f32 or bf16", o.KV)
+	}
+	b := &Backend{deltaForm: form, deltaChunk: o.DeltaChunk, kv: o.KV}
 	t := &b.tasks
 	t.normFn, t.gatedNormFn, t.convFn = t.norm.run, t.gatedNorm.run, t.conv.run
 	t.deltaNormFn, t.deltaFn = t.delta.normalize, t.delta.run
@@ -102,6 +115,9 @@ type matrix struct{ m quant.Matrix }
 func (w *matrix) Shape() quant.Matrix { return w.m }
 
 func (b *Backend) Name() string { return "cpu" }
+
+// KVCacheType is the element type of the KV caches (Options.KV).
+func (b *Backend) KVCacheType() backend.DType { return b.kv }
 
 func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
 	if err := backend.CheckAlloc(n, t); err != nil {
@@ -316,6 +332,12 @@ func checkOp(op backend.Op) error {
 	default:
 		return fmt.Errorf("not implemented")
 	}
+	caches := kvCaches(op)
+	if len(caches) > 0 {
+		if err := checkCaches(op, caches); err != nil {
+			return err
+		}
+	}
 	r, w := op.Access()
 	for _, buf := range append(r, w...) {
 		if buf.Mem == nil {
@@ -324,9 +346,40 @@ func checkOp(op backend.Op) error {
 		if err := mine(buf); err != nil {
 			return err
 		}
-		if buf.Type != backend.F32 && buf.Type != backend.I32 {
-			return fmt.Errorf("a %s buffer; the CPU ops take f32 (Copy converts)", buf.Type)
+		if buf.Type != backend.F32 && buf.Type != backend.I32 && !slices.Contains(caches, buf) {
+			return fmt.Errorf("a %s buffer; the CPU ops take f32 (Copy converts), and 16-bit KV caches", buf.Type)
 		}
+	}
+	return nil
+}
+
+// kvCaches are the KV cache buffers an op takes, which may be 16-bit.
+func kvCaches(op backend.Op) []backend.Buffer {
+	switch o := op.(type) {
+	case *backend.QKPrep:
+		return []backend.Buffer{o.KCache, o.VCache}
+	case *backend.Attention:
+		return []backend.Buffer{o.KCache, o.VCache}
+	}
+	return nil
+}
+
+// checkCaches: K and V caches of one float type; 16-bit ones for heads
+// whose rows fit the kernels' stack buffers.
+func checkCaches(op backend.Op, caches []backend.Buffer) error {
+	k, v := caches[0], caches[1]
+	if k.Type != v.Type || !k.Type.IsFloat() {
+		return fmt.Errorf("K and V caches of element types %s and %s, want one float type", k.Type, v.Type)
+	}
+	var d int
+	switch o := op.(type) {
+	case *backend.QKPrep:
+		d = o.HeadDim
+	case *backend.Attention:
+		d = o.HeadDim
+	}
+	if k.Type != backend.F32 && d > maxWideHead {
+		return fmt.Errorf("%s KV caches with heads of %d values; the CPU takes 16-bit caches up to %d", k.Type, d, maxWideHead)
 	}
 	return nil
 }
@@ -344,6 +397,27 @@ func checkGroup(o *backend.QLinearGroup) error {
 	}
 	if off := o.Offsets(); off[len(o.W)] != o.Y.Len {
 		return fmt.Errorf("outputs of %d values for a %d-value buffer", off[len(o.W)], o.Y.Len)
+	}
+	return nil
+}
+
+// ProfiledRun runs a program of this backend op by op, adding each op's
+// wall time to times (backend.Profiler). The CPU neither fuses nor
+// overlaps ops, so each time is that op's alone.
+func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
+	prog, ok := p.(*program)
+	if !ok || prog.b != b {
+		return fmt.Errorf("cpu: profiling a program of another backend")
+	}
+	if len(times) != len(prog.ops) {
+		return fmt.Errorf("cpu: %d times for a program of %d ops", len(times), len(prog.ops))
+	}
+	for i, op := range prog.ops {
+		start := time.Now()
+		if err := b.Run(op); err != nil {
+			return err
+		}
+		times[i] += time.Since(start)
 	}
 	return nil
 }

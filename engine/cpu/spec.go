@@ -9,7 +9,8 @@ import (
 
 // OptionsHelp lists the options of "--backend cpu:KEY=VALUE,...".
 const OptionsHelp = `delta=sequential|chunked|auto (the form of the gated delta rule; default sequential), ` +
-	`delta-chunk=N (block length of the chunked form, 1 to 128; default 16)`
+	`delta-chunk=N (block length of the chunked form, 1 to 128; default 16), ` +
+	`kv=f32|bf16 (element type of the KV cache; default f32)`
 
 // ParseOptions reads the options of a backend Spec named cpu.
 func ParseOptions(opts []backend.Option) (Options, error) {
@@ -27,6 +28,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				return Options{}, fmt.Errorf("cpu: delta-chunk=%q is not a number", kv.Value)
 			}
 			o.DeltaChunk = n
+		case "kv":
+			t, err := backend.ParseDType(kv.Value)
+			if err != nil || t != backend.F32 && t != backend.BF16 {
+				return Options{}, fmt.Errorf("cpu: kv=%q: the KV cache is f32 or bf16", kv.Value)
+			}
+			o.KV = t
 		default:
 			return Options{}, fmt.Errorf("cpu: unknown option %q (the options are %s)", kv.Key, OptionsHelp)
 		}

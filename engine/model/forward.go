@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"time"
 
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
@@ -19,7 +20,22 @@ type Model struct {
 	// the final-norm output. Diagnostic: it reads back from the device.
 	Trace func(stage int, rows int, h []float32)
 
+	// KV is the element type of the KV caches of new states: the backend's
+	// setting (backend.KVCacheTyper), else F32.
+	KV backend.DType
+	// Profile, when set, receives the time of every op of each Forward by
+	// its label, on a backend that times ops (backend.Profiler).
+	// Diagnostic: timing op by op may be slower than a plain run.
+	Profile *Profile
+
+	// FullKV sizes a state's KV caches for its whole MaxContext on first
+	// use, rather than growing them by doubling: no program is compiled
+	// twice for a cache that grew. For a maximum context the user chose.
+	FullKV bool
+
 	be        backend.Backend
+	spare     *State         // the last state freed, kept for the next (see State.Free)
+	zeros     backend.Buffer // f32 zeros, for clearing a state taken over
 	ws        workspace
 	logitsAll backend.Buffer // [Chunk, vocab], allocated on first use
 	host      []float32      // read-back buffer for logits
@@ -39,11 +55,19 @@ func Load(ck *checkpoint.Checkpoint, be backend.Backend, chunk int) (*Model, err
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
+	m := newModel(d, w, chunk, be)
 	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+func newModel(d Dims, w *Weights, chunk int, be backend.Backend) *Model {
+	kv := backend.F32
+	if t, ok := be.(backend.KVCacheTyper); ok {
+		kv = t.KVCacheType()
+	}
+	return &Model{Dims: d, W: w, Chunk: chunk, KV: kv, be: be}
 }
 
 // Backend is the backend the model runs on.
@@ -101,7 +125,7 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 		return err
 	}
 	for i, prog := range p.compiled {
-		if err := prog.Run(); err != nil {
+		if err := m.run(prog); err != nil {
 			return err
 		}
 		if m.Trace != nil {
@@ -137,6 +161,24 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	return nil
 }
 
+// run runs a compiled program, op by op into the profile when there is one.
+func (m *Model) run(prog backend.Program) error {
+	if m.Profile == nil {
+		return prog.Run()
+	}
+	pr, ok := m.be.(backend.Profiler)
+	if !ok {
+		return fmt.Errorf("model: the %s backend cannot time ops one by one", m.be.Name())
+	}
+	ops := prog.Ops()
+	times := make([]time.Duration, len(ops))
+	if err := pr.ProfiledRun(prog, times); err != nil {
+		return err
+	}
+	m.Profile.add(ops, times)
+	return nil
+}
+
 func grow(b []float32, n int) []float32 {
 	if cap(b) < n {
 		return make([]float32, n)
@@ -155,7 +197,11 @@ type program struct {
 	ops      []backend.Op      // the segment being recorded
 }
 
-func (p *program) add(op backend.Op) { p.ops = append(p.ops, op) }
+// add records op under label (see backend.Labeled).
+func (p *program) add(label string, op backend.Op) {
+	op.(interface{ SetLabel(string) }).SetLabel(label)
+	p.ops = append(p.ops, op)
+}
 func (p *program) cut() {
 	p.segments = append(p.segments, p.ops)
 	p.ops = nil
@@ -170,31 +216,32 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 	H := d.Hidden
 	h, a, r := ws.h.Rows(0, n, H), ws.a.Rows(0, n, H), ws.r.Rows(0, n, H)
 
-	p.add(&backend.Embed{Tokens: ws.tokens.View(0, n), Table: w.Embed, Out: h, Rows: n})
+	p.add("embed", &backend.Embed{Tokens: ws.tokens.View(0, n), Table: w.Embed, Out: h, Rows: n})
 	if trace {
 		p.cut()
 	}
 	var pending backend.Buffer // the last MoE output, not yet added to h
 	for i, l := range w.Layers {
-		p.add(&backend.AddRMSNorm{H: h, Delta: pending, Weight: l.InputNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+		L := fmt.Sprintf("L%d.", i)
+		p.add(L+"input_norm", &backend.AddRMSNorm{H: h, Delta: pending, Weight: l.InputNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
 		if l.Attn != nil {
-			m.gatedAttention(p, s, i, l.Attn, a, r, n)
+			m.gatedAttention(p, L, s, i, l.Attn, a, r, n)
 		} else {
-			m.gatedDeltaNet(p, s, i, l.DeltaNet, a, r, n)
+			m.gatedDeltaNet(p, L, s, i, l.DeltaNet, a, r, n)
 		}
-		p.add(&backend.AddRMSNorm{H: h, Delta: r, Weight: l.PostNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
-		m.mixtureOfExperts(p, &l.MoE, a, r, n)
+		p.add(L+"post_norm", &backend.AddRMSNorm{H: h, Delta: r, Weight: l.PostNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+		m.mixtureOfExperts(p, L, &l.MoE, a, r, n)
 		pending = r
 		if trace { // settle the residual so the layer's output can be read
-			p.add(&backend.AddRMSNorm{H: h, Delta: r, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+			p.add(L+"trace_norm", &backend.AddRMSNorm{H: h, Delta: r, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
 			pending = backend.Buffer{}
 			p.cut()
 		}
 	}
-	p.add(&backend.AddRMSNorm{H: h, Delta: pending, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
+	p.add("final_norm", &backend.AddRMSNorm{H: h, Delta: pending, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
 	switch mode {
 	case LastLogits:
-		p.add(&backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
+		p.add("head.logits", &backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
 	case AllLogits:
 		if m.logitsAll.Mem == nil {
 			var err error
@@ -202,9 +249,9 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 				return nil, err
 			}
 		}
-		p.add(&backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
+		p.add("head.logits", &backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
 	}
-	p.add(&backend.Advance{Pos: s.pos, By: n})
+	p.add("advance", &backend.Advance{Pos: s.pos, By: n})
 	p.cut()
 	for i, seg := range p.segments {
 		prog, err := m.be.Compile(seg)
@@ -218,28 +265,28 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 
 // gatedAttention: projections, q/k norm and RoPE into the cache, causal GQA
 // attention gated by sigmoid, output projection. (spec 2.4)
-func (m *Model) gatedAttention(p *program, s *State, i int, w *AttnWeights, a, out backend.Buffer, n int) {
+func (m *Model) gatedAttention(p *program, L string, s *State, i int, w *AttnWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
 	QW, KW := d.QHeads*2*d.HeadDim, d.kvWidth()
 	proj := ws.attnProj.View(0, n*(QW+2*KW)) // q (with gates), k, v side by side
 	qg, k, v := proj.View(0, n*QW), proj.View(n*QW, n*KW), proj.View(n*(QW+KW), n*KW)
 	q, o := ws.q.Rows(0, n, d.QHeads*d.HeadDim), ws.attn.Rows(0, n, d.QHeads*d.HeadDim)
 
-	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.QProj, w.KProj, w.VProj}, Y: proj, Rows: n})
+	p.add(L+"attn.qkv_proj", &backend.QLinearGroup{X: a, W: []backend.Matrix{w.QProj, w.KProj, w.VProj}, Y: proj, Rows: n})
 	prep := &backend.QKPrep{QG: qg, K: k, V: v, QNorm: w.QNorm, KNorm: w.KNorm, Q: q,
 		KCache: s.KCache[i], VCache: s.VCache[i], Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim, RotaryDim: d.RotaryDim,
 		RopeTheta: d.RopeTheta, Eps: d.Eps}
 	attn := &backend.Attention{Q: q, QG: qg, KCache: s.KCache[i], VCache: s.VCache[i], Out: o, Pos: s.pos, Rows: n,
 		QHeads: d.QHeads, KVHeads: d.KVHeads, HeadDim: d.HeadDim}
-	p.add(prep)
-	p.add(attn)
-	p.add(&backend.QLinear{X: o, W: w.OProj, Y: out, Rows: n})
+	p.add(L+"attn.qk_prep", prep)
+	p.add(L+"attn.sdpa", attn)
+	p.add(L+"attn.o_proj", &backend.QLinear{X: o, W: w.OProj, Y: out, Rows: n})
 }
 
 // gatedDeltaNet: projections, causal conv + SiLU, the gated delta rule over
 // the recurrent state, gated RMSNorm, output projection. (spec 2.5)
-func (m *Model) gatedDeltaNet(p *program, s *State, i int, w *DeltaNetWeights, a, out backend.Buffer, n int) {
+func (m *Model) gatedDeltaNet(p *program, L string, s *State, i int, w *DeltaNetWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
 	C, VW, Hv := d.ConvChannels(), d.ValueWidth(), d.ValueHeads
 	proj := ws.deltaProj.View(0, n*(C+VW+2*Hv)) // qkv, z, b, a side by side
@@ -248,23 +295,23 @@ func (m *Model) gatedDeltaNet(p *program, s *State, i int, w *DeltaNetWeights, a
 	conv := ws.conv.Rows(0, n, C)
 	core, normed := ws.core.Rows(0, n, VW), ws.normed.Rows(0, n, VW)
 
-	p.add(&backend.QLinearGroup{X: a, W: []backend.Matrix{w.InQKV, w.InZ, w.InB, w.InA}, Y: proj, Rows: n})
-	p.add(&backend.ConvSiLU{X: qkv, State: s.Conv[i], Weight: w.Conv, Out: conv, Rows: n, Chans: C, K: d.ConvK})
-	p.add(&backend.DeltaRule{QKV: conv, B: beta, A: decay, ALog: w.ALog, DtBias: w.DtBias,
+	p.add(L+"delta.in_proj", &backend.QLinearGroup{X: a, W: []backend.Matrix{w.InQKV, w.InZ, w.InB, w.InA}, Y: proj, Rows: n})
+	p.add(L+"delta.conv", &backend.ConvSiLU{X: qkv, State: s.Conv[i], Weight: w.Conv, Out: conv, Rows: n, Chans: C, K: d.ConvK})
+	p.add(L+"delta.rule", &backend.DeltaRule{QKV: conv, B: beta, A: decay, ALog: w.ALog, DtBias: w.DtBias,
 		State: s.Recur[i], Out: core, Rows: n,
 		KeyHeads: d.KeyHeads, KeyDim: d.KeyDim, ValueHeads: d.ValueHeads, ValueDim: d.ValueDim})
-	p.add(&backend.GatedRMSNorm{X: core, Z: z, Weight: w.Norm, Out: normed, Rows: n,
+	p.add(L+"delta.norm", &backend.GatedRMSNorm{X: core, Z: z, Weight: w.Norm, Out: normed, Rows: n,
 		Heads: d.ValueHeads, Dim: d.ValueDim, Eps: d.Eps})
-	p.add(&backend.QLinear{X: normed, W: w.OutProj, Y: out, Rows: n})
+	p.add(L+"delta.out_proj", &backend.QLinear{X: normed, W: w.OutProj, Y: out, Rows: n})
 }
 
 // mixtureOfExperts: route each token to its top-k experts and add the gated
 // shared expert. (spec 2.8)
-func (m *Model) mixtureOfExperts(p *program, w *MoEWeights, a, out backend.Buffer, n int) {
+func (m *Model) mixtureOfExperts(p *program, L string, w *MoEWeights, a, out backend.Buffer, n int) {
 	d, ws := &m.Dims, &m.ws
 	idx, wts := ws.expertIdx.Rows(0, n, d.TopK), ws.expertWts.Rows(0, n, d.TopK)
-	p.add(&backend.Route{X: a, Router: w.Router, Idx: idx, Weights: wts, Rows: n, TopK: d.TopK, Normalize: d.NormTopK})
-	p.add(&backend.Experts{X: a, Idx: idx, Weights: wts, Gate: w.Gate, Up: w.Up, Down: w.Down,
+	p.add(L+"moe.router", &backend.Route{X: a, Router: w.Router, Idx: idx, Weights: wts, Rows: n, TopK: d.TopK, Normalize: d.NormTopK})
+	p.add(L+"moe.experts", &backend.Experts{X: a, Idx: idx, Weights: wts, Gate: w.Gate, Up: w.Up, Down: w.Down,
 		SharedGate: w.SharedGate, SharedUp: w.SharedUp, SharedDown: w.SharedDown,
 		SharedExpertGate: w.SharedExpertGate, Out: out, Rows: n, TopK: d.TopK,
 		Inter: d.Inter, SharedInter: d.SharedInter})

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"strings"
 	"testing"
 
 	"petal/engine/backend"
@@ -14,10 +15,14 @@ import (
 type countingBackend struct {
 	*cpu.Backend
 	compiles, runs int
+	decodes        int // compiles of one-token programs
 }
 
 func (c *countingBackend) Compile(ops []backend.Op) (backend.Program, error) {
 	c.compiles++
+	if e, ok := ops[0].(*backend.Embed); ok && e.Rows == 1 {
+		c.decodes++
+	}
 	p, err := c.Backend.Compile(ops)
 	if err != nil {
 		return nil, err
@@ -84,5 +89,160 @@ func TestDecodeProgramCompiledOnce(t *testing.T) {
 	}
 	if got := be.runs - runs; got != len(ids)-8 {
 		t.Errorf("%d program runs for %d decode steps", got, len(ids)-8)
+	}
+}
+
+// loadCounting loads the oracle model on a counting CPU backend.
+func loadCounting(t *testing.T, o cpu.Options) (*model.Model, *countingBackend, *oracle.Reference) {
+	t.Helper()
+	modelDir, refDir := oracleDirs(t)
+	ck, err := checkpoint.Open(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	cb, err := cpu.NewWithOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &countingBackend{Backend: cb}
+	m, err := model.Load(ck, be, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := oracle.Open(refDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ref.Close)
+	return m, be, ref
+}
+
+// decodeSteps runs the tokens one at a time and returns each step's logits.
+func decodeSteps(t *testing.T, m *model.Model, s *model.State, tokens []int32) []float32 {
+	t.Helper()
+	var out []float32
+	for i := range tokens {
+		if err := m.Forward(s, tokens[i:i+1], model.LastLogits, func(_ int, l []float32) { out = append(out, l...) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestProgramsSurviveJobs: jobs run one after another as petal runs them
+// (a new state or a restored snapshot per job, freed at its end) compile
+// the decode program once, and a state taken over from an earlier job
+// computes what a fresh one does.
+func TestProgramsSurviveJobs(t *testing.T) {
+	for _, kv := range []string{"f32", "bf16"} {
+		t.Run(kv, func(t *testing.T) {
+			dt, _ := backend.ParseDType(kv)
+			m, be, ref := loadCounting(t, cpu.Options{KV: dt})
+			ids, err := ref.Ints("seq1.input_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt, steps := ids[:20], ids[20:26]
+
+			// job 1: prefill, decode, snapshot; the reference continuation
+			s := m.NewState(4096)
+			if got := s.KVType(); got != dt {
+				t.Fatalf("state keeps %s KV, want %s", got, dt)
+			}
+			first := allLogits(t, m, s, prompt)
+			decodeSteps(t, m, s, steps[:3])
+			data, err := m.Snapshot(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data.KVType() != dt {
+				t.Fatalf("snapshot of %s KV says %s", dt, data.KVType())
+			}
+			want := decodeSteps(t, m, s, steps[3:])
+			s.Free(m.Backend())
+
+			// job 2: restored from the snapshot
+			s2, err := m.Import(data, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := oracle.Compare(decodeSteps(t, m, s2, steps[3:]), want); d.MaxAbs != 0 {
+				t.Errorf("the restored job continues differently: %s", d)
+			}
+			s2.Free(m.Backend())
+
+			// job 3: a new conversation on the state job 2 left
+			s3 := m.NewState(4096)
+			if d := oracle.Compare(allLogits(t, m, s3, prompt), first); d.MaxAbs != 0 {
+				t.Errorf("a state taken over computes differently from a fresh one: %s", d)
+			}
+			// and a snapshot restored into it, as an existing state
+			if err := m.Restore(s3, data); err != nil {
+				t.Fatal(err)
+			}
+			if d := oracle.Compare(decodeSteps(t, m, s3, steps[3:]), want); d.MaxAbs != 0 {
+				t.Errorf("restored into an existing state, it continues differently: %s", d)
+			}
+			if be.decodes != 1 {
+				t.Errorf("the decode program was compiled %d times over three jobs, want once", be.decodes)
+			}
+		})
+	}
+}
+
+// TestFullKVCompilesOnce: with the cache sized up front, decoding past the
+// size a growing cache starts at compiles nothing again.
+func TestFullKVCompilesOnce(t *testing.T) {
+	m, be, ref := loadCounting(t, cpu.Options{})
+	ids, err := ref.Ints("seq0.input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		m.FullKV = full
+		m.FreeSpare()
+		be.decodes = 0
+		s := m.NewState(600)
+		if err := m.Forward(s, ids[:250], model.NoLogits, nil); err != nil {
+			t.Fatal(err)
+		}
+		decodeSteps(t, m, s, ids[:12]) // across position 256
+		want := 1
+		if !full {
+			want = 2 // the cache grew from 256 rows to 512
+		}
+		if be.decodes != want {
+			t.Errorf("FullKV %v: %d decode programs compiled, want %d", full, be.decodes, want)
+		}
+		s.Free(m.Backend())
+	}
+}
+
+// TestRestoreRefusals: a snapshot of the other KV type, or too long for
+// the state, is refused with the reason, and the state keeps what it held.
+func TestRestoreRefusals(t *testing.T) {
+	m, _, ref := loadCounting(t, cpu.Options{})
+	ids, err := ref.Ints("seq1.input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.NewState(64)
+	allLogits(t, m, s, ids[:10])
+	data, err := m.Snapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := data
+	other.KV = backend.BF16
+	if err := m.Restore(s, other); err == nil || !strings.Contains(err.Error(), "bf16") || !strings.Contains(err.Error(), "f32") {
+		t.Errorf("a bf16 snapshot into an f32 state: %v", err)
+	}
+	small := m.NewState(5)
+	if err := m.Restore(small, data); err == nil || !strings.Contains(err.Error(), "maximum context of 5") {
+		t.Errorf("10 tokens into a state of 5: %v", err)
+	}
+	if s.Pos() != 10 {
+		t.Errorf("a refused restore changed the state: %d tokens", s.Pos())
 	}
 }

@@ -17,7 +17,10 @@ func TestExportImport(t *testing.T) {
 	ids = ids[:60]
 	s := m.NewState(4096)
 	allLogits(t, m, s, ids[:41])
-	data := m.Export(s)
+	data, err := m.Snapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := allLogits(t, m, s, ids[41:])
 
 	restored, err := m.Import(data, 4096)

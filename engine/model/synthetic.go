@@ -169,7 +169,7 @@ func FromWeights(d Dims, w *Weights, be backend.Backend, chunk int) (*Model, err
 	if len(w.Layers) != d.Layers || len(d.Full) != d.Layers {
 		return nil, fmt.Errorf("model: %d bound layers and %d layer kinds for %d layers", len(w.Layers), len(d.Full), d.Layers)
 	}
-	m := &Model{Dims: d, W: w, Chunk: chunk, be: be}
+	m := newModel(d, w, chunk, be)
 	var err error
 	if m.ws, err = newWorkspace(be, &d, chunk); err != nil {
 		return nil, err

@@ -60,7 +60,7 @@ func BenchmarkSnapshotShape(b *testing.B) {
 			var size int64
 			for range b.N {
 				t1 := time.Now()
-				size, err = WriteFile(path, fp, m.Export(s))
+				size, err = WriteFile(path, fp, snapshot(b, m, s))
 				if err != nil {
 					b.Fatal(err)
 				}

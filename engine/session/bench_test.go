@@ -36,7 +36,7 @@ func benchState(b *testing.B, m *model.Model, n int) (model.StateData, time.Dura
 		b.Fatal(err)
 	}
 	prefill := time.Since(start)
-	d := m.Export(s)
+	d := snapshot(b, m, s)
 	benchStates[n] = struct {
 		data    model.StateData
 		prefill time.Duration
@@ -60,7 +60,7 @@ func BenchmarkSave(b *testing.B) {
 			var size int64
 			b.ResetTimer()
 			for b.Loop() {
-				info, err := st.SaveTurn("bench", m.Export(s))
+				info, err := st.SaveTurn("bench", snapshot(b, m, s))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,11 +6,14 @@ import (
 	"hash/crc32"
 	"io"
 
+	"petal/engine/backend"
 	"petal/engine/model"
 )
 
-// Decode reads a snapshot of size bytes from r and returns its state. It
-// refuses, with a *SnapshotError, a file of another format version, one
+// Decode reads a snapshot of size bytes from r and returns its state, its
+// KV element type that of the file's K and V sections (version 1 files,
+// whose sections are all f32, are read too). It refuses, with a
+// *SnapshotError, a file of another format version, one
 // written for a model whose fingerprint is not fp, and any file whose
 // checksums, lengths or structure do not hold. Nothing is allocated from a
 // length that the header checksum has not vouched for, and the total never
@@ -25,13 +28,20 @@ func Decode(r io.Reader, size int64, fp Fingerprint) (model.StateData, error) {
 	}
 	d := model.StateData{
 		Tokens: h.tokens,
+		KV:     h.kvType(),
 		K:      make([][]float32, h.layers), V: make([][]float32, h.layers),
 		Conv: make([][]float32, h.layers), Recur: make([][]float32, h.layers),
 	}
 	update := func(b []byte) { sum = crc32.Update(sum, castagnoli, b) }
 	for _, s := range h.sections {
 		v := make([]float32, s.count)
-		if err := readFloats(r, v, update); err != nil {
+		var err error
+		if s.dtype == backend.F32 {
+			err = readFloats(r, v, update)
+		} else {
+			err = readHalves(r, v, s.dtype, update)
+		}
+		if err != nil {
 			return model.StateData{}, readErr(err, "reading layer %d %s state", s.layer, kindName(s.kind))
 		}
 		switch s.kind {
@@ -69,20 +79,23 @@ func readHeader(r io.Reader, size int64) (*header, uint32, error) {
 	if string(fixed[:8]) != magic {
 		return nil, 0, snapErr(ErrCorrupt, "it does not start with %q", magic)
 	}
-	if v := le.Uint32(fixed[8:]); v != formatVersion {
-		return nil, 0, snapErr(ErrVersion, "format version %d, this petal reads version %d", v, formatVersion)
+	version := le.Uint32(fixed[8:])
+	if version != 1 && version != formatVersion {
+		return nil, 0, snapErr(ErrVersion, "format version %d, this petal reads versions 1 and %d (a newer petal wrote it)", version, formatVersion)
 	}
 	if f := le.Uint32(fixed[12:]); f != 0 {
 		return nil, 0, snapErr(ErrVersion, "format flags %#x, this petal reads 0", f)
 	}
+	entry := uint64(entrySize(version))
 	h := &header{
+		version:    version,
 		headerLen:  le.Uint64(fixed[48:]),
 		payloadLen: le.Uint64(fixed[56:]),
 		layers:     le.Uint32(fixed[68:]),
 	}
 	copy(h.fingerprint[:], fixed[16:48])
 	nTokens, nSections := uint64(le.Uint32(fixed[64:])), uint64(le.Uint32(fixed[72:]))
-	want := fixedHeader + sectionEntry*nSections + 4*nTokens + checksumSize
+	want := fixedHeader + entry*nSections + 4*nTokens + checksumSize
 	if h.headerLen != want {
 		return nil, 0, snapErr(ErrCorrupt, "header length %d, want %d for %d sections and %d tokens", h.headerLen, want, nSections, nTokens)
 	}
@@ -104,12 +117,22 @@ func readHeader(r io.Reader, size int64) (*header, uint32, error) {
 	var payload uint64
 	h.sections = make([]section, nSections)
 	for i := range h.sections {
-		e := body[sectionEntry*i:]
-		s := section{kind: le.Uint32(e), layer: le.Uint32(e[4:]), count: le.Uint64(e[8:])}
-		if s.count > h.payloadLen/4 {
+		e := body[entry*uint64(i):]
+		s := section{kind: le.Uint32(e), layer: le.Uint32(e[4:]), count: le.Uint64(e[8:]), dtype: backend.F32}
+		if version >= 2 {
+			t, zero := le.Uint32(e[16:]), le.Uint32(e[20:])
+			s.dtype = backend.DType(t)
+			if t > 255 || !s.dtype.IsFloat() {
+				return nil, 0, snapErr(ErrCorrupt, "section %d has element type %d, want 1 (f32), 2 (bf16) or 3 (f16)", i, t)
+			}
+			if zero != 0 {
+				return nil, 0, snapErr(ErrCorrupt, "section %d: reserved field is not zero", i)
+			}
+		}
+		if s.count > h.payloadLen/uint64(s.dtype.Size()) {
 			return nil, 0, snapErr(ErrCorrupt, "section %d claims %d values, more than the payload holds", i, s.count)
 		}
-		payload += 4 * s.count
+		payload += s.bytes()
 		h.sections[i] = s
 	}
 	if payload != h.payloadLen {
@@ -118,13 +141,24 @@ func readHeader(r io.Reader, size int64) (*header, uint32, error) {
 	if err := checkLayout(nTokens, h.layers, h.sections); err != nil {
 		return nil, 0, snapErr(ErrCorrupt, "%v", err)
 	}
-	tok := body[sectionEntry*nSections:]
+	tok := body[entry*nSections:]
 	h.tokens = make([]int32, nTokens)
 	for i := range h.tokens {
 		h.tokens[i] = int32(le.Uint32(tok[4*i:]))
 	}
 	sum = crc32.Update(sum, castagnoli, rest[len(body):])
 	return h, sum, nil
+}
+
+// kvType is the element type of the header's K and V sections (f32 for a
+// state without attention layers).
+func (h *header) kvType() backend.DType {
+	for _, s := range h.sections {
+		if s.kind == kindK {
+			return s.dtype
+		}
+	}
+	return backend.F32
 }
 
 // readErr turns a short read into ErrTruncated and passes other I/O errors

@@ -42,7 +42,8 @@
 //	r, err := st.Latest(name)          // *SnapshotError: an error for the job; ErrNoSession: a new session
 //	s, err := m.Import(r.Data, maxContext)
 //	... run the new turn's tokens, generate ...
-//	_, err = ss.SaveTurn(m.Export(s))  // next turn; the oldest beyond Retention are deleted
+//	data, err := m.Snapshot(s)
+//	_, err = ss.SaveTurn(data)         // next turn; the oldest beyond Retention are deleted
 //
 // A request that resends the whole history of a session uses
 // LongestPrefixOf(name, prompt) instead of Latest: the longest kept turn

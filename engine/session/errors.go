@@ -9,10 +9,11 @@ import (
 // Reasons a snapshot is refused. A *SnapshotError wraps one of them, so
 // errors.Is(err, ErrOtherModel) tells a model switch from damage.
 var (
-	ErrCorrupt    = errors.New("corrupt")                       // checksum mismatch or impossible structure
-	ErrTruncated  = errors.New("truncated")                     // shorter (or longer) than its header says
-	ErrVersion    = errors.New("unknown format version")        // written by another petal
-	ErrOtherModel = errors.New("written for a different model") // fingerprint mismatch
+	ErrCorrupt    = errors.New("corrupt")                          // checksum mismatch or impossible structure
+	ErrTruncated  = errors.New("truncated")                        // shorter (or longer) than its header says
+	ErrVersion    = errors.New("unknown format version")           // written by another petal
+	ErrOtherModel = errors.New("written for a different model")    // fingerprint mismatch
+	ErrOtherKV    = errors.New("of another KV cache element type") // a bf16 state where f32 is kept, or the reverse
 )
 
 // ErrNoSession is returned (wrapped, with the name) when a session has no

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"petal/engine/backend"
 	"petal/engine/model"
 )
 
@@ -19,7 +20,8 @@ type SnapshotInfo struct {
 	Bytes       int64
 	Modified    time.Time
 	Fingerprint Fingerprint
-	Err         error // why the header could not be read (the other fields but File, Bytes and Modified are then zero)
+	KV          backend.DType // element type of the K and V sections
+	Err         error         // why the header could not be read (the other fields but File, Bytes and Modified are then zero)
 }
 
 // WriteFile writes d as a snapshot at path atomically (temporary file in the
@@ -57,7 +59,7 @@ func readInfo(path string) (SnapshotInfo, []int32, error) {
 		info.Err = nameFile(err, path)
 		return info, nil, nil
 	}
-	info.Tokens, info.Fingerprint = len(h.tokens), h.fingerprint
+	info.Tokens, info.Fingerprint, info.KV = len(h.tokens), h.fingerprint, h.kvType()
 	return info, h.tokens, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"petal/engine/backend"
 	"petal/engine/checkpoint"
 	"petal/engine/cpu"
 	"petal/engine/model"
@@ -17,6 +18,12 @@ const oracleDir = "../../../shared/oracle/tiny-qwen36-moe-4bit"
 // when the shared oracle folder is absent.
 func loadOracle(t testing.TB) (*model.Model, Fingerprint) {
 	t.Helper()
+	return loadOracleOn(t, cpu.Options{})
+}
+
+// loadOracleOn is loadOracle on a CPU backend with options o.
+func loadOracleOn(t testing.TB, o cpu.Options) (*model.Model, Fingerprint) {
+	t.Helper()
 	if _, err := os.Stat(oracleDir); err != nil {
 		t.Skipf("oracle model not found at %s: %v", oracleDir, err)
 	}
@@ -25,7 +32,11 @@ func loadOracle(t testing.TB) (*model.Model, Fingerprint) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ck.Close() })
-	m, err := model.Load(ck, cpu.New(), 64)
+	be, err := cpu.NewWithOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(ck, be, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +77,16 @@ func greedy(t testing.TB, m *model.Model, s *model.State, prompt []int32, steps 
 	return out
 }
 
+// snapshot copies s to the host, failing the test on a device error.
+func snapshot(t testing.TB, m *model.Model, s *model.State) model.StateData {
+	t.Helper()
+	d, err := m.Snapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // allLogits runs ids after what s holds and returns every row of logits.
 func allLogits(t testing.TB, m *model.Model, s *model.State, ids []int32) []float32 {
 	t.Helper()
@@ -95,6 +116,7 @@ func synthStateWidth(tokens, kvWidth int, seed uint64) model.StateData {
 	}
 	d := model.StateData{
 		Tokens: tokenIDs(tokens, seed, 4096),
+		KV:     backend.F32,
 		K:      make([][]float32, layers), V: make([][]float32, layers),
 		Conv: make([][]float32, layers), Recur: make([][]float32, layers),
 	}
@@ -103,6 +125,20 @@ func synthStateWidth(tokens, kvWidth int, seed uint64) model.StateData {
 			d.K[i], d.V[i] = vals(tokens*kvWidth), vals(tokens*kvWidth)
 		} else {
 			d.Conv[i], d.Recur[i] = vals(conv), vals(recur)
+		}
+	}
+	return d
+}
+
+// synthStateBF16 is synthState with bf16 K and V values.
+func synthStateBF16(tokens int, seed uint64) model.StateData {
+	d := synthState(tokens, seed)
+	d.KV = backend.BF16
+	for _, set := range [][][]float32{d.K, d.V} {
+		for _, v := range set {
+			for i := range v {
+				v[i] = backend.Round(backend.BF16, v[i])
+			}
 		}
 	}
 	return d

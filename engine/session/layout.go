@@ -1,6 +1,10 @@
 package session
 
-import "fmt"
+import (
+	"fmt"
+
+	"petal/engine/backend"
+)
 
 // maxLayers bounds the layer count a header may claim (the largest models
 // of the family have well under a hundred).
@@ -10,8 +14,9 @@ const maxLayers = 4096
 // layer holds either K and V (full attention) or conv and recurrent state
 // (Gated DeltaNet), in layer order; K and V hold the same whole number of
 // values per token in every attention layer; conv and recurrent states have
-// one size across DeltaNet layers. Sizes against a concrete model are
-// checked again by model.Import.
+// one size across DeltaNet layers; K and V sections have one float element
+// type in every layer, conv and recurrent ones f32. Sizes against a
+// concrete model are checked again by model.Restore.
 func checkLayout(tokens uint64, layers uint32, table []section) error {
 	if layers == 0 || layers > maxLayers {
 		return fmt.Errorf("%d layers, want 1 to %d", layers, maxLayers)
@@ -21,6 +26,7 @@ func checkLayout(tokens uint64, layers uint32, table []section) error {
 	}
 	var kvWidth, convLen, recurLen uint64
 	var kvSeen, deltaSeen bool
+	var kvType backend.DType
 	for i := 0; i < len(table); i += 2 {
 		a, b := table[i], table[i+1]
 		layer := uint32(i / 2)
@@ -44,8 +50,14 @@ func checkLayout(tokens uint64, layers uint32, table []section) error {
 			if kvSeen && w != kvWidth {
 				return fmt.Errorf("layer %d K cache has %d values per token, an earlier layer %d", layer, w, kvWidth)
 			}
-			kvSeen, kvWidth = true, w
+			if a.dtype != b.dtype || !a.dtype.IsFloat() || kvSeen && a.dtype != kvType {
+				return fmt.Errorf("layer %d K and V caches are %s and %s, want one float type in every layer", layer, a.dtype, b.dtype)
+			}
+			kvSeen, kvWidth, kvType = true, w, a.dtype
 		case a.kind == kindConv && b.kind == kindRecur:
+			if a.dtype != backend.F32 || b.dtype != backend.F32 {
+				return fmt.Errorf("layer %d conv and recurrent states are %s and %s, want f32", layer, a.dtype, b.dtype)
+			}
 			if a.count == 0 || b.count == 0 {
 				return fmt.Errorf("layer %d has an empty conv or recurrent state", layer)
 			}

@@ -50,7 +50,7 @@ func (s *Store) SavePrefix(d model.StateData) (SnapshotInfo, error) {
 		return SnapshotInfo{}, err
 	}
 	path := s.prefixPath(d.Tokens)
-	if info, tokens, err := readInfo(path); err == nil && info.Err == nil && info.Fingerprint == s.fp && slices.Equal(tokens, d.Tokens) {
+	if info, tokens, err := readInfo(path); err == nil && info.Err == nil && info.Fingerprint == s.fp && info.KV == d.KVType() && slices.Equal(tokens, d.Tokens) {
 		touch(path)
 		return info, nil
 	}

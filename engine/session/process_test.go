@@ -90,7 +90,11 @@ func runChild(role string) error {
 		if err := m.Forward(s, tokenIDs(n, seed, m.Dims.Vocab), model.NoLogits, nil); err != nil {
 			return err
 		}
-		_, err = st.SaveTurn(name, m.Export(s))
+		data, err := m.Snapshot(s)
+		if err != nil {
+			return err
+		}
+		_, err = st.SaveTurn(name, data)
 		return err
 	case "fork": // fork SESSION into TO
 		ck, err := checkpoint.Open(oracleDir)

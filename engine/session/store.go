@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"petal/engine/backend"
 )
 
 // Defaults for StoreOptions' zero values.
@@ -24,6 +26,18 @@ type StoreOptions struct {
 	Retention       int           // turn snapshots kept per session (DefaultRetention)
 	PrefixRetention int           // anonymous prefix snapshots kept per model (DefaultPrefixRetention)
 	LockTimeout     time.Duration // how long a writer waits for a session held by another (DefaultLockTimeout); negative: fail at once
+	// KV is the element type of the KV caches of the states this run
+	// restores (0: f32). A snapshot of another type is not restored: a
+	// prefix is prefilled instead, a session's turn is an error.
+	KV backend.DType
+}
+
+// kvType is the KV element type of the states this store restores.
+func (s *Store) kvType() backend.DType {
+	if s.opts.KV == 0 {
+		return backend.F32
+	}
+	return s.opts.KV
 }
 
 // Store is a folder of sessions and anonymous prefix snapshots:

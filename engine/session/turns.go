@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"petal/engine/backend"
 	"petal/engine/model"
 )
 
@@ -94,6 +95,7 @@ func (s *Store) longest(cands []candidate, prompt []int32, minTokens int, strict
 		candidate
 		tokens int
 		fp     Fingerprint
+		kv     backend.DType
 	}
 	var fits, foreign []fit
 	type damaged struct {
@@ -110,14 +112,14 @@ func (s *Store) longest(cands []candidate, prompt []int32, minTokens int, strict
 			return r, false, err
 		case info.Err != nil:
 			unreadable = append(unreadable, damaged{c, info.Err})
-		case info.Fingerprint != s.fp:
-			f := fit{c, -1, info.Fingerprint}
+		case info.Fingerprint != s.fp || info.KV != s.kvType():
+			f := fit{c, -1, info.Fingerprint, info.KV}
 			if isProperPrefix(tokens, prompt) {
 				f.tokens = len(tokens)
 			}
 			foreign = append(foreign, f)
 		case len(tokens) > minTokens && isProperPrefix(tokens, prompt):
-			fits = append(fits, fit{c, len(tokens), info.Fingerprint})
+			fits = append(fits, fit{c, len(tokens), info.Fingerprint, info.KV})
 		}
 	}
 	slices.SortStableFunc(fits, func(a, b fit) int { return b.tokens - a.tokens })
@@ -148,6 +150,10 @@ func (s *Store) longest(cands []candidate, prompt []int32, minTokens int, strict
 	for _, f := range foreign {
 		err := &SnapshotError{File: f.path, Reason: ErrOtherModel,
 			Detail: fmt.Sprintf("its model fingerprint is %s, this model's is %s", f.fp.Short(), s.fp.Short())}
+		if f.fp == s.fp {
+			err = &SnapshotError{File: f.path, Reason: ErrOtherKV,
+				Detail: fmt.Sprintf("its KV cache is %s, this run keeps %s (the kv= option of --backend); a state is restored only into the element type it was computed in", f.kv, s.kvType())}
+		}
 		if strict && f.tokens > 0 && (chosen == nil || f.tokens > chosen.tokens) {
 			return Restored{}, false, err
 		}

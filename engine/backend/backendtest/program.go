@@ -17,8 +17,8 @@ type layers struct {
 }
 
 // newLayers builds the step from seed, so two calls give identical ops over
-// separate, identical buffers.
-func newLayers(e *env, seed uint64) *layers {
+// separate, identical buffers; the KV caches are of type kv.
+func newLayers(e *env, seed uint64, kv backend.DType) *layers {
 	e = &env{t: e.t, be: e.be, rng: rand.New(rand.NewPCG(seed, 1))}
 	const (
 		vocab, H, maxPos               = 41, 128, 12
@@ -42,7 +42,7 @@ func newLayers(e *env, seed uint64) *layers {
 	l := &layers{tokens: e.ints(7)}
 	pos := e.ints(0)
 	h, a, r := e.poisoned(H), e.poisoned(H), e.poisoned(H)
-	kc, vc := e.buf(nans(maxPos*KVH*D)), e.buf(nans(maxPos*KVH*D))
+	kc, vc := e.typed(kv, nans(maxPos*KVH*D)), e.typed(kv, nans(maxPos*KVH*D))
 	QW, KW := QH*2*D, KVH*D
 	proj := e.poisoned(QW + 2*KW)
 	q, attn := e.poisoned(QH*D), e.poisoned(QH*D)
@@ -88,10 +88,11 @@ const steps = 4
 
 // program: the step compiled as one program and run steps times equals its
 // ops compiled and run one at a time, in order and in the order that takes,
-// among the ops Dependencies says are ready, the latest first.
-func program(e *env) {
+// among the ops Dependencies says are ready, the latest first; with KV
+// caches of type kv.
+func program(e *env, kv backend.DType) {
 	tokens := []int32{7, 3, 40, 0}
-	whole := newLayers(e, 1)
+	whole := newLayers(e, 1, kv)
 	p, err := e.be.Compile(whole.ops)
 	e.fatal(err)
 	for _, tok := range tokens {
@@ -101,7 +102,7 @@ func program(e *env) {
 	e.fatal(e.be.Sync())
 	deps := backend.Dependencies(whole.ops)
 	for _, order := range [][]int{inOrder(len(whole.ops)), latestReady(deps)} {
-		single := newLayers(e, 1)
+		single := newLayers(e, 1, kv)
 		progs := make([]backend.Program, len(single.ops))
 		for i, op := range single.ops {
 			progs[i], err = e.be.Compile([]backend.Op{op})

@@ -15,8 +15,14 @@ import (
 // of the buffers the op computes over: the largest |got - want| of an
 // output over the root mean square of want (0: the same float32 bits as the
 // reference rounded to float32). Ops are checked over f32 buffers; the
-// 16-bit entries are the bars for the element conversions (exact by
-// definition, see backend.Round).
+// 16-bit entries of Copy are the bars for the element conversions (exact by
+// definition, see backend.Round). QKPrep and Attention are checked with
+// bf16 KV caches too (a backend must take them): Attention's BF16 bar is
+// against the reference over the values the caches hold, which a bf16 cache
+// holds exactly; QKPrep's BF16 bar is for the queries, and each key and
+// value it writes may be off by its BF16 bar of the output's RMS plus half
+// a bf16 unit in the last place of the element (the one rounding the cache
+// makes).
 var Tolerances = map[string]map[backend.DType]float64{
 	"Embed":        {backend.F32: 0},
 	"AddRMSNorm":   {backend.F32: 2e-6},
@@ -25,8 +31,8 @@ var Tolerances = map[string]map[backend.DType]float64{
 	"ConvSiLU":     {backend.F32: 2e-6},
 	"DeltaRule":    {backend.F32: 2e-5},
 	"GatedRMSNorm": {backend.F32: 2e-6},
-	"QKPrep":       {backend.F32: 2e-6},
-	"Attention":    {backend.F32: 1e-5},
+	"QKPrep":       {backend.F32: 2e-6, backend.BF16: 2e-6},
+	"Attention":    {backend.F32: 1e-5, backend.BF16: 1e-5},
 	"Route":        {backend.F32: 2e-6},
 	"Experts":      {backend.F32: 2e-5},
 	"Advance":      {backend.I32: 0},
@@ -58,11 +64,15 @@ func Run(t *testing.T, be backend.Backend) {
 		{"GatedRMSNorm", gatedRMSNorm},
 		{"QKPrep", func(e *env) { qkPrep(e, 37) }},
 		{"QKPrep near 128K", func(e *env) { qkPrep(e, 131067) }},
+		{"QKPrep bf16 KV", func(e *env) { qkPrepTyped(e, 37, backend.BF16) }},
+		{"QKPrep bf16 KV near 128K", func(e *env) { qkPrepTyped(e, 131067, backend.BF16) }},
 		{"Attention", attention},
+		{"Attention bf16 KV", func(e *env) { attentionTyped(e, backend.BF16) }},
 		{"Route", route},
 		{"Experts", experts},
 		{"Advance", advance},
-		{"program", program},
+		{"program", func(e *env) { program(e, backend.F32) }},
+		{"program bf16 KV", func(e *env) { program(e, backend.BF16) }},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,6 +106,14 @@ func (e *env) random(n int, scale float32) []float32 {
 func (e *env) buf(x []float32) backend.Buffer {
 	e.t.Helper()
 	b, err := backend.AllocFloats(e.be, backend.F32, x)
+	e.fatal(err)
+	return b
+}
+
+// typed is a buffer of type t holding x (rounded to t).
+func (e *env) typed(t backend.DType, x []float32) backend.Buffer {
+	e.t.Helper()
+	b, err := backend.AllocFloats(e.be, t, x)
 	e.fatal(err)
 	return b
 }
@@ -150,12 +168,48 @@ func (e *env) run(ops ...backend.Op) {
 // check compares an output with its reference under the op's tolerance.
 func (e *env) check(op, what string, got []float32, want []float64) {
 	e.t.Helper()
-	tol, ok := Tolerances[op][backend.F32]
+	e.checkTyped(op, backend.F32, what, got, want)
+}
+
+// checkTyped is check under the op's bar for element type t.
+func (e *env) checkTyped(op string, t backend.DType, what string, got []float32, want []float64) {
+	e.t.Helper()
+	tol, ok := Tolerances[op][t]
 	if !ok {
-		e.t.Fatalf("no f32 tolerance for %s", op)
+		e.t.Fatalf("no %s tolerance for %s", t, op)
 	}
 	if msg := compare(got, want, tol); msg != "" {
-		e.t.Errorf("%s %s: %s", op, what, msg)
+		e.t.Errorf("%s %s (%s): %s", op, what, t, msg)
+	}
+}
+
+// checkRounded compares values a 16-bit buffer of type t holds with their
+// reference: within the op's bar for t of the RMS plus half a unit in the
+// last place of t at each element, the rounding of the store.
+func (e *env) checkRounded(op string, t backend.DType, what string, got []float32, want []float64) {
+	e.t.Helper()
+	tol := Tolerances[op][t]
+	if len(got) != len(want) {
+		e.t.Fatalf("%s %s: %d values, want %d", op, what, len(got), len(want))
+	}
+	var ss float64
+	for _, w := range want {
+		ss += w * w
+	}
+	rms := math.Sqrt(ss / float64(max(len(want), 1)))
+	bits := 8 // bf16: 8 significant bits
+	if t == backend.F16 {
+		bits = 11
+	}
+	for i, g := range got {
+		if backend.Round(t, g) != g {
+			e.t.Fatalf("%s %s (%s): element %d is %g, not a %s value", op, what, t, i, g, t)
+		}
+		_, exp := math.Frexp(want[i])
+		halfULP := math.Ldexp(1, exp-bits-1)
+		if d := math.Abs(float64(g) - want[i]); !(d <= tol*rms+halfULP) {
+			e.t.Fatalf("%s %s (%s): element %d is %g, want %g within %.3g", op, what, t, i, g, want[i], tol*rms+halfULP)
+		}
 	}
 }
 
@@ -363,6 +417,60 @@ func qkPrep(e *env, pos int) {
 	e.check("QKPrep", "cache rows around the written ones", gotK[lo:pos*kvW], wide(kc[lo:pos*kvW]))
 	e.check("QKPrep", "values", gotV[lo:hi], wide(vc[lo:hi]))
 	e.check("QKPrep", "cache rows after the written ones", gotK[(pos+rows)*kvW:hi], wide(kc[(pos+rows)*kvW:hi]))
+}
+
+// qkPrepTyped is qkPrep with KV caches of type t: the queries under the
+// op's bar for t, the rows written rounded once, the others kept.
+func qkPrepTyped(e *env, pos int, t backend.DType) {
+	const rows, QH, KVH, D, rot = 3, 6, 2, 40, 24
+	const theta = 1e7
+	kvW := KVH * D
+	capacity := pos + rows + 2
+	qg, k, v := e.random(rows*QH*2*D, 2), e.random(rows*kvW, 2), e.random(rows*kvW, 1)
+	qn, kn := e.random(D, 1), e.random(D, 1)
+	kc, vc := make([]float32, capacity*kvW), make([]float32, capacity*kvW)
+	for _, c := range [][]float32{kc, vc} {
+		copy(c[(pos-2)*kvW:], e.random(2*kvW, 1))
+		copy(c[pos*kvW:], nans(rows*kvW))
+		copy(c[(pos+rows)*kvW:], e.random(2*kvW, 1))
+		for i := range c {
+			c[i] = backend.Round(t, c[i])
+		}
+	}
+	o := &backend.QKPrep{QG: e.buf(qg), K: e.buf(k), V: e.buf(v), QNorm: e.buf(qn), KNorm: e.buf(kn),
+		Q: e.poisoned(rows * QH * D), KCache: e.typed(t, kc), VCache: e.typed(t, vc), Pos: e.ints(int32(pos)), Rows: rows,
+		QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: theta, Eps: 1e-6}
+	e.run(o)
+	around := slices.Clone(vc)
+	q, keys := QKPrep(qg, k, v, qn, kn, kc, vc, pos, rows, QH, KVH, D, rot, theta, 1e-6)
+	e.checkTyped("QKPrep", t, "queries", e.read(o.Q), q)
+	gotK, gotV := e.read(o.KCache), e.read(o.VCache)
+	lo, hi := (pos-2)*kvW, (pos+rows+2)*kvW
+	e.checkRounded("QKPrep", t, "keys", gotK[pos*kvW:(pos+rows)*kvW], keys)
+	e.checkRounded("QKPrep", t, "values", gotV[pos*kvW:(pos+rows)*kvW], wide(v))
+	e.check("QKPrep", "cache rows before the written ones", gotK[lo:pos*kvW], wide(kc[lo:pos*kvW]))
+	e.check("QKPrep", "cache rows after the written ones", gotK[(pos+rows)*kvW:hi], wide(kc[(pos+rows)*kvW:hi]))
+	e.check("QKPrep", "value rows around the written ones", append(gotV[lo:pos*kvW:pos*kvW], gotV[(pos+rows)*kvW:hi]...),
+		wide(append(around[lo:pos*kvW:pos*kvW], around[(pos+rows)*kvW:hi]...)))
+}
+
+// attentionTyped is attention over KV caches of type t, against the
+// reference over the values they hold.
+func attentionTyped(e *env, t backend.DType) {
+	for _, c := range []struct{ rows, pos, QH, KVH, D int }{{3, 70, 6, 2, 40}, {1, 130, 8, 1, 72}, {5, 0, 3, 3, 9}, {2, 9, 4, 2, 256}} {
+		kvW := c.KVH * c.D
+		n := c.pos + c.rows
+		q, qg := e.random(c.rows*c.QH*c.D, 1), e.random(c.rows*c.QH*2*c.D, 2)
+		kc, vc := append(e.random(n*kvW, 3), nans(3*kvW)...), append(e.random(n*kvW, 1), nans(3*kvW)...)
+		for i := range kc {
+			kc[i], vc[i] = backend.Round(t, kc[i]), backend.Round(t, vc[i])
+		}
+		o := &backend.Attention{Q: e.buf(q), QG: e.buf(qg), KCache: e.typed(t, kc), VCache: e.typed(t, vc),
+			Out: e.poisoned(c.rows * c.QH * c.D), Pos: e.ints(int32(c.pos)), Rows: c.rows,
+			QHeads: c.QH, KVHeads: c.KVH, HeadDim: c.D}
+		e.run(o)
+		e.checkTyped("Attention", t, fmt.Sprintf("%+v", c), e.read(o.Out), Attention(q, qg, kc, vc, c.pos, c.rows, c.QH, c.KVH, c.D))
+	}
 }
 
 // attention: the cache rows past the last position are NaN, so reading them
