@@ -24,6 +24,11 @@ func Decode(r io.Reader, size int64, fp Fingerprint) (model.StateData, error) {
 		return model.StateData{}, err
 	}
 	if h.fingerprint != fp {
+		if h.version == 1 {
+			// version 1 files were written while the fingerprint sampled
+			// only the ends of each tensor, so every one of them differs
+			return model.StateData{}, snapErr(ErrOtherModel, "its model fingerprint is %s, this model's is %s: it was written by an older petal, whose fingerprint covered only part of the weights, so it cannot be proven to belong to this model; remove it (petal sessions rm) and start again", h.fingerprint.Short(), fp.Short())
+		}
 		return model.StateData{}, snapErr(ErrOtherModel, "its model fingerprint is %s, this model's is %s", h.fingerprint.Short(), fp.Short())
 	}
 	d := model.StateData{

@@ -88,6 +88,11 @@ func TestVersion1Read(t *testing.T) {
 	if err := encodeVersion(&bytes.Buffer{}, 1, fp, synthStateBF16(2, 1)); err == nil {
 		t.Error("a bf16 state was written as version 1")
 	}
+	// under another fingerprint (every version 1 file since the fingerprint
+	// covers all the weights) the refusal says why and what to do
+	if _, err := decode(b, testFP(2)); !errors.Is(err, ErrOtherModel) || !strings.Contains(err.Error(), "older petal") {
+		t.Errorf("a version 1 file of another fingerprint: %v", err)
+	}
 }
 
 // TestSectionTypesChecked: a header whose checksums hold but whose element
