@@ -111,6 +111,7 @@ Examples:
 		Commands: []*cli.Command{
 			runCommand(st),
 			batchCommand(st),
+			serveCommand(st),
 			perplexityCommand(st),
 			inspectCommand(st),
 			benchCommand(st),
