@@ -261,10 +261,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 		writeError(w, http.StatusBadRequest, jobs.APIError{Message: "reading the request body: " + err.Error(), Type: jobs.InvalidRequest})
 		return nil, false
 	}
-	// The body is in: from here the request may wait and run for as long
-	// as it takes, and the connection's read only watches for the client
-	// going away.
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, true
 }
 
