@@ -98,23 +98,41 @@ func runServe(ctx context.Context, st *Streams, o serveOptions) error {
 	case o.PrefixCacheMB < 0:
 		return usageErr("--prefix-cache %d: want 0 or more", o.PrefixCacheMB)
 	}
-	e, name, err := openEngine(st, o.modelOptions)
+	api, e, name, err := newServeAPI(st, o)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	if o.ServedName != "" {
-		name = o.ServedName
-	}
-	// one executor for the whole life of the server: its prefix cache
-	// carries states from one request to the next
-	srv := &server{e: e, modelName: name}
-	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
 		return usageErr("cannot listen on %s port %d: %v", o.Host, o.Port, err)
+	}
+	if ip := net.ParseIP(o.Host); o.APIKey == "" && (ip == nil && o.Host != "localhost" || ip != nil && !ip.IsLoopback()) {
+		fmt.Fprintf(st.Err, "petal: warning: listening on %s without --api-key: anyone who can reach this address can use the model\n", o.Host)
+	}
+	fmt.Fprintf(st.Err, "petal: serving %s on http://%s (one request at a time, %d may wait; Ctrl-C stops)\n", name, ln.Addr(), o.Queue)
+	if err := api.Serve(ctx, ln, httpapi.DefaultTimeouts); err != nil {
+		return err
+	}
+	fmt.Fprintln(st.Err, "petal: stopped: the running request was finished")
+	return nil
+}
+
+// newServeAPI opens the model and the session store and builds the HTTP
+// API over one executor, kept for the whole life of the server: its prefix
+// cache carries states from one request to the next.
+func newServeAPI(st *Streams, o serveOptions) (*httpapi.Server, *engine.Engine, string, error) {
+	e, name, err := openEngine(st, o.modelOptions)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if o.ServedName != "" {
+		name = o.ServedName
+	}
+	srv := &server{e: e, modelName: name}
+	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
+		e.Close()
+		return nil, nil, "", err
 	}
 	var log io.Writer = st.Err
 	if o.Quiet {
@@ -125,15 +143,7 @@ func runServe(ctx context.Context, st *Streams, o serveOptions) error {
 		Queue: o.Queue, APIKey: o.APIKey, CORSOrigins: o.CORSOrigins,
 		MaxBodyBytes: int64(o.MaxRequestMB) << 20, Log: log,
 	})
-	if ip := net.ParseIP(o.Host); o.APIKey == "" && (ip == nil && o.Host != "localhost" || ip != nil && !ip.IsLoopback()) {
-		fmt.Fprintf(st.Err, "petal: warning: listening on %s without --api-key: anyone who can reach this address can use the model\n", o.Host)
-	}
-	fmt.Fprintf(st.Err, "petal: serving %s on http://%s (one request at a time, %d may wait; Ctrl-C stops)\n", name, ln.Addr(), o.Queue)
-	if err := api.Serve(ctx, ln, httpapi.DefaultTimeouts); err != nil {
-		return err
-	}
-	fmt.Fprintln(st.Err, "petal: stopped: the running request was finished")
-	return nil
+	return api, e, name, nil
 }
 
 // serveExecutor runs the server's jobs on the batch executor.

@@ -196,11 +196,11 @@ func (s *Server) finish(c *call, o *Outcome) (summary, error) {
 // withWarnings encodes a body with petal's "warnings" member when there
 // are any, as batch writes them on bare result lines.
 func withWarnings(body any, warnings []string) ([]byte, error) {
-	b, err := json.Marshal(body)
+	b, err := marshal(body)
 	if err != nil || len(warnings) == 0 {
 		return b, err
 	}
-	w, err := json.Marshal(warnings)
+	w, err := marshal(warnings)
 	if err != nil {
 		return nil, err
 	}

@@ -37,9 +37,9 @@ func (e *events) start() {
 }
 
 func (e *events) send(v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(map[string]any{"error": jobs.APIError{Message: "encoding a chunk: " + err.Error(), Type: jobs.ServerError}})
+		b, _ = marshal(map[string]any{"error": jobs.APIError{Message: "encoding a chunk: " + err.Error(), Type: jobs.ServerError}})
 	}
 	e.write("data: " + string(b) + "\n\n")
 }
