@@ -22,7 +22,7 @@ import (
 type Executor interface {
 	// Execute runs job. When ctx ends (the client went away) generation
 	// stops at its next token and the outcome's finish_reason is
-	// "cancelled"; the executor keeps nothing of a cancelled turn.
+	// "cancelled"; a cancelled turn is not recorded in its session.
 	Execute(ctx context.Context, job *jobs.Job, out Stream) (*Outcome, *Failure)
 }
 
