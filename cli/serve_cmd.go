@@ -45,10 +45,10 @@ func serveCommand(st *Streams) *cli.Command {
                                                     prefill and decode rates, queue depth, cache hits
 
 One request runs at a time; up to --queue more wait, in order of arrival; beyond that a request
-gets 429 with Retry-After. A client that disconnects cancels its request (queued or running), and
-a cancelled turn is not recorded in its session's conversation. Every request that resends an earlier
-conversation (as agent loops do) continues from the longest prefix kept in memory at a message
-boundary (--prefix-cache MB): usage.prompt_tokens_details.cached_tokens counts it.
+gets 429 with Retry-After. A client that disconnects cancels its request (queued or running); a
+cancelled turn is not recorded in its session's conversation. Every request that resends an
+earlier conversation (as agent loops do) continues from the longest prefix kept in memory at a
+message boundary (--prefix-cache MB): usage.prompt_tokens_details.cached_tokens counts it.
 
 Safe by default: it listens on 127.0.0.1 unless --host says otherwise; --api-key (or
 $PETAL_API_KEY) requires "Authorization: Bearer KEY" on every endpoint but /health; bodies are
