@@ -124,6 +124,7 @@ Examples:
 		Commands: []*cli.Command{
 			runCommand(st),
 			batchCommand(st),
+			serveCommand(st),
 			perplexityCommand(st),
 			inspectCommand(st),
 			benchCommand(st),
