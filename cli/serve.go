@@ -130,6 +130,9 @@ func (s *server) serve(ctx context.Context, job *jobs.Job, onText func(string)) 
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}
 	}
+	if res.FinishReason == jobs.FinishCancelled {
+		kept = anonymousOnly(kept) // a cancelled turn leaves nothing in its session
+	}
 	saveTime, err := s.saveBoundaries(t, kept, &warnings)
 	if err != nil {
 		return nil, &jobError{Status: 500, Err: err}

@@ -46,7 +46,7 @@ func serveCommand(st *Streams) *cli.Command {
 
 One request runs at a time; up to --queue more wait, in order of arrival; beyond that a request
 gets 429 with Retry-After. A client that disconnects cancels its request (queued or running); a
-cancelled turn is not recorded in its session's conversation. Every request that resends an
+cancelled turn leaves nothing in its session (no message, no snapshot). Every request that resends an
 earlier conversation (as agent loops do) continues from the longest prefix kept in memory at a
 message boundary (--prefix-cache MB): usage.prompt_tokens_details.cached_tokens counts it.
 

@@ -256,6 +256,7 @@ func TestServeCancelledTurnIsNotRecorded(t *testing.T) {
 		t.Fatalf("turn 1: %d %s", status, body)
 	}
 	before := conversationMessages(t, store, "s")
+	snapshotsBefore := listFiles(t, filepath.Join(store, "s"))
 
 	// a long message: the client goes away while it is prefilled
 	ctx, cancel := context.WithCancel(context.Background())
@@ -272,7 +273,11 @@ func TestServeCancelledTurnIsNotRecorded(t *testing.T) {
 	cancel()
 	<-done
 	// the next request waits for the cancelled one to end, then runs on the
-	// history of turn 1
+	// history of turn 1; until then the session holds what it held
+	waitUnlocked(t, ts)
+	if got := listFiles(t, filepath.Join(store, "s")); got != snapshotsBefore {
+		t.Errorf("the cancelled turn changed the session's files:\nbefore %s\nafter  %s", snapshotsBefore, got)
+	}
 	status, body := postJSON(t, ts.URL+"/v1/chat/completions", turn("And json.loads?", 8))
 	if status != 200 {
 		t.Fatalf("turn after the cancelled one: %d %s", status, body)
@@ -284,4 +289,37 @@ func TestServeCancelledTurnIsNotRecorded(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(store, "s")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// listFiles names the files of dir (sorted), one line each.
+func listFiles(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, "\n")
+}
+
+// waitUnlocked waits until the server has no request running or queued.
+func waitUnlocked(t *testing.T, ts *httptest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body := string(b); strings.Contains(body, "petal_queue_depth 0") && strings.Contains(body, "petal_requests_running 0") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the server stayed busy")
 }

@@ -307,6 +307,18 @@ type keptState struct {
 	turn bool // the end of the conversation's messages: the session's next turn
 }
 
+// anonymousOnly drops the states meant for the session's own snapshots,
+// keeping those of the prefix cache (which belong to no conversation).
+func anonymousOnly(kept []keptState) []keptState {
+	var out []keptState
+	for _, k := range kept {
+		if !k.turn {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // keepBoundaries runs the prompt up to its message boundaries and copies
 // the states there out: the end of the conversation's messages (before the
 // generation prompt; the next turn's rendering always starts with it,
