@@ -10,6 +10,7 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/quant"
+	"petal/engine/sample"
 )
 
 // Backend runs ops on the host, one op at a time (its kernels share task
@@ -22,6 +23,8 @@ type Backend struct {
 	// block length of the chunked one.
 	deltaForm  deltaForm
 	deltaChunk int
+
+	sampler sample.Kernel // the sampling ops' scratch
 }
 
 // Options choose among kernels that compute the same thing, for ablations.
@@ -313,6 +316,10 @@ func checkOp(op backend.Op) error {
 	case *backend.Embed, *backend.AddRMSNorm, *backend.QLinear, *backend.ConvSiLU, *backend.DeltaRule,
 		*backend.GatedRMSNorm, *backend.QKPrep, *backend.Attention, *backend.Route, *backend.Experts,
 		*backend.Advance:
+	case *backend.Sample, *backend.Logprobs:
+		if err := checkSampling(op); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("not implemented")
 	}
@@ -381,6 +388,10 @@ func (b *Backend) Run(ops ...backend.Op) error {
 			b.experts(o)
 		case *backend.Advance:
 			I(o.Pos)[0] += int32(o.By)
+		case *backend.Sample:
+			b.sample(o)
+		case *backend.Logprobs:
+			err = b.logprobs(o)
 		default:
 			err = fmt.Errorf("not implemented")
 		}

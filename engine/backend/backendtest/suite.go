@@ -62,6 +62,7 @@ func Run(t *testing.T, be backend.Backend) {
 		{"Route", route},
 		{"Experts", experts},
 		{"Advance", advance},
+		{"Sample and Logprobs", sampling},
 		{"program", program},
 	}
 	for i, c := range cases {
