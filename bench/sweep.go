@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"petal/engine/decode"
 	"petal/engine/model"
-	"petal/engine/sample"
 )
 
 // sweep runs the measurements of one Run on one model.
@@ -140,26 +140,28 @@ func (sw *sweep) dropKept() {
 	}
 }
 
-// decodeSteps runs steps+1 single-token forward passes, each feeding the
-// greedy pick of the last, and returns the time of all but the first.
+// decodeSteps runs steps+1 decode steps of the shared loop (greedy, the
+// first feeding the state's last token again) and returns the time of all
+// but the first.
 func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int) (time.Duration, error) {
-	token := []int32{0}
+	var token int32
 	if n := len(s.Tokens); n > 0 {
-		token[0] = s.Tokens[n-1]
+		token = s.Tokens[n-1]
 	}
-	pick := func(_ int, logits []float32) { token[0] = sample.Argmax(logits) }
-	var total time.Duration
-	for i := 0; i <= steps; i++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
+	var start time.Time
+	done := 0
+	err := decode.Run(ctx, m, s, decode.Options{MaxFeeds: steps + 1}, token, func(decode.Token) bool {
+		if done == 0 {
+			start = time.Now()
 		}
-		start := time.Now()
-		if err := m.Forward(s, token, model.LastLogits, pick); err != nil {
-			return 0, err
-		}
-		if i > 0 {
-			total += time.Since(start)
-		}
+		done++
+		return done <= steps && ctx.Err() == nil
+	})
+	if err == nil {
+		err = ctx.Err()
 	}
-	return total, nil
+	if err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }

@@ -37,6 +37,8 @@ type Engine struct {
 	StopIDs    map[int32]bool // end-of-sequence ids: generation stops without emitting them
 	MaxContext int
 	LoadTime   time.Duration
+
+	ahead *bool // the decode loop's choice to issue steps ahead; nil: the backend's (tests set it)
 }
 
 // Open loads the model folder dir.

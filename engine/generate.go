@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"petal/engine/decode"
 	"petal/engine/model"
 	"petal/engine/sample"
 	"petal/engine/tokenizer"
@@ -73,21 +75,28 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	if len(req.Prompt) >= e.MaxContext {
 		return nil, fmt.Errorf("engine: the prompt has %d tokens; the context holds %d", len(req.Prompt), e.MaxContext)
 	}
+	if req.TopLogprobs < 0 || req.TopLogprobs > model.MaxTopLogprobs {
+		return nil, fmt.Errorf("engine: %d top log-probabilities asked for; at most %d", req.TopLogprobs, model.MaxTopLogprobs)
+	}
 	res := &Result{CachedTokens: cached, PromptTokens: len(fresh), StopToken: -1}
 	V := e.Model.Dims.Vocab
-	logits := make([]float32, V)
-	var lp []float64
-	if req.Logprobs || req.PromptLogprobs {
-		lp = make([]float64, V)
-	}
 
-	// prefill
-	mode := model.LastLogits
+	// prefill: the last row of logits stays on the device for the sampling
+	// op, unless the prompt is scored (every row read) or only scored
+	mode := model.DeviceLogits
+	if req.PromptLogprobs || req.ScoreOnly {
+		mode = model.LastLogits
+	}
 	if req.PromptLogprobs {
 		mode = model.AllLogits
 	}
+	var lp []float64
+	if req.PromptLogprobs {
+		lp = make([]float64, V)
+	}
 	last := cached + len(fresh) - 1
 	badPos := -1 // the first row of non-finite logits
+	var lastRow []float32
 	err := e.Model.Forward(s, fresh, mode, func(pos int, row []float32) {
 		if badPos < 0 && (pos == last || req.PromptLogprobs) && !finite(row) {
 			badPos = pos
@@ -96,8 +105,8 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 			sample.LogSoftmax(row, lp)
 			res.PromptLogprobs = append(res.PromptLogprobs, tokenLogprob(lp, req.Prompt[pos+1], req.TopLogprobs))
 		}
-		if pos == last {
-			copy(logits, row)
+		if pos == last && req.PromptLogprobs {
+			lastRow = append(lastRow[:0], row...)
 		}
 	})
 	if err != nil {
@@ -111,49 +120,57 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 		res.FinishReason = "length"
 		return res, nil
 	}
+	if lastRow != nil {
+		if err := e.Model.WriteLogits(lastRow); err != nil {
+			return nil, err
+		}
+	}
 
-	sampler := sample.New(req.Sampling, req.Prompt)
 	text := newStopText(e.Tokenizer, req.Stop, req.OnText)
 	var firstAt time.Time
-	next := make([]int32, 1)
-	keepLogits := func(_ int, row []float32) { copy(logits, row) }
-	for {
-		if req.Logprobs {
-			sample.LogSoftmax(logits, lp)
-		}
-		tok := sampler.Next(logits)
+	maxFeeds := e.MaxContext - 1 - s.Pos() // a token is fed only while the next position fits
+	if req.MaxTokens > 0 {
+		maxFeeds = min(maxFeeds, req.MaxTokens-1)
+	}
+	opt := decode.Options{Sampling: req.Sampling, Prompt: req.Prompt, Logprobs: req.Logprobs, Top: req.TopLogprobs,
+		MaxFeeds: max(maxFeeds, 0), Stops: true, Ahead: e.ahead}
+	err = decode.Run(ctx, e.Model, s, opt, -1, func(t decode.Token) bool {
 		if firstAt.IsZero() {
 			firstAt = time.Now()
 			res.FirstToken = firstAt.Sub(start)
 		}
-		if e.StopIDs[tok] {
-			res.FinishReason, res.StopToken = "stop", tok
-			break
+		if e.StopIDs[t.ID] {
+			res.FinishReason, res.StopToken = "stop", t.ID
+			return false
 		}
 		if req.Logprobs {
-			res.Logprobs = append(res.Logprobs, tokenLogprob(lp, tok, req.TopLogprobs))
+			tl := TokenLogprob{ID: t.ID, Logprob: float64(t.Logprob)}
+			for j, id := range t.Top {
+				tl.Top = append(tl.Top, Alternative{id, float64(t.TopLogprobs[j])})
+			}
+			res.Logprobs = append(res.Logprobs, tl)
 		}
-		res.Tokens = append(res.Tokens, tok)
-		sampler.Accept(tok)
-		if text.push(tok) {
+		res.Tokens = append(res.Tokens, t.ID)
+		if text.push(t.ID) {
 			res.FinishReason = "stop"
-			break
+			return false
 		}
 		if req.MaxTokens > 0 && len(res.Tokens) >= req.MaxTokens || s.Pos()+1 >= e.MaxContext {
 			res.FinishReason = "length"
-			break
+			return false
 		}
 		if ctx.Err() != nil {
 			res.FinishReason = "cancelled"
-			break
+			return false
 		}
-		next[0] = tok
-		if err := e.Model.Forward(s, next, model.LastLogits, keepLogits); err != nil {
-			return nil, err
-		}
-		if !finite(logits) {
-			return nil, nonFiniteError(s.Pos() - 1)
-		}
+		return true
+	})
+	var nf *decode.NonFinite
+	if errors.As(err, &nf) {
+		return nil, nonFiniteError(nf.Pos)
+	}
+	if err != nil {
+		return nil, err
 	}
 	res.Text = text.finish()
 	if !firstAt.IsZero() {

@@ -11,6 +11,7 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/quant"
+	"petal/engine/sample"
 )
 
 // Backend runs ops on the host, one op at a time (its kernels share task
@@ -24,7 +25,8 @@ type Backend struct {
 	deltaForm  deltaForm
 	deltaChunk int
 
-	kv backend.DType // element type of the KV caches models keep here
+	kv      backend.DType // element type of the KV caches models keep here
+	sampler sample.Kernel // the sampling ops' scratch
 }
 
 // Options choose among kernels that compute the same thing, for ablations.
@@ -329,6 +331,10 @@ func checkOp(op backend.Op) error {
 	case *backend.Embed, *backend.AddRMSNorm, *backend.QLinear, *backend.ConvSiLU, *backend.DeltaRule,
 		*backend.GatedRMSNorm, *backend.QKPrep, *backend.Attention, *backend.Route, *backend.Experts,
 		*backend.Advance:
+	case *backend.Sample, *backend.Logprobs:
+		if err := checkSampling(op); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("not implemented")
 	}
@@ -455,6 +461,10 @@ func (b *Backend) Run(ops ...backend.Op) error {
 			b.experts(o)
 		case *backend.Advance:
 			I(o.Pos)[0] += int32(o.By)
+		case *backend.Sample:
+			b.sample(o)
+		case *backend.Logprobs:
+			err = b.logprobs(o)
 		default:
 			err = fmt.Errorf("not implemented")
 		}

@@ -39,6 +39,8 @@ type Model struct {
 	ws        workspace
 	logitsAll backend.Buffer // [Chunk, vocab], allocated on first use
 	host      []float32      // read-back buffer for logits
+	sampler   *Sampler       // decode.go, allocated on first use
+	tokenHost [1]int32       // staging for one-value writes
 }
 
 // Load binds a checkpoint's weights on a backend. chunk bounds how many
@@ -77,9 +79,10 @@ func (m *Model) Backend() backend.Backend { return m.be }
 type Logits int
 
 const (
-	NoLogits   Logits = iota // only advance the state
-	LastLogits               // the last position (generation)
-	AllLogits                // every position (scoring)
+	NoLogits     Logits = iota // only advance the state
+	LastLogits                 // the last position (generation)
+	AllLogits                  // every position (scoring)
+	DeviceLogits               // the last position's, left on the device for a sampling op (decode.go)
 )
 
 // Forward runs tokens through the model after what the state already holds,
@@ -98,7 +101,7 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 	for start := 0; start < len(tokens); start += m.Chunk {
 		chunk := tokens[start:min(start+m.Chunk, len(tokens))]
 		mode := want
-		if want == LastLogits && start+len(chunk) < len(tokens) {
+		if (want == LastLogits || want == DeviceLogits) && start+len(chunk) < len(tokens) {
 			mode = NoLogits
 		}
 		if err := m.runChunk(s, chunk, mode, emit); err != nil {
@@ -161,6 +164,10 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	return nil
 }
 
+// RunProgram runs a compiled program of this model (a decode step, say),
+// op by op into the profile when there is one.
+func (m *Model) RunProgram(prog backend.Program) error { return m.run(prog) }
+
 // run runs a compiled program, op by op into the profile when there is one.
 func (m *Model) run(prog backend.Program) error {
 	if m.Profile == nil {
@@ -186,7 +193,7 @@ func grow(b []float32, n int) []float32 {
 	return b[:n]
 }
 
-func programKey(n int, mode Logits) int { return n*3 + int(mode) }
+func programKey(n int, mode Logits) int { return n*4 + int(mode) }
 
 // program is the forward pass of one chunk length, recorded and compiled
 // once and run unchanged at every position: the position is read from the
@@ -202,6 +209,18 @@ func (p *program) add(label string, op backend.Op) {
 	op.(interface{ SetLabel(string) }).SetLabel(label)
 	p.ops = append(p.ops, op)
 }
+
+// tailLabel labels the ops that follow the logits (sampling, decode.go).
+func tailLabel(op backend.Op) string {
+	switch op.(type) {
+	case *backend.Sample:
+		return "head.sample"
+	case *backend.Logprobs:
+		return "head.logprobs"
+	}
+	return "head." + op.Name()
+}
+
 func (p *program) cut() {
 	p.segments = append(p.segments, p.ops)
 	p.ops = nil
@@ -209,8 +228,8 @@ func (p *program) cut() {
 
 // record writes down the forward pass for n tokens: embed, then per layer
 // norm, token mixer, residual, norm, mixture of experts, residual; final
-// norm; logits.
-func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, error) {
+// norm; logits; then the tail ops (sampling, decode.go), and the advance.
+func (m *Model) record(s *State, n int, mode Logits, trace bool, tail ...backend.Op) (*program, error) {
 	d, w, ws := &m.Dims, m.W, &m.ws
 	p := &program{}
 	H := d.Hidden
@@ -240,7 +259,7 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 	}
 	p.add("final_norm", &backend.AddRMSNorm{H: h, Delta: pending, Weight: w.FinalNorm, Out: a, Rows: n, Dim: H, Eps: d.Eps})
 	switch mode {
-	case LastLogits:
+	case LastLogits, DeviceLogits:
 		p.add("head.logits", &backend.QLinear{X: a.Rows(n-1, 1, H), W: w.LMHead, Y: ws.logits, Rows: 1})
 	case AllLogits:
 		if m.logitsAll.Mem == nil {
@@ -250,6 +269,9 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool) (*program, erro
 			}
 		}
 		p.add("head.logits", &backend.QLinear{X: a, W: w.LMHead, Y: m.logitsAll.Rows(0, n, d.Vocab), Rows: n})
+	}
+	for _, op := range tail {
+		p.add(tailLabel(op), op)
 	}
 	p.add("advance", &backend.Advance{Pos: s.pos, By: n})
 	p.cut()

@@ -71,6 +71,7 @@ func Run(t *testing.T, be backend.Backend) {
 		{"Route", route},
 		{"Experts", experts},
 		{"Advance", advance},
+		{"Sample and Logprobs", sampling},
 		{"program", func(e *env) { program(e, backend.F32) }},
 		{"program bf16 KV", func(e *env) { program(e, backend.BF16) }},
 	}
