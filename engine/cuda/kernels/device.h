@@ -23,9 +23,11 @@
 #define PETAL_NCTAID_X() __nvvm_read_ptx_sreg_nctaid_x()
 static __device__ inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
 static __device__ inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+static __device__ inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
 static __device__ inline float __shfl_xor_sync(unsigned mask, float v, int lane) {
   return __nvvm_shfl_sync_bfly_f32(mask, v, lane, 0x1f);
 }
+static __device__ inline void __syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); }
 #endif
 
 typedef unsigned int u32;

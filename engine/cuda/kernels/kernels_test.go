@@ -17,6 +17,9 @@ func TestEmbeddedPTX(t *testing.T) {
 		"probe":   {"empty", "add_f32", "read_xor"},
 		"qmv":     {"qmv_f32_r4", "qmv_f16_r4_sb", "qmv_i8x2_r4_sb", "qmv_i8x3_r2_sb"},
 		"moe":     {"moe_gate_up_f32", "moe_down_f32", "moe_gate_up_i8x2_sb", "moe_down_i8x3_sb"},
+		"route":   {"route4", "route8"},
+		"gdn":     {"gdn_step_s1", "gdn_step_s4", "gdn_step_s16"},
+		"attn":    {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
 	}
 	for family, entries := range want {
 		ptx, err := PTX(family)
