@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"petal/engine"
+	"petal/engine/executor"
 	"petal/httpapi"
 	"petal/jobs"
 )
@@ -129,8 +130,8 @@ func newServeAPI(st *Streams, o serveOptions) (*httpapi.Server, *engine.Engine, 
 	if o.ServedName != "" {
 		name = o.ServedName
 	}
-	srv := &server{e: e, modelName: name}
-	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
+	x, err := newExecutor(st, o.sessionOptions, e, name, 0)
+	if err != nil {
 		e.Close()
 		return nil, nil, "", err
 	}
@@ -139,20 +140,18 @@ func newServeAPI(st *Streams, o serveOptions) (*httpapi.Server, *engine.Engine, 
 		log = nil
 	}
 	api := httpapi.New(httpapi.Config{
-		Executor: &serveExecutor{srv: srv}, Model: &serveModel{e: e, name: name},
+		Executor: serveExecutor{x}, Model: &serveModel{e: e, x: x, name: name},
 		Queue: o.Queue, APIKey: o.APIKey, CORSOrigins: o.CORSOrigins,
 		MaxBodyBytes: int64(o.MaxRequestMB) << 20, Log: log,
 	})
 	return api, e, name, nil
 }
 
-// serveExecutor runs the server's jobs on the batch executor.
-type serveExecutor struct{ srv *server }
+// serveExecutor runs the server's jobs on the executor batch uses.
+type serveExecutor struct{ x *executor.Executor }
 
-func (x *serveExecutor) Execute(ctx context.Context, job *jobs.Job, out httpapi.Stream) (*httpapi.Outcome, *httpapi.Failure) {
-	x.srv.onPrompt = out.Prompt // one job at a time: the hook is this job's
-	defer func() { x.srv.onPrompt = nil }()
-	res, jerr := x.srv.serve(ctx, job, out.Text)
+func (s serveExecutor) Execute(ctx context.Context, job *jobs.Job, out httpapi.Stream) (*httpapi.Outcome, *httpapi.Failure) {
+	res, jerr := s.x.Run(ctx, job, executor.Stream(out))
 	if jerr != nil {
 		return nil, &httpapi.Failure{Status: jerr.Status, Param: jerr.Param, Err: jerr.Err}
 	}
@@ -162,6 +161,7 @@ func (x *serveExecutor) Execute(ctx context.Context, job *jobs.Job, out httpapi.
 // serveModel answers the server's questions about the model.
 type serveModel struct {
 	e    *engine.Engine
+	x    *executor.Executor
 	name string
 }
 
@@ -173,9 +173,13 @@ func (m *serveModel) Decode(ids []int32) string  { return m.e.Tokenizer.Decode(t
 func (m *serveModel) Token(id int32) string      { return m.e.Tokenizer.Token(int(id)) }
 
 func (m *serveModel) RenderChat(job *jobs.Job, addGenerationPrompt bool) (string, error) {
-	req, err := renderRequest(job, addGenerationPrompt)
-	if err != nil {
-		return "", err
+	return m.x.RenderChat(job, addGenerationPrompt)
+}
+
+func toInts(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
 	}
-	return m.e.RenderChat(req)
+	return out
 }

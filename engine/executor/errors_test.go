@@ -1,4 +1,4 @@
-package cli
+package executor
 
 import (
 	"errors"
@@ -11,17 +11,17 @@ import (
 // one its status implies.
 func TestJobErrorsHaveCodes(t *testing.T) {
 	cases := []struct {
-		err       *jobError
+		err       *JobError
 		typ, code string
 	}{
 		{badRequest("messages", "x"), jobs.InvalidRequest, jobs.CodeInvalidValue},
 		{refuse("prompt", jobs.CodeContextLength, "x"), jobs.InvalidRequest, jobs.CodeContextLength},
-		{&jobError{Status: 400, Param: "session", Err: errors.New("x")}, jobs.InvalidRequest, jobs.CodeInvalidValue},
-		{&jobError{Status: 409, Param: "session", Err: errors.New("x")}, jobs.InvalidRequest, jobs.CodeSessionBusy},
-		{&jobError{Status: 500, Err: errors.New("x")}, jobs.ServerError, jobs.CodeInternal},
+		{&JobError{Status: 400, Param: "session", Err: errors.New("x")}, jobs.InvalidRequest, jobs.CodeInvalidValue},
+		{&JobError{Status: 409, Param: "session", Err: errors.New("x")}, jobs.InvalidRequest, jobs.CodeSessionBusy},
+		{&JobError{Status: 500, Err: errors.New("x")}, jobs.ServerError, jobs.CodeInternal},
 	}
 	for _, c := range cases {
-		e := c.err.apiError()
+		e := c.err.APIError()
 		if e.Type != c.typ || e.Code != c.code || e.Message != "x" || e.Param != c.err.Param {
 			t.Errorf("%+v: %+v, want type %s code %s", c.err, e, c.typ, c.code)
 		}
