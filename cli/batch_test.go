@@ -258,3 +258,27 @@ func TestMergeOutput(t *testing.T) {
 		t.Errorf("sorted in place: %q, want %q", data, out)
 	}
 }
+
+// batchLines runs a batch of job lines with the given extra arguments and
+// returns the exit code and the result lines.
+func batchLines(t *testing.T, jobs string, args ...string) (int, []map[string]any, string) {
+	t.Helper()
+	code, out, errs := runMain(t, Streams{In: strings.NewReader(jobs)}, append([]string{"batch", "-"}, args...)...)
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("result line %q: %v", l, err)
+		}
+		lines = append(lines, v)
+	}
+	return code, lines, errs
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
