@@ -147,13 +147,15 @@ func newServeAPI(st *Streams, o serveOptions) (*httpapi.Server, *engine.Engine, 
 	return api, e, name, nil
 }
 
-// serveExecutor runs the server's jobs on the executor batch uses.
+// serveExecutor puts the executor batch uses behind httpapi's interface
+// (their Streams have the same fields).
 type serveExecutor struct{ x *executor.Executor }
 
 func (s serveExecutor) Execute(ctx context.Context, job *jobs.Job, out httpapi.Stream) (*httpapi.Outcome, *httpapi.Failure) {
 	res, jerr := s.x.Run(ctx, job, executor.Stream(out))
 	if jerr != nil {
-		return nil, &httpapi.Failure{Status: jerr.Status, Param: jerr.Param, Err: jerr.Err}
+		e := jerr.APIError()
+		return nil, &httpapi.Failure{Status: jerr.Status, Param: e.Param, Code: e.Code, Err: jerr.Err}
 	}
 	return &httpapi.Outcome{Body: res.Body, Warnings: res.Warnings}, nil
 }

@@ -10,6 +10,10 @@ import (
 	"petal/engine/executor"
 )
 
+// The options of the job executor that run, batch and serve share: the
+// session flags, the store folder and the prefix cache.
+
+// sessionOptions are the session and store flags of a command that runs jobs.
 type sessionOptions struct {
 	Session  string
 	ForkFrom string

@@ -166,13 +166,14 @@ func TestServeAnswersAsBatch(t *testing.T) {
 }
 
 // Errors the executor finds (a prompt longer than the context) come back
-// with batch's status and error object, streamed or not.
+// with batch's status and error object, code included, streamed or not.
 func TestServeExecutorErrors(t *testing.T) {
 	ts := serveAPI(t, "")
 	long := strings.Repeat("word ", 40000) // more tokens than the context holds
 	for _, stream := range []string{"false", "true"} {
 		status, body := postJSON(t, ts.URL+"/v1/completions", `{"prompt": "`+long+`", "stream": `+stream+`}`)
-		if status != 400 || !strings.Contains(body, "the context holds 32768") || !strings.Contains(body, `"type":"invalid_request_error"`) {
+		if status != 400 || !strings.Contains(body, "the context holds 32768") || !strings.Contains(body, `"type":"invalid_request_error"`) ||
+			!strings.Contains(body, `"param":"prompt","code":"context_length_exceeded"`) {
 			t.Errorf("prompt over the context, stream %s: %d %.300s", stream, status, body)
 		}
 	}
@@ -180,7 +181,7 @@ func TestServeExecutorErrors(t *testing.T) {
 		t.Errorf("a body over --max-request-mb: %d %.300s", status, body)
 	}
 	status, body := postJSON(t, ts.URL+"/v1/completions", `{"prompt": [1, 99999]}`)
-	if status != 400 || !strings.Contains(body, `prompt[1] = 99999 is not a token id`) || !strings.Contains(body, `"param":"prompt"`) {
+	if status != 400 || !strings.Contains(body, `prompt[1] = 99999 is not a token id`) || !strings.Contains(body, `"param":"prompt","code":"invalid_value"`) {
 		t.Errorf("bad token id: %d %s", status, body)
 	}
 	status, body = postJSON(t, ts.URL+"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "fork_from": "a", "stream": true}`)
