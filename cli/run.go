@@ -205,7 +205,7 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 	}
 
 	var out executor.Stream
-	var splitter *thinkSplitter
+	var splitter *chat.ThinkSplitter
 	if !o.JSON {
 		showReasoning := st.OutIsTerminal
 		if o.ShowReasoning != nil {
@@ -222,10 +222,12 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 			}
 		}
 		if job.Kind == jobs.Chat {
-			splitter = &thinkSplitter{reasoning: reasoning, answer: answer}
-			out.Text = splitter.write
+			splitter = chat.NewThinkSplitter(false, reasoning, answer)
+			out.Text = func(s string) { splitter.Write(s) }
 			// the rendered prompt decides whether generation starts inside <think>
-			out.Prompt = func(prompt string) { splitter.inThinking = chat.PromptOpensThink(prompt) }
+			out.Prompt = func(prompt string) {
+				splitter = chat.NewThinkSplitter(chat.PromptOpensThink(prompt), reasoning, answer)
+			}
 		} else {
 			out.Text = answer
 		}
@@ -238,7 +240,7 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 		return jerr.Err
 	}
 	if splitter != nil {
-		splitter.flush()
+		splitter.Flush()
 	}
 	if o.JSON {
 		b, _ := json.Marshal(jobs.Success(job.Origin(), res.Body, res.Warnings).Body)
