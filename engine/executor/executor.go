@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"petal/engine"
+	"petal/engine/backend"
 	"petal/engine/chat"
 	"petal/engine/session"
 	"petal/jobs"
@@ -52,9 +53,9 @@ type Executor struct {
 // New builds an executor over an opened engine, which it does not close.
 func New(e *engine.Engine, o Options) (*Executor, error) {
 	x := &Executor{e: e, modelName: o.ModelName, loadMS: ms(o.LoadTime)}
-	ss := &sessionStore{dir: o.SessionDir, explicit: o.PersistPrefixes, fp: session.ModelFingerprintCached(e.Checkpoint, o.DigestDir), kv: e.Model.KV}
+	ss := &sessionStore{dir: o.SessionDir, fp: session.ModelFingerprintCached(e.Checkpoint, o.DigestDir), kv: e.Model.KV}
 	switch {
-	case ss.explicit:
+	case o.PersistPrefixes:
 		if _, err := ss.open(); err != nil {
 			return nil, err
 		}
@@ -64,6 +65,27 @@ func New(e *engine.Engine, o Options) (*Executor, error) {
 	}
 	x.store = ss
 	return x, nil
+}
+
+// sessionStore connects jobs to persistent sessions and to the prefix
+// cache. The store folder is opened only when a job needs it.
+type sessionStore struct {
+	dir    string
+	fp     session.Fingerprint
+	store  *session.Store
+	prefix *session.PrefixCache // nil: no prefix reuse
+	kv     backend.DType        // the KV element type of this run's states
+}
+
+func (ss *sessionStore) open() (*session.Store, error) {
+	if ss.store == nil {
+		st, err := session.OpenStore(ss.dir, ss.fp, session.StoreOptions{KV: ss.kv})
+		if err != nil {
+			return nil, err
+		}
+		ss.store = st
+	}
+	return ss.store, nil
 }
 
 // Stream receives what a running job produces, as it is produced; a nil

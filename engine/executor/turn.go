@@ -9,33 +9,10 @@ import (
 	"time"
 
 	"petal/engine"
-	"petal/engine/backend"
 	"petal/engine/model"
 	"petal/engine/session"
 	"petal/jobs"
 )
-
-// sessionStore connects jobs to persistent sessions and to the prefix
-// cache. The store folder is opened only when a job needs it.
-type sessionStore struct {
-	dir      string
-	explicit bool // the folder was chosen (flag or environment): prefixes persist across runs
-	fp       session.Fingerprint
-	store    *session.Store
-	prefix   *session.PrefixCache
-	kv       backend.DType // the KV element type of this run's states
-}
-
-func (ss *sessionStore) open() (*session.Store, error) {
-	if ss.store == nil {
-		st, err := session.OpenStore(ss.dir, ss.fp, session.StoreOptions{KV: ss.kv})
-		if err != nil {
-			return nil, err
-		}
-		ss.store = st
-	}
-	return ss.store, nil
-}
 
 // turn is a job's session context: the held lock and the history the new
 // messages are appended to.
