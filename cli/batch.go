@@ -14,6 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
+	"petal/engine/executor"
 	"petal/jobs"
 )
 
@@ -173,8 +174,8 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 		return err
 	}
 	defer e.Close()
-	srv := &server{e: e, modelName: name, loadMS: ms(e.LoadTime)}
-	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
+	x, err := newExecutor(st, o.sessionOptions, e, name, e.LoadTime)
+	if err != nil {
 		return err
 	}
 
@@ -216,10 +217,10 @@ func runBatch(c *cli.Context, st *Streams, o batchOptions) error {
 			progress(bar, &stats)
 			continue
 		}
-		res, jerr := serveRecovered(st, srv, c.Context, job)
+		res, jerr := runRecovered(st, x, c.Context, job)
 		var line jobs.Output
 		if jerr != nil {
-			line = jobs.Failure(job.Origin(), jerr.apiError())
+			line = jobs.Failure(job.Origin(), jerr.APIError())
 			line.StatusCode = jerr.Status
 			stats.failed++
 		} else {
@@ -356,18 +357,18 @@ func spoolInput(in io.Reader) (*os.File, error) {
 	return f, nil
 }
 
-// serveJob serves one job of a batch; tests replace it to make a job panic.
-var serveJob = (*server).serve
+// runJob runs one job of a batch; tests replace it to make a job panic.
+var runJob = (*executor.Executor).Run
 
-// serveRecovered serves a job, turning a panic into that job's failure
+// runRecovered runs a job, turning a panic into that job's failure
 // (status 500, "internal error: ..."), so that one bad job cannot end the
 // batch, nor every resume of it. The stack goes to stderr for a bug report.
-func serveRecovered(st *Streams, srv *server, ctx context.Context, job *jobs.Job) (res *outcome, jerr *jobError) {
+func runRecovered(st *Streams, x *executor.Executor, ctx context.Context, job *jobs.Job) (res *executor.Outcome, jerr *executor.JobError) {
 	defer func() {
 		if v := recover(); v != nil {
 			fmt.Fprintf(st.Err, "petal: line %d: internal error (a panic; the batch goes on): %v\n%s", job.Line, v, debug.Stack())
-			res, jerr = nil, &jobError{Status: 500, Err: fmt.Errorf("internal error: %v", v)}
+			res, jerr = nil, &executor.JobError{Status: 500, Err: fmt.Errorf("internal error: %v", v)}
 		}
 	}()
-	return serveJob(srv, ctx, job, nil)
+	return runJob(x, ctx, job, executor.Stream{})
 }

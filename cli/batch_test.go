@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"petal/engine/executor"
 	"petal/jobs"
 )
 
@@ -165,14 +166,14 @@ func TestBatchJobPanicIsItsErrorLine(t *testing.T) {
 	os.WriteFile(in, []byte(`{"prompt": "x = 1", "max_tokens": 2}`+"\n"+
 		`{"custom_id": "p", "method": "POST", "url": "/v1/completions", "body": {"prompt": "y = 2", "max_tokens": 2}}`+"\n"+
 		`{"prompt": "z = 3", "max_tokens": 2}`+"\n"), 0o644)
-	real := serveJob
-	defer func() { serveJob = real }()
-	serveJob = func(s *server, ctx context.Context, job *jobs.Job, onText func(string)) (*outcome, *jobError) {
+	real := runJob
+	defer func() { runJob = real }()
+	runJob = func(x *executor.Executor, ctx context.Context, job *jobs.Job, out executor.Stream) (*executor.Outcome, *executor.JobError) {
 		if job.Line == 2 {
 			var m map[string]int
 			m["boom"]++ // a nil map write: a runtime panic, as an engine bug would be
 		}
-		return real(s, ctx, job, onText)
+		return real(x, ctx, job, out)
 	}
 	code, _, errs := runMain(t, Streams{}, "batch", in, "-o", out)
 	if code != ExitJobsFailed || !strings.Contains(errs, "line 2") || !strings.Contains(errs, "panic") {
@@ -186,7 +187,7 @@ func TestBatchJobPanicIsItsErrorLine(t *testing.T) {
 	if resp["status_code"] != 500.0 || !strings.Contains(fmt.Sprint(resp["body"]), "internal error: assignment to entry in nil map") {
 		t.Errorf("line 2 result %v", lines[1])
 	}
-	serveJob = real
+	runJob = real
 	if code, _, errs := runMain(t, Streams{}, "batch", in, "-o", out, "--resume"); code != 0 {
 		t.Fatalf("resume: exit %d, stderr %q", code, errs)
 	}
@@ -256,4 +257,28 @@ func TestMergeOutput(t *testing.T) {
 	if data, _ := os.ReadFile(part); string(data) != out {
 		t.Errorf("sorted in place: %q, want %q", data, out)
 	}
+}
+
+// batchLines runs a batch of job lines with the given extra arguments and
+// returns the exit code and the result lines.
+func batchLines(t *testing.T, jobs string, args ...string) (int, []map[string]any, string) {
+	t.Helper()
+	code, out, errs := runMain(t, Streams{In: strings.NewReader(jobs)}, append([]string{"batch", "-"}, args...)...)
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("result line %q: %v", l, err)
+		}
+		lines = append(lines, v)
+	}
+	return code, lines, errs
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

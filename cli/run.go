@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"petal/engine/chat"
+	"petal/engine/executor"
 	"petal/jobs"
 )
 
@@ -198,13 +199,13 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 		return err
 	}
 	defer e.Close()
-	srv := &server{e: e, modelName: name, loadMS: ms(e.LoadTime)}
-	if srv.store, err = openSessions(st, o.sessionOptions, e); err != nil {
+	x, err := newExecutor(st, o.sessionOptions, e, name, e.LoadTime)
+	if err != nil {
 		return err
 	}
 
-	var onText func(string)
-	var splitter *thinkSplitter
+	var out executor.Stream
+	var splitter *chat.ThinkSplitter
 	if !o.JSON {
 		showReasoning := st.OutIsTerminal
 		if o.ShowReasoning != nil {
@@ -221,17 +222,17 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 			}
 		}
 		if job.Kind == jobs.Chat {
-			splitter = &thinkSplitter{reasoning: reasoning, answer: answer}
-			onText = splitter.write
+			splitter = chat.NewThinkSplitter(false, reasoning, answer)
+			out.Text = func(s string) { splitter.Write(s) }
+			// the rendered prompt decides whether generation starts inside <think>
+			out.Prompt = func(prompt string) {
+				splitter = chat.NewThinkSplitter(chat.PromptOpensThink(prompt), reasoning, answer)
+			}
 		} else {
-			onText = answer
+			out.Text = answer
 		}
 	}
-	if splitter != nil {
-		// the rendered prompt decides whether generation starts inside <think>
-		srv.onPrompt = func(prompt string) { splitter.inThinking = chat.PromptOpensThink(prompt) }
-	}
-	out, jerr := srv.serve(c.Context, job, onText)
+	res, jerr := x.Run(c.Context, job, out)
 	if jerr != nil {
 		if jerr.Status == 400 {
 			return usageErr("%v", jerr.Err)
@@ -239,21 +240,21 @@ func runRun(c *cli.Context, st *Streams, o runOptions) error {
 		return jerr.Err
 	}
 	if splitter != nil {
-		splitter.flush()
+		splitter.Flush()
 	}
 	if o.JSON {
-		b, _ := json.Marshal(jobs.Success(job.Origin(), out.Body, out.Warnings).Body)
+		b, _ := json.Marshal(jobs.Success(job.Origin(), res.Body, res.Warnings).Body)
 		fmt.Fprintln(st.Out, string(b))
-	} else if st.OutIsTerminal || !strings.HasSuffix(out.Result.Text, "\n") {
+	} else if st.OutIsTerminal || !strings.HasSuffix(res.Result.Text, "\n") {
 		fmt.Fprintln(st.Out)
 	}
-	for _, w := range out.Warnings {
+	for _, w := range res.Warnings {
 		fmt.Fprintln(st.Err, "petal: warning:", w)
 	}
 	if !o.Quiet && !o.JSON {
-		fmt.Fprintln(st.Err, timingLine(out.Timings, out.Result.FinishReason))
+		fmt.Fprintln(st.Err, timingLine(res.Timings, res.Result.FinishReason))
 	}
-	if out.Result.FinishReason == jobs.FinishCancelled {
+	if res.Result.FinishReason == jobs.FinishCancelled {
 		return &exitError{ExitInterrupted, fmt.Errorf("interrupted")}
 	}
 	return nil

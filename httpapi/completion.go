@@ -129,7 +129,7 @@ func (s *Server) execute(ctx context.Context, job *jobs.Job, out Stream) (o *Out
 	defer func() {
 		if v := recover(); v != nil {
 			s.logf("internal error (a panic; the server goes on): %v\n%s", v, debug.Stack())
-			o, f = nil, &Failure{Status: http.StatusInternalServerError, Err: fmt.Errorf("internal error: %v", v)}
+			o, f = nil, &Failure{Status: http.StatusInternalServerError, Code: jobs.CodeInternal, Err: fmt.Errorf("internal error: %v", v)}
 		}
 	}()
 	return s.cfg.Executor.Execute(ctx, job, out)

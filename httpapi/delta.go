@@ -3,6 +3,8 @@ package httpapi
 import (
 	"strings"
 	"unicode"
+
+	"petal/engine/chat"
 )
 
 // chatDeltas turns a chat reply's text, as it streams, into reasoning and
@@ -13,7 +15,7 @@ import (
 // calls are sent whole once the reply is parsed). finish sends what the
 // final message has beyond what was streamed.
 type chatDeltas struct {
-	think     thinkSplitter
+	think     *chat.ThinkSplitter
 	reasoning deltaChannel
 	content   deltaChannel
 }
@@ -23,11 +25,11 @@ func newChatDeltas(inThinking bool, reasoning, content func(string)) *chatDeltas
 		reasoning: deltaChannel{send: reasoning, trimLeadingNewlines: true},
 		content:   deltaChannel{send: content},
 	}
-	d.think = thinkSplitter{inThinking: inThinking, reasoning: d.reasoning.write, answer: d.content.write}
+	d.think = chat.NewThinkSplitter(inThinking, d.reasoning.write, d.content.write)
 	return d
 }
 
-func (d *chatDeltas) write(text string) { d.think.write(text) }
+func (d *chatDeltas) write(text string) { d.think.Write(text) }
 
 // finish sends the rest of the final reasoning and content: the parts that
 // extend what was streamed (a part that does not, as when the parser moved
@@ -81,64 +83,6 @@ func (c *deltaChannel) finish(final string) {
 		c.emit(rest)
 	}
 	c.held, c.stopped = "", true
-}
-
-// thinkSplitter routes streamed text to reasoning or answer as the Qwen
-// <think>...</think> block opens and closes, holding back what might be the
-// start of a tag until it is decided (the rules of `petal run`'s display).
-type thinkSplitter struct {
-	inThinking bool
-	pending    string
-	reasoning  func(string)
-	answer     func(string)
-	seenAnswer bool // answer text started: a later <think> is plain text
-	trimLead   bool // drop the newlines the template puts after </think>
-}
-
-func (s *thinkSplitter) write(text string) {
-	s.pending += text
-	for s.pending != "" {
-		tag := "</think>"
-		if !s.inThinking {
-			tag = "<think>"
-		}
-		if s.inThinking || !s.seenAnswer {
-			// an opening tag counts only before any answer text
-			if i := strings.Index(s.pending, tag); i >= 0 && (s.inThinking || strings.TrimSpace(s.pending[:i]) == "") {
-				s.emit(s.pending[:i])
-				s.pending = s.pending[i+len(tag):]
-				s.inThinking = !s.inThinking
-				s.trimLead = !s.inThinking
-				continue
-			}
-			keep := partialSuffix(s.pending, tag)
-			s.emit(s.pending[:len(s.pending)-keep])
-			s.pending = s.pending[len(s.pending)-keep:]
-			return
-		}
-		s.emit(s.pending)
-		s.pending = ""
-	}
-}
-
-func (s *thinkSplitter) emit(text string) {
-	if text == "" {
-		return
-	}
-	if s.inThinking {
-		s.reasoning(text)
-		return
-	}
-	if s.trimLead {
-		if text = strings.TrimLeft(text, "\n"); text == "" {
-			return
-		}
-		s.trimLead = false
-	}
-	if strings.TrimSpace(text) != "" {
-		s.seenAnswer = true
-	}
-	s.answer(text)
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

@@ -7,7 +7,8 @@
 // and error objects as batch results.
 //
 // The package knows nothing of how a job runs: it depends on the two small
-// interfaces below, which the serve command implements over the engine.
+// interfaces below, which the serve command implements over the job
+// executor (petal/engine/executor); its tests use a scripted one.
 package httpapi
 
 import (
@@ -45,10 +46,12 @@ type Outcome struct {
 
 // Failure is a job that could not be served: Status 400 for a request that
 // cannot be served as given, 409 for a session held by another writer too
-// long, 500 for a failure of petal itself.
+// long, 500 for a failure of petal itself. Its error object is batch's:
+// Param and Code as the executor gives them.
 type Failure struct {
 	Status int
 	Param  string // the request field at fault, if any
+	Code   string // the error object's code (jobs.Code*)
 	Err    error
 }
 

@@ -298,7 +298,7 @@ func failureError(f *Failure) jobs.APIError {
 	if f.Status >= 500 {
 		typ = jobs.ServerError
 	}
-	return jobs.APIError{Message: f.Err.Error(), Type: typ, Param: f.Param}
+	return jobs.APIError{Message: f.Err.Error(), Type: typ, Param: f.Param, Code: f.Code}
 }
 
 // recorder is the response of one request, as the metrics and the log

@@ -372,11 +372,11 @@ func TestRequestErrors(t *testing.T) {
 // A job that fails before producing text gets its status and error object
 // even when it streams; one that fails after gets an error event.
 func TestExecutorFailures(t *testing.T) {
-	x := &scripted{fail: &Failure{Status: 400, Param: "messages", Err: errors.New("the prompt has 9999 tokens; the context holds 4096")}}
+	x := &scripted{fail: &Failure{Status: 400, Param: "messages", Code: "context_length_exceeded", Err: errors.New("the prompt has 9999 tokens; the context holds 4096")}}
 	_, ts := newTestServer(t, x, Config{})
 	for _, stream := range []string{"false", "true"} {
 		resp, body := post(t, ts.URL+"/v1/chat/completions", chatBody+`, "stream": `+stream+`}`)
-		if e := errorOf(t, body); resp.StatusCode != 400 || e["param"] != "messages" || e["type"] != "invalid_request_error" {
+		if e := errorOf(t, body); resp.StatusCode != 400 || e["param"] != "messages" || e["type"] != "invalid_request_error" || e["code"] != "context_length_exceeded" {
 			t.Errorf("stream %s: %d %s", stream, resp.StatusCode, body)
 		}
 	}
@@ -389,7 +389,7 @@ func TestExecutorFailures(t *testing.T) {
 	}
 	x.failMid, x.panics = nil, true
 	resp, body = post(t, ts.URL+"/v1/completions", `{"prompt": "x"}`)
-	if resp.StatusCode != 500 || !strings.Contains(errorOf(t, body)["message"].(string), "internal error: scripted panic") {
+	if e := errorOf(t, body); resp.StatusCode != 500 || !strings.Contains(e["message"].(string), "internal error: scripted panic") || e["code"] != "internal_error" {
 		t.Errorf("panic: %d %s", resp.StatusCode, body)
 	}
 	// the server goes on

@@ -10,5 +10,6 @@
 // beyond int64 become floats.
 //
 // ParseOutput reads the Qwen output format: the <think> block and tool calls in the XML
-// form of Qwen3.5/3.6 or the JSON form of Qwen3.
+// form of Qwen3.5/3.6 or the JSON form of Qwen3; ThinkSplitter splits the same text as it
+// streams, into reasoning and answer.
 package chat

@@ -1,11 +1,13 @@
-package cli
+package chat
 
 import "strings"
 
-// thinkSplitter routes streamed text to reasoning or answer as the Qwen
+// ThinkSplitter routes streamed text to reasoning or answer as the Qwen
 // <think>...</think> block opens and closes, holding back what might be the
-// start of a tag until it is decided.
-type thinkSplitter struct {
+// start of a tag until it is decided. An opening tag counts only before any
+// answer text, and the newlines the template puts after </think> are
+// dropped.
+type ThinkSplitter struct {
 	inThinking bool
 	pending    string
 	reasoning  func(string)
@@ -14,12 +16,19 @@ type thinkSplitter struct {
 	trimLead   bool // drop the newlines the template puts after </think>
 }
 
-func (s *thinkSplitter) write(text string) {
+// NewThinkSplitter starts a splitter inside the block when the prompt
+// opened it (see PromptOpensThink).
+func NewThinkSplitter(inThinking bool, reasoning, answer func(string)) *ThinkSplitter {
+	return &ThinkSplitter{inThinking: inThinking, reasoning: reasoning, answer: answer}
+}
+
+// Write takes the next piece of the stream.
+func (s *ThinkSplitter) Write(text string) {
 	s.pending += text
 	for s.pending != "" {
-		tag := "</think>"
+		tag := thinkClose
 		if !s.inThinking {
-			tag = "<think>"
+			tag = thinkOpen
 		}
 		if s.inThinking || !s.seenAnswer {
 			// an opening tag counts only before any answer text
@@ -41,7 +50,13 @@ func (s *thinkSplitter) write(text string) {
 	}
 }
 
-func (s *thinkSplitter) emit(text string) {
+// Flush sends what was held back: the stream has ended.
+func (s *ThinkSplitter) Flush() {
+	s.emit(s.pending)
+	s.pending = ""
+}
+
+func (s *ThinkSplitter) emit(text string) {
 	if text == "" {
 		return
 	}
@@ -59,11 +74,6 @@ func (s *thinkSplitter) emit(text string) {
 		s.seenAnswer = true
 	}
 	s.answer(text)
-}
-
-func (s *thinkSplitter) flush() {
-	s.emit(s.pending)
-	s.pending = ""
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

@@ -1,4 +1,4 @@
-package cli
+package chat
 
 import (
 	"strings"
@@ -18,11 +18,11 @@ func TestThinkSplitterAnySplit(t *testing.T) {
 	for _, c := range cases {
 		for cut := 0; cut <= len(c.text); cut++ {
 			var r, a strings.Builder
-			s := &thinkSplitter{inThinking: c.inThinking, reasoning: func(x string) { r.WriteString(x) }, answer: func(x string) { a.WriteString(x) }}
+			s := NewThinkSplitter(c.inThinking, func(x string) { r.WriteString(x) }, func(x string) { a.WriteString(x) })
 			for _, piece := range []string{c.text[:cut], c.text[cut:]} {
-				s.write(piece)
+				s.Write(piece)
 			}
-			s.flush()
+			s.Flush()
 			if r.String() != c.reasoning || a.String() != c.answer {
 				t.Errorf("%q split at %d: reasoning %q answer %q; want %q and %q", c.text, cut, r.String(), a.String(), c.reasoning, c.answer)
 			}
