@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -55,6 +56,9 @@ func runApp(ctx context.Context, args []string, st Streams) int {
 	err := app.RunContext(ctx, hoistFlags(app, args))
 	if err == nil {
 		return ExitOK
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		return ExitBrokenPipe // the reader went away: no message, as any filter
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
