@@ -167,6 +167,13 @@ func checkBuffers(k Kernel) error {
 	if len(idx) > 31 {
 		return fmt.Errorf("%d buffers, more than Metal's 31", len(idx))
 	}
+	// The host binds the buffers at 0..n-2 and the parameter struct after
+	// them (engine/metal/device's Dispatch).
+	for _, p := range k.Params {
+		if p.Buffer >= 0 && strings.HasSuffix(strings.TrimSpace(strings.TrimSuffix(p.Decl, p.Name)), "&") && p.Buffer != len(idx)-1 {
+			return fmt.Errorf("parameter %s: the constant parameter struct must take the last buffer index, %d", p.Name, len(idx)-1)
+		}
+	}
 	return nil
 }
 

@@ -45,6 +45,7 @@ func TestParseRefuses(t *testing.T) {
 		"kernel void k(device float* y [[buffer(0)]], uint3 i [[thread_position_in_grid]]) {}":     "one-dimensional",
 		"kernel void k(device float y [[buffer(0)]]) {}":                                           "pointer or a constant reference",
 		"void f() {}": "no kernel functions",
+		"kernel void k(constant P& p [[buffer(0)]], device float* y [[buffer(1)]]) {}": "last buffer index",
 	} {
 		if _, err := Parse(src); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", src, err, want)
