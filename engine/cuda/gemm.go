@@ -169,7 +169,7 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 
 // DenseTile is the tile shape chosen for an M×N output: the largest BM
 // whose grid still has a block for about every multiprocessor (the best or
-// within 8% of the best tile at every measured shape, run gemm1).
+// within 9% of the best tile at every measured shape, run gemm1).
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	sms := g.c.Device().SMs
 	for _, name := range []string{"m128", "m64", "m32"} {
