@@ -1,0 +1,352 @@
+package cuda
+
+import (
+	"fmt"
+
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+)
+
+// GEMMTile is one compiled tile shape of gemm.cu: BM rows (tokens) by BN
+// weight rows per block, Threads per block, Stages of cp.async buffering.
+type GEMMTile struct {
+	Name                    string
+	BM, BN, Threads, Stages int
+}
+
+// GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
+var GEMMTiles = []GEMMTile{
+	{"m128", 128, 128, 128, 3},
+	{"m128w8", 128, 128, 256, 3},
+	{"m64", 64, 128, 128, 3},
+	{"m32", 32, 128, 128, 4},
+	{"m16", 16, 128, 128, 4},
+}
+
+// GEMMTileByName finds a tile shape of GEMMTiles.
+func GEMMTileByName(name string) (GEMMTile, error) {
+	for _, t := range GEMMTiles {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return GEMMTile{}, fmt.Errorf("cuda: no GEMM tile %q", name)
+}
+
+func (t GEMMTile) String() string { return t.Name }
+
+// shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
+// and the dequantised bf16 W tile.
+func (t GEMMTile) shared() int { return t.Stages*(t.BM*128+t.BN*36) + t.BN*128 }
+
+// LoadGEMMModule loads the gemm kernels embedded in the binary.
+func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
+	ptx, err := kernels.PTX("gemm")
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(ptx, "gemm")
+}
+
+type gemmKernels struct {
+	dense, gateUp, down *driver.Function
+}
+
+// GEMM launches the 4-bit weight GEMMs of prefill on the tensor cores and
+// the device-side MoE grouping around them.
+type GEMM struct {
+	c                      *driver.Context
+	tiles                  map[string]gemmKernels
+	toBF16, route, combine *driver.Function
+	sharedReady            map[*driver.Function]bool
+}
+
+// NewGEMM finds the kernels in mod (the embedded module or another build of
+// gemm.cu).
+func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
+	g := &GEMM{c: c, tiles: map[string]gemmKernels{}, sharedReady: map[*driver.Function]bool{}}
+	for _, t := range GEMMTiles {
+		var k gemmKernels
+		for _, f := range []struct {
+			dst  **driver.Function
+			name string
+		}{{&k.dense, "gemm_dense_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
+			fn, err := mod.Function(f.name + t.Name)
+			if err != nil {
+				return nil, err
+			}
+			*f.dst = fn
+		}
+		g.tiles[t.Name] = k
+	}
+	for _, f := range []struct {
+		dst  **driver.Function
+		name string
+	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}} {
+		fn, err := mod.Function(f.name)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = fn
+	}
+	return g, nil
+}
+
+// Function returns the kernel of a tile and kind ("dense", "gateup",
+// "down"), for its resource report.
+func (g *GEMM) Function(tile GEMMTile, kind string) *driver.Function {
+	k := g.tiles[tile.Name]
+	switch kind {
+	case "dense":
+		return k.dense
+	case "gateup":
+		return k.gateUp
+	case "down":
+		return k.down
+	}
+	return nil
+}
+
+// launchTile raises fn's shared-memory limit once and launches it.
+func (g *GEMM) launchTile(s *driver.Stream, fn *driver.Function, t GEMMTile, grid driver.Dim3, a *driver.Args) error {
+	shared := t.shared()
+	if !g.sharedReady[fn] {
+		if max := g.c.Device().SharedOptIn; shared > max {
+			return fmt.Errorf("cuda: GEMM tile %s needs %d bytes of shared memory; the GPU allows %d", t, shared, max)
+		}
+		if err := fn.SetMaxDynamicShared(shared); err != nil {
+			return err
+		}
+		g.sharedReady[fn] = true
+	}
+	return s.Launch(fn, grid, driver.D1(t.Threads), shared, a)
+}
+
+// checkGEMMWeights checks that m is 4-bit in groups of 64 with the
+// interleaved scales and biases, with cols columns and rows a multiple of 8.
+func checkGEMMWeights(m *QMatrix, what string, rows, cols int) error {
+	if m == nil {
+		return fmt.Errorf("cuda: GEMM: no %s matrix", what)
+	}
+	if m.Bits != 4 || m.GroupSize != 64 {
+		return fmt.Errorf("cuda: GEMM %s: %d-bit weights in groups of %d are not built (4-bit in groups of 64 only)", what, m.Bits, m.GroupSize)
+	}
+	if m.ScaleBias == 0 {
+		return fmt.Errorf("cuda: GEMM %s: the interleaved scales and biases were not uploaded (QMatrix.UploadScaleBias)", what)
+	}
+	if m.Rows != rows || m.Cols != cols {
+		return fmt.Errorf("cuda: GEMM %s is %d×%d, want %d×%d", what, m.Rows, m.Cols, rows, cols)
+	}
+	if cols%64 != 0 || rows%8 != 0 {
+		return fmt.Errorf("cuda: GEMM %s is %d×%d: rows must be a multiple of 8 and columns of 64", what, rows, cols)
+	}
+	return nil
+}
+
+func aligned16(ps ...driver.Ptr) bool {
+	for _, p := range ps {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ToBF16 queues y[0:n] = bf16(x[0:n]) (round to nearest even) on s: the
+// activations going into the tensor cores. n % 4 == 0; x and y 16-byte
+// aligned.
+func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
+	if n%4 != 0 || !aligned16(x, y) {
+		return fmt.Errorf("cuda: bf16 conversion of %d elements: want a multiple of 4 and 16-byte aligned buffers", n)
+	}
+	if n == 0 {
+		return nil
+	}
+	var a driver.Args
+	a.Ptr(x).Ptr(y).I64(int64(n))
+	return s.Launch(g.toBF16, driver.D1((n/4+255)/256), driver.D1(256), 0, &a)
+}
+
+// DenseTile is the tile shape chosen for an M×N output: the largest BM
+// whose grid still has a block for about every multiprocessor (the best or
+// within 9% of the best tile at every measured shape, run gemm1).
+func (g *GEMM) DenseTile(M, N int) GEMMTile {
+	sms := g.c.Device().SMs
+	for _, name := range []string{"m128", "m64", "m32"} {
+		t, _ := GEMMTileByName(name)
+		if 10*((M+t.BM-1)/t.BM)*((N+t.BN-1)/t.BN) >= 9*sms {
+			return t
+		}
+	}
+	t, _ := GEMMTileByName("m16")
+	return t
+}
+
+// Dense queues y[M,N] = x[M,K]·W^T on s: x bf16 row-major (ToBF16), y
+// float32 row-major, W m of N rows by K columns.
+func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, M int) error {
+	if err := checkGEMMWeights(m, "weight", m.Rows, m.Cols); err != nil {
+		return err
+	}
+	if !aligned16(x, y, m.Words) {
+		return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
+	}
+	k, ok := g.tiles[t.Name]
+	if !ok {
+		return fmt.Errorf("cuda: no GEMM tile %q", t.Name)
+	}
+	if M <= 0 {
+		return nil
+	}
+	N, K := m.Rows, m.Cols
+	var a driver.Args
+	a.Ptr(x).Ptr(m.Words).Ptr(m.ScaleBias).Ptr(y).I32(int32(M)).I32(int32(N)).I32(int32(K))
+	return g.launchTile(s, k.dense, t, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
+}
+
+// MoEGroups are the device buffers of one MoE's grouping: Tokens·MoETopK
+// (token, slot) pairs sorted by expert, tiled in Tile.BM-row tiles.
+//
+//	Counts [Experts], Offsets [Experts+1]: rows of each expert, their start;
+//	Pos [Tokens·MoETopK]: the sorted row of each pair (-1 for a bad id);
+//	RowTok [Tokens·MoETopK]: the token of each sorted row;
+//	Tiles [2·MaxTiles]: (expert, first row) of each tile; NTiles [1];
+//	Status [1]: the number of expert ids outside [0, Experts).
+type MoEGroups struct {
+	Tokens, Experts                                     int
+	Tile                                                GEMMTile
+	MaxTiles                                            int
+	Counts, Offsets, Pos, RowTok, Tiles, NTiles, Status driver.Ptr
+	c                                                   *driver.Context
+	mem                                                 driver.Ptr
+}
+
+// MoETile is the tile shape for tokens routed over experts: BM from the
+// rows an expert receives on average (tokens·MoETopK/experts). At 16 rows
+// on average m32 beats m16 (run gemm1: 390 against 457 µs at 512 tokens),
+// the counts spreading to 30 and more.
+func MoETile(tokens, experts int) GEMMTile {
+	avg := tokens * MoETopK / max(experts, 1)
+	name := "m128"
+	switch {
+	case avg <= 4:
+		name = "m16"
+	case avg <= 32:
+		name = "m32"
+	case avg <= 64:
+		name = "m64"
+	}
+	t, _ := GEMMTileByName(name)
+	return t
+}
+
+// NewMoEGroups allocates the grouping buffers for up to tokens tokens.
+func NewMoEGroups(c *driver.Context, tokens, experts int, tile GEMMTile) (*MoEGroups, error) {
+	if experts < MoETopK || experts > 1024 {
+		return nil, fmt.Errorf("cuda: MoE grouping of %d experts: built for %d to 1024", experts, MoETopK)
+	}
+	if tokens < 1 {
+		return nil, fmt.Errorf("cuda: MoE grouping of %d tokens", tokens)
+	}
+	pairs := tokens * MoETopK
+	maxTiles := (pairs+tile.BM-1)/tile.BM + experts
+	sizes := []int{experts, experts + 1, pairs, pairs, 2 * maxTiles, 1, 1}
+	var total int64
+	for _, n := range sizes {
+		total += int64((4*n + 255) &^ 255)
+	}
+	mem, err := c.Alloc(total, "MoE groups")
+	if err != nil {
+		return nil, err
+	}
+	g := &MoEGroups{Tokens: tokens, Experts: experts, Tile: tile, MaxTiles: maxTiles, c: c, mem: mem}
+	p := mem
+	for i, dst := range []*driver.Ptr{&g.Counts, &g.Offsets, &g.Pos, &g.RowTok, &g.Tiles, &g.NTiles, &g.Status} {
+		*dst = p
+		p = p.Add(int64((4*sizes[i] + 255) &^ 255))
+	}
+	return g, nil
+}
+
+// Free releases the buffers.
+func (g *MoEGroups) Free() error {
+	if g.mem == 0 {
+		return nil
+	}
+	m := g.mem
+	g.mem = 0
+	return g.c.Free(m)
+}
+
+// Route queues the grouping of ids [Tokens·MoETopK] (int32, token t's k-th
+// expert at t·MoETopK+k) into grp on s, for tokens ≤ grp.Tokens tokens.
+func (g *GEMM) Route(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens int) error {
+	if tokens < 1 || tokens > grp.Tokens {
+		return fmt.Errorf("cuda: MoE grouping of %d tokens in buffers for %d", tokens, grp.Tokens)
+	}
+	var a driver.Args
+	a.Ptr(ids).I32(int32(tokens)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).
+		Ptr(grp.Counts).Ptr(grp.Offsets).Ptr(grp.Pos).Ptr(grp.RowTok).Ptr(grp.Tiles).Ptr(grp.NTiles).Ptr(grp.Status)
+	return s.Launch(g.route, driver.D1(1), driver.D1(1024), 0, &a)
+}
+
+// MoEGateUp queues the grouped gate and up projections with the SwiGLU on
+// s: h[r] = silu(x[tok(r)]·gate_e^T) * (x[tok(r)]·up_e^T) for every sorted
+// row r of expert e, h bf16 [Tokens·MoETopK, inter], x bf16 [tokens, hidden].
+// gate and up are stacks of grp.Experts matrices of inter rows.
+func (g *GEMM) MoEGateUp(s *driver.Stream, grp *MoEGroups, gate, up *QMatrix, inter, hidden int, x, h driver.Ptr) error {
+	for _, w := range []struct {
+		m    *QMatrix
+		name string
+	}{{gate, "expert gate"}, {up, "expert up"}} {
+		if err := checkGEMMWeights(w.m, w.name, grp.Experts*inter, hidden); err != nil {
+			return err
+		}
+	}
+	if !aligned16(x, h) {
+		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
+	}
+	t := grp.Tile
+	var a driver.Args
+	a.Ptr(x).Ptr(grp.RowTok).Ptr(gate.Words).Ptr(gate.ScaleBias).Ptr(up.Words).Ptr(up.ScaleBias).Ptr(h).
+		I32(int32(inter)).I32(int32(hidden)).Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
+	grid := driver.Dim3{X: (inter + t.BN/2 - 1) / (t.BN / 2), Y: grp.MaxTiles, Z: 1}
+	return g.launchTile(s, g.tiles[t.Name].gateUp, t, grid, &a)
+}
+
+// MoEDown queues the grouped down projection on s: ys[r] = h[r]·down_e^T,
+// ys float32 [Tokens·MoETopK, hidden]; down is a stack of grp.Experts
+// matrices of hidden rows by inter columns.
+func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, inter int, h, ys driver.Ptr) error {
+	if err := checkGEMMWeights(down, "expert down", grp.Experts*hidden, inter); err != nil {
+		return err
+	}
+	if !aligned16(h, ys) {
+		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
+	}
+	t := grp.Tile
+	var a driver.Args
+	a.Ptr(h).Ptr(down.Words).Ptr(down.ScaleBias).Ptr(ys).I32(int32(hidden)).I32(int32(inter)).
+		Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
+	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
+	return g.launchTile(s, g.tiles[t.Name].down, t, grid, &a)
+}
+
+// MoECombine queues out[t] = (add ? out[t] : 0) + Σ_k wts[t,k]·ys[pos(t,k)]
+// for tokens tokens on s, in slot order (so the result does not depend on
+// the order of rows inside a group); wts float32 [tokens·MoETopK].
+func (g *GEMM) MoECombine(s *driver.Stream, grp *MoEGroups, ys, wts, out driver.Ptr, tokens, hidden int, add bool) error {
+	if hidden%4 != 0 || !aligned16(ys, out) {
+		return fmt.Errorf("cuda: MoE combine of %d columns: want a multiple of 4 and 16-byte aligned buffers", hidden)
+	}
+	if tokens < 1 || tokens > grp.Tokens {
+		return fmt.Errorf("cuda: MoE combine of %d tokens in buffers for %d", tokens, grp.Tokens)
+	}
+	addFlag := int32(0)
+	if add {
+		addFlag = 1
+	}
+	var a driver.Args
+	a.Ptr(ys).Ptr(grp.Pos).Ptr(wts).Ptr(out).I32(int32(hidden)).I32(addFlag)
+	return s.Launch(g.combine, driver.D1(tokens), driver.D1(256), 0, &a)
+}

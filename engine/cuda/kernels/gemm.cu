@@ -1,0 +1,462 @@
+// gemm.cu: 4-bit weight GEMMs on the tensor cores for prefill, and the
+// device-side grouping of the MoE's (token, expert) pairs.
+//
+//   gemm_dense_<tile>:  Y[M,N] = X[M,K]·W[N,K]^T, X bf16 row-major, Y float32.
+//   gemm_gateup_<tile>: per expert group, H[r,:] = silu(X[tok(r)]·Wg_e^T) *
+//                       (X[tok(r)]·Wu_e^T), H bf16 (it feeds the down GEMM).
+//   gemm_down_<tile>:   per expert group, Ys[r,:] = H[r]·Wd_e^T, float32.
+//   moe_route:          histogram of the top-k expert ids, prefix scan,
+//                       scatter into per-expert row lists, tile map.
+//   moe_combine:        out[t] (+)= sum over k of w[t,k]·Ys[pos(t,k)].
+//   gemm_to_bf16:       float32 -> bf16 (round to nearest even).
+//
+// W is MLX affine 4-bit in groups of 64 (spec 3.2; engine/quant): row n's
+// group g is 8 little-endian u32 words (element 8i+j in bits 4j..4j+3 of
+// word i) and one u32 of (bf16 scale | bf16 bias << 16), the interleaved
+// scale/bias array made at upload. A k-tile is one group (BK = 64): its
+// codes (32 bytes a row) and scale/bias words are copied to shared memory
+// by cp.async, STAGES deep; each k-tile's codes are dequantised once per
+// block into a bf16 tile in shared memory (w = fma(q, s, b) rounded once to
+// bf16; q is exact), which the warps read with ldmatrix like the X tile.
+// The weights are never expanded in device memory. mma.sync m16n8k16 bf16
+// with float32 accumulation.
+//
+// Shared tiles are 128-byte rows of eight 16-byte chunks, chunk c of row r
+// stored at c ^ (r & 7), so that ldmatrix and the cp.async writes hit
+// distinct banks.
+#include "device.h"
+
+#if defined(__NVCC__)
+#define G_BID_Y() blockIdx.y
+static __device__ __forceinline__ int g_shfl_up(int v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
+#else
+#define G_BID_Y() __nvvm_read_ptx_sreg_ctaid_y()
+static __device__ __forceinline__ int g_shfl_up(int v, int d) { return __nvvm_shfl_sync_up_i32(0xffffffffu, v, d, 0); }
+#endif
+
+struct __attribute__((aligned(8))) float2v {
+  float x, y;
+};
+struct __attribute__((aligned(16))) float4v {
+  float x, y, z, w;
+};
+
+#define GEMM_TOPK 8
+#define ROUTE_THREADS 1024
+#define COMBINE_THREADS 256
+
+static __device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 a;
+  asm("{.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
+  return a;
+}
+static __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+static __device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+static __device__ __forceinline__ void mma_bf16(float* c, const u32* a, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ u32 bf16x2_fma(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+static __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+// pack_bf16x2 rounds (lo, hi) to bf16, nearest even.
+static __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+static __device__ __forceinline__ void st_shared_v4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+static __device__ __forceinline__ float gexp(float x) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+
+// dequant8 turns one code word (8 elements) and its group's scale/bias word
+// into 8 bf16 weights in element order, as four bf16x2 words.
+static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
+  const u32 magic = 0x43004300u;  // bf16 128.0: 128+q for a 4-bit q is exact
+  const u32 one = 0x3F803F80u, m128 = 0xC300C300u;
+  const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
+  u32 p[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    u32 x = ((w >> (4 * j)) & 0x000F000Fu) | magic;  // (128+q_j, 128+q_{j+4})
+    u32 q = bf16x2_fma(x, one, m128);                 // (q_j, q_{j+4}), exact
+    p[j] = bf16x2_fma(q, s2, b2);                     // s*q + b, one rounding
+  }
+  out[0] = prmt(p[0], p[1], 0x5410u);  // (w0, w1)
+  out[1] = prmt(p[2], p[3], 0x5410u);  // (w2, w3)
+  out[2] = prmt(p[0], p[1], 0x7632u);  // (w4, w5)
+  out[3] = prmt(p[2], p[3], 0x7632u);  // (w6, w7)
+}
+
+#define MODE_DENSE 0
+#define MODE_GATEUP 1
+#define MODE_DOWN 2
+
+// Shared bytes: STAGES x (X tile, codes, scale/bias) and the bf16 W tile.
+#define GEMM_SHARED(BM, BN, S) ((S) * ((BM) * 128 + (BN) * 36) + (BN) * 128)
+
+// gemm_tile is one block's BM x BN output tile. Dense: rows m0.. of X and Y,
+// rows n0.. of W. Grouped (gate/up, down): the tile map entry blockIdx.y
+// gives the expert e and its first sorted row r0; rows run to offsets[e+1];
+// W rows are e*N + n (gate/up: N is the expert's inter size, and the block's
+// BN tile rows alternate 8 gate rows and the 8 up rows of the same outputs).
+template <int BM, int BN, int WM, int WN, int S, int MODE>
+static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
+                                                 const u32* __restrict__ W, const u32* __restrict__ SB,
+                                                 const u32* __restrict__ W2, const u32* __restrict__ SB2,
+                                                 void* __restrict__ Y, int M, int N, int K,
+                                                 const int* __restrict__ tiles, const int* __restrict__ offsets,
+                                                 const int* __restrict__ ntiles) {
+  constexpr int NTHREADS = WM * WN * 32;
+  constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
+  static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
+  constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = A_BYTES + BN * 36;
+  extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
+  const u32 sbase = smem_u32(gsm);
+  const u32 bsm = sbase + S * STAGE;  // dequantised W tile
+
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WN, wn = warp % WN;
+
+  // Rows of this tile.
+  int r0, rend;
+  long long wbase = 0;  // first W row of the expert
+  if (MODE == MODE_DENSE) {
+    r0 = G_BID_Y() * BM;
+    rend = M;
+  } else {
+    const int t = G_BID_Y();
+    if (t >= ntiles[0]) return;
+    const int e = tiles[2 * t];
+    r0 = tiles[2 * t + 1];
+    rend = offsets[e + 1];
+    wbase = (long long)e * N;
+  }
+  const int n0 = MODE == MODE_GATEUP ? PETAL_BID_X() * (BN / 2) : PETAL_BID_X() * BN;
+  const int ktiles = K / 64;
+  const long long wpr = K / 8, gpr = K / 64;
+
+  // The source of each thread's cp.async copies, fixed over k.
+  constexpr int A_PER = (BM * 8 + NTHREADS - 1) / NTHREADS;
+  constexpr int C_PER = (BN * 2 + NTHREADS - 1) / NTHREADS;
+  constexpr int S_PER = (BN + NTHREADS - 1) / NTHREADS;
+  const u16* asrc[A_PER];
+  bool aval[A_PER];
+  u32 adst[A_PER];
+#pragma unroll
+  for (int j = 0; j < A_PER; j++) {
+    const int i = tid + j * NTHREADS, row = i >> 3, ch = i & 7;
+    const int r = r0 + row;
+    aval[j] = i < BM * 8 && r < rend;
+    long long src = 0;
+    if (aval[j]) src = MODE == MODE_GATEUP ? rowTok[r] : r;
+    asrc[j] = X + src * K + ch * 8;
+    adst[j] = (u32)(row * 128 + ((ch ^ (row & 7)) << 4));
+  }
+  const u32* csrc[C_PER];
+  bool cval[C_PER];
+#pragma unroll
+  for (int j = 0; j < C_PER; j++) {
+    const int i = tid + j * NTHREADS, row = i >> 1, h = i & 1;
+    int n;
+    const u32* base = W;
+    if (MODE == MODE_GATEUP) {
+      const int t = row >> 3;
+      n = n0 + (t >> 1) * 8 + (row & 7);
+      base = (t & 1) ? W2 : W;
+    } else {
+      n = n0 + row;
+    }
+    cval[j] = i < BN * 2 && n < N;
+    csrc[j] = base + (cval[j] ? (wbase + n) * wpr : 0) + h * 4;
+  }
+  const u32* ssrc[S_PER];
+  bool sval[S_PER];
+#pragma unroll
+  for (int j = 0; j < S_PER; j++) {
+    const int row = tid + j * NTHREADS;
+    int n;
+    const u32* base = SB;
+    if (MODE == MODE_GATEUP) {
+      const int t = row >> 3;
+      n = n0 + (t >> 1) * 8 + (row & 7);
+      base = (t & 1) ? SB2 : SB;
+    } else {
+      n = n0 + row;
+    }
+    sval[j] = row < BN && n < N;
+    ssrc[j] = base + (sval[j] ? (wbase + n) * gpr : 0);
+  }
+
+  auto load = [&](int kt) {
+    if (kt < ktiles) {
+      const u32 st = sbase + (kt % S) * STAGE;
+#pragma unroll
+      for (int j = 0; j < A_PER; j++)
+        if (tid + j * NTHREADS < BM * 8) cp_async16(st + adst[j], asrc[j] + kt * 64, aval[j]);
+#pragma unroll
+      for (int j = 0; j < C_PER; j++) {
+        const int i = tid + j * NTHREADS;
+        if (i < BN * 2) cp_async16(st + A_BYTES + i * 16, csrc[j] + kt * 8, cval[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < S_PER; j++) {
+        const int row = tid + j * NTHREADS;
+        if (row < BN) cp_async4(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt, sval[j]);
+      }
+    }
+    cp_commit();
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+
+#pragma unroll
+  for (int kt = 0; kt < S - 1; kt++) load(kt);
+
+  for (int kt = 0; kt < ktiles; kt++) {
+    cp_wait<S - 2>();
+    // Every thread's copies of tile kt have landed, and every warp is done
+    // with tile kt-1 (its stage and the W tile are free).
+    __syncthreads();
+    load(kt + S - 1);
+    const u32 st = sbase + (kt % S) * STAGE;
+    {
+      const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
+      const u32* cw = (const u32*)codes;
+      const u32* sbw = (const u32*)(codes + C_BYTES);
+#pragma unroll
+      for (int j = 0; j < BN * 8 / NTHREADS; j++) {
+        const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
+        u32 o[4];
+        dequant8(cw[i], sbw[row], o);
+        st_shared_v4(bsm + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        const int row = wm * TM + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+        ldsm_x4(st + row * 128 + ((ch ^ (row & 7)) << 4), a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; np++) {
+        const int row = wn * TN + np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+        u32 b0, b1, b2, b3;
+        ldsm_x4(bsm + row * 128 + ((ch ^ (row & 7)) << 4), b0, b1, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_bf16(acc[mt][2 * np], a[mt], b0, b1);
+          mma_bf16(acc[mt][2 * np + 1], a[mt], b2, b3);
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+
+  // Epilogue: fragment element (i, j) of acc[mt][nt] is row g (+8 for
+  // j >= 2), column 2c + (j & 1) of the 16x8 tile.
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+      const int r = r0 + wm * TM + mt * 16 + g + 8 * half;
+      if (r >= rend) continue;
+      if (MODE == MODE_GATEUP) {
+        u16* h = (u16*)Y + (long long)r * N;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += 2) {
+          const int n = n0 + ((wn * TN / 8 + nt) >> 1) * 8 + 2 * c;
+          if (n >= N) continue;
+          const float g0 = acc[mt][nt][2 * half], g1 = acc[mt][nt][2 * half + 1];
+          const float u0 = acc[mt][nt + 1][2 * half], u1 = acc[mt][nt + 1][2 * half + 1];
+          const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
+          *(u32*)(h + n) = pack_bf16x2(h0, h1);
+        }
+      } else {
+        float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+          const int n = n0 + wn * TN + nt * 8 + 2 * c;
+          if (n >= N) continue;
+          float2v v = {acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]};
+          *(float2v*)(y + n) = v;
+        }
+      }
+    }
+  }
+}
+
+// Entry points, one per tile shape and mode. Launch with WM*WN*32 threads,
+// GEMM_SHARED(BM, BN, S) bytes of dynamic shared memory; grid x = N/BN
+// (gate/up: N/(BN/2)) rounded up, grid y = M/BM rounded up (grouped: the
+// tile map's upper bound, blocks past ntiles return). K % 64 == 0, N % 8 ==
+// 0, X and the weights 16-byte aligned.
+#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
+  extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
+      gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) {            \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0);                         \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
+      gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
+                         const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \
+                         const int* ntiles) {                                                                    \
+    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles); \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
+      gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,     \
+                       const int* offsets, const int* ntiles) {                                                  \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles);          \
+  }
+
+GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2)
+GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2)
+GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3)
+GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3)
+GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
+
+// gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
+extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
+  const long long i = ((long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X()) * 4;
+  if (i >= n) return;
+  const float4v v = *(const float4v*)(x + i);
+  u32 lo = pack_bf16x2(v.x, v.y), hi = pack_bf16x2(v.z, v.w);
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(y + i / 2), "r"(lo), "r"(hi) : "memory");
+}
+
+// moe_route groups the T*GEMM_TOPK (token, slot) pairs by expert, in one
+// block of ROUTE_THREADS threads (E <= ROUTE_THREADS). ids[t*TOPK+k] is
+// token t's k-th expert. Writes counts[E], offsets[E+1] (exclusive scan),
+// pos[t*TOPK+k] (the pair's sorted row; -1 for an id outside [0, E)),
+// rowTok[row] (the token of each sorted row), the tile map (expert, first
+// row) of each BM-row tile of each expert's rows, ntiles[0], and
+// status[0] = the number of ids outside [0, E). The order of rows inside an
+// expert's group is not fixed, but every row's result is computed the same
+// way wherever it sits, so the outputs are.
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
+    moe_route(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
+              int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
+              int* __restrict__ status) {
+  __shared__ int hist[ROUTE_THREADS];
+  __shared__ int base[ROUTE_THREADS];
+  __shared__ int warpSum[2][32];
+  __shared__ int bad;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  hist[tid] = 0;
+  if (tid == 0) bad = 0;
+  __syncthreads();
+  const int n = T * GEMM_TOPK;
+  const u32 hbase = smem_u32(hist);
+  for (int i = tid; i < n; i += ROUTE_THREADS) {
+    const int e = ids[i];
+    int rank = -1;
+    if (e >= 0 && e < E) {
+      asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(rank) : "r"(hbase + 4 * e) : "memory");
+    } else {
+      asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(smem_u32(&bad)) : "memory");
+    }
+    pos[i] = rank;
+  }
+  __syncthreads();
+  // Exclusive scans of the counts and of the tiles per expert.
+  const int cnt = tid < E ? hist[tid] : 0;
+  const int nt = (cnt + BM - 1) / BM;
+  int a = cnt, b = nt;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int ua = g_shfl_up(a, d), ub = g_shfl_up(b, d);
+    if (lane >= d) a += ua, b += ub;
+  }
+  if (lane == 31) warpSum[0][warp] = a, warpSum[1][warp] = b;
+  __syncthreads();
+  if (warp == 0) {
+    int wa = warpSum[0][lane], wb = warpSum[1][lane];
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int ua = g_shfl_up(wa, d), ub = g_shfl_up(wb, d);
+      if (lane >= d) wa += ua, wb += ub;
+    }
+    warpSum[0][lane] = wa, warpSum[1][lane] = wb;
+  }
+  __syncthreads();
+  const int off = a - cnt + (warp > 0 ? warpSum[0][warp - 1] : 0);
+  const int toff = b - nt + (warp > 0 ? warpSum[1][warp - 1] : 0);
+  if (tid < E) {
+    counts[tid] = cnt;
+    offsets[tid] = off;
+    base[tid] = off;
+    for (int j = 0; j < nt; j++) tiles[2 * (toff + j)] = tid, tiles[2 * (toff + j) + 1] = off + j * BM;
+  }
+  if (tid == E - 1) offsets[E] = off + cnt, ntiles[0] = toff + nt;
+  if (tid == 0) status[0] = bad;
+  __syncthreads();
+  for (int i = tid; i < n; i += ROUTE_THREADS) {
+    const int e = ids[i];
+    if (e < 0 || e >= E) continue;
+    const int p = base[e] + pos[i];
+    pos[i] = p;
+    rowTok[p] = i / GEMM_TOPK;
+  }
+}
+
+// moe_combine: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]
+// in slot order, one block per token, N % 4 == 0.
+extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
+    moe_combine(const float* __restrict__ ys, const int* __restrict__ pos, const float* __restrict__ wts,
+                float* __restrict__ out, int N, int add) {
+  const int t = PETAL_BID_X();
+  int p[GEMM_TOPK];
+  float w[GEMM_TOPK];
+#pragma unroll
+  for (int k = 0; k < GEMM_TOPK; k++) p[k] = pos[t * GEMM_TOPK + k], w[k] = wts[t * GEMM_TOPK + k];
+  float* o = out + (long long)t * N;
+  for (int n = PETAL_TID_X() * 4; n < N; n += COMBINE_THREADS * 4) {
+    float4v s = {0.f, 0.f, 0.f, 0.f};
+    if (add) s = *(const float4v*)(o + n);
+#pragma unroll
+    for (int k = 0; k < GEMM_TOPK; k++) {
+      if (p[k] < 0) continue;
+      const float4v v = *(const float4v*)(ys + (long long)p[k] * N + n);
+      s.x += w[k] * v.x, s.y += w[k] * v.y, s.z += w[k] * v.z, s.w += w[k] * v.w;
+    }
+    *(float4v*)(o + n) = s;
+  }
+}
