@@ -285,7 +285,8 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 		return nil, c.err
 	}
 	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
-		sh := AttnShape{QHeads: QH, KVHeads: KVH, KV: kvType(o.KCache.Type)}
+		// the attention kernels take no rotary dims; the shape's check wants some
+		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
 		po, pml := b.attn.PartialsBytes(sh)
 		var off int64
 		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)

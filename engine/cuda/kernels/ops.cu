@@ -53,8 +53,11 @@ extern "C" __global__ void __launch_bounds__(256)
   const int t = PETAL_TID_X(), tm = t & 15, tn = t >> 4;
   const long long m0 = (long long)PETAL_BID_X() * GM;
   const int n0 = bid_y() * GN;
+  // each tile's products are summed apart and then added to the total:
+  // the rounding grows with 64 + C/64 terms, not with C
   float acc[4][4] = {};
   for (int k0 = 0; k0 < d.cols; k0 += GK) {
+    float part[4][4] = {};
     for (int e = t; e < GM * GK; e += 256) {
       const int m = e / GK, k = e % GK;
       const long long r = m0 + m;
@@ -73,8 +76,12 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+        for (int j = 0; j < 4; j++) part[i][j] += a[i] * b[j];
     }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc[i][j] += part[i][j];
     __syncthreads();
   }
 #pragma unroll
@@ -326,7 +333,8 @@ ATTN_ROWS(attn_rows_bf16_j16, u16, 16)
 // route_select: a warp per row of router logits [rows, E] (grid rows,
 // block 32, dynamic shared memory E bytes): the topK largest logits (the
 // lower id first on ties; NaN never chosen first), their softmax
-// probabilities over all E, renormalised over the chosen when normalize.
+// probabilities over all E (float64 from the float32 logits),
+// renormalised over the chosen when normalize.
 extern "C" __global__ void __launch_bounds__(32)
     route_select(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts, int E, int topK,
                  int normalize) {
@@ -339,12 +347,12 @@ extern "C" __global__ void __launch_bounds__(32)
     if (!is_nan(l[e])) m = __builtin_fmaxf(m, l[e]);
   }
   m = warp_max(m);
-  float sum = 0.f;
+  double sum = 0;
   for (int e = lane; e < E; e += 32)
-    if (!is_nan(l[e])) sum += fexp(l[e] - m);
-  sum = warp_sum(sum);
+    if (!is_nan(l[e])) sum += dexp((double)l[e] - m);
+  for (int o = 16; o > 0; o >>= 1) sum += shfl_xor_f64(sum, o);
   __syncwarp();
-  float chosen = 0.f;
+  double chosen = 0;
   for (int k = 0; k < topK; k++) {
     // best key: the logit's order, then the lower id
     unsigned long long best = 0;
@@ -361,17 +369,20 @@ extern "C" __global__ void __launch_bounds__(32)
       best = u > best ? u : best;
     }
     const int e = best == 0 ? 0 : (int)(0xffffffffu - (u32)best);  // 0: nothing but NaN left
-    const float p = fexp(l[e] - m) / sum;
+    const double p = dexp((double)l[e] - m) / sum;
     if (lane == 0) {
       taken[e] = 1;
       ids[(long long)r * topK + k] = e;
-      wts[(long long)r * topK + k] = p;
+      wts[(long long)r * topK + k] = (float)p;
     }
     chosen += p;
     __syncwarp();
   }
-  if (normalize && lane < topK) {
-    for (int k = lane; k < topK; k += 32) wts[(long long)r * topK + k] /= chosen;
+  if (normalize) {
+    for (int k = lane; k < topK; k += 32) {
+      const int e = ids[(long long)r * topK + k];  // its weight again in float64, over the chosen total
+      wts[(long long)r * topK + k] = (float)(dexp((double)l[e] - m) / sum / chosen);
+    }
   }
 }
 

@@ -29,6 +29,10 @@ static __device__ __forceinline__ unsigned long long shfl_xor_u64(unsigned long 
   return (unsigned long long)(u32)lo | (unsigned long long)(u32)hi << 32;
 }
 
+static __device__ __forceinline__ double shfl_xor_f64(double v, int m) {
+  return __builtin_bit_cast(double, shfl_xor_u64(__builtin_bit_cast(unsigned long long, v), m));
+}
+
 // fexp is e^x in float32 through ex2.approx (relative error about 2^-22).
 static __device__ __forceinline__ float fexp(float x) {
   float r;
