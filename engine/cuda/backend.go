@@ -27,10 +27,12 @@ type Backend struct {
 	moe   *MoE
 	route *Route
 	attn  *Attn
+	gdn   *GDN
 
 	counter driver.Ptr             // the router kernel's ticket (left as found by every launch)
 	scratch grower                 // temporaries of one op at a time (ops run in order)
 	zeros   grower                 // never written: the MoE kernel's residual input
+	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
 	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
 	last    *program               // the last program run, named in errors that surface later
 	held    []driver.Ptr           // memory freed at Close
@@ -53,7 +55,7 @@ type grower struct {
 const uploadChunk = 64 << 20
 
 // modules are the kernel families the backend loads.
-var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn"}
+var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn", "gdn"}
 
 // New opens GPU o.Device and loads the kernels. Where the machine has no
 // usable GPU the error says why (no driver, no GPU, a GPU too old).
@@ -124,6 +126,9 @@ func (b *Backend) init() error {
 	if b.attn, err = NewAttn(b.ctx, mods["attn"]); err != nil {
 		return err
 	}
+	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
+		return err
+	}
 	if b.counter, err = b.alloc(16, "router ticket"); err != nil {
 		return err
 	}
@@ -153,7 +158,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

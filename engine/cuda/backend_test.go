@@ -73,6 +73,8 @@ type fusedCase struct {
 	name    string
 	kernels []string // the kernels of the op with fused on
 	build   func(b *Backend, rng *rand.Rand) (op backend.Op, check func(t *testing.T))
+	// chain, when set, builds several ops instead (kernels are the first's)
+	chain func(b *Backend, rng *rand.Rand) (ops []backend.Op, check func(t *testing.T))
 }
 
 // TestFusedMatchReferences: at the model family's shapes (heads of 256, 8
@@ -86,8 +88,16 @@ func TestFusedMatchReferences(t *testing.T) {
 		b := testBackend(t, o)
 		for i, c := range fusedCases() {
 			t.Run(fmt.Sprintf("%s fused=%v", c.name, fused), func(t *testing.T) {
-				op, check := c.build(b, rand.New(rand.NewPCG(7, uint64(i))))
-				p, err := b.Compile([]backend.Op{op})
+				rng := rand.New(rand.NewPCG(7, uint64(i)))
+				var ops []backend.Op
+				var check func(*testing.T)
+				if c.chain != nil {
+					ops, check = c.chain(b, rng)
+				} else {
+					op, chk := c.build(b, rng)
+					ops, check = []backend.Op{op}, chk
+				}
+				p, err := b.Compile(ops)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -112,7 +122,7 @@ func TestFusedMatchReferences(t *testing.T) {
 
 func fusedCases() []fusedCase {
 	cases := []fusedCase{
-		{"QLinear", []string{"qmv"}, func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+		{name: "QLinear", kernels: []string{"qmv"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 			const R, C = 301, 512
 			w, ref := upload(b, rng, 1, R, C, 4)
 			x := randoms(rng, C, 1)
@@ -121,7 +131,7 @@ func fusedCases() []fusedCase {
 				within(t, "QLinear", read(t, b, o.Y), backendtest.Linear(ref, R, C, x, 1))
 			}
 		}},
-		{"Route", []string{"route"}, func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+		{name: "Route", kernels: []string{"route"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 			const E, C, K = 64, 256, 8
 			w, ref := upload(b, rng, 1, E, C, 8)
 			x := randoms(rng, C, 1)
@@ -134,7 +144,7 @@ func fusedCases() []fusedCase {
 				within(t, "Route", read(t, b, o.Weights), wts)
 			}
 		}},
-		{"Experts", []string{"moe_gate_up", "moe_down"}, func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+		{name: "Experts", kernels: []string{"moe_gate_up", "moe_down"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 			const E, H, I, K = 16, 256, 128, 8
 			gate, gRef := upload(b, rng, E, I, H, 4)
 			up, uRef := upload(b, rng, E, I, H, 4)
@@ -167,9 +177,46 @@ func fusedCases() []fusedCase {
 			}
 		}},
 	}
+	cases = append(cases, fusedCase{name: "Gated DeltaNet step", kernels: []string{gdnKernel},
+		chain: func(b *Backend, rng *rand.Rand) ([]backend.Op, func(*testing.T)) {
+			const Hk, Hv, D, K = 2, 4, 128, 4
+			C, VW := (2*Hk+Hv)*D, Hv*D
+			x, z := randoms(rng, C, 1), randoms(rng, VW, 2)
+			convW, convState := randoms(rng, C*K, 0.5), randoms(rng, (K-1)*C, 1)
+			bb, aa, dt, state := randoms(rng, Hv, 2), randoms(rng, Hv, 2), randoms(rng, Hv, 0.5), randoms(rng, Hv*D*D, 0.1)
+			aLog := randoms(rng, Hv, 1)
+			for i := range aLog {
+				aLog[i] += 1.5
+			}
+			normW := randoms(rng, D, 1)
+			conv, core := floats(b, nans(C)), floats(b, nans(VW))
+			cs, st := floats(b, convState), floats(b, state)
+			out := floats(b, nans(VW))
+			ops := []backend.Op{
+				&backend.ConvSiLU{X: floats(b, x), State: cs, Weight: floats(b, convW), Out: conv, Rows: 1, Chans: C, K: K},
+				&backend.DeltaRule{QKV: conv, B: floats(b, bb), A: floats(b, aa), ALog: floats(b, aLog), DtBias: floats(b, dt),
+					State: st, Out: core, Rows: 1, KeyHeads: Hk, KeyDim: D, ValueHeads: Hv, ValueDim: D},
+				&backend.GatedRMSNorm{X: core, Z: floats(b, z), Weight: floats(b, normW), Out: out, Rows: 1, Heads: Hv, Dim: D, Eps: 1e-6},
+			}
+			return ops, func(t *testing.T) {
+				c64 := backendtest.ConvSiLU(x, convState, convW, 1, C, K)
+				c32 := make([]float32, C)
+				for i, v := range c64 {
+					c32[i] = float32(v)
+				}
+				r64 := backendtest.DeltaRule(c32, bb, aa, aLog, dt, state, 1, Hk, D, Hv, D)
+				r32 := make([]float32, VW)
+				for i, v := range r64 {
+					r32[i] = float32(v)
+				}
+				within(t, "DeltaRule", read(t, b, out), backendtest.GatedRMSNorm(r32, z, normW, 1, Hv, D, 1e-6))
+				within(t, "DeltaRule", read(t, b, st), widen64(state))
+				withinBar(t, "conv state", read(t, b, cs), widen64(convState), 0)
+			}
+		}})
 	for _, kv := range []backend.DType{backend.F32, backend.BF16} {
 		cases = append(cases,
-			fusedCase{"QKPrep " + kv.String(), []string{"qk_prep"}, func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			fusedCase{name: "QKPrep " + kv.String(), kernels: []string{"qk_prep"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 				const QH, KVH, D, rot, pos = 16, 2, 256, 64, 1000
 				kvW := KVH * D
 				qg, k, v := randoms(rng, QH*2*D, 2), randoms(rng, kvW, 2), randoms(rng, kvW, 1)
@@ -193,7 +240,7 @@ func fusedCases() []fusedCase {
 					}
 				}
 			}},
-			fusedCase{"Attention " + kv.String(), []string{"attn_split+attn_combine"}, func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			fusedCase{name: "Attention " + kv.String(), kernels: []string{"attn_split+attn_combine"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 				const QH, KVH, D, pos = 16, 2, 256, 1000
 				kvW, n := KVH*D, pos+1
 				q, qg := randoms(rng, QH*D, 1), randoms(rng, QH*2*D, 2)

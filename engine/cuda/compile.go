@@ -66,8 +66,15 @@ func (b *Backend) Kernels(p backend.Program) int {
 // checking its buffers, and captures the launches as a graph.
 func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	p := &program{b: b, ops: slices.Clone(ops)}
-	for i, op := range p.ops {
-		steps, err := b.lower(p, op)
+	for i := 0; i < len(p.ops); i++ {
+		op := p.ops[i]
+		var steps []step
+		var err error
+		if st, ok := b.gdnStep(p, i); ok {
+			steps = []step{st}
+		} else {
+			steps, err = b.lower(p, op)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cuda: op %d (%s): %w", i, backend.LabelOf(op), err)
 		}
@@ -75,6 +82,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			s.op = i
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
+		}
+		if len(steps) == 1 && steps[0].name == gdnKernel {
+			i += 2 // the step runs the two ops after this one too
 		}
 	}
 	p.desc = fmt.Sprintf("of %d ops", len(ops))
@@ -172,7 +182,9 @@ func (p *program) Run() error {
 
 // ProfiledRun runs a program of this backend op by op between events and
 // adds each op's device time to times (backend.Profiler). The kernels run
-// unfused by graphs, so the sum is a little above a replayed run's time.
+// unfused by graphs, so the sum is a little above a replayed run's time;
+// the time of a Gated DeltaNet step fused into one kernel (gdnStep) goes
+// to its first op, the conv.
 func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
 	prog, ok := p.(*program)
 	if !ok || prog.b != b {

@@ -467,3 +467,93 @@ func (b *Backend) logprobsOp(c *checks, o *backend.Logprobs) ([]step, error) {
 		a.Ptr(logits).Ptr(tok).Ptr(out).Ptr(top).I32(int32(V)).I32(int32(N))
 	})}, nil
 }
+
+// gdnFusible reports whether ops[i:i+3] is a Gated DeltaNet step the
+// kernel takes (see gdnStep).
+func gdnFusible(ops []backend.Op, i int) bool {
+	if i+2 >= len(ops) {
+		return false
+	}
+	c, ok1 := ops[i].(*backend.ConvSiLU)
+	d, ok2 := ops[i+1].(*backend.DeltaRule)
+	g, ok3 := ops[i+2].(*backend.GatedRMSNorm)
+	if !ok1 || !ok2 || !ok3 || c.Rows != 1 || d.Rows != 1 || g.Rows != 1 || c.Out != d.QKV || d.Out != g.X ||
+		c.K != GDNConvK || d.KeyDim != GDNHeadDim || d.ValueDim != GDNHeadDim || g.Dim != GDNHeadDim ||
+		d.KeyHeads < 1 || d.ValueHeads%d.KeyHeads != 0 || g.Heads != d.ValueHeads ||
+		c.Chans != (2*d.KeyHeads+d.ValueHeads)*GDNHeadDim {
+		return false
+	}
+	// The intermediates are dead if every op that reads them (this run's
+	// later ops, the next run's earlier ones: the model's layers share
+	// these buffers) reads what the op just before it wrote, as the rule
+	// and the norm of such a step do.
+	for j, other := range ops {
+		if j == i+1 || j == i+2 {
+			continue
+		}
+		r, _ := other.Access()
+		for _, buf := range r {
+			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
+// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
+func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
+	if j == 0 {
+		return false
+	}
+	switch o := ops[j].(type) {
+	case *backend.DeltaRule:
+		prev, ok := ops[j-1].(*backend.ConvSiLU)
+		return ok && buf == o.QKV && prev.Out == o.QKV
+	case *backend.GatedRMSNorm:
+		prev, ok := ops[j-1].(*backend.DeltaRule)
+		return ok && buf == o.X && prev.Out == o.X
+	}
+	return false
+}
+
+// gdnKernel names the fused Gated DeltaNet step.
+const gdnKernel = "gdn_step"
+
+// gdnStep lowers ops[i:i+3] to the Gated DeltaNet kernel of one token
+// (gdn.cu: conv and SiLU, norms and gates, the delta rule, the gated norm
+// in one launch) when they are ConvSiLU, DeltaRule and GatedRMSNorm of one
+// row chained through their outputs, with heads of 128, a conv of width 4,
+// and no later op of the program reading the two intermediate outputs,
+// which the kernel never writes.
+func (b *Backend) gdnStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !gdnFusible(p.ops, i) {
+		return step{}, false
+	}
+	c, d, g := p.ops[i].(*backend.ConvSiLU), p.ops[i+1].(*backend.DeltaRule), p.ops[i+2].(*backend.GatedRMSNorm)
+	ch := &checks{b: b}
+	C, Hk, Hv := c.Chans, d.KeyHeads, d.ValueHeads
+	bufs := GDNBuffers{
+		QKV: ch.buf("qkv", c.X, backend.F32, C), Z: ch.buf("z", g.Z, backend.F32, Hv*GDNHeadDim),
+		B: ch.buf("b", d.B, backend.F32, Hv), A: ch.buf("a", d.A, backend.F32, Hv),
+		ConvW:     ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK),
+		ConvState: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
+		ALog:      ch.buf("A_log", d.ALog, backend.F32, Hv), DtBias: ch.buf("dt_bias", d.DtBias, backend.F32, Hv),
+		NormW: ch.buf("the norm weight", g.Weight, backend.F32, GDNHeadDim),
+		State: ch.buf("the state", d.State, backend.F32, Hv*GDNHeadDim*GDNHeadDim),
+		Out:   ch.buf("the output", g.Out, backend.F32, Hv*GDNHeadDim),
+	}
+	if ch.err != nil || bufs.ConvW%16 != 0 || bufs.State%16 != 0 {
+		return step{}, false // the plain kernels say what is wrong
+	}
+	counters, err := b.grow(&b.tickets, 4*int64(Hk+Hv), "Gated DeltaNet tickets")
+	if err != nil {
+		return step{}, false
+	}
+	bufs.Counters = counters
+	eps := g.Eps
+	return step{kernels: 1, name: gdnKernel, launch: func(s *driver.Stream) error {
+		return b.gdn.Launch(s, bufs, Hk, Hv, eps)
+	}}, true
+}

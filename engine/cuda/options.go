@@ -17,8 +17,11 @@ type Options struct {
 	// the kernels one by one.
 	Graphs bool
 	// Fused lets one-row ops run on the decode kernels (qmv, route, moe,
-	// attn) where their shapes fit; off, every op takes the plain kernels
-	// of ops.cu.
+	// attn, gdn) where their shapes fit; off, every op takes the plain
+	// kernels of ops.cu. The Gated DeltaNet kernel runs a conv, delta rule
+	// and gated norm in one launch and leaves the conv's and the rule's
+	// outputs unwritten: it is used only where no later op of the program
+	// reads them.
 	Fused bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).

@@ -399,11 +399,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const int per = topK * inter + sinter + 1;
   if (task >= (long long)rows * per) return;
   const int t = (int)(task / per), u = (int)(task % per);
-  const QDesc& gate = descs[0];
-  const QDesc& up = descs[1];
-  const QDesc& sgate = descs[2];
-  const QDesc& sup = descs[3];
-  const QDesc& seg = descs[4];
+  const QDesc gate = descs[0];
   const float* xr = x + (long long)t * gate.cols;
   const long long hb = (long long)t * (topK * inter + sinter);
   if (u < topK * inter) {
@@ -414,14 +410,17 @@ extern "C" __global__ void __launch_bounds__(256)
       return;
     }
     const float g = qrow_dot(gate, (long long)e * inter + i, xr);
+    const QDesc up = descs[1];
     const float v = qrow_dot(up, (long long)e * inter + i, xr);
     if (lane == 0) h[hb + u] = fsilu(g) * v;
   } else if (u < topK * inter + sinter) {
     const int i = u - topK * inter;
+    const QDesc sgate = descs[2], sup = descs[3];
     const float g = qrow_dot(sgate, i, xr);
     const float v = qrow_dot(sup, i, xr);
     if (lane == 0) h[hb + u] = fsilu(g) * v;
   } else {
+    const QDesc seg = descs[4];
     const float s = qrow_dot(seg, 0, xr);
     if (lane == 0) logit[t] = s;
   }
@@ -437,8 +436,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long task = (long long)PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
   if (task >= (long long)rows * dim) return;
   const int t = (int)(task / dim), d = (int)(task % dim);
-  const QDesc& down = descs[5];
-  const QDesc& sdown = descs[6];
+  const QDesc down = descs[5], sdown = descs[6];
   const float* ht = h + (long long)t * (topK * inter + sinter);
   float acc = 0.f;
   for (int k = 0; k < topK; k++) {

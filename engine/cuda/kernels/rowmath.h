@@ -190,10 +190,26 @@ static __device__ __forceinline__ float qweight(const QDesc& d, long long r, int
 }
 
 // qrow_dot is row r of the matrix times x[0:cols], summed over a warp (every
-// lane gets the sum).
-static __device__ __forceinline__ float qrow_dot(const QDesc& d, long long r, const float* x) {
+// lane gets the sum): a lane takes a whole word of codes at a time (a group
+// holds whole words), with its group's scale and bias.
+template <int BITS>
+static __device__ __forceinline__ float qrow_dot_bits(const QDesc& d, long long r, const float* x) {
+  constexpr int per = 32 / BITS;
+  constexpr u32 mask = (1u << BITS) - 1u;
   const int lane = PETAL_TID_X() & 31;
+  const u32* w = d.w + r * d.wpr;
+  const u16* s = d.s + r * d.gpr;
+  const u16* b = d.b + r * d.gpr;
   float acc = 0.f;
-  for (int c = lane; c < d.cols; c += 32) acc += qweight(d, r, c) * x[c];
+  for (int i = lane; i < d.wpr; i += 32) {
+    const u32 word = w[i];
+    const int c0 = i * per, g = c0 / d.group;
+    const float sc = bf16_to_f32(s[g]), bi = bf16_to_f32(b[g]);
+#pragma unroll
+    for (int j = 0; j < per; j++) acc += __builtin_fmaf((float)((word >> (BITS * j)) & mask), sc, bi) * x[c0 + j];
+  }
   return warp_sum(acc);
+}
+static __device__ __forceinline__ float qrow_dot(const QDesc& d, long long r, const float* x) {
+  return d.bits == 4 ? qrow_dot_bits<4>(d, r, x) : qrow_dot_bits<8>(d, r, x);
 }
