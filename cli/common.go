@@ -11,6 +11,7 @@ import (
 	"petal/engine"
 	"petal/engine/backend"
 	"petal/engine/cpu"
+	"petal/engine/cuda"
 )
 
 // modelOptions are the flags every model-loading command shares.
@@ -40,7 +41,8 @@ func readModelOptions(c *cli.Context) modelOptions {
 }
 
 const backendUsage = "where to run, NAME[:KEY=VALUE,...]: cpu, with options " + cpu.OptionsHelp +
-	" (e.g. cpu:delta=chunked); metal and cuda are not available yet"
+	" (e.g. cpu:delta=chunked); cuda (an NVIDIA GPU of compute capability 9.0 or newer, through the driver alone), with options " +
+	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal is not available yet"
 
 func newBackend(spec string) (backend.Backend, error) {
 	if strings.TrimSpace(spec) == "" {
@@ -61,10 +63,20 @@ func newBackend(spec string) (backend.Backend, error) {
 			return nil, usageErr("--backend %s: %v", spec, err)
 		}
 		return b, nil
-	case "cuda", "metal":
-		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu", spec)
+	case "cuda":
+		o, err := cuda.ParseOptions(sp.Options)
+		if err != nil {
+			return nil, usageErr("--backend %s: %v", spec, err)
+		}
+		b, err := cuda.New(o)
+		if err != nil {
+			return nil, usageErr("--backend %s: %v", spec, err)
+		}
+		return b, nil
+	case "metal":
+		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu or cuda", spec)
 	}
-	return nil, usageErr("--backend %s: unknown backend (cpu)", spec)
+	return nil, usageErr("--backend %s: unknown backend (cpu, cuda)", spec)
 }
 
 // openEngine resolves the model and opens it on the chosen backend.

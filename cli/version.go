@@ -10,7 +10,7 @@ import (
 
 // builtBackends are the backends newBackend accepts in this build; the
 // others it names are refused as not built yet.
-var builtBackends = []string{"cpu"}
+var builtBackends = []string{"cpu", "cuda"}
 
 // versionText is what --version prints: petal's version, the commit it was
 // built from (stamped by go build from a git checkout), the Go toolchain and

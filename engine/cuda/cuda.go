@@ -1,7 +1,9 @@
-// Package cuda runs petal's ops on an NVIDIA GPU: device-resident weights
-// and the launchers of the kernels in engine/cuda/kernels, over the device
-// layer of engine/cuda/driver. It is the foundation of a CUDA backend; no
-// backend is wired to it yet.
+// Package cuda runs petal's ops on an NVIDIA GPU: Backend (backend.Backend,
+// "--backend cuda"), device-resident weights and the launchers of the
+// kernels in engine/cuda/kernels, over the device layer of
+// engine/cuda/driver. One-row ops run on the decode kernels (qmv, route,
+// moe, gdn, attn) where their shapes fit, everything else on the plain
+// kernels of ops.cu and sample.cu; a compiled program is one CUDA graph.
 package cuda
 
 import (

@@ -1,0 +1,463 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"petal/engine/backend"
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+	"petal/engine/quant"
+)
+
+// Backend runs petal's ops on one NVIDIA GPU (backend.Backend). All its
+// work goes to one stream in order: a Run returns once the program's
+// kernels are queued (backend.Asynchronous), and a Read, a Sync or the
+// next Run's read-back waits for them. Weights are uploaded once; buffers
+// are plain device allocations, zeroed when made.
+type Backend struct {
+	o   Options
+	ctx *driver.Context
+	s   *driver.Stream
+	up  *driver.Uploader
+
+	mods  []*driver.Module
+	fn    map[string]*driver.Function
+	qmv   *QMV
+	moe   *MoE
+	route *Route
+	attn  *Attn
+	gdn   *GDN
+
+	counter driver.Ptr             // the router kernel's ticket (left as found by every launch)
+	scratch grower                 // temporaries of one op at a time (ops run in order)
+	zeros   grower                 // never written: the MoE kernel's residual input
+	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
+	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
+	last    *program               // the last program run, named in errors that surface later
+	held    []driver.Ptr           // memory freed at Close
+}
+
+type ropeKey struct {
+	rot   int
+	theta float64
+}
+
+// grower is device memory that only grows: a program keeps the address it
+// was compiled with, so a smaller allocation is kept (until Close) when a
+// larger one replaces it.
+type grower struct {
+	p     driver.Ptr
+	bytes int64
+}
+
+// uploadChunk is the size of each of the two pinned staging buffers.
+const uploadChunk = 64 << 20
+
+// modules are the kernel families the backend loads.
+var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn", "gdn"}
+
+// New opens GPU o.Device and loads the kernels. Where the machine has no
+// usable GPU the error says why (no driver, no GPU, a GPU too old).
+func New(o Options) (*Backend, error) {
+	switch o.KV {
+	case 0:
+		o.KV = backend.F32
+	case backend.F32, backend.BF16:
+	default:
+		return nil, fmt.Errorf("cuda: KV caches of element type %s, want f32 or bf16", o.KV)
+	}
+	ctx, err := driver.Open(o.Device)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{o: o, ctx: ctx, fn: map[string]*driver.Function{}, ropes: map[ropeKey]driver.Ptr{}}
+	if err := b.init(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) init() error {
+	var err error
+	if b.s, err = b.ctx.NewStream("cuda backend"); err != nil {
+		return err
+	}
+	if b.up, err = b.ctx.NewUploader(b.s, uploadChunk); err != nil {
+		return err
+	}
+	mods := map[string]*driver.Module{}
+	for _, name := range modules {
+		ptx, err := kernels.PTX(name)
+		if err != nil {
+			return err
+		}
+		m, err := b.ctx.LoadModule(ptx, name)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		mods[name] = m
+	}
+	for _, name := range plainKernels {
+		if b.fn[name], err = mods["ops"].Function(name); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"sample_row", "logprobs_row"} {
+		if b.fn[name], err = mods["sample"].Function(name); err != nil {
+			return err
+		}
+	}
+	qv, mv := DefaultQMV, MoEVariant{QI8x3, true}
+	if b.o.FastQMV {
+		qv, mv = FastQMV, MoEVariant{QI8x2, true}
+	}
+	if b.qmv, err = NewQMV(b.ctx, mods["qmv"], qv); err != nil {
+		return err
+	}
+	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
+		return err
+	}
+	if b.route, err = NewRoute(mods["route"]); err != nil {
+		return err
+	}
+	if b.attn, err = NewAttn(b.ctx, mods["attn"]); err != nil {
+		return err
+	}
+	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
+		return err
+	}
+	if b.counter, err = b.alloc(16, "router ticket"); err != nil {
+		return err
+	}
+	return b.s.Sync()
+}
+
+// plainKernels are the entry points of ops.cu.
+var plainKernels = []string{
+	"embed_rows", "add_rmsnorm", "qgemm", "conv_silu", "delta_rule", "gated_rmsnorm",
+	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
+	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
+	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",
+}
+
+// Close waits for the GPU and releases everything the backend holds; its
+// buffers, matrices and programs must not be used afterwards.
+func (b *Backend) Close() error {
+	if b.ctx == nil {
+		return nil
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if b.s != nil {
+		keep(b.s.Sync())
+	}
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
+		if p != 0 {
+			keep(b.ctx.Free(p))
+		}
+	}
+	for _, p := range b.ropes {
+		keep(b.ctx.Free(p))
+	}
+	if b.up != nil {
+		keep(b.up.Close())
+	}
+	for _, m := range b.mods {
+		keep(m.Close())
+	}
+	if b.s != nil {
+		keep(b.s.Close())
+	}
+	keep(b.ctx.Close())
+	b.ctx = nil
+	return first
+}
+
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the backend's GPU.
+func (b *Backend) Device() driver.Device { return b.ctx.Device() }
+
+// KVCacheType is the element type of the KV caches (Options.KV).
+func (b *Backend) KVCacheType() backend.DType { return b.o.KV }
+
+// Asynchronous: Run queues the program and returns.
+func (b *Backend) Asynchronous() bool { return true }
+
+// alloc is a zeroed device allocation of at least n bytes.
+func (b *Backend) alloc(n int64, label string) (driver.Ptr, error) {
+	n = max(16, (n+15)&^15)
+	p, err := b.ctx.Alloc(n, label)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.s.Fill32(p, 0, n/4); err != nil {
+		b.ctx.Free(p)
+		return 0, err
+	}
+	return p, nil
+}
+
+// grow returns g's memory, at least n bytes, replacing it by a larger
+// allocation where needed (the old one is kept: programs point at it).
+func (b *Backend) grow(g *grower, n int64, label string) (driver.Ptr, error) {
+	if n <= g.bytes && g.p != 0 {
+		return g.p, nil
+	}
+	n = max(n, 2*g.bytes, 1<<16)
+	p, err := b.alloc(n, label)
+	if err != nil {
+		return 0, err
+	}
+	if g.p != 0 {
+		b.held = append(b.held, g.p)
+	}
+	g.p, g.bytes = p, n
+	return p, nil
+}
+
+// memory is one allocation of Alloc.
+type memory struct {
+	b     *Backend
+	p     driver.Ptr
+	bytes int64
+}
+
+func (*memory) Backend() string { return "cuda" }
+
+func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
+	if err := backend.CheckAlloc(n, t); err != nil {
+		return backend.Buffer{}, err
+	}
+	bytes := int64(n) * int64(t.Size())
+	p, err := b.alloc(bytes, fmt.Sprintf("a buffer of %d %s", n, t))
+	if err != nil {
+		return backend.Buffer{}, err
+	}
+	return backend.Buffer{Mem: &memory{b: b, p: p, bytes: bytes}, Len: n, Type: t}, nil
+}
+
+func (b *Backend) Free(buf backend.Buffer) {
+	if m, ok := buf.Mem.(*memory); ok && m.b == b && m.p != 0 {
+		b.ctx.Free(m.p)
+		m.p = 0
+	}
+}
+
+// addr is the device address of buf's first element, after checking that
+// buf is a live allocation of this backend.
+func (b *Backend) addr(buf backend.Buffer) (driver.Ptr, error) {
+	m, ok := buf.Mem.(*memory)
+	switch {
+	case buf.Mem == nil:
+		return 0, fmt.Errorf("cuda: a buffer is missing")
+	case !ok || m.b != b:
+		return 0, fmt.Errorf("cuda: a buffer of another backend (%s)", buf.Mem.Backend())
+	case m.p == 0:
+		return 0, fmt.Errorf("cuda: a freed buffer")
+	case int64(buf.Offset+buf.Len)*int64(buf.Type.Size()) > m.bytes:
+		return 0, fmt.Errorf("cuda: a view past the end of its allocation")
+	}
+	return m.p.Add(int64(buf.Offset) * int64(buf.Type.Size())), nil
+}
+
+func (b *Backend) hostCheck(buf backend.Buffer, n int, ints bool) (driver.Ptr, error) {
+	if err := backend.CheckHost(buf, n, ints); err != nil {
+		return 0, err
+	}
+	return b.addr(buf)
+}
+
+func (b *Backend) Write(dst backend.Buffer, src []float32) error {
+	p, err := b.hostCheck(dst, len(src), false)
+	if err != nil || len(src) == 0 {
+		return err
+	}
+	var raw []byte
+	switch dst.Type {
+	case backend.F32:
+		raw = bytesOf(src)
+	default:
+		h := make([]uint16, len(src))
+		for i, v := range src {
+			if dst.Type == backend.BF16 {
+				h[i] = backend.BF16FromFloat32(v)
+			} else {
+				h[i] = backend.F16FromFloat32(v)
+			}
+		}
+		raw = bytesOf(h)
+	}
+	return b.surfaced(b.s.CopyToDevice(p, raw))
+}
+
+func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
+	p, err := b.hostCheck(dst, len(src), true)
+	if err != nil || len(src) == 0 {
+		return err
+	}
+	return b.surfaced(b.s.CopyToDevice(p, bytesOf(src)))
+}
+
+// Read waits for the work before it (the copy is queued behind it).
+func (b *Backend) Read(src backend.Buffer, dst []float32) error {
+	p, err := b.hostCheck(src, len(dst), false)
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	if src.Type == backend.F32 {
+		return b.surfaced(b.s.CopyToHost(bytesOf(dst), p))
+	}
+	h := make([]uint16, len(dst))
+	if err := b.surfaced(b.s.CopyToHost(bytesOf(h), p)); err != nil {
+		return err
+	}
+	for i, v := range h {
+		if src.Type == backend.BF16 {
+			dst[i] = backend.Float32FromBF16(v)
+		} else {
+			dst[i] = backend.Float32FromF16(v)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
+	p, err := b.hostCheck(src, len(dst), true)
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	return b.surfaced(b.s.CopyToHost(bytesOf(dst), p))
+}
+
+// dtypeCode is a float type as the convert kernel names it.
+func dtypeCode(t backend.DType) int32 {
+	switch t {
+	case backend.BF16:
+		return 1
+	case backend.F16:
+		return 2
+	}
+	return 0
+}
+
+// Copy copies on the device, converting between float types as Write does.
+func (b *Backend) Copy(dst, src backend.Buffer) error {
+	if err := backend.CheckCopy(dst, src); err != nil {
+		return err
+	}
+	d, err := b.addr(dst)
+	if err != nil {
+		return err
+	}
+	s, err := b.addr(src)
+	if err != nil {
+		return err
+	}
+	if dst.Len == 0 || d == s {
+		return nil
+	}
+	if dst.Type == src.Type {
+		return b.surfaced(b.s.Copy(d, s, int64(dst.Len)*int64(dst.Type.Size())))
+	}
+	var a driver.Args
+	a.Ptr(s).Ptr(d).I64(int64(dst.Len)).I32(dtypeCode(src.Type)).I32(dtypeCode(dst.Type))
+	return b.surfaced(b.s.Launch(b.fn["convert"], driver.D1((dst.Len+255)/256), driver.D1(256), 0, &a))
+}
+
+// Sync waits for everything queued; an error of the GPU's surfaces here
+// with the program it came from.
+func (b *Backend) Sync() error { return b.surfaced(b.s.Sync()) }
+
+// surfaced adds to an error of the device which work it may have come
+// from: an asynchronous error (a bad address in a kernel) shows at the
+// next call that waits, not where it happened.
+func (b *Backend) surfaced(err error) error {
+	if err == nil || b.last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (an error of the work queued up to now, the last program run being %s; --backend cuda:sync=op names the op)", err, b.last.desc)
+}
+
+// matrix is a quantised matrix on the device: the QMatrix the decode
+// kernels read, and a QDesc (rowmath.h) for the plain kernels.
+type matrix struct {
+	shape quant.Matrix // slices nil: the weights live on the device only
+	q     *QMatrix
+	desc  driver.Ptr
+	raw   [qdescBytes]byte // the QDesc's bytes, for tables of several matrices
+}
+
+func (w *matrix) Shape() quant.Matrix { return w.shape }
+
+const qdescBytes = 48
+
+func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	label := fmt.Sprintf("a %dx%d %d-bit matrix", m.Rows*m.Experts, m.Cols, m.Bits)
+	q, err := UploadQMatrix(b.ctx, b.up, &m, label)
+	if err != nil {
+		return nil, err
+	}
+	if m.Bits == 4 && m.GroupSize == 64 {
+		if err := q.UploadScaleBias(b.up, &m); err != nil {
+			q.Free()
+			return nil, err
+		}
+	}
+	w := &matrix{shape: m, q: q}
+	w.shape.Words, w.shape.Scales, w.shape.Biases = nil, nil, nil
+	le := binary.LittleEndian
+	le.PutUint64(w.raw[0:], uint64(q.Words))
+	le.PutUint64(w.raw[8:], uint64(q.Scales))
+	le.PutUint64(w.raw[16:], uint64(q.Biases))
+	for i, v := range []int{q.Rows, q.Cols, q.Bits, q.GroupSize, m.WordsPerRow(), m.GroupsPerRow()} {
+		le.PutUint32(w.raw[24+4*i:], uint32(v))
+	}
+	if w.desc, err = b.alloc(qdescBytes, label+" descriptor"); err != nil {
+		q.Free()
+		return nil, err
+	}
+	b.held = append(b.held, w.desc)
+	if err := b.s.CopyToDevice(w.desc, w.raw[:]); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// mat is the device form of a matrix of this backend.
+func (b *Backend) mat(m backend.Matrix) (*matrix, error) {
+	w, ok := m.(*matrix)
+	if !ok || w == nil {
+		return nil, fmt.Errorf("cuda: a matrix that was not uploaded to this backend")
+	}
+	return w, nil
+}
+
+// ropeTable is the float64 table theta^(-2i/rot) the prep kernels read.
+func (b *Backend) ropeTable(rot int, theta float64) (driver.Ptr, error) {
+	k := ropeKey{rot, theta}
+	if p, ok := b.ropes[k]; ok {
+		return p, nil
+	}
+	f := AttnShape{RotaryDim: rot, RopeTheta: theta}.InvFreq()
+	p, err := b.alloc(int64(8*max(1, len(f))), "RoPE table")
+	if err != nil {
+		return 0, err
+	}
+	if err := b.s.CopyToDevice(p, bytesOf(f)); err != nil {
+		b.ctx.Free(p)
+		return 0, err
+	}
+	b.ropes[k] = p
+	return p, nil
+}

@@ -1,0 +1,351 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/quant"
+)
+
+// testBackend is a backend with options o, skipping the test where this
+// machine has no CUDA GPU (PETAL_CUDA_REQUIRE=1 makes that a failure).
+func testBackend(t *testing.T, o Options) *Backend {
+	t.Helper()
+	gpu(t)
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// TestConformance: the backend passes the suite every backend must, with
+// graphs and the decode kernels on (the default), graphs off, and the
+// plain kernels only.
+func TestConformance(t *testing.T) {
+	variants := map[string]func(*Options){
+		"default":    func(*Options) {},
+		"graphs=off": func(o *Options) { o.Graphs = false },
+		"fused=off":  func(o *Options) { o.Fused = false },
+	}
+	for _, name := range []string{"default", "graphs=off", "fused=off"} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			variants[name](&o)
+			backendtest.Run(t, testBackend(t, o))
+		})
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	o, err := ParseOptions([]backend.Option{{Key: "device", Value: "1"}, {Key: "graphs", Value: "off"}, {Key: "qmv", Value: "fast"}, {Key: "kv", Value: "bf16"}, {Key: "fused", Value: "off"}, {Key: "sync", Value: "op"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Device != 1 || o.Graphs || !o.FastQMV || o.KV != backend.BF16 || o.Fused || !o.SyncEach {
+		t.Errorf("options %+v", o)
+	}
+	if o, _ := ParseOptions(nil); o != DefaultOptions() {
+		t.Errorf("no options give %+v, not the defaults", o)
+	}
+	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "warp", Value: "9"}} {
+		_, err := ParseOptions([]backend.Option{bad})
+		if err == nil || !strings.Contains(err.Error(), bad.Key) {
+			t.Errorf("%s=%s: error %v, want one naming %s", bad.Key, bad.Value, err, bad.Key)
+		}
+	}
+}
+
+// fusedCase is one op at a shape of the model family, where a decode
+// kernel takes it when fused is on.
+type fusedCase struct {
+	name    string
+	kernels []string // the kernels of the op with fused on
+	build   func(b *Backend, rng *rand.Rand) (op backend.Op, check func(t *testing.T))
+	// chain, when set, builds several ops instead (kernels are the first's)
+	chain func(b *Backend, rng *rand.Rand) (ops []backend.Op, check func(t *testing.T))
+}
+
+// TestFusedMatchReferences: at the model family's shapes (heads of 256, 8
+// query heads per KV head, top-8 routing, 4-bit groups of 64) one-row ops
+// run on the decode kernels, and those match the float64 references as
+// the plain kernels do, outputs poisoned first.
+func TestFusedMatchReferences(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		o := DefaultOptions()
+		o.Fused = fused
+		b := testBackend(t, o)
+		for i, c := range fusedCases() {
+			t.Run(fmt.Sprintf("%s fused=%v", c.name, fused), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(7, uint64(i)))
+				var ops []backend.Op
+				var check func(*testing.T)
+				if c.chain != nil {
+					ops, check = c.chain(b, rng)
+				} else {
+					op, chk := c.build(b, rng)
+					ops, check = []backend.Op{op}, chk
+				}
+				p, err := b.Compile(ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := p.(*program).kernelNames()[0]
+				if fused && !slices.Equal(got, c.kernels) {
+					t.Errorf("kernels %v, want %v", got, c.kernels)
+				}
+				if !fused && slices.ContainsFunc(got, func(n string) bool { return slices.Contains(c.kernels, n) }) {
+					t.Errorf("fused=off ran %v", got)
+				}
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				check(t)
+			})
+		}
+	}
+}
+
+func fusedCases() []fusedCase {
+	cases := []fusedCase{
+		{name: "QLinear", kernels: []string{"qmv"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			const R, C = 301, 512
+			w, ref := upload(b, rng, 1, R, C, 4)
+			x := randoms(rng, C, 1)
+			o := &backend.QLinear{X: floats(b, x), W: w, Y: floats(b, nans(R)), Rows: 1}
+			return o, func(t *testing.T) {
+				within(t, "QLinear", read(t, b, o.Y), backendtest.Linear(ref, R, C, x, 1))
+			}
+		}},
+		{name: "Route", kernels: []string{"route"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			const E, C, K = 64, 256, 8
+			w, ref := upload(b, rng, 1, E, C, 8)
+			x := randoms(rng, C, 1)
+			o := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+			return o, func(t *testing.T) {
+				idx, wts := backendtest.Route(ref, E, C, x, 1, K, true)
+				if got := readInts(t, b, o.Idx); !slices.Equal(got, idx) {
+					t.Errorf("experts %v, want %v", got, idx)
+				}
+				within(t, "Route", read(t, b, o.Weights), wts)
+			}
+		}},
+		{name: "Experts", kernels: []string{"moe_gate_up", "moe_down"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			const E, H, I, K = 16, 256, 128, 8
+			gate, gRef := upload(b, rng, E, I, H, 4)
+			up, uRef := upload(b, rng, E, I, H, 4)
+			down, dRef := upload(b, rng, E, H, I, 4)
+			sg, sgRef := upload(b, rng, 1, I, H, 4)
+			su, suRef := upload(b, rng, 1, I, H, 4)
+			sd, sdRef := upload(b, rng, 1, H, I, 4)
+			seg, segRef := upload(b, rng, 1, 1, H, 8)
+			x, wts := randoms(rng, H, 1), randoms(rng, K, 1)
+			var idx []int32
+			for _, e := range rng.Perm(E)[:K] {
+				idx = append(idx, int32(e))
+			}
+			o := &backend.Experts{X: floats(b, x), Idx: ints(b, idx), Weights: floats(b, wts), Gate: gate, Up: up, Down: down,
+				SharedGate: sg, SharedUp: su, SharedDown: sd, SharedExpertGate: seg, Out: floats(b, nans(H)),
+				Rows: 1, TopK: K, Inter: I, SharedInter: I}
+			return o, func(t *testing.T) {
+				want := make([]float64, H)
+				for k, e := range idx {
+					y := backendtest.SwiGLU(gRef[int(e)*I*H:][:I*H], uRef[int(e)*I*H:][:I*H], dRef[int(e)*H*I:][:H*I], I, H, x)
+					for i, v := range y {
+						want[i] += float64(wts[k]) * v
+					}
+				}
+				s := 1 / (1 + math.Exp(-backendtest.Linear(segRef, 1, H, x, 1)[0]))
+				for i, v := range backendtest.SwiGLU(sgRef, suRef, sdRef, I, H, x) {
+					want[i] += s * v
+				}
+				within(t, "Experts", read(t, b, o.Out), want)
+			}
+		}},
+	}
+	cases = append(cases, fusedCase{name: "Gated DeltaNet step", kernels: []string{gdnKernel},
+		chain: func(b *Backend, rng *rand.Rand) ([]backend.Op, func(*testing.T)) {
+			const Hk, Hv, D, K = 2, 4, 128, 4
+			C, VW := (2*Hk+Hv)*D, Hv*D
+			x, z := randoms(rng, C, 1), randoms(rng, VW, 2)
+			convW, convState := randoms(rng, C*K, 0.5), randoms(rng, (K-1)*C, 1)
+			bb, aa, dt, state := randoms(rng, Hv, 2), randoms(rng, Hv, 2), randoms(rng, Hv, 0.5), randoms(rng, Hv*D*D, 0.1)
+			aLog := randoms(rng, Hv, 1)
+			for i := range aLog {
+				aLog[i] += 1.5
+			}
+			normW := randoms(rng, D, 1)
+			conv, core := floats(b, nans(C)), floats(b, nans(VW))
+			cs, st := floats(b, convState), floats(b, state)
+			out := floats(b, nans(VW))
+			ops := []backend.Op{
+				&backend.ConvSiLU{X: floats(b, x), State: cs, Weight: floats(b, convW), Out: conv, Rows: 1, Chans: C, K: K},
+				&backend.DeltaRule{QKV: conv, B: floats(b, bb), A: floats(b, aa), ALog: floats(b, aLog), DtBias: floats(b, dt),
+					State: st, Out: core, Rows: 1, KeyHeads: Hk, KeyDim: D, ValueHeads: Hv, ValueDim: D},
+				&backend.GatedRMSNorm{X: core, Z: floats(b, z), Weight: floats(b, normW), Out: out, Rows: 1, Heads: Hv, Dim: D, Eps: 1e-6},
+			}
+			return ops, func(t *testing.T) {
+				c64 := backendtest.ConvSiLU(x, convState, convW, 1, C, K)
+				c32 := make([]float32, C)
+				for i, v := range c64 {
+					c32[i] = float32(v)
+				}
+				r64 := backendtest.DeltaRule(c32, bb, aa, aLog, dt, state, 1, Hk, D, Hv, D)
+				r32 := make([]float32, VW)
+				for i, v := range r64 {
+					r32[i] = float32(v)
+				}
+				within(t, "DeltaRule", read(t, b, out), backendtest.GatedRMSNorm(r32, z, normW, 1, Hv, D, 1e-6))
+				within(t, "DeltaRule", read(t, b, st), widen64(state))
+				withinBar(t, "conv state", read(t, b, cs), widen64(convState), 0)
+			}
+		}})
+	for _, kv := range []backend.DType{backend.F32, backend.BF16} {
+		cases = append(cases,
+			fusedCase{name: "QKPrep " + kv.String(), kernels: []string{"qk_prep"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+				const QH, KVH, D, rot, pos = 16, 2, 256, 64, 1000
+				kvW := KVH * D
+				qg, k, v := randoms(rng, QH*2*D, 2), randoms(rng, kvW, 2), randoms(rng, kvW, 1)
+				qn, kn := randoms(rng, D, 1), randoms(rng, D, 1)
+				kc, vc := nans((pos+3)*kvW), nans((pos+3)*kvW)
+				o := &backend.QKPrep{QG: floats(b, qg), K: floats(b, k), V: floats(b, v), QNorm: floats(b, qn), KNorm: floats(b, kn),
+					Q: floats(b, nans(QH*D)), KCache: typed(b, kv, kc), VCache: typed(b, kv, vc), Pos: ints(b, []int32{pos}), Rows: 1,
+					QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: 1e7, Eps: 1e-6}
+				return o, func(t *testing.T) {
+					q, keys := backendtest.QKPrep(qg, k, v, qn, kn, kc, vc, pos, 1, QH, KVH, D, rot, 1e7, 1e-6)
+					within(t, "QKPrep", read(t, b, o.Q), q)
+					gotK, gotV := read(t, b, o.KCache), read(t, b, o.VCache)
+					bar := 2e-6
+					if kv == backend.BF16 {
+						bar = 1e-2 // one bf16 rounding of each element, up to 2^-9 of it
+					}
+					withinBar(t, "QKPrep keys", gotK[pos*kvW:(pos+1)*kvW], keys, bar)
+					withinBar(t, "QKPrep values", gotV[pos*kvW:(pos+1)*kvW], widen64(v), bar)
+					if !math.IsNaN(float64(gotK[(pos+1)*kvW])) || !math.IsNaN(float64(gotK[pos*kvW-1])) {
+						t.Error("QKPrep wrote past its cache row")
+					}
+				}
+			}},
+			fusedCase{name: "Attention " + kv.String(), kernels: []string{"attn_split+attn_combine"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+				const QH, KVH, D, pos = 16, 2, 256, 1000
+				kvW, n := KVH*D, pos+1
+				q, qg := randoms(rng, QH*D, 1), randoms(rng, QH*2*D, 2)
+				kc, vc := append(randoms(rng, n*kvW, 3), nans(3*kvW)...), append(randoms(rng, n*kvW, 1), nans(3*kvW)...)
+				for i := range kc {
+					kc[i], vc[i] = backend.Round(kv, kc[i]), backend.Round(kv, vc[i])
+				}
+				o := &backend.Attention{Q: floats(b, q), QG: floats(b, qg), KCache: typed(b, kv, kc), VCache: typed(b, kv, vc),
+					Out: floats(b, nans(QH*D)), Pos: ints(b, []int32{pos}), Rows: 1, QHeads: QH, KVHeads: KVH, HeadDim: D}
+				return o, func(t *testing.T) {
+					within(t, "Attention", read(t, b, o.Out), backendtest.Attention(q, qg, kc, vc, pos, 1, QH, KVH, D))
+				}
+			}})
+	}
+	return cases
+}
+
+func upload(b *Backend, rng *rand.Rand, experts, rows, cols, bits int) (backend.Matrix, []float64) {
+	m := quant.RandomMatrix(rng, experts, rows, cols, bits, 64)
+	w, err := b.Upload(m)
+	if err != nil {
+		panic(err)
+	}
+	return w, backendtest.Dequantize(&m)
+}
+
+func randoms(rng *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (rng.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+func nans(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+	return v
+}
+
+func floats(b *Backend, x []float32) backend.Buffer { return typed(b, backend.F32, x) }
+
+func typed(b *Backend, t backend.DType, x []float32) backend.Buffer {
+	buf, err := backend.AllocFloats(b, t, x)
+	if err != nil {
+		panic(err)
+	}
+	return buf
+}
+
+func ints(b *Backend, x []int32) backend.Buffer {
+	buf, err := backend.AllocInts(b, x)
+	if err != nil {
+		panic(err)
+	}
+	return buf
+}
+
+func read(t *testing.T, b *Backend, buf backend.Buffer) []float32 {
+	t.Helper()
+	v := make([]float32, buf.Len)
+	if err := b.Read(buf, v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func readInts(t *testing.T, b *Backend, buf backend.Buffer) []int32 {
+	t.Helper()
+	v := make([]int32, buf.Len)
+	if err := b.ReadInts(buf, v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// within checks got against want under the conformance suite's float32
+// bar for op.
+func within(t *testing.T, op string, got []float32, want []float64) {
+	t.Helper()
+	withinBar(t, op, got, want, backendtest.Tolerances[op][backend.F32])
+}
+
+// withinBar: the largest |got - want| over the RMS of want is at most bar,
+// and nothing is NaN.
+func withinBar(t *testing.T, what string, got []float32, want []float64, bar float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	var ss, worst float64
+	for _, w := range want {
+		ss += w * w
+	}
+	rms := math.Sqrt(ss / float64(len(want)))
+	for i, g := range got {
+		if g != g {
+			t.Fatalf("%s: element %d is NaN (unwritten?), want %g", what, i, want[i])
+		}
+		worst = max(worst, math.Abs(float64(g)-want[i]))
+	}
+	t.Logf("%s: error %.3g of the RMS %.3g", what, worst/rms, rms)
+	if worst/rms > bar {
+		t.Errorf("%s: error %.3g of the RMS, bar %g", what, worst/rms, bar)
+	}
+}

@@ -1,0 +1,248 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"petal/engine/backend"
+	"petal/engine/cuda/driver"
+)
+
+// A compiled program is a list of kernel launches, each with its op. With
+// graphs on, the list is captured once as a CUDA graph and Run replays it:
+// every argument is fixed at compile time (the position and the tokens are
+// device buffers), so one graph serves every step of a decode.
+type program struct {
+	b       *Backend
+	ops     []backend.Op
+	steps   []step
+	kernels int
+	exec    *driver.GraphExec
+	desc    string // for errors: the op count and the first and last labels
+
+	// Temporaries: each op's start at offset 0 of the backend's scratch
+	// (ops run one after another on one stream); the address is fixed
+	// when the program is compiled.
+	scratchNeed, zerosNeed int64
+	scratch, zeros         driver.Ptr
+	constBytes             []byte          // tables the kernels read, uploaded once
+	consts                 driver.Ptr      // their device copy (held until the backend closes)
+	events                 []*driver.Event // ProfiledRun's, made on first use
+}
+
+// step launches some kernels of op ops[op] on s.
+type step struct {
+	op      int
+	kernels int
+	name    string // the kernels, for tests and traces
+	launch  func(s *driver.Stream) error
+}
+
+func (p *program) Ops() []backend.Op { return p.ops }
+
+// kernelNames lists the kernels of each op of p, in order.
+func (p *program) kernelNames() [][]string {
+	names := make([][]string, len(p.ops))
+	for _, st := range p.steps {
+		names[st.op] = append(names[st.op], st.name)
+	}
+	return names
+}
+
+// Kernels is the number of kernel launches of a program of this backend
+// (0 for another's): a measure of what a decode step costs in latency.
+func (b *Backend) Kernels(p backend.Program) int {
+	if q, ok := p.(*program); ok && q.b == b {
+		return q.kernels
+	}
+	return 0
+}
+
+// Compile lowers every op to kernels (the decode kernels for one-row ops
+// whose shapes they take, the plain ones of ops.cu otherwise) after
+// checking its buffers, and captures the launches as a graph.
+func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
+	p := &program{b: b, ops: slices.Clone(ops)}
+	for i := 0; i < len(p.ops); i++ {
+		op := p.ops[i]
+		var steps []step
+		var err error
+		if st, ok := b.gdnStep(p, i); ok {
+			steps = []step{st}
+		} else {
+			steps, err = b.lower(p, op)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cuda: op %d (%s): %w", i, backend.LabelOf(op), err)
+		}
+		for _, s := range steps {
+			s.op = i
+			p.steps = append(p.steps, s)
+			p.kernels += s.kernels
+		}
+		if len(steps) == 1 && steps[0].name == gdnKernel {
+			i += 2 // the step runs the two ops after this one too
+		}
+	}
+	p.desc = fmt.Sprintf("of %d ops", len(ops))
+	if len(ops) > 0 {
+		p.desc = fmt.Sprintf("of %d ops (%s .. %s)", len(ops), backend.LabelOf(ops[0]), backend.LabelOf(ops[len(ops)-1]))
+	}
+	var err error
+	if p.scratchNeed > 0 {
+		if p.scratch, err = b.grow(&b.scratch, p.scratchNeed, "scratch"); err != nil {
+			return nil, err
+		}
+	}
+	if p.zerosNeed > 0 {
+		if p.zeros, err = b.grow(&b.zeros, p.zerosNeed, "zeros"); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.constBytes) > 0 {
+		if p.consts, err = b.alloc(int64(len(p.constBytes)), "program tables"); err != nil {
+			return nil, err
+		}
+		b.held = append(b.held, p.consts)
+		if err := b.s.CopyToDevice(p.consts, p.constBytes); err != nil {
+			return nil, err
+		}
+	}
+	graph := b.o.Graphs && !b.o.SyncEach && len(p.steps) > 0
+	if graph {
+		if err := p.capture(); err != nil {
+			return nil, err
+		}
+	}
+	if b.o.Verbose {
+		how := "launched one by one"
+		if graph {
+			how = "one CUDA graph"
+		}
+		fmt.Fprintf(os.Stderr, "cuda: compiled a program %s into %d kernels, %s\n", p.desc, p.kernels, how)
+	}
+	return p, nil
+}
+
+// capture records the launches into a graph and instantiates it.
+func (p *program) capture() error {
+	s := p.b.s
+	if err := s.BeginCapture(); err != nil {
+		return err
+	}
+	for _, st := range p.steps {
+		if err := st.launch(s); err != nil {
+			if g, e := s.EndCapture(); e == nil {
+				g.Close()
+			}
+			return fmt.Errorf("cuda: capturing %s: %w", backend.LabelOf(p.ops[st.op]), err)
+		}
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		return err
+	}
+	exec, err := g.Instantiate()
+	g.Close()
+	if err != nil {
+		return err
+	}
+	p.exec = exec
+	// A program is dropped without a call (a state's grown caches make new
+	// ones): release its graph when it is collected.
+	runtime.AddCleanup(p, func(x *driver.GraphExec) { x.Close() }, exec)
+	return nil
+}
+
+// Run queues the program and returns.
+func (p *program) Run() error {
+	b := p.b
+	if b.ctx == nil {
+		return fmt.Errorf("cuda: the backend is closed")
+	}
+	b.last = p
+	if p.exec != nil {
+		return b.surfaced(p.exec.Launch(b.s))
+	}
+	for _, st := range p.steps {
+		if err := st.launch(b.s); err != nil {
+			return fmt.Errorf("cuda: %s: %w", backend.LabelOf(p.ops[st.op]), b.surfaced(err))
+		}
+		if b.o.SyncEach {
+			if err := b.s.Sync(); err != nil {
+				return fmt.Errorf("cuda: op %d (%s) of the program %s: %w", st.op, backend.LabelOf(p.ops[st.op]), p.desc, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ProfiledRun runs a program of this backend op by op between events and
+// adds each op's device time to times (backend.Profiler). The kernels run
+// unfused by graphs, so the sum is a little above a replayed run's time;
+// the time of a Gated DeltaNet step fused into one kernel (gdnStep) goes
+// to its first op, the conv.
+func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
+	prog, ok := p.(*program)
+	if !ok || prog.b != b {
+		return fmt.Errorf("cuda: profiling a program of another backend")
+	}
+	if len(times) != len(prog.ops) {
+		return fmt.Errorf("cuda: %d times for a program of %d ops", len(times), len(prog.ops))
+	}
+	n := len(prog.ops)
+	for len(prog.events) < n+1 {
+		ev, err := b.ctx.NewEvent()
+		if err != nil {
+			return err
+		}
+		prog.events = append(prog.events, ev)
+	}
+	b.last = prog
+	at := 0
+	for i := range n {
+		if err := prog.events[i].Record(b.s); err != nil {
+			return err
+		}
+		for ; at < len(prog.steps) && prog.steps[at].op == i; at++ {
+			if err := prog.steps[at].launch(b.s); err != nil {
+				return fmt.Errorf("cuda: %s: %w", backend.LabelOf(prog.ops[i]), err)
+			}
+		}
+	}
+	if err := prog.events[n].Record(b.s); err != nil {
+		return err
+	}
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	for i := range n {
+		d, err := driver.Elapsed(prog.events[i], prog.events[i+1])
+		if err != nil {
+			return err
+		}
+		times[i] += d
+	}
+	return nil
+}
+
+// reserve claims n bytes of the op's scratch (256-byte aligned) and
+// returns their offset; off is the op's running total.
+func (p *program) reserve(off *int64, n int64) int64 {
+	at := (*off + 255) &^ 255
+	*off = at + n
+	p.scratchNeed = max(p.scratchNeed, *off)
+	return at
+}
+
+// constant adds data to the program's tables and returns its offset there
+// (256-byte aligned).
+func (p *program) constant(data []byte) int64 {
+	at := (len(p.constBytes) + 255) &^ 255
+	p.constBytes = append(p.constBytes, make([]byte, at-len(p.constBytes))...)
+	p.constBytes = append(p.constBytes, data...)
+	return int64(at)
+}

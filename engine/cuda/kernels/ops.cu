@@ -1,0 +1,483 @@
+// ops.cu: plain kernels for every op of engine/backend at any number of rows
+// (a prefill chunk or one token), any head size, bit width and group size
+// the format allows: the CUDA backend's general path, where no fused decode
+// kernel (qmv, route, moe, attn) takes the op. Each kernel is a row loop or
+// a grid over rows, float32 throughout; the position is read on the device.
+// Matrices come as QDesc tables (rowmath.h).
+#include "rope.h"
+#include "rowmath.h"
+
+// embed_rows: grid rows, block 256. out[r] = table row tokens[r]; an id
+// outside the vocabulary gives a row of NaN.
+extern "C" __global__ void __launch_bounds__(256)
+    embed_rows(const QDesc* __restrict__ table, const int* __restrict__ tokens, float* __restrict__ out) {
+  const QDesc d = *table;
+  const int r = PETAL_BID_X(), id = tokens[r];
+  const bool ok = id >= 0 && id < d.rows;
+  for (int c = PETAL_TID_X(); c < d.cols; c += PETAL_NTID_X())
+    out[(long long)r * d.cols + c] = ok ? qweight(d, id, c) : f32_nan();
+}
+
+// add_rmsnorm: grid rows, block 256. h += delta (when given), then
+// out = h/rms(h)·w.
+extern "C" __global__ void __launch_bounds__(256)
+    add_rmsnorm(float* __restrict__ h, const float* __restrict__ delta, const float* __restrict__ w,
+                float* __restrict__ out, int dim, float eps) {
+  __shared__ float red[32];
+  const long long base = (long long)PETAL_BID_X() * dim;
+  float ss = 0.f;
+  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) {
+    float v = h[base + i];
+    if (delta) {
+      v += delta[base + i];
+      h[base + i] = v;
+    }
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
+  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) out[base + i] = h[base + i] * inv * w[i];
+}
+
+// qgemm: y[T, R] = x[T, C] · Wᵀ, a plain tiled GEMM with the weights
+// dequantised into shared memory: grid (ceil(R/64), ceil(T/64)), block 256;
+// each thread 4 weight rows × 4 tokens. y rows are ldy apart.
+#define GM 64
+#define GN 64
+#define GK 64
+extern "C" __global__ void __launch_bounds__(256)
+    qgemm(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  __shared__ float ws[GK][GM + 4];
+  __shared__ float xs[GK][GN + 4];
+  const QDesc d = *wd;
+  const int t = PETAL_TID_X(), tm = t & 15, tn = t >> 4;
+  const long long m0 = (long long)PETAL_BID_X() * GM;
+  const int n0 = bid_y() * GN;
+  // each tile's products are summed apart and then added to the total:
+  // the rounding grows with 64 + C/64 terms, not with C
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < d.cols; k0 += GK) {
+    float part[4][4] = {};
+    for (int e = t; e < GM * GK; e += 256) {
+      const int m = e / GK, k = e % GK;
+      const long long r = m0 + m;
+      ws[k][m] = r < d.rows && k0 + k < d.cols ? qweight(d, r, k0 + k) : 0.f;
+    }
+    for (int e = t; e < GN * GK; e += 256) {
+      const int n = e / GK, k = e % GK;
+      xs[k][n] = n0 + n < T && k0 + k < d.cols ? x[(long long)(n0 + n) * d.cols + k0 + k] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < GK; k++) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) a[i] = ws[k][tm + 16 * i], b[i] = xs[k][tn + 16 * i];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) part[i][j] += a[i] * b[j];
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc[i][j] += part[i][j];
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const long long r = m0 + tm + 16 * i;
+      const int n = n0 + tn + 16 * j;
+      if (r < d.rows && n < T) y[(long long)n * ldy + r] = acc[i][j];
+    }
+}
+
+// conv_silu: grid ceil(C/256), a thread per channel walks the rows: the
+// causal depthwise conv of width K (at most 16) over [state; x], SiLU, and
+// the state advanced to the last K-1 inputs.
+extern "C" __global__ void __launch_bounds__(256)
+    conv_silu(const float* __restrict__ x, float* __restrict__ state, const float* __restrict__ w,
+              float* __restrict__ out, int rows, int C, int K) {
+  const int c = PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
+  if (c >= C) return;
+  float win[16];
+  for (int j = 0; j < K - 1; j++) win[j] = state[(long long)j * C + c];
+  for (int r = 0; r < rows; r++) {
+    const float xv = x[(long long)r * C + c];
+    float s = w[(long long)c * K + K - 1] * xv;
+    for (int j = 0; j < K - 1; j++) s += w[(long long)c * K + j] * win[j];
+    out[(long long)r * C + c] = fsilu(s);
+    for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
+    if (K > 1) win[K - 2] = xv;
+  }
+  for (int j = 0; j < K - 1; j++) state[(long long)j * C + c] = win[j];
+}
+
+// delta_rule: the gated delta rule token by token; a warp owns row a of
+// value head j's state (rows are independent given q, k, beta and g), its
+// Dk (at most 256) columns in registers, 8 per lane. Grid ceil(Hv·Dv/8),
+// block 256. Each warp computes its head's norms and gates itself.
+#define DR_PER 8
+extern "C" __global__ void __launch_bounds__(256)
+    delta_rule(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+               const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ state,
+               float* __restrict__ out, int rows, int Hk, int Dk, int Hv, int Dv) {
+  const int lane = PETAL_TID_X() & 31;
+  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  if (task >= Hv * Dv) return;
+  const int j = task / Dv, a = task % Dv, kh = j / (Hv / Hk);
+  const int width = 2 * Hk * Dk + Hv * Dv;
+  float* srow = state + ((long long)j * Dv + a) * Dk;
+  float s[DR_PER];
+#pragma unroll
+  for (int i = 0; i < DR_PER; i++) {
+    const int c = lane + 32 * i;
+    s[i] = c < Dk ? srow[c] : 0.f;
+  }
+  const double decay = dexp((double)aLog[j]);
+  const float qscale = 1.f / __builtin_sqrtf((float)Dk);
+  for (int r = 0; r < rows; r++) {
+    const float* row = qkv + (long long)r * width;
+    float q[DR_PER], k[DR_PER], qs = 0.f, ks = 0.f;
+#pragma unroll
+    for (int i = 0; i < DR_PER; i++) {
+      const int c = lane + 32 * i;
+      q[i] = c < Dk ? row[kh * Dk + c] : 0.f;
+      k[i] = c < Dk ? row[(Hk + kh) * Dk + c] : 0.f;
+      qs += q[i] * q[i];
+      ks += k[i] * k[i];
+    }
+    qs = warp_sum(qs), ks = warp_sum(ks);
+    const float qinv = qscale / __builtin_sqrtf(qs + 1e-6f), kinv = 1.f / __builtin_sqrtf(ks + 1e-6f);
+    const float v = row[2 * Hk * Dk + j * Dv + a];
+    const float beta = (float)dsigmoid((double)bb[(long long)r * Hv + j]);
+    const float g = (float)dexp(-decay * dsoftplus((double)aa[(long long)r * Hv + j] + (double)dtBias[j]));
+    float sk = 0.f;
+#pragma unroll
+    for (int i = 0; i < DR_PER; i++) {
+      k[i] *= kinv, q[i] *= qinv;
+      s[i] *= g;
+      sk += s[i] * k[i];
+    }
+    sk = warp_sum(sk);
+    const float dlt = beta * (v - sk);
+    float o = 0.f;
+#pragma unroll
+    for (int i = 0; i < DR_PER; i++) {
+      s[i] += dlt * k[i];
+      o += s[i] * q[i];
+    }
+    o = warp_sum(o);
+    if (lane == 0) out[((long long)r * Hv + j) * Dv + a] = o;
+  }
+#pragma unroll
+  for (int i = 0; i < DR_PER; i++) {
+    const int c = lane + 32 * i;
+    if (c < Dk) srow[c] = s[i];
+  }
+}
+
+// gated_rmsnorm: a warp per (row, head) of dim values: x/rms(x)·w·silu(z).
+extern "C" __global__ void __launch_bounds__(256)
+    gated_rmsnorm(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
+                  float* __restrict__ out, int count, int dim, float eps) {
+  const int lane = PETAL_TID_X() & 31;
+  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  if (task >= count) return;
+  const long long base = (long long)task * dim;
+  float ss = 0.f;
+  for (int i = lane; i < dim; i += 32) ss += x[base + i] * x[base + i];
+  ss = warp_sum(ss);
+  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
+  for (int i = lane; i < dim; i += 32) out[base + i] = x[base + i] * inv * w[i] * fsilu(z[base + i]);
+}
+
+template <typename T>
+static __device__ __forceinline__ void kv_put(T* p, float v);
+template <>
+__device__ __forceinline__ void kv_put<float>(float* p, float v) { *p = v; }
+template <>
+__device__ __forceinline__ void kv_put<u16>(u16* p, float v) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  *p = r;
+}
+static __device__ __forceinline__ float kv_get(const float* p) { return *p; }
+static __device__ __forceinline__ float kv_get(const u16* p) { return bf16_to_f32(*p); }
+
+// qk_prep_rows: grid (QH+KVH, rows), block 32·ceil(D/32) (D at most 1024),
+// dynamic shared memory D floats. Block (h, r) norms head h of row r (a
+// query head, or key head h-QH), rotates it at position *pos + r, and
+// writes the query, or the key and value into the caches at that row (no
+// write at or past maxPos).
+template <typename T>
+static __device__ __forceinline__ void qk_prep_rows(const float* __restrict__ qg, const float* __restrict__ k,
+                                                    const float* __restrict__ v, const float* __restrict__ qn,
+                                                    const float* __restrict__ kn, float* __restrict__ q, T* kc,
+                                                    T* vc, const int* __restrict__ pos, int maxPos,
+                                                    const double* __restrict__ invFreq, int QH, int KVH, int D,
+                                                    int rot, float eps) {
+  extern __shared__ float xn[];
+  __shared__ float red[32];
+  const int d = PETAL_TID_X(), h = PETAL_BID_X(), r = bid_y();
+  const bool isQ = h < QH;
+  const int g = h - QH;
+  float x = 0.f;
+  if (d < D) x = isQ ? qg[((long long)r * QH + h) * 2 * D + d] : k[((long long)r * KVH + g) * D + d];
+  const float ss = block_sum(x * x, red);
+  const float y = d < D ? x * (1.f / __builtin_sqrtf(ss / D + eps)) * (isQ ? qn[d] : kn[d]) : 0.f;
+  if (d < D) xn[d] = y;
+  __syncthreads();
+  if (d >= D) return;
+  float out = y;
+  const int p = *pos + r, half = rot / 2;
+  if (d < rot) {
+    const int i = d < half ? d : d - half;
+    double sd, cd;
+    sincos_exact((double)p * invFreq[i], sd, cd);
+    const float sn = (float)sd, cs = (float)cd;
+    const float x1 = xn[i], x2 = xn[i + half];
+    out = d < half ? x1 * cs - x2 * sn : x1 * sn + x2 * cs;
+  }
+  if (isQ) {
+    q[((long long)r * QH + h) * D + d] = out;
+  } else if (p < maxPos) {
+    const long long at = ((long long)p * KVH + g) * D + d;
+    kv_put<T>(kc + at, out);
+    kv_put<T>(vc + at, v[((long long)r * KVH + g) * D + d]);
+  }
+}
+
+#define QK_PREP_ROWS(NAME, T)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(1024)                                                          \
+      NAME(const float* qg, const float* k, const float* v, const float* qn, const float* kn, float* q, T* kc, \
+           T* vc, const int* pos, int maxPos, const double* invFreq, int QH, int KVH, int D, int rot, float eps) { \
+    qk_prep_rows<T>(qg, k, v, qn, kn, q, kc, vc, pos, maxPos, invFreq, QH, KVH, D, rot, eps);                  \
+  }
+QK_PREP_ROWS(qk_prep_rows_f32, float)
+QK_PREP_ROWS(qk_prep_rows_bf16, u16)
+
+// attn_rows: a warp per (row, query head), grid ceil(rows·QH/8), block
+// 256: causal attention over cache rows 0..*pos+row with an online
+// softmax in float32, the head's D (at most 32·J) values J per lane, then
+// times sigmoid of the gate that follows the query in qg.
+template <typename T, int J>
+static __device__ __forceinline__ void attn_rows(const float* __restrict__ q, const float* __restrict__ qg,
+                                                 const T* __restrict__ kc, const T* __restrict__ vc,
+                                                 const int* __restrict__ pos, float* __restrict__ out, int rows,
+                                                 int QH, int KVH, int D) {
+  const int lane = PETAL_TID_X() & 31;
+  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  if (task >= rows * QH) return;
+  const int r = task / QH, h = task % QH, kv = h / (QH / KVH);
+  const int n = *pos + r + 1;
+  const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);  // scores in log2 units
+  float qv[J], acc[J];
+#pragma unroll
+  for (int i = 0; i < J; i++) {
+    const int c = lane + 32 * i;
+    qv[i] = c < D ? q[((long long)r * QH + h) * D + c] * scale : 0.f;
+    acc[i] = 0.f;
+  }
+  float m = -__builtin_inff(), l = 0.f;
+  const long long stride = (long long)KVH * D;
+  for (int s = 0; s < n; s++) {
+    const T* kr = kc + s * stride + kv * D;
+    const T* vr = vc + s * stride + kv * D;
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < J; i++) {
+      const int c = lane + 32 * i;
+      if (c < D) dot += qv[i] * kv_get(kr + c);
+    }
+    dot = warp_sum(dot);
+    const float mn = __builtin_fmaxf(m, dot);
+    float c, p;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(c) : "f"(m - mn));
+    asm("ex2.approx.f32 %0, %1;" : "=f"(p) : "f"(dot - mn));
+    l = l * c + p;
+#pragma unroll
+    for (int i = 0; i < J; i++) {
+      const int cc = lane + 32 * i;
+      acc[i] = acc[i] * c + (cc < D ? p * kv_get(vr + cc) : 0.f);
+    }
+    m = mn;
+  }
+#pragma unroll
+  for (int i = 0; i < J; i++) {
+    const int c = lane + 32 * i;
+    if (c < D) {
+      const float gate = qg[((long long)r * QH + h) * 2 * D + D + c];
+      out[((long long)r * QH + h) * D + c] = acc[i] / l * fsigmoid(gate);
+    }
+  }
+}
+
+#define ATTN_ROWS(NAME, T, J)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(256) NAME(const float* q, const float* qg, const T* kc,        \
+                                                         const T* vc, const int* pos, float* out, int rows,   \
+                                                         int QH, int KVH, int D) {                            \
+    attn_rows<T, J>(q, qg, kc, vc, pos, out, rows, QH, KVH, D);                                               \
+  }
+ATTN_ROWS(attn_rows_f32_j2, float, 2)
+ATTN_ROWS(attn_rows_f32_j4, float, 4)
+ATTN_ROWS(attn_rows_f32_j8, float, 8)
+ATTN_ROWS(attn_rows_f32_j16, float, 16)
+ATTN_ROWS(attn_rows_bf16_j2, u16, 2)
+ATTN_ROWS(attn_rows_bf16_j4, u16, 4)
+ATTN_ROWS(attn_rows_bf16_j8, u16, 8)
+ATTN_ROWS(attn_rows_bf16_j16, u16, 16)
+
+// route_select: a warp per row of router logits [rows, E] (grid rows,
+// block 32, dynamic shared memory E bytes): the topK largest logits (the
+// lower id first on ties; NaN never chosen first), their softmax
+// probabilities over all E (float64 from the float32 logits),
+// renormalised over the chosen when normalize.
+extern "C" __global__ void __launch_bounds__(32)
+    route_select(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts, int E, int topK,
+                 int normalize) {
+  extern __shared__ unsigned char taken[];
+  const int lane = PETAL_TID_X(), r = PETAL_BID_X();
+  const float* l = logits + (long long)r * E;
+  float m = -__builtin_inff();
+  for (int e = lane; e < E; e += 32) {
+    taken[e] = 0;
+    if (!is_nan(l[e])) m = __builtin_fmaxf(m, l[e]);
+  }
+  m = warp_max(m);
+  double sum = 0;
+  for (int e = lane; e < E; e += 32)
+    if (!is_nan(l[e])) sum += dexp((double)l[e] - m);
+  for (int o = 16; o > 0; o >>= 1) sum += shfl_xor_f64(sum, o);
+  __syncwarp();
+  double chosen = 0;
+  for (int k = 0; k < topK; k++) {
+    // best key: the logit's order, then the lower id
+    unsigned long long best = 0;
+    for (int e = lane; e < E; e += 32) {
+      if (taken[e]) continue;
+      const float v = l[e];
+      const u32 bits = __float_as_uint(v + 0.f);
+      const u32 ord = is_nan(v) ? 0u : bits ^ ((u32)((int)bits >> 31) | 0x80000000u);
+      const unsigned long long key = (unsigned long long)ord << 32 | (0xffffffffu - (u32)e);
+      best = key > best ? key : best;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long u = shfl_xor_u64(best, o);
+      best = u > best ? u : best;
+    }
+    const int e = best == 0 ? 0 : (int)(0xffffffffu - (u32)best);  // 0: nothing but NaN left
+    const double p = dexp((double)l[e] - m) / sum;
+    if (lane == 0) {
+      taken[e] = 1;
+      ids[(long long)r * topK + k] = e;
+      wts[(long long)r * topK + k] = (float)p;
+    }
+    chosen += p;
+    __syncwarp();
+  }
+  if (normalize) {
+    for (int k = lane; k < topK; k += 32) {
+      const int e = ids[(long long)r * topK + k];  // its weight again in float64, over the chosen total
+      wts[(long long)r * topK + k] = (float)(dexp((double)l[e] - m) / sum / chosen);
+    }
+  }
+}
+
+// experts_gate_up: a warp per task, grid ceil(tasks/8), block 256. Per row
+// t of x there are topK·inter routed tasks (slot k, row i of expert
+// ids[t,k]'s gate and up), sinter shared-expert tasks and one for the
+// shared expert gate's logit: h[t] = [silu(g)·u per slot and row | shared],
+// logit[t]. An expert id outside the stack gives NaN.
+extern "C" __global__ void __launch_bounds__(256)
+    experts_gate_up(const QDesc* __restrict__ descs, const int* __restrict__ ids, const float* __restrict__ x,
+                    float* __restrict__ h, float* __restrict__ logit, int rows, int topK, int inter, int sinter) {
+  const int lane = PETAL_TID_X() & 31;
+  const long long task = (long long)PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  const int per = topK * inter + sinter + 1;
+  if (task >= (long long)rows * per) return;
+  const int t = (int)(task / per), u = (int)(task % per);
+  const QDesc gate = descs[0];
+  const float* xr = x + (long long)t * gate.cols;
+  const long long hb = (long long)t * (topK * inter + sinter);
+  if (u < topK * inter) {
+    const int k = u / inter, i = u % inter;
+    const int e = ids[(long long)t * topK + k];
+    if (e < 0 || (long long)(e + 1) * inter > gate.rows) {
+      if (lane == 0) h[hb + u] = f32_nan();
+      return;
+    }
+    const float g = qrow_dot(gate, (long long)e * inter + i, xr);
+    const QDesc up = descs[1];
+    const float v = qrow_dot(up, (long long)e * inter + i, xr);
+    if (lane == 0) h[hb + u] = fsilu(g) * v;
+  } else if (u < topK * inter + sinter) {
+    const int i = u - topK * inter;
+    const QDesc sgate = descs[2], sup = descs[3];
+    const float g = qrow_dot(sgate, i, xr);
+    const float v = qrow_dot(sup, i, xr);
+    if (lane == 0) h[hb + u] = fsilu(g) * v;
+  } else {
+    const QDesc seg = descs[4];
+    const float s = qrow_dot(seg, 0, xr);
+    if (lane == 0) logit[t] = s;
+  }
+}
+
+// experts_down: a warp per (row t, output d), grid ceil(rows·dim/8), block
+// 256: Σ_k wts[t,k]·down_{ids[t,k]}[d]·h[t,k] + sigmoid(logit[t])·sdown[d]·h[t,shared].
+extern "C" __global__ void __launch_bounds__(256)
+    experts_down(const QDesc* __restrict__ descs, const int* __restrict__ ids, const float* __restrict__ wts,
+                 const float* __restrict__ h, const float* __restrict__ logit, float* __restrict__ out, int rows,
+                 int dim, int topK, int inter, int sinter) {
+  const int lane = PETAL_TID_X() & 31;
+  const long long task = (long long)PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  if (task >= (long long)rows * dim) return;
+  const int t = (int)(task / dim), d = (int)(task % dim);
+  const QDesc down = descs[5], sdown = descs[6];
+  const float* ht = h + (long long)t * (topK * inter + sinter);
+  float acc = 0.f;
+  for (int k = 0; k < topK; k++) {
+    const int e = ids[(long long)t * topK + k];
+    if (e < 0 || (long long)(e + 1) * dim > down.rows) {
+      acc = f32_nan();
+      break;
+    }
+    acc += wts[(long long)t * topK + k] * qrow_dot(down, (long long)e * dim + d, ht + k * inter);
+  }
+  acc += fsigmoid(logit[t]) * qrow_dot(sdown, d, ht + topK * inter);
+  if (lane == 0) out[task] = acc;
+}
+
+// advance: *pos += by.
+extern "C" __global__ void advance(int* pos, int by) { *pos += by; }
+
+// convert: dst[i] = src[i] between float types (0 f32, 1 bf16, 2 f16),
+// rounding to nearest even as backend.Round does.
+static __device__ __forceinline__ float load_as_f32(const void* p, long long i, int t) {
+  if (t == 0) return ((const float*)p)[i];
+  const u16 b = ((const u16*)p)[i];
+  if (t == 1) return bf16_to_f32(b);
+  float f;
+  asm("{.reg .f16 h;\n\tmov.b16 h, %1;\n\tcvt.f32.f16 %0, h;}" : "=f"(f) : "h"(b));
+  return f;
+}
+static __device__ __forceinline__ void store_from_f32(void* p, long long i, int t, float v) {
+  if (t == 0) {
+    ((float*)p)[i] = v;
+    return;
+  }
+  u16 r;
+  if (t == 1)
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  else
+    asm("{.reg .f16 h;\n\tcvt.rn.f16.f32 h, %1;\n\tmov.b16 %0, h;}" : "=h"(r) : "f"(v));
+  ((u16*)p)[i] = r;
+}
+extern "C" __global__ void __launch_bounds__(256)
+    convert(const void* __restrict__ src, void* __restrict__ dst, long long n, int from, int to) {
+  const long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
+  if (i < n) store_from_f32(dst, i, to, load_as_f32(src, i, from));
+}

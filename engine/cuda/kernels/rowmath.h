@@ -1,0 +1,215 @@
+// rowmath.h: what the generic row kernels (ops.cu, sample.cu) share: block
+// reductions and scans, float exp through ex2, and float64 exp and log
+// (series after a range reduction) where a result must be float32-exact
+// (gates, sampling weights, log-sum-exp), since the kernels are built
+// without libdevice.
+#pragma once
+#include "qgroup.h"
+
+static __device__ __forceinline__ int tid_y() { return __nvvm_read_ptx_sreg_tid_y(); }
+static __device__ __forceinline__ int bid_y() { return __nvvm_read_ptx_sreg_ctaid_y(); }
+static __device__ __forceinline__ float f32_nan() { return __uint_as_float(0x7fc00000u); }
+static __device__ __forceinline__ bool is_nan(float x) { return x != x; }
+
+static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+static __device__ __forceinline__ void atomic_add(int* p, int v) { __nvvm_atom_add_gen_i(p, v); }
+static __device__ __forceinline__ void atomic_add(float* p, float v) { __nvvm_atom_add_gen_f(p, v); }
+
+static __device__ __forceinline__ int shfl_up_i(int v, int d) {
+  return __nvvm_shfl_sync_up_i32(0xffffffffu, v, d, 0);
+}
+static __device__ __forceinline__ float shfl_up_f(float v, int d) {
+  return __nvvm_shfl_sync_up_f32(0xffffffffu, v, d, 0);
+}
+static __device__ __forceinline__ int shfl_xor_int(int v, int m) {
+  return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, m, 0x1f);
+}
+static __device__ __forceinline__ unsigned long long shfl_xor_u64(unsigned long long v, int m) {
+  const int lo = shfl_xor_int((int)(u32)v, m), hi = shfl_xor_int((int)(u32)(v >> 32), m);
+  return (unsigned long long)(u32)lo | (unsigned long long)(u32)hi << 32;
+}
+
+static __device__ __forceinline__ double shfl_xor_f64(double v, int m) {
+  return __builtin_bit_cast(double, shfl_xor_u64(__builtin_bit_cast(unsigned long long, v), m));
+}
+
+// fexp is e^x in float32 through ex2.approx (relative error about 2^-22).
+static __device__ __forceinline__ float fexp(float x) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+static __device__ __forceinline__ float fsigmoid(float x) { return 1.f / (1.f + fexp(-x)); }
+static __device__ __forceinline__ float fsilu(float x) { return x / (1.f + fexp(-x)); }
+
+// pow2d is 2^n for -1022 <= n <= 1023.
+static __device__ __forceinline__ double pow2d(long long n) {
+  return __builtin_bit_cast(double, (unsigned long long)(n + 1023) << 52);
+}
+
+// dexp is e^x in float64 (about 1e-16 relative) for |x| < 700; 0 below, inf above.
+static __device__ __forceinline__ double dexp(double x) {
+  if (x < -700) return 0;
+  if (x > 700) return __builtin_inf();
+  const double n = __builtin_rint(x * 1.4426950408889634074);
+  double r = __builtin_fma(-n, 6.93147180369123816490e-01, x);
+  r = __builtin_fma(-n, 1.90821492927058770002e-10, r);
+  double p = 1.0 / 479001600;  // Taylor to r^12, |r| <= 0.35
+  p = __builtin_fma(p, r, 1.0 / 39916800);
+  p = __builtin_fma(p, r, 1.0 / 3628800);
+  p = __builtin_fma(p, r, 1.0 / 362880);
+  p = __builtin_fma(p, r, 1.0 / 40320);
+  p = __builtin_fma(p, r, 1.0 / 5040);
+  p = __builtin_fma(p, r, 1.0 / 720);
+  p = __builtin_fma(p, r, 1.0 / 120);
+  p = __builtin_fma(p, r, 1.0 / 24);
+  p = __builtin_fma(p, r, 1.0 / 6);
+  p = __builtin_fma(p, r, 0.5);
+  p = __builtin_fma(p, r, 1.0);
+  p = __builtin_fma(p, r, 1.0);
+  return p * pow2d((long long)n);
+}
+
+// dlog is the natural log of x > 0 (a normal float64), about 1e-16 relative:
+// x = 2^e·m with m in [sqrt(1/2), sqrt(2)), log m = 2·atanh((m-1)/(m+1)).
+static __device__ __forceinline__ double dlog(double x) {
+  if (!(x > 0)) return x == 0 ? -__builtin_inf() : __builtin_nan("");
+  if (x == __builtin_inf()) return x;
+  unsigned long long b = __builtin_bit_cast(unsigned long long, x);
+  long long e = (long long)(b >> 52) - 1023;
+  double m = __builtin_bit_cast(double, (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+  if (m > 1.4142135623730951) m *= 0.5, e++;
+  const double s = (m - 1) / (m + 1), s2 = s * s;
+  double p = 1.0 / 23;
+  for (int k = 21; k >= 1; k -= 2) p = __builtin_fma(p, s2, 1.0 / k);
+  return 2 * s * p + (double)e * 0.69314718055994530942;
+}
+
+static __device__ __forceinline__ double dsigmoid(double x) { return 1 / (1 + dexp(-x)); }
+
+// dsoftplus is log(1 + e^x): x itself past 20, a series where e^x is small.
+static __device__ __forceinline__ double dsoftplus(double x) {
+  if (x > 20) return x;
+  const double e = dexp(x);
+  if (e < 1e-5) return e * (1 - e * (0.5 - e / 3));
+  return dlog(1 + e);
+}
+
+// Block reductions for blocks of up to 1024 threads (a multiple of 32);
+// every thread gets the result. scratch is 32 elements of shared memory,
+// free again when the call returns.
+static __device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int t = PETAL_TID_X(), lane = t & 31, warp = t >> 5, warps = PETAL_NTID_X() >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int w = 0; w < warps; w++) s += scratch[w];
+  __syncthreads();
+  return s;
+}
+
+static __device__ __forceinline__ int block_sum_int(int v, int* scratch) {
+  const int t = PETAL_TID_X(), lane = t & 31, warp = t >> 5, warps = PETAL_NTID_X() >> 5;
+  for (int o = 16; o > 0; o >>= 1) v += shfl_xor_int(v, o);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  int s = 0;
+  for (int w = 0; w < warps; w++) s += scratch[w];
+  __syncthreads();
+  return s;
+}
+
+static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v, unsigned long long* scratch) {
+  const int t = PETAL_TID_X(), lane = t & 31, warp = t >> 5, warps = PETAL_NTID_X() >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long u = shfl_xor_u64(v, o);
+    v = u > v ? u : v;
+  }
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  unsigned long long m = 0;
+  for (int w = 0; w < warps; w++) m = scratch[w] > m ? scratch[w] : m;
+  __syncthreads();
+  return m;
+}
+
+// block_scan_int and block_scan_f are exclusive prefix sums in thread order.
+static __device__ __forceinline__ int block_scan_int(int v, int* scratch) {
+  const int t = PETAL_TID_X(), lane = t & 31, warp = t >> 5, warps = PETAL_NTID_X() >> 5;
+  int inc = v;
+  for (int d = 1; d < 32; d <<= 1) {
+    const int u = shfl_up_i(inc, d);
+    if (lane >= d) inc += u;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = inc;
+  __syncthreads();
+  int base = 0;
+  for (int w = 0; w < warp && w < warps; w++) base += scratch[w];
+  __syncthreads();
+  return base + inc - v;
+}
+
+static __device__ __forceinline__ float block_scan_f(float v, float* scratch) {
+  const int t = PETAL_TID_X(), lane = t & 31, warp = t >> 5, warps = PETAL_NTID_X() >> 5;
+  float inc = v;
+  for (int d = 1; d < 32; d <<= 1) {
+    const float u = shfl_up_f(inc, d);
+    if (lane >= d) inc += u;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = inc;
+  __syncthreads();
+  float base = 0.f;
+  for (int w = 0; w < warp && w < warps; w++) base += scratch[w];
+  __syncthreads();
+  return base + (inc - v);
+}
+
+// QDesc is a quantised matrix as the generic kernels read it (written by
+// the host, cuda.matrixDesc): rows counts every row of an expert stack.
+struct QDesc {
+  const u32* w;
+  const u16* s;
+  const u16* b;
+  int rows, cols, bits, group, wpr, gpr;
+};
+
+// qweight is element (r, c) of the matrix, dequantised: q·scale + bias
+// (the product is exact, so this is one rounding, as on the CPU).
+static __device__ __forceinline__ float qweight(const QDesc& d, long long r, int c) {
+  const int per = 32 / d.bits;
+  const u32 word = d.w[r * d.wpr + c / per];
+  const u32 q = (word >> (d.bits * (c % per))) & ((1u << d.bits) - 1u);
+  const long long g = r * d.gpr + c / d.group;
+  return __builtin_fmaf((float)q, bf16_to_f32(d.s[g]), bf16_to_f32(d.b[g]));
+}
+
+// qrow_dot is row r of the matrix times x[0:cols], summed over a warp (every
+// lane gets the sum): a lane takes a whole word of codes at a time (a group
+// holds whole words), with its group's scale and bias.
+template <int BITS>
+static __device__ __forceinline__ float qrow_dot_bits(const QDesc& d, long long r, const float* x) {
+  constexpr int per = 32 / BITS;
+  constexpr u32 mask = (1u << BITS) - 1u;
+  const int lane = PETAL_TID_X() & 31;
+  const u32* w = d.w + r * d.wpr;
+  const u16* s = d.s + r * d.gpr;
+  const u16* b = d.b + r * d.gpr;
+  float acc = 0.f;
+  for (int i = lane; i < d.wpr; i += 32) {
+    const u32 word = w[i];
+    const int c0 = i * per, g = c0 / d.group;
+    const float sc = bf16_to_f32(s[g]), bi = bf16_to_f32(b[g]);
+#pragma unroll
+    for (int j = 0; j < per; j++) acc += __builtin_fmaf((float)((word >> (BITS * j)) & mask), sc, bi) * x[c0 + j];
+  }
+  return warp_sum(acc);
+}
+static __device__ __forceinline__ float qrow_dot(const QDesc& d, long long r, const float* x) {
+  return d.bits == 4 ? qrow_dot_bits<4>(d, r, x) : qrow_dot_bits<8>(d, r, x);
+}

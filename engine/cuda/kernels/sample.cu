@@ -1,0 +1,286 @@
+// sample.cu: the Sample and Logprobs ops (engine/backend ops_sample.go) on
+// the device, one block of SAMPLE_THREADS over a row of logits, following
+// engine/sample's Kernel step by step: penalties, greedy choice, weights
+// exp(-(m-x)/T) (float64 series rounded to float32, as expNeg), top-k by a
+// radix selection of the k-th order key (three histogram passes), top-p by
+// a radix selection over weights, min-p, and the draw u·total in id order.
+// What must run in id order (ties at a boundary, the running sums) is done
+// over contiguous id ranges, one per thread, joined by a block scan.
+#include "rowmath.h"
+
+#define SAMPLE_THREADS 1024
+#define RADIX_BITS 11
+#define RADIX_BINS (1 << RADIX_BITS)
+#define RADIX_MASK (RADIX_BINS - 1)
+#define MAX_SPAN 87.f
+
+// order_key maps a float to a u32 of the same order (for non-NaN values).
+static __device__ __forceinline__ u32 order_key(float v) {
+  const u32 b = __float_as_uint(v);
+  return b ^ ((u32)((int)b >> 31) | 0x80000000u);
+}
+
+// rank_key orders values for a choice: larger first, NaN last, -0 as +0,
+// then the lower id; the largest rank_key is the best token.
+static __device__ __forceinline__ unsigned long long rank_key(float v, int id) {
+  const u32 ord = is_nan(v) ? 0u : order_key(v + 0.f);
+  return (unsigned long long)ord << 32 | (0xffffffffu - (u32)id);
+}
+static __device__ __forceinline__ int rank_id(unsigned long long k) { return (int)(0xffffffffu - (u32)k); }
+
+// exp_neg is engine/sample's expNeg: exp(-d) for 0 <= d < 87 as
+// 2^n·2^f with a degree-7 series of 2^f in float64, rounded to float32.
+static __device__ __forceinline__ float exp_neg(float d) {
+  const double t = -(double)d * 1.4426950408889634074;
+  const double n = -__builtin_floor(-t + 0.5);
+  const double f = (t - n) * 0.69314718055994530942;
+  const double p =
+      1 + f * (1 + f * (1.0 / 2 + f * (1.0 / 6 + f * (1.0 / 24 + f * (1.0 / 120 + f * (1.0 / 720 + f * (1.0 / 5040)))))));
+  return (float)(p * pow2d((long long)n));
+}
+
+// uniform is engine/sample's Uniform: splitmix64, 24 bits.
+static __device__ __forceinline__ float uniform(u64 seed, u64 draw) {
+  u64 z = seed + (draw + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ z >> 27) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (float)(z >> 40) * (1.f / 16777216.f);
+}
+
+static __device__ __forceinline__ bool kept_by(u32 key, int id, u32 limitKey, int limitID) {
+  return key > limitKey || key == limitKey && id <= limitID;
+}
+
+// sample_row: grid 1, block SAMPLE_THREADS. x and w are V floats of
+// scratch: the penalised logits and the candidates' weights (-1 for a
+// token that is no candidate).
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_row(const float* __restrict__ logits, const float* __restrict__ params, int* __restrict__ config,
+               int* __restrict__ counts, const int* __restrict__ inPrompt, int* __restrict__ token,
+               int* __restrict__ status, float* __restrict__ x, float* __restrict__ w, int V) {
+  __shared__ int hist[RADIX_BINS];
+  __shared__ float whist[RADIX_BINS];
+  __shared__ unsigned long long red64[32];
+  __shared__ float redf[32];
+  __shared__ int redi[32];
+  __shared__ u32 sPrefix, sMask;
+  __shared__ int sNeed;
+  __shared__ float sCum;
+  const int t = PETAL_TID_X(), nt = PETAL_NTID_X();
+  const float T = params[0], topP = params[1], minP = params[2], presence = params[3], frequency = params[4],
+              rep = params[5];
+  const int topK = config[0];
+  const u64 seed = (u64)(u32)config[1] | (u64)(u32)config[2] << 32;
+  const u64 draw = (u64)(u32)config[3];
+  const bool useRep = rep > 0 && rep != 1;
+  const int chunk = (V + nt - 1) / nt, lo = imin(V, t * chunk), hi = imin(V, lo + chunk);
+
+  // 1-2: penalties, the finite check, the greedy choice
+  int bad = 0;
+  unsigned long long best = 0;
+  for (int i = t; i < V; i += nt) {
+    float v = logits[i];
+    if (v - v != 0.f) bad = 1;
+    const int n = counts[i];
+    if (useRep && (n > 0 || inPrompt[i] != 0)) v = v > 0 ? v / rep : v * rep;
+    if (n > 0) v -= presence + frequency * (float)n;
+    x[i] = v;
+    const unsigned long long k = rank_key(v, i);
+    best = k > best ? k : best;
+  }
+  const bool finite = block_sum_int(bad, redi) == 0;
+  best = block_max_u64(best, red64);
+  const int bestID = rank_id(best);
+  const float m = x[bestID];
+  int chosen = bestID;
+  if (T > 0 && finite && m - m == 0.f) {
+    // 3-4: candidates and their weights; top-k
+    const bool useTopK = topK > 0 && topK < V;
+    if (!useTopK) {
+      for (int i = t; i < V; i += nt) {
+        const float d = (m - x[i]) / T;
+        w[i] = d < MAX_SPAN ? exp_neg(d) : -1.f;
+      }
+    } else {
+      if (t == 0) sPrefix = 0, sMask = 0, sNeed = topK;
+      for (int level = 0; level < 3; level++) {
+        const int shift = level == 0 ? 21 : level == 1 ? 10 : 0;
+        for (int b = t; b < RADIX_BINS; b += nt) hist[b] = 0;
+        __syncthreads();
+        const u32 prefix = sPrefix, mask = sMask;
+        for (int i = t; i < V; i += nt) {
+          const u32 key = order_key(x[i]);
+          if ((key & mask) == prefix) atomic_add(&hist[(key >> shift) & RADIX_MASK], 1);
+        }
+        __syncthreads();
+        if (t == 0) {
+          int need = sNeed, d = RADIX_MASK;
+          for (; d > 0 && hist[d] < need; d--) need -= hist[d];
+          sNeed = need;
+          sPrefix = prefix | (u32)d << shift;
+          sMask = mask | (u32)RADIX_MASK << shift;
+        }
+        __syncthreads();
+      }
+      const u32 P = sPrefix;
+      const int need = sNeed;
+      // the tokens at the boundary key count in id order
+      int eq = 0;
+      for (int i = lo; i < hi; i++) eq += order_key(x[i]) == P;
+      int rank = block_scan_int(eq, redi);
+      for (int i = lo; i < hi; i++) {
+        const u32 key = order_key(x[i]);
+        bool cand = key > P;
+        if (key == P) cand = rank++ < need;
+        const float d = (m - x[i]) / T;
+        w[i] = cand ? (d < MAX_SPAN ? exp_neg(d) : 0.f) : -1.f;
+      }
+    }
+    __syncthreads();
+
+    // top-p: the boundary (key, last id) where the weight in the order
+    // (key desc, id asc) reaches topP times the candidates' total
+    u32 limitKey = 0;
+    int limitID = 0x7fffffff;
+    if (topP > 0 && topP < 1) {
+      float z = 0.f;
+      for (int i = t; i < V; i += nt)
+        if (w[i] >= 0) z += w[i];
+      const float target = topP * block_sum(z, redf);
+      if (t == 0) sPrefix = 0, sMask = 0, sCum = 0.f;
+      for (int level = 0; level < 3; level++) {
+        const int shift = level == 0 ? 21 : level == 1 ? 10 : 0;
+        for (int b = t; b < RADIX_BINS; b += nt) hist[b] = 0, whist[b] = 0.f;
+        __syncthreads();
+        const u32 prefix = sPrefix, mask = sMask;
+        for (int i = t; i < V; i += nt) {
+          if (!(w[i] >= 0)) continue;
+          const u32 key = order_key(x[i]);
+          if ((key & mask) == prefix) {
+            const int b = (key >> shift) & RADIX_MASK;
+            atomic_add(&hist[b], 1);
+            atomic_add(&whist[b], w[i]);
+          }
+        }
+        __syncthreads();
+        if (t == 0) {
+          float cum = sCum;
+          int low = -1, d = RADIX_MASK;
+          for (; d >= 0; d--) {
+            if (hist[d] == 0) continue;
+            low = d;
+            if (cum + whist[d] >= target) break;
+            cum += whist[d];
+          }
+          if (d < 0) {
+            d = low < 0 ? 0 : low;
+            cum -= whist[d];
+          }
+          sCum = cum;
+          sPrefix = prefix | (u32)d << shift;
+          sMask = mask | (u32)RADIX_MASK << shift;
+        }
+        __syncthreads();
+      }
+      limitKey = sPrefix;
+      // the last id kept among the tokens of the boundary key
+      float part = 0.f;
+      int lastEq = -1;
+      for (int i = lo; i < hi; i++)
+        if (w[i] >= 0 && order_key(x[i]) == limitKey) part += w[i], lastEq = i;
+      float cum = sCum + block_scan_f(part, redf);
+      int found = 0x7fffffff;
+      for (int i = lo; i < hi; i++) {
+        if (!(w[i] >= 0) || order_key(x[i]) != limitKey) continue;
+        cum += w[i];
+        if (cum >= target) {
+          found = i;
+          break;
+        }
+      }
+      found = 0x7fffffff - (int)(u32)(block_max_u64((unsigned long long)(u32)(0x7fffffff - found), red64));
+      if (found == 0x7fffffff) found = (int)(u32)block_max_u64((unsigned long long)(u32)(lastEq + 1), red64) - 1;
+      limitID = found;
+    }
+
+    // min-p and the draw: the first kept token, in id order, where the
+    // running sum of kept weights passes u times their total
+    float part = 0.f;
+    int lastKept = -1;
+    for (int i = lo; i < hi; i++) {
+      const float wi = w[i];
+      if (wi > 0 && kept_by(order_key(x[i]), i, limitKey, limitID) && (wi >= minP || i == bestID))
+        part += wi, lastKept = i;
+    }
+    const float total = block_sum(part, redf);
+    const float r = uniform(seed, draw) * total;
+    float acc = block_scan_f(part, redf);
+    int found = 0x7fffffff;
+    for (int i = lo; i < hi; i++) {
+      const float wi = w[i];
+      if (!(wi > 0 && kept_by(order_key(x[i]), i, limitKey, limitID) && (wi >= minP || i == bestID))) continue;
+      acc += wi;
+      if (r < acc) {
+        found = i;
+        break;
+      }
+    }
+    found = 0x7fffffff - (int)(u32)(block_max_u64((unsigned long long)(u32)(0x7fffffff - found), red64));
+    if (found == 0x7fffffff) {
+      const int last = (int)(u32)block_max_u64((unsigned long long)(u32)(lastKept + 1), red64) - 1;
+      found = last >= 0 ? last : bestID;
+    }
+    chosen = found;
+  }
+  if (t == 0) {
+    counts[chosen] += 1;
+    config[3] += 1;
+    token[0] = chosen;
+    status[0] = chosen;
+    status[1] = finite ? 0 : 1;
+  }
+}
+
+// logprobs_row: grid 1, block SAMPLE_THREADS. out[0] = log p(token),
+// then the topN most likely tokens (logit descending, id ascending, NaN
+// last): ids in top, log-probabilities in out[1:]. log p = l - (m + log z),
+// z the float32 sum of exp(l-m) over logits within 87 of the largest m.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    logprobs_row(const float* __restrict__ logits, const int* __restrict__ token, float* __restrict__ out,
+                 int* __restrict__ top, int V, int topN) {
+  __shared__ unsigned long long red64[32];
+  __shared__ float redf[32];
+  const int t = PETAL_TID_X(), nt = PETAL_NTID_X();
+  unsigned long long best = 0;
+  for (int i = t; i < V; i += nt) {
+    const unsigned long long k = rank_key(logits[i], i);
+    best = k > best ? k : best;
+  }
+  best = block_max_u64(best, red64);
+  const float m = logits[rank_id(best)];
+  float z = 0.f;
+  for (int i = t; i < V; i += nt) {
+    const float d = m - logits[i];
+    if (d < MAX_SPAN) z += exp_neg(d);
+  }
+  z = block_sum(z, redf);
+  const float lse = m + (float)dlog((double)z);
+  const int id = token[0];
+  if (t == 0) out[0] = id >= 0 && id < V ? logits[id] - lse : f32_nan();
+  unsigned long long prev = ~0ull;
+  for (int j = 0; j < topN; j++) {
+    unsigned long long b = 0;
+    for (int i = t; i < V; i += nt) {
+      const unsigned long long k = rank_key(logits[i], i);
+      if (k < prev && k > b) b = k;
+    }
+    b = block_max_u64(b, red64);
+    prev = b;
+    if (t == 0) {
+      const int i = rank_id(b);
+      top[j] = i;
+      out[1 + j] = logits[i] - lse;
+    }
+  }
+}

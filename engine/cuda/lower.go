@@ -1,0 +1,559 @@
+package cuda
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+	"petal/engine/cuda/driver"
+)
+
+// checks collects the first problem with an op's buffers.
+type checks struct {
+	b   *Backend
+	err error
+}
+
+func (c *checks) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf(format, args...)
+	}
+}
+
+// buf is the address of buf, checked to be of type t with at least n
+// elements.
+func (c *checks) buf(what string, buf backend.Buffer, t backend.DType, n int) driver.Ptr {
+	if c.err != nil {
+		return 0
+	}
+	p, err := c.b.addr(buf)
+	if err != nil {
+		c.fail("%s: %w", what, err)
+		return 0
+	}
+	if buf.Type != t {
+		c.fail("%s is a %s buffer; the CUDA ops take %s here (Copy converts)", what, buf.Type, t)
+	}
+	if buf.Len < n {
+		c.fail("%s has %d elements, the op needs %d", what, buf.Len, n)
+	}
+	return p
+}
+
+// kv is the address of a KV cache, f32 or bf16.
+func (c *checks) kv(what string, buf backend.Buffer, n int) driver.Ptr {
+	if buf.Type != backend.F32 && buf.Type != backend.BF16 {
+		c.fail("%s is a %s buffer; KV caches are f32 or bf16", what, buf.Type)
+		return 0
+	}
+	return c.buf(what, buf, buf.Type, n)
+}
+
+func (c *checks) mat(what string, m backend.Matrix) *matrix {
+	if c.err != nil {
+		return nil
+	}
+	w, err := c.b.mat(m)
+	if err != nil {
+		c.fail("%s: %w", what, err)
+		return nil
+	}
+	return w
+}
+
+func (c *checks) require(ok bool, format string, args ...any) {
+	if !ok {
+		c.fail(format, args...)
+	}
+}
+
+func ceil(a, b int) int { return (a + b - 1) / b }
+
+// launch is a step of one kernel of ops.cu or sample.cu.
+func (b *Backend) launch(name string, grid, block driver.Dim3, shared int, args func(a *driver.Args)) step {
+	fn := b.fn[name]
+	return step{kernels: 1, name: name, launch: func(s *driver.Stream) error {
+		var a driver.Args
+		args(&a)
+		return s.Launch(fn, grid, block, shared, &a)
+	}}
+}
+
+func grid2(x, y int) driver.Dim3 { return driver.Dim3{X: x, Y: y, Z: 1} }
+
+// lower turns one op into its kernels.
+func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
+	c := &checks{b: b}
+	var steps []step
+	switch o := op.(type) {
+	case *backend.Embed:
+		w := c.mat("the table", o.Table)
+		if w != nil {
+			tok := c.buf("the tokens", o.Tokens, backend.I32, o.Rows)
+			out := c.buf("the output", o.Out, backend.F32, o.Rows*w.q.Cols)
+			if o.Rows > 0 {
+				steps = append(steps, b.launch("embed_rows", driver.D1(o.Rows), driver.D1(256), 0, func(a *driver.Args) {
+					a.Ptr(w.desc).Ptr(tok).Ptr(out)
+				}))
+			}
+		}
+	case *backend.AddRMSNorm:
+		n := o.Rows * o.Dim
+		h := c.buf("h", o.H, backend.F32, n)
+		var delta driver.Ptr
+		if o.Delta.Mem != nil {
+			delta = c.buf("the delta", o.Delta, backend.F32, n)
+		}
+		w := c.buf("the weight", o.Weight, backend.F32, o.Dim)
+		out := c.buf("the output", o.Out, backend.F32, n)
+		if o.Rows > 0 && o.Dim > 0 {
+			steps = append(steps, b.launch("add_rmsnorm", driver.D1(o.Rows), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).I32(int32(o.Dim)).F32(o.Eps)
+			}))
+		}
+	case *backend.QLinear:
+		w := c.mat("the matrix", o.W)
+		if w != nil {
+			x := c.buf("x", o.X, backend.F32, o.Rows*w.q.Cols)
+			y := c.buf("y", o.Y, backend.F32, o.Rows*w.q.Rows)
+			if c.err == nil {
+				steps = append(steps, b.linear(w, x, y, o.Rows)...)
+			}
+		}
+	case *backend.QLinearGroup:
+		c.require(len(o.W) > 0, "no matrices")
+		var ws []*matrix
+		for i, m := range o.W {
+			if w := c.mat(fmt.Sprintf("matrix %d", i), m); w != nil {
+				c.require(w.q.Cols == c.b.mustCols(o.W[0]), "matrix %d is %d wide, matrix 0 %d", i, w.q.Cols, c.b.mustCols(o.W[0]))
+				ws = append(ws, w)
+			}
+		}
+		if c.err == nil {
+			off := o.Offsets()
+			x := c.buf("x", o.X, backend.F32, o.Rows*ws[0].q.Cols)
+			y := c.buf("y", o.Y, backend.F32, off[len(ws)])
+			if c.err == nil {
+				for i, w := range ws {
+					steps = append(steps, b.linear(w, x, y.Add(4*int64(off[i])), o.Rows)...)
+				}
+			}
+		}
+	case *backend.ConvSiLU:
+		c.require(o.K >= 1 && o.K <= 16, "a conv of width %d; the kernel takes 1 to 16", o.K)
+		x := c.buf("x", o.X, backend.F32, o.Rows*o.Chans)
+		st := c.buf("the state", o.State, backend.F32, (o.K-1)*o.Chans)
+		w := c.buf("the weights", o.Weight, backend.F32, o.Chans*o.K)
+		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.Chans)
+		if o.Rows > 0 && o.Chans > 0 {
+			steps = append(steps, b.launch("conv_silu", driver.D1(ceil(o.Chans, 256)), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(x).Ptr(st).Ptr(w).Ptr(out).I32(int32(o.Rows)).I32(int32(o.Chans)).I32(int32(o.K))
+			}))
+		}
+	case *backend.DeltaRule:
+		c.require(o.KeyHeads >= 1 && o.ValueHeads%o.KeyHeads == 0, "%d value heads over %d key heads", o.ValueHeads, o.KeyHeads)
+		c.require(o.KeyDim >= 1 && o.KeyDim <= 32*8, "key heads of %d values; the kernel takes up to 256", o.KeyDim)
+		width := 2*o.KeyHeads*o.KeyDim + o.ValueHeads*o.ValueDim
+		qkv := c.buf("qkv", o.QKV, backend.F32, o.Rows*width)
+		bb := c.buf("b", o.B, backend.F32, o.Rows*o.ValueHeads)
+		aa := c.buf("a", o.A, backend.F32, o.Rows*o.ValueHeads)
+		aLog := c.buf("A_log", o.ALog, backend.F32, o.ValueHeads)
+		dt := c.buf("dt_bias", o.DtBias, backend.F32, o.ValueHeads)
+		st := c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim)
+		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim)
+		if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
+			steps = append(steps, b.launch("delta_rule", driver.D1(ceil(tasks, 8)), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(st).Ptr(out).
+					I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.KeyDim)).I32(int32(o.ValueHeads)).I32(int32(o.ValueDim))
+			}))
+		}
+	case *backend.GatedRMSNorm:
+		n := o.Rows * o.Heads * o.Dim
+		x := c.buf("x", o.X, backend.F32, n)
+		z := c.buf("z", o.Z, backend.F32, n)
+		w := c.buf("the weight", o.Weight, backend.F32, o.Dim)
+		out := c.buf("the output", o.Out, backend.F32, n)
+		if count := o.Rows * o.Heads; count > 0 && o.Dim > 0 {
+			steps = append(steps, b.launch("gated_rmsnorm", driver.D1(ceil(count, 8)), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(x).Ptr(z).Ptr(w).Ptr(out).I32(int32(count)).I32(int32(o.Dim)).F32(o.Eps)
+			}))
+		}
+	case *backend.QKPrep:
+		return b.qkPrep(p, c, o)
+	case *backend.Attention:
+		return b.attention(p, c, o)
+	case *backend.Route:
+		return b.routeOp(p, c, o)
+	case *backend.Experts:
+		return b.experts(p, c, o)
+	case *backend.Advance:
+		pos := c.buf("the position", o.Pos, backend.I32, 1)
+		steps = append(steps, b.launch("advance", driver.D1(1), driver.D1(1), 0, func(a *driver.Args) {
+			a.Ptr(pos).I32(int32(o.By))
+		}))
+	case *backend.Sample:
+		return b.sampleOp(p, c, o)
+	case *backend.Logprobs:
+		return b.logprobsOp(c, o)
+	default:
+		return nil, fmt.Errorf("not implemented by the CUDA backend")
+	}
+	return steps, c.err
+}
+
+func (b *Backend) mustCols(m backend.Matrix) int {
+	if w, ok := m.(*matrix); ok && w != nil {
+		return w.q.Cols
+	}
+	return -1
+}
+
+// linear is y[rows, R] = x[rows, C]·Wᵀ: the 4-bit mat-vec for one row
+// where it applies, else the plain GEMM.
+func (b *Backend) linear(w *matrix, x, y driver.Ptr, rows int) []step {
+	if rows == 0 || w.q.Rows == 0 {
+		return nil
+	}
+	q := w.q
+	if b.o.Fused && rows == 1 && q.Bits == 4 && q.GroupSize == 64 && q.ScaleBias != 0 && x%16 == 0 {
+		return []step{{kernels: 1, name: "qmv", launch: func(s *driver.Stream) error { return b.qmv.Launch(s, q, x, y) }}}
+	}
+	R := q.Rows
+	return []step{b.launch("qgemm", grid2(ceil(R, 64), ceil(rows, 64)), driver.D1(256), 0, func(a *driver.Args) {
+		a.Ptr(w.desc).Ptr(x).Ptr(y).I32(int32(rows)).I32(int32(R))
+	})}
+}
+
+func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, error) {
+	QH, KVH, D, rot := o.QHeads, o.KVHeads, o.HeadDim, o.RotaryDim
+	c.require(KVH >= 1 && QH%KVH == 0, "%d query heads over %d KV heads", QH, KVH)
+	c.require(D >= 1 && D <= 1024, "heads of %d values; the kernel takes up to 1024", D)
+	c.require(rot >= 0 && rot%2 == 0 && rot <= D, "%d rotary dims of %d", rot, D)
+	c.require(o.KCache.Type == o.VCache.Type, "K and V caches of element types %s and %s", o.KCache.Type, o.VCache.Type)
+	kvW := KVH * D
+	qg := c.buf("qg", o.QG, backend.F32, o.Rows*QH*2*D)
+	k := c.buf("k", o.K, backend.F32, o.Rows*kvW)
+	v := c.buf("v", o.V, backend.F32, o.Rows*kvW)
+	qn := c.buf("the q norm", o.QNorm, backend.F32, D)
+	kn := c.buf("the k norm", o.KNorm, backend.F32, D)
+	q := c.buf("q", o.Q, backend.F32, o.Rows*QH*D)
+	kc := c.kv("the K cache", o.KCache, 0)
+	vc := c.kv("the V cache", o.VCache, o.KCache.Len)
+	pos := c.buf("the position", o.Pos, backend.I32, 1)
+	if c.err != nil || o.Rows == 0 {
+		return nil, c.err
+	}
+	maxPos := o.KCache.Len / max(kvW, 1)
+	inv, err := b.ropeTable(max(rot, 2), o.RopeTheta)
+	if err != nil {
+		return nil, err
+	}
+	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && rot >= 2 {
+		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: rot, RopeTheta: o.RopeTheta, Eps: o.Eps, MaxPos: maxPos, KV: kvType(o.KCache.Type)}
+		bufs := AttnBuffers{QG: qg, K: k, V: v, QNorm: qn, KNorm: kn, InvFreq: inv, Q: q, KCache: kc, VCache: vc, Pos: pos}
+		return []step{{kernels: 1, name: "qk_prep", launch: func(s *driver.Stream) error { return b.attn.LaunchPrep(s, sh, bufs) }}}, nil
+	}
+	name := "qk_prep_rows_f32"
+	if o.KCache.Type == backend.BF16 {
+		name = "qk_prep_rows_bf16"
+	}
+	threads := 32 * ceil(D, 32)
+	return []step{b.launch(name, grid2(QH+KVH, o.Rows), driver.D1(threads), 4*D, func(a *driver.Args) {
+		a.Ptr(qg).Ptr(k).Ptr(v).Ptr(qn).Ptr(kn).Ptr(q).Ptr(kc).Ptr(vc).Ptr(pos).I32(int32(maxPos)).Ptr(inv).
+			I32(int32(QH)).I32(int32(KVH)).I32(int32(D)).I32(int32(rot)).F32(o.Eps)
+	})}, nil
+}
+
+func kvType(t backend.DType) KVType {
+	if t == backend.BF16 {
+		return KVBF16
+	}
+	return KVF32
+}
+
+func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step, error) {
+	QH, KVH, D := o.QHeads, o.KVHeads, o.HeadDim
+	c.require(KVH >= 1 && QH%KVH == 0, "%d query heads over %d KV heads", QH, KVH)
+	c.require(D >= 1 && D <= 512, "heads of %d values; the kernel takes up to 512", D)
+	c.require(o.KCache.Type == o.VCache.Type, "K and V caches of element types %s and %s", o.KCache.Type, o.VCache.Type)
+	q := c.buf("q", o.Q, backend.F32, o.Rows*QH*D)
+	qg := c.buf("qg", o.QG, backend.F32, o.Rows*QH*2*D)
+	kc := c.kv("the K cache", o.KCache, 0)
+	vc := c.kv("the V cache", o.VCache, o.KCache.Len)
+	out := c.buf("the output", o.Out, backend.F32, o.Rows*QH*D)
+	pos := c.buf("the position", o.Pos, backend.I32, 1)
+	if c.err != nil || o.Rows == 0 {
+		return nil, c.err
+	}
+	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
+		// the attention kernels take no rotary dims; the shape's check wants some
+		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
+		po, pml := b.attn.PartialsBytes(sh)
+		var off int64
+		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)
+		return []step{{kernels: 2, name: "attn_split+attn_combine", launch: func(s *driver.Stream) error {
+			bufs := AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out,
+				PartO: p.scratch.Add(oOff), PartML: p.scratch.Add(mlOff)}
+			return b.attn.LaunchAttention(s, sh, bufs)
+		}}}, nil
+	}
+	j := 2
+	for 32*j < D {
+		j *= 2
+	}
+	kv := "f32"
+	if o.KCache.Type == backend.BF16 {
+		kv = "bf16"
+	}
+	rows := o.Rows
+	return []step{b.launch(fmt.Sprintf("attn_rows_%s_j%d", kv, j), driver.D1(ceil(rows*QH, 8)), driver.D1(256), 0, func(a *driver.Args) {
+		a.Ptr(q).Ptr(qg).Ptr(kc).Ptr(vc).Ptr(pos).Ptr(out).I32(int32(rows)).I32(int32(QH)).I32(int32(KVH)).I32(int32(D))
+	})}, nil
+}
+
+func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, error) {
+	w := c.mat("the router", o.Router)
+	if w == nil {
+		return nil, c.err
+	}
+	E, C := w.q.Rows, w.q.Cols
+	c.require(o.TopK >= 1 && o.TopK <= E, "top-%d of %d experts", o.TopK, E)
+	x := c.buf("x", o.X, backend.F32, o.Rows*C)
+	idx := c.buf("the expert ids", o.Idx, backend.I32, o.Rows*o.TopK)
+	wts := c.buf("the weights", o.Weights, backend.F32, o.Rows*o.TopK)
+	if c.err != nil || o.Rows == 0 {
+		return nil, c.err
+	}
+	var off int64
+	q := w.q
+	if b.o.Fused && o.Rows == 1 && q.GroupSize == 64 && (q.Bits == 4 || q.Bits == 8) && o.TopK <= 32 && E <= 1024 &&
+		4*(C+E) <= 48<<10 && x%16 == 0 {
+		lOff := p.reserve(&off, 4*int64(E))
+		return []step{{kernels: 1, name: "route", launch: func(s *driver.Stream) error {
+			bufs := RouteBuffers{X: x, Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
+			return b.route.Launch(s, q, bufs, o.TopK, o.Normalize)
+		}}}, nil
+	}
+	lOff := p.reserve(&off, 4*int64(o.Rows*E))
+	rows, topK, norm := o.Rows, o.TopK, int32(0)
+	if o.Normalize {
+		norm = 1
+	}
+	return []step{
+		{kernels: 1, name: "qgemm", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff)).I32(int32(rows)).I32(int32(E))
+			return s.Launch(b.fn["qgemm"], grid2(ceil(E, 64), ceil(rows, 64)), driver.D1(256), 0, &a)
+		}},
+		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(p.scratch.Add(lOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm)
+			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
+		}},
+	}, nil
+}
+
+func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, error) {
+	names := []string{"gate", "up", "shared gate", "shared up", "shared expert gate", "down", "shared down"}
+	var ws []*matrix
+	for i, m := range []backend.Matrix{o.Gate, o.Up, o.SharedGate, o.SharedUp, o.SharedExpertGate, o.Down, o.SharedDown} {
+		ws = append(ws, c.mat("the "+names[i]+" matrix", m))
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	gate, up, sg, su, seg, down, sd := ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+	E, H, I, SI := max(gate.shape.Experts, 1), gate.q.Cols, o.Inter, o.SharedInter
+	for _, m := range []struct {
+		name       string
+		w          *matrix
+		rows, cols int
+	}{
+		{"gate", gate, E * I, H}, {"up", up, E * I, H}, {"down", down, E * H, I},
+		{"shared gate", sg, SI, H}, {"shared up", su, SI, H}, {"shared down", sd, H, SI}, {"shared expert gate", seg, 1, H},
+	} {
+		c.require(m.w.q.Rows == m.rows && m.w.q.Cols == m.cols, "the %s matrix is %dx%d, want %dx%d", m.name, m.w.q.Rows, m.w.q.Cols, m.rows, m.cols)
+	}
+	c.require(o.TopK >= 1 && o.TopK <= E, "top-%d of %d experts", o.TopK, E)
+	x := c.buf("x", o.X, backend.F32, o.Rows*H)
+	idx := c.buf("the expert ids", o.Idx, backend.I32, o.Rows*o.TopK)
+	wts := c.buf("the weights", o.Weights, backend.F32, o.Rows*o.TopK)
+	out := c.buf("the output", o.Out, backend.F32, o.Rows*H)
+	if c.err != nil || o.Rows == 0 {
+		return nil, c.err
+	}
+	var off int64
+	fourBit := func(w *matrix) bool { return w.q.Bits == 4 && w.q.GroupSize == 64 && w.q.ScaleBias != 0 }
+	if b.o.Fused && o.Rows == 1 && o.TopK == MoETopK && E >= MoETopK && SI == I && H%64 == 0 && I%64 == 0 && x%16 == 0 &&
+		fourBit(gate) && fourBit(up) && fourBit(down) && fourBit(sg) && fourBit(su) && fourBit(sd) &&
+		seg.q.Bits == 8 && seg.q.GroupSize == 64 {
+		mw := &MoEWeights{Experts: E, Hidden: H, Inter: I, Gate: gate.q, Up: up.q, Down: down.q,
+			SharedGate: sg.q, SharedUp: su.q, SharedDown: sd.q, SharedExpertGate: seg.q}
+		hOff := p.reserve(&off, 4*int64((MoETopK+1)*I))
+		lOff := p.reserve(&off, 16)
+		p.zerosNeed = max(p.zerosNeed, 4*int64(H))
+		bufs := func() MoEBuffers {
+			return MoEBuffers{X: x, IDs: idx, Weights: wts, H: p.scratch.Add(hOff), Logit: p.scratch.Add(lOff), Resid: p.zeros, Out: out}
+		}
+		return []step{
+			{kernels: 1, name: "moe_gate_up", launch: func(s *driver.Stream) error { return b.moe.LaunchGateUp(s, mw, bufs()) }},
+			{kernels: 1, name: "moe_down", launch: func(s *driver.Stream) error { return b.moe.LaunchDown(s, mw, bufs()) }},
+		}, nil
+	}
+	// the table of the seven matrices the plain kernels read
+	var table []byte
+	for _, w := range ws {
+		table = append(table, w.raw[:]...)
+	}
+	tOff := p.constant(table)
+	per := o.TopK*I + SI
+	hOff := p.reserve(&off, 4*int64(o.Rows*per))
+	lOff := p.reserve(&off, 4*int64(o.Rows))
+	rows, topK := o.Rows, o.TopK
+	tasks := rows * (per + 1)
+	return []step{
+		{kernels: 1, name: "experts_gate_up", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(p.consts.Add(tOff)).Ptr(idx).Ptr(x).Ptr(p.scratch.Add(hOff)).Ptr(p.scratch.Add(lOff)).
+				I32(int32(rows)).I32(int32(topK)).I32(int32(I)).I32(int32(SI))
+			return s.Launch(b.fn["experts_gate_up"], driver.D1(ceil(tasks, 8)), driver.D1(256), 0, &a)
+		}},
+		{kernels: 1, name: "experts_down", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(p.consts.Add(tOff)).Ptr(idx).Ptr(wts).Ptr(p.scratch.Add(hOff)).Ptr(p.scratch.Add(lOff)).Ptr(out).
+				I32(int32(rows)).I32(int32(H)).I32(int32(topK)).I32(int32(I)).I32(int32(SI))
+			return s.Launch(b.fn["experts_down"], driver.D1(ceil(rows*H, 8)), driver.D1(256), 0, &a)
+		}},
+	}, nil
+}
+
+func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, error) {
+	V := o.Vocab
+	c.require(V >= 1, "a vocabulary of %d tokens", V)
+	logits := c.buf("the logits", o.Logits, backend.F32, V)
+	params := c.buf("the parameters", o.Params, backend.F32, backend.SampleParamCount)
+	config := c.buf("the configuration", o.Config, backend.I32, backend.SampleConfigCount)
+	counts := c.buf("the counts", o.Counts, backend.I32, V)
+	prompt := c.buf("the prompt flags", o.InPrompt, backend.I32, V)
+	tok := c.buf("the token", o.Token, backend.I32, 1)
+	status := c.buf("the status", o.Status, backend.I32, 2)
+	if c.err != nil {
+		return nil, c.err
+	}
+	var off int64
+	xOff, wOff := p.reserve(&off, 4*int64(V)), p.reserve(&off, 4*int64(V))
+	return []step{{kernels: 1, name: "sample_row", launch: func(s *driver.Stream) error {
+		var a driver.Args
+		a.Ptr(logits).Ptr(params).Ptr(config).Ptr(counts).Ptr(prompt).Ptr(tok).Ptr(status).
+			Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(wOff)).I32(int32(V))
+		return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), 0, &a)
+	}}}, nil
+}
+
+func (b *Backend) logprobsOp(c *checks, o *backend.Logprobs) ([]step, error) {
+	V, N := o.Vocab, o.TopN
+	c.require(V >= 1, "a vocabulary of %d tokens", V)
+	c.require(N >= 0 && N <= V, "top %d of a %d-token vocabulary", N, V)
+	logits := c.buf("the logits", o.Logits, backend.F32, V)
+	tok := c.buf("the token", o.Token, backend.I32, 1)
+	out := c.buf("the output", o.Out, backend.F32, 1+N)
+	var top driver.Ptr
+	if N > 0 {
+		top = c.buf("the top ids", o.TopIDs, backend.I32, N)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return []step{b.launch("logprobs_row", driver.D1(1), driver.D1(1024), 0, func(a *driver.Args) {
+		a.Ptr(logits).Ptr(tok).Ptr(out).Ptr(top).I32(int32(V)).I32(int32(N))
+	})}, nil
+}
+
+// gdnFusible reports whether ops[i:i+3] is a Gated DeltaNet step the
+// kernel takes (see gdnStep).
+func gdnFusible(ops []backend.Op, i int) bool {
+	if i+2 >= len(ops) {
+		return false
+	}
+	c, ok1 := ops[i].(*backend.ConvSiLU)
+	d, ok2 := ops[i+1].(*backend.DeltaRule)
+	g, ok3 := ops[i+2].(*backend.GatedRMSNorm)
+	if !ok1 || !ok2 || !ok3 || c.Rows != 1 || d.Rows != 1 || g.Rows != 1 || c.Out != d.QKV || d.Out != g.X ||
+		c.K != GDNConvK || d.KeyDim != GDNHeadDim || d.ValueDim != GDNHeadDim || g.Dim != GDNHeadDim ||
+		d.KeyHeads < 1 || d.ValueHeads%d.KeyHeads != 0 || g.Heads != d.ValueHeads ||
+		c.Chans != (2*d.KeyHeads+d.ValueHeads)*GDNHeadDim {
+		return false
+	}
+	// The intermediates are dead if every op that reads them (this run's
+	// later ops, the next run's earlier ones: the model's layers share
+	// these buffers) reads what the op just before it wrote, as the rule
+	// and the norm of such a step do.
+	for j, other := range ops {
+		if j == i+1 || j == i+2 {
+			continue
+		}
+		r, _ := other.Access()
+		for _, buf := range r {
+			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
+// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
+func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
+	if j == 0 {
+		return false
+	}
+	switch o := ops[j].(type) {
+	case *backend.DeltaRule:
+		prev, ok := ops[j-1].(*backend.ConvSiLU)
+		return ok && buf == o.QKV && prev.Out == o.QKV
+	case *backend.GatedRMSNorm:
+		prev, ok := ops[j-1].(*backend.DeltaRule)
+		return ok && buf == o.X && prev.Out == o.X
+	}
+	return false
+}
+
+// gdnKernel names the fused Gated DeltaNet step.
+const gdnKernel = "gdn_step"
+
+// gdnStep lowers ops[i:i+3] to the Gated DeltaNet kernel of one token
+// (gdn.cu: conv and SiLU, norms and gates, the delta rule, the gated norm
+// in one launch) when they are ConvSiLU, DeltaRule and GatedRMSNorm of one
+// row chained through their outputs, with heads of 128, a conv of width 4,
+// and no later op of the program reading the two intermediate outputs,
+// which the kernel never writes.
+func (b *Backend) gdnStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !gdnFusible(p.ops, i) {
+		return step{}, false
+	}
+	c, d, g := p.ops[i].(*backend.ConvSiLU), p.ops[i+1].(*backend.DeltaRule), p.ops[i+2].(*backend.GatedRMSNorm)
+	ch := &checks{b: b}
+	C, Hk, Hv := c.Chans, d.KeyHeads, d.ValueHeads
+	bufs := GDNBuffers{
+		QKV: ch.buf("qkv", c.X, backend.F32, C), Z: ch.buf("z", g.Z, backend.F32, Hv*GDNHeadDim),
+		B: ch.buf("b", d.B, backend.F32, Hv), A: ch.buf("a", d.A, backend.F32, Hv),
+		ConvW:     ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK),
+		ConvState: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
+		ALog:      ch.buf("A_log", d.ALog, backend.F32, Hv), DtBias: ch.buf("dt_bias", d.DtBias, backend.F32, Hv),
+		NormW: ch.buf("the norm weight", g.Weight, backend.F32, GDNHeadDim),
+		State: ch.buf("the state", d.State, backend.F32, Hv*GDNHeadDim*GDNHeadDim),
+		Out:   ch.buf("the output", g.Out, backend.F32, Hv*GDNHeadDim),
+	}
+	if ch.err != nil || bufs.ConvW%16 != 0 || bufs.State%16 != 0 {
+		return step{}, false // the plain kernels say what is wrong
+	}
+	counters, err := b.grow(&b.tickets, 4*int64(Hk+Hv), "Gated DeltaNet tickets")
+	if err != nil {
+		return step{}, false
+	}
+	bufs.Counters = counters
+	eps := g.Eps
+	return step{kernels: 1, name: gdnKernel, launch: func(s *driver.Stream) error {
+		return b.gdn.Launch(s, bufs, Hk, Hv, eps)
+	}}, true
+}

@@ -1,0 +1,112 @@
+package cuda
+
+import (
+	"fmt"
+	"strconv"
+
+	"petal/engine/backend"
+)
+
+// Options choose the GPU and, for ablations and checks, among kernels that
+// compute the same thing.
+type Options struct {
+	// Device is the GPU's ordinal (0 for the first).
+	Device int
+	// Graphs captures each compiled program as a CUDA graph that Run
+	// replays (one launch from the host per program); off, Run launches
+	// the kernels one by one.
+	Graphs bool
+	// Fused lets one-row ops run on the decode kernels (qmv, route, moe,
+	// attn, gdn) where their shapes fit; off, every op takes the plain
+	// kernels of ops.cu. The Gated DeltaNet kernel runs a conv, delta rule
+	// and gated norm in one launch and leaves the conv's and the rule's
+	// outputs unwritten: it is used only where no later op of the program
+	// reads them.
+	Fused bool
+	// FastQMV is the mat-vec with x in two int8 parts (relative error about
+	// 5e-5) instead of three (float32's error).
+	FastQMV bool
+	// KV is the element type of the KV caches: F32 (also 0) or BF16.
+	KV backend.DType
+	// SyncEach waits after every op, so that an error of the GPU names the
+	// op that caused it (slow; programs are then not captured as graphs).
+	SyncEach bool
+	// Verbose prints a line per compiled program (ops, kernels, graph) to
+	// standard error.
+	Verbose bool
+}
+
+// DefaultOptions are the settings of "--backend cuda".
+func DefaultOptions() Options {
+	return Options{Graphs: true, Fused: true, KV: backend.F32}
+}
+
+// OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
+const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
+	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
+	`fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
+	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
+	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
+	`verbose=on|off (a line per compiled program on stderr; default off)`
+
+// ParseOptions reads the options of a backend Spec named cuda.
+func ParseOptions(opts []backend.Option) (Options, error) {
+	o := DefaultOptions()
+	onOff := func(kv backend.Option) (bool, error) {
+		switch kv.Value {
+		case "on", "true", "1":
+			return true, nil
+		case "off", "false", "0":
+			return false, nil
+		}
+		return false, fmt.Errorf("cuda: %s=%q: want on or off", kv.Key, kv.Value)
+	}
+	for _, kv := range opts {
+		var err error
+		switch kv.Key {
+		case "device":
+			n, e := strconv.Atoi(kv.Value)
+			if e != nil || n < 0 {
+				return Options{}, fmt.Errorf("cuda: device=%q: want a GPU number from 0", kv.Value)
+			}
+			o.Device = n
+		case "graphs":
+			o.Graphs, err = onOff(kv)
+		case "fused":
+			o.Fused, err = onOff(kv)
+		case "verbose":
+			o.Verbose, err = onOff(kv)
+		case "qmv":
+			switch kv.Value {
+			case "exact":
+				o.FastQMV = false
+			case "fast":
+				o.FastQMV = true
+			default:
+				return Options{}, fmt.Errorf("cuda: qmv=%q: want exact or fast", kv.Value)
+			}
+		case "kv":
+			t, e := backend.ParseDType(kv.Value)
+			if e != nil || t != backend.F32 && t != backend.BF16 {
+				return Options{}, fmt.Errorf("cuda: kv=%q: the KV cache is f32 or bf16", kv.Value)
+			}
+			o.KV = t
+		case "sync":
+			switch kv.Value {
+			case "run":
+				o.SyncEach = false
+			case "op":
+				o.SyncEach = true
+			default:
+				return Options{}, fmt.Errorf("cuda: sync=%q: want run or op", kv.Value)
+			}
+		default:
+			return Options{}, fmt.Errorf("cuda: unknown option %q (the options are %s)", kv.Key, OptionsHelp)
+		}
+		if err != nil {
+			return Options{}, err
+		}
+	}
+	return o, nil
+}
