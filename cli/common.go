@@ -12,6 +12,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/cpu"
 	"petal/engine/cuda"
+	"petal/engine/cuda/driver"
 )
 
 // modelOptions are the flags every model-loading command shares.
@@ -26,7 +27,7 @@ type modelOptions struct {
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
-		&cli.StringFlag{Name: "backend", Value: "cpu", Usage: backendUsage},
+		&cli.StringFlag{Name: "backend", Value: "auto", Usage: backendUsage},
 		&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
@@ -40,19 +41,24 @@ func readModelOptions(c *cli.Context) modelOptions {
 	}
 }
 
-const backendUsage = "where to run, NAME[:KEY=VALUE,...]: cpu, with options " + cpu.OptionsHelp +
+const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cuda where a usable NVIDIA GPU is present, else cpu); cpu, with options " + cpu.OptionsHelp +
 	" (e.g. cpu:delta=chunked); cuda (an NVIDIA GPU of compute capability 9.0 or newer, through the driver alone), with options " +
 	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal is not available yet"
 
-func newBackend(spec string) (backend.Backend, error) {
+func newBackend(spec string, warn func(string)) (backend.Backend, error) {
 	if strings.TrimSpace(spec) == "" {
-		spec = "cpu"
+		spec = "auto"
 	}
 	sp, err := backend.ParseSpec(spec)
 	if err != nil {
 		return nil, usageErr("--backend: %v", err)
 	}
 	switch sp.Name {
+	case "auto":
+		if len(sp.Options) > 0 {
+			return nil, usageErr("--backend %s: auto takes no options; name the backend to give it options (cpu:..., cuda:...)", spec)
+		}
+		return autoBackend(warn)
 	case "cpu":
 		o, err := cpu.ParseOptions(sp.Options)
 		if err != nil {
@@ -76,12 +82,32 @@ func newBackend(spec string) (backend.Backend, error) {
 	case "metal":
 		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu or cuda", spec)
 	}
-	return nil, usageErr("--backend %s: unknown backend (cpu, cuda)", spec)
+	return nil, usageErr("--backend %s: unknown backend (auto, cpu, cuda)", spec)
 }
+
+// autoBackend is CUDA where a usable NVIDIA GPU is present, else the CPU.
+// A machine without CUDA at all (no driver, no GPU, not Linux) gets the
+// CPU quietly; a GPU that is there but cannot be used (too old, a driver
+// fault) gets the CPU with a warning that says why. Metal joins here once
+// it is built.
+func autoBackend(warn func(string)) (backend.Backend, error) {
+	b, err := newCUDA(cuda.DefaultOptions())
+	if err == nil {
+		return b, nil
+	}
+	if !driver.Unavailable(err) && warn != nil {
+		warn(fmt.Sprintf("--backend auto: the NVIDIA GPU cannot be used (%v); running on the CPU", err))
+	}
+	return cpu.New(), nil
+}
+
+// newCUDA opens the CUDA backend; a variable so tests can stand in for a
+// machine with or without a usable GPU.
+var newCUDA = func(o cuda.Options) (backend.Backend, error) { return cuda.New(o) }
 
 // openEngine resolves the model and opens it on the chosen backend.
 func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
-	be, err := newBackend(o.Backend)
+	be, err := newBackend(o.Backend, func(msg string) { fmt.Fprintln(st.Err, "petal:", msg) })
 	if err != nil {
 		return nil, "", err
 	}

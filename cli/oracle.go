@@ -24,7 +24,7 @@ exceeds --bar, then for every sequence the logits' relative L2 error, max |Δ|, 
 and NLL. Exit code 1 when a bar of the float32 engine is missed.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "oracle", Value: "../shared/oracle", Usage: "oracle folder (reference model and data)"},
-			&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "backend to check: " + backendUsage},
+			&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "backend to check (cpu unless named: the check is of one backend, not of whatever auto finds): " + backendUsage},
 			&cli.IntFlag{Name: "chunk", Value: 64, Usage: "prefill chunk size"},
 			&cli.Float64Flag{Name: "bar", Value: 1e-4, Usage: "relative L2 error allowed per stage and for logits"},
 		},
@@ -35,7 +35,7 @@ and NLL. Exit code 1 when a bar of the float32 engine is missed.`,
 }
 
 func runOracle(st *Streams, dir, backendName string, chunk int, bar float64) error {
-	be, err := newBackend(backendName)
+	be, err := newBackend(backendName, func(msg string) { fmt.Fprintln(st.Err, "petal:", msg) })
 	if err != nil {
 		return err
 	}
