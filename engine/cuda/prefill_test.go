@@ -27,8 +27,9 @@ var tcBars = map[string]float64{"QLinear": 1.5e-2, "QLinearGroup": 1.5e-2, "Expe
 // tcOwnBars bound the same outputs against float64 of the bf16-rounded
 // inputs, what the kernels compute: float32 sums, and for Experts an
 // activation that lands on the other side of a bf16 rounding boundary now
-// and then.
-var tcOwnBars = map[string]float64{"QLinear": 1e-4, "QLinearGroup": 1e-4, "Experts": 1e-3}
+// and then (float32 against float64 sums moved an output of the 300-row
+// case's routed experts by 5e-4 of the RMS on the CPU).
+var tcOwnBars = map[string]float64{"QLinear": 1e-4, "QLinearGroup": 1e-4, "Experts": 3e-3}
 
 // tcCase is an op of several rows at a shape the tensor-core GEMMs take.
 type tcCase struct {
