@@ -46,9 +46,13 @@ step tests oracle 120 ./cuda.test -test.v -test.run 'TestOracleOnGPU'
 step cli oracle-tc 60 ./petal oracle --backend cuda:gemm=tc --oracle "$D/oracle"
 step cli oracle-plain 60 ./petal oracle --backend cuda:gemm=plain --oracle "$D/oracle"
 for g in tc plain; do
-	step cli greedy-$g 40 sh -c "./petal run --backend cuda:gemm=$g --raw --temperature 0 --max-tokens 48 'def fibonacci(n):' > greedy-$g.txt; cat greedy-$g.txt"
+	step cli greedy-$g 40 sh -c "./petal run --backend cuda:gemm=$g --raw --temperature 0 --max-tokens 48 'def fibonacci(n):' > greedy-$g.txt && cat greedy-$g.txt"
 done
-cmp greedy-tc.txt greedy-plain.txt && echo "greedy: gemm=tc and gemm=plain give the same text" | tee -a "$O/cli.txt"
+if [ -s greedy-tc.txt ] && cmp -s greedy-tc.txt greedy-plain.txt; then
+	echo "greedy: gemm=tc and gemm=plain give the same text" | tee -a "$O/cli.txt"
+else
+	echo "greedy: gemm=tc and gemm=plain differ (or one failed)" | tee -a "$O/cli.txt"
+fi
 grep -hE '^(--- |ok|FAIL|PASS)|panic' "$O/tests.txt" | grep -v '^    ' | head -40
 B="./petal bench --synthetic qwen3.6-35b-a3b --max-context 16384 --decode-tokens 32"
 step bench bench-tc 150 $B --backend cuda:gemm=tc,verbose=on --prompt-lengths 512,4K,16K --context-lengths 1,4K --profile --out "$O/bench-tc.json"
