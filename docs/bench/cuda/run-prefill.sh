@@ -38,15 +38,15 @@ step() { # log, name, timeout, command...
 	local peak=$(tail -n +"$((from + 1))" "$O/smi.txt" | awk -F', ' 'NF >= 3 && $3 + 0 > m { m = $3 + 0 } END { print m + 0 }')
 	printf '%-22s rc=%-3s %7d ms  peak %6s MiB\n' "$name" "$rc" $((($(date +%s%N) - s) / 1000000)) "$peak" | tee -a "$O/steps.txt"
 }
-step cli smoke-tc 90 ./petal run --backend cuda:gemm=tc,sync=op,verbose=on --max-tokens 16 "def fibonacci(n):"
-step tests tc-ops 120 ./cuda.test -test.v -test.run 'TestParseOptions|TestTensorCoreBars|TestTensorCoreOpsMatchReferences'
-step tests conformance 120 ./cuda.test -test.v -test.run 'TestConformance|TestFusedMatchReferences'
-step tests gemm 90 ./cuda.test -test.v -test.run 'TestGEMM|TestMoEGrouped|TestMoERoute'
-step tests oracle 120 ./cuda.test -test.v -test.run 'TestOracleOnGPU'
-step cli oracle-tc 60 ./petal oracle --backend cuda:gemm=tc --oracle "$D/oracle"
-step cli oracle-plain 60 ./petal oracle --backend cuda:gemm=plain --oracle "$D/oracle"
+step cli smoke-tc 60 ./petal run --backend cuda:gemm=tc,sync=op,verbose=on --max-tokens 16 "def fibonacci(n):"
+step tests tc-ops 60 ./cuda.test -test.v -test.run 'TestParseOptions|TestTensorCoreBars|TestTensorCoreOpsMatchReferences'
+step tests conformance 60 ./cuda.test -test.v -test.run 'TestConformance|TestFusedMatchReferences'
+step tests gemm 45 ./cuda.test -test.v -test.run 'TestGEMM|TestMoEGrouped|TestMoERoute'
+step tests oracle 60 ./cuda.test -test.v -test.run 'TestOracleOnGPU'
+step cli oracle-tc 40 ./petal oracle --backend cuda:gemm=tc --oracle "$D/oracle"
+step cli oracle-plain 40 ./petal oracle --backend cuda:gemm=plain --oracle "$D/oracle"
 for g in tc plain; do
-	step cli greedy-$g 40 sh -c "./petal run --backend cuda:gemm=$g --raw --temperature 0 --max-tokens 48 'def fibonacci(n):' > greedy-$g.txt && cat greedy-$g.txt"
+	step cli greedy-$g 30 sh -c "./petal run --backend cuda:gemm=$g --raw --temperature 0 --max-tokens 48 'def fibonacci(n):' > greedy-$g.txt && cat greedy-$g.txt"
 done
 if [ -s greedy-tc.txt ] && cmp -s greedy-tc.txt greedy-plain.txt; then
 	echo "greedy: gemm=tc and gemm=plain give the same text" | tee -a "$O/cli.txt"
@@ -55,8 +55,8 @@ else
 fi
 grep -hE '^(--- |ok|FAIL|PASS)|panic' "$O/tests.txt" | grep -v '^    ' | head -40
 B="./petal bench --synthetic qwen3.6-35b-a3b --max-context 16384 --decode-tokens 32"
-step bench bench-tc 150 $B --backend cuda:gemm=tc,verbose=on --prompt-lengths 512,4K,16K --context-lengths 1,4K --profile --out "$O/bench-tc.json"
-step bench bench-plain 150 $B --backend cuda:gemm=plain --prompt-lengths 512,4K,16K --context-lengths 1,4K --out "$O/bench-plain.json"
-step bench bench-tc-chunk4096 60 $B --backend cuda:gemm=tc --chunk 4096 --prompt-lengths 4K,16K --context-lengths 1
+step bench bench-tc 100 $B --backend cuda:gemm=tc,verbose=on --prompt-lengths 512,4K,16K --context-lengths 1,4K --profile --out "$O/bench-tc.json"
+step bench bench-plain 110 $B --backend cuda:gemm=plain --prompt-lengths 512,4K,16K --context-lengths 1,4K --out "$O/bench-plain.json"
+step bench bench-tc-chunk4096 50 $B --backend cuda:gemm=tc --chunk 4096 --prompt-lengths 4K,16K --context-lengths 1
 kill $SMI
 grep -vE '^(cuda: compiled|building)' "$O/bench.txt" | grep -E 'prefill|decode at|====' | head -40
