@@ -3,7 +3,8 @@
 # (gemm=tc) against the plain float32 kernels (gemm=plain). Run from the
 # repository root as bash devrun/prefill/run.sh, next to (in
 # devrun/prefill/) petal.gz and cuda.test.gz (CGO_ENABLED=0 GOOS=linux
-# GOARCH=amd64, go build -ldflags=-s\ -w . and go test -c ./engine/cuda)
+# GOARCH=amd64, go build -ldflags=-s\ -w . and go test -c -ldflags=-s\ -w
+# ./engine/cuda)
 # and ref.tgz (the oracle's reference/ folder); the oracle's model is the
 # tracked fixture. Logs go to $OUT, at most 8 files:
 #   env.txt    the machine
