@@ -28,6 +28,7 @@ type Backend struct {
 	route *Route
 	attn  *Attn
 	gdn   *GDN
+	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
 	counter driver.Ptr             // the router kernel's ticket (left as found by every launch)
 	scratch grower                 // temporaries of one op at a time (ops run in order)
@@ -128,6 +129,25 @@ func (b *Backend) init() error {
 	}
 	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
 		return err
+	}
+	if b.o.TensorCores {
+		// loaded only where used: the driver's first compile of its PTX
+		// takes a while, and its cache keeps the result
+		ptx, err := kernels.PTX("gemm")
+		if err != nil {
+			return err
+		}
+		m, err := b.ctx.LoadModule(ptx, "gemm")
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
+			return err
+		}
+		if err := b.gemm.Prepare(); err != nil {
+			return err
+		}
 	}
 	if b.counter, err = b.alloc(16, "router ticket"); err != nil {
 		return err

@@ -31,15 +31,20 @@ func testBackend(t *testing.T, o Options) *Backend {
 }
 
 // TestConformance: the backend passes the suite every backend must, with
-// graphs and the decode kernels on (the default), graphs off, and the
-// plain kernels only.
+// graphs, the decode kernels and the tensor-core GEMMs on (the default),
+// graphs off, the plain kernels for one-row ops, and the plain kernels for
+// ops of several rows. (The suite's matrices of 67 rows and its top-3
+// experts are off the tensor-core GEMMs' shapes, so its ops of several
+// rows take the plain kernels under gemm=tc too: the tensor-core path is
+// checked by TestTensorCoreOpsMatchReferences.)
 func TestConformance(t *testing.T) {
 	variants := map[string]func(*Options){
 		"default":    func(*Options) {},
 		"graphs=off": func(o *Options) { o.Graphs = false },
 		"fused=off":  func(o *Options) { o.Fused = false },
+		"gemm=plain": func(o *Options) { o.TensorCores = false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -49,17 +54,23 @@ func TestConformance(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	o, err := ParseOptions([]backend.Option{{Key: "device", Value: "1"}, {Key: "graphs", Value: "off"}, {Key: "qmv", Value: "fast"}, {Key: "kv", Value: "bf16"}, {Key: "fused", Value: "off"}, {Key: "sync", Value: "op"}})
+	o, err := ParseOptions([]backend.Option{{Key: "device", Value: "1"}, {Key: "graphs", Value: "off"}, {Key: "qmv", Value: "fast"}, {Key: "kv", Value: "bf16"}, {Key: "fused", Value: "off"}, {Key: "sync", Value: "op"}, {Key: "gemm", Value: "plain"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Device != 1 || o.Graphs || !o.FastQMV || o.KV != backend.BF16 || o.Fused || !o.SyncEach {
+	if o.Device != 1 || o.Graphs || !o.FastQMV || o.KV != backend.BF16 || o.Fused || !o.SyncEach || o.TensorCores {
 		t.Errorf("options %+v", o)
+	}
+	if o, _ := ParseOptions([]backend.Option{{Key: "gemm", Value: "tc"}}); !o.TensorCores || !DefaultOptions().TensorCores {
+		t.Errorf("gemm=tc gives %+v; the defaults %+v", o, DefaultOptions())
+	}
+	if !strings.Contains(OptionsHelp, "gemm=tc|plain") {
+		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
 	if o, _ := ParseOptions(nil); o != DefaultOptions() {
 		t.Errorf("no options give %+v, not the defaults", o)
 	}
-	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "warp", Value: "9"}} {
+	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "gemm", Value: "wgmma"}, {Key: "warp", Value: "9"}} {
 		_, err := ParseOptions([]backend.Option{bad})
 		if err == nil || !strings.Contains(err.Error(), bad.Key) {
 			t.Errorf("%s=%s: error %v, want one naming %s", bad.Key, bad.Value, err, bad.Key)

@@ -58,6 +58,7 @@ type GEMM struct {
 	c                      *driver.Context
 	tiles                  map[string]gemmKernels
 	toBF16, route, combine *driver.Function
+	sharedSwiGLU           *driver.Function
 	sharedReady            map[*driver.Function]bool
 }
 
@@ -82,7 +83,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 	for _, f := range []struct {
 		dst  **driver.Function
 		name string
-	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}} {
+	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}, {&g.sharedSwiGLU, "moe_shared_swiglu"}} {
 		fn, err := mod.Function(f.name)
 		if err != nil {
 			return nil, err
@@ -109,17 +110,39 @@ func (g *GEMM) Function(tile GEMMTile, kind string) *driver.Function {
 
 // launchTile raises fn's shared-memory limit once and launches it.
 func (g *GEMM) launchTile(s *driver.Stream, fn *driver.Function, t GEMMTile, grid driver.Dim3, a *driver.Args) error {
-	shared := t.shared()
-	if !g.sharedReady[fn] {
-		if max := g.c.Device().SharedOptIn; shared > max {
-			return fmt.Errorf("cuda: GEMM tile %s needs %d bytes of shared memory; the GPU allows %d", t, shared, max)
-		}
-		if err := fn.SetMaxDynamicShared(shared); err != nil {
-			return err
-		}
-		g.sharedReady[fn] = true
+	if err := g.ready(fn, t); err != nil {
+		return err
 	}
-	return s.Launch(fn, grid, driver.D1(t.Threads), shared, a)
+	return s.Launch(fn, grid, driver.D1(t.Threads), t.shared(), a)
+}
+
+// ready raises fn's shared-memory limit to what tile t needs, once.
+func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
+	if g.sharedReady[fn] {
+		return nil
+	}
+	shared := t.shared()
+	if max := g.c.Device().SharedOptIn; shared > max {
+		return fmt.Errorf("cuda: GEMM tile %s needs %d bytes of shared memory; the GPU allows %d", t, shared, max)
+	}
+	if err := fn.SetMaxDynamicShared(shared); err != nil {
+		return err
+	}
+	g.sharedReady[fn] = true
+	return nil
+}
+
+// Prepare raises every tile's shared-memory limit now, so that no launch
+// recorded into a CUDA graph changes a function's attributes.
+func (g *GEMM) Prepare() error {
+	for _, t := range GEMMTiles {
+		for _, kind := range []string{"dense", "gateup", "down"} {
+			if err := g.ready(g.Function(t, kind), t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkGEMMWeights checks that m is 4-bit in groups of 64 with the
@@ -332,9 +355,23 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 	return g.launchTile(s, g.tiles[t.Name].down, t, grid, &a)
 }
 
+// SharedSwiGLU queues h[t,i] = bf16(sigmoid(logit[t])·silu(gs[t,i])·us[t,i])
+// on s for rows rows of inter values: the shared expert's activations,
+// gated, for its down GEMM. gs, us float32 [rows, inter]; h bf16.
+func (g *GEMM) SharedSwiGLU(s *driver.Stream, gs, us, logit, h driver.Ptr, rows, inter int) error {
+	n := int64(rows) * int64(inter)
+	if n <= 0 {
+		return nil
+	}
+	var a driver.Args
+	a.Ptr(gs).Ptr(us).Ptr(logit).Ptr(h).I32(int32(inter)).I64(n)
+	return s.Launch(g.sharedSwiGLU, driver.D1(int((n+255)/256)), driver.D1(256), 0, &a)
+}
+
 // MoECombine queues out[t] = (add ? out[t] : 0) + Σ_k wts[t,k]·ys[pos(t,k)]
 // for tokens tokens on s, in slot order (so the result does not depend on
-// the order of rows inside a group); wts float32 [tokens·MoETopK].
+// the order of rows inside a group); wts float32 [tokens·MoETopK]. A token
+// with an expert id outside the stack gets a row of NaN.
 func (g *GEMM) MoECombine(s *driver.Stream, grp *MoEGroups, ys, wts, out driver.Ptr, tokens, hidden int, add bool) error {
 	if hidden%4 != 0 || !aligned16(ys, out) {
 		return fmt.Errorf("cuda: MoE combine of %d columns: want a multiple of 4 and 16-byte aligned buffers", hidden)

@@ -116,7 +116,7 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 			x := c.buf("x", o.X, backend.F32, o.Rows*w.q.Cols)
 			y := c.buf("y", o.Y, backend.F32, o.Rows*w.q.Rows)
 			if c.err == nil {
-				steps = append(steps, b.linear(w, x, y, o.Rows)...)
+				steps = append(steps, b.linears(p, []*matrix{w}, x, []driver.Ptr{y}, o.Rows)...)
 			}
 		}
 	case *backend.QLinearGroup:
@@ -133,9 +133,11 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 			x := c.buf("x", o.X, backend.F32, o.Rows*ws[0].q.Cols)
 			y := c.buf("y", o.Y, backend.F32, off[len(ws)])
 			if c.err == nil {
-				for i, w := range ws {
-					steps = append(steps, b.linear(w, x, y.Add(4*int64(off[i])), o.Rows)...)
+				ys := make([]driver.Ptr, len(ws))
+				for i := range ws {
+					ys[i] = y.Add(4 * int64(off[i]))
 				}
+				steps = append(steps, b.linears(p, ws, x, ys, o.Rows)...)
 			}
 		}
 	case *backend.ConvSiLU:
@@ -208,7 +210,8 @@ func (b *Backend) mustCols(m backend.Matrix) int {
 }
 
 // linear is y[rows, R] = x[rows, C]·Wᵀ: the 4-bit mat-vec for one row
-// where it applies, else the plain GEMM.
+// where it applies, else the plain GEMM (linears puts the tensor-core GEMM
+// before both).
 func (b *Backend) linear(w *matrix, x, y driver.Ptr, rows int) []step {
 	if rows == 0 || w.q.Rows == 0 {
 		return nil
@@ -380,6 +383,9 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 	out := c.buf("the output", o.Out, backend.F32, o.Rows*H)
 	if c.err != nil || o.Rows == 0 {
 		return nil, c.err
+	}
+	if steps, ok := b.expertsTC(p, o, gate, up, down, sg, su, seg, sd, x, idx, wts, out); ok {
+		return steps, nil
 	}
 	var off int64
 	fourBit := func(w *matrix) bool { return w.q.Bits == 4 && w.q.GroupSize == 64 && w.q.ScaleBias != 0 }

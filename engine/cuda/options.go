@@ -17,12 +17,19 @@ type Options struct {
 	// the kernels one by one.
 	Graphs bool
 	// Fused lets one-row ops run on the decode kernels (qmv, route, moe,
-	// attn, gdn) where their shapes fit; off, every op takes the plain
-	// kernels of ops.cu. The Gated DeltaNet kernel runs a conv, delta rule
-	// and gated norm in one launch and leaves the conv's and the rule's
-	// outputs unwritten: it is used only where no later op of the program
-	// reads them.
+	// attn, gdn) where their shapes fit; off, they take the plain kernels
+	// of ops.cu (ops of several rows: see TensorCores). The Gated DeltaNet
+	// kernel runs a conv, delta rule and gated norm in one launch and
+	// leaves the conv's and the rule's outputs unwritten: it is used only
+	// where no later op of the program reads them.
 	Fused bool
+	// TensorCores runs the ops of several rows (prefill's chunks) that the
+	// 4-bit tensor-core GEMMs of gemm.cu take on them: QLinear and
+	// QLinearGroup through the dense GEMM, Experts (top-8) through the
+	// grouped MoE GEMMs over device-side routing; x is rounded to bf16
+	// going in, sums are float32 (relative error about 3e-3, one bf16
+	// rounding). Off, those ops run the float32 kernels of ops.cu.
+	TensorCores bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -38,13 +45,14 @@ type Options struct {
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
@@ -85,6 +93,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.FastQMV = true
 			default:
 				return Options{}, fmt.Errorf("cuda: qmv=%q: want exact or fast", kv.Value)
+			}
+		case "gemm":
+			switch kv.Value {
+			case "tc":
+				o.TensorCores = true
+			case "plain":
+				o.TensorCores = false
+			default:
+				return Options{}, fmt.Errorf("cuda: gemm=%q: want tc or plain", kv.Value)
 			}
 		case "kv":
 			t, e := backend.ParseDType(kv.Value)

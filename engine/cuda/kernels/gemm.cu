@@ -9,6 +9,7 @@
 //                       scatter into per-expert row lists, tile map.
 //   moe_combine:        out[t] (+)= sum over k of w[t,k]·Ys[pos(t,k)].
 //   gemm_to_bf16:       float32 -> bf16 (round to nearest even).
+//   moe_shared_swiglu:  the shared expert's gated SwiGLU, bf16 for its down GEMM.
 //
 // W is MLX affine 4-bit in groups of 64 (spec 3.2; engine/quant): row n's
 // group g is 8 little-endian u32 words (element 8i+j in bits 4j..4j+3 of
@@ -438,7 +439,9 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
 }
 
 // moe_combine: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]
-// in slot order, one block per token, N % 4 == 0.
+// in slot order, one block per token, N % 4 == 0. A slot whose expert id was
+// outside the stack (pos -1) makes its token's row NaN, as the plain kernels
+// do: a bad id is never silently left out.
 extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     moe_combine(const float* __restrict__ ys, const int* __restrict__ pos, const float* __restrict__ wts,
                 float* __restrict__ out, int N, int add) {
@@ -453,10 +456,31 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     if (add) s = *(const float4v*)(o + n);
 #pragma unroll
     for (int k = 0; k < GEMM_TOPK; k++) {
-      if (p[k] < 0) continue;
+      if (p[k] < 0) {
+        const float nan = __uint_as_float(0x7fc00000u);
+        s = float4v{nan, nan, nan, nan};
+        break;
+      }
       const float4v v = *(const float4v*)(ys + (long long)p[k] * N + n);
       s.x += w[k] * v.x, s.y += w[k] * v.y, s.z += w[k] * v.z, s.w += w[k] * v.w;
     }
     *(float4v*)(o + n) = s;
   }
+}
+
+// moe_shared_swiglu: h[t][i] = bf16(sigmoid(logit[t]) · silu(g[t][i]) · u[t][i])
+// for i < inter, t < rows (n = rows·inter): the shared expert of a chunk on
+// the tensor cores, its sigmoid gate taken in before the down GEMM (linear
+// in h), which then writes the block's output for moe_combine to add the
+// routed experts to. g, u float32 [rows, inter] from the dense GEMMs.
+extern "C" __global__ void __launch_bounds__(256)
+    moe_shared_swiglu(const float* __restrict__ g, const float* __restrict__ u, const float* __restrict__ logit,
+                      u16* __restrict__ h, int inter, long long n) {
+  const long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
+  if (i >= n) return;
+  const float gi = g[i], gate = 1.f / (1.f + gexp(-logit[i / inter]));
+  const float v = gate * (gi / (1.f + gexp(-gi))) * u[i];
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  h[i] = r;
 }

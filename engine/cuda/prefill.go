@@ -1,0 +1,106 @@
+package cuda
+
+import (
+	"petal/engine/backend"
+	"petal/engine/cuda/driver"
+)
+
+// Prefill on the tensor cores (Options.TensorCores): ops of several rows
+// whose matrices the 4-bit GEMMs of gemm.cu take run there, x rounded to
+// bf16 once per op; the others keep the plain kernels of ops.cu.
+
+// tcMatrix reports whether the dense tensor-core GEMM takes w: 4-bit in
+// groups of 64 with the interleaved scales and biases, rows a multiple of
+// 8 and columns of 64.
+func tcMatrix(w *matrix) bool {
+	q := w.q
+	return q.Bits == 4 && q.GroupSize == 64 && q.ScaleBias != 0 && q.Rows%8 == 0 && q.Cols%64 == 0 && q.Words%16 == 0
+}
+
+// linears lowers ys[i][rows, R_i] = x[rows, C]·W_iᵀ for matrices of one
+// width: through the dense tensor-core GEMM where it takes the matrix
+// (one conversion of x to bf16 for all of them), else through linear.
+func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Ptr, rows int) []step {
+	if rows == 0 {
+		return nil
+	}
+	tc := b.gemm != nil && rows > 1 && x%16 == 0
+	xb := int64(-1)
+	var steps []step
+	for i, w := range ws {
+		y := ys[i]
+		if !tc || w.q.Rows == 0 || !tcMatrix(w) || y%16 != 0 {
+			steps = append(steps, b.linear(w, x, y, rows)...)
+			continue
+		}
+		if xb < 0 {
+			var off int64
+			n := rows * w.q.Cols
+			xb = p.reserve(&off, 2*int64(n))
+			steps = append(steps, step{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error {
+				return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n)
+			}})
+		}
+		tile := b.gemm.DenseTile(rows, w.q.Rows)
+		steps = append(steps, step{kernels: 1, name: "gemm_dense_" + tile.Name, launch: func(s *driver.Stream) error {
+			return b.gemm.Dense(s, tile, w.q, p.scratch.Add(xb), y, rows)
+		}})
+	}
+	return steps
+}
+
+// expertsTC lowers an Experts op of several rows to the grouped MoE GEMMs
+// where they take it (top-8, 4-bit matrices the GEMM takes, hidden and
+// both inner sizes multiples of 64), reporting false otherwise. The
+// routing comes from the ids on the device (the Route op's output): the
+// pairs are grouped by expert there, and nothing waits for the host. The
+// shared expert runs through the dense GEMM with its sigmoid gate folded
+// into its activations, its down projection writing out; the combine adds
+// the routed experts in slot order.
+func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, su, seg, sd *matrix, x, idx, wts, out driver.Ptr) ([]step, bool) {
+	rows, E, H, I, SI := o.Rows, max(gate.shape.Experts, 1), gate.q.Cols, o.Inter, o.SharedInter
+	if b.gemm == nil || rows < 2 || o.TopK != MoETopK || E < MoETopK || E > 1024 || x%16 != 0 || out%16 != 0 ||
+		H%64 != 0 || I%64 != 0 || SI%64 != 0 {
+		return nil, false
+	}
+	for _, w := range []*matrix{gate, up, down, sg, su, sd} {
+		if !tcMatrix(w) {
+			return nil, false
+		}
+	}
+	tile := MoETile(rows, E)
+	pairs := rows * MoETopK
+	maxTiles := ceil(pairs, tile.BM) + E
+	var off int64
+	res := func(n int) int64 { return p.reserve(&off, int64(n)) }
+	xb := res(2 * rows * H)
+	counts, offsets, pos, rowTok := res(4*E), res(4*(E+1)), res(4*pairs), res(4*pairs)
+	tiles, ntiles, status := res(8*maxTiles), res(4), res(4)
+	hb, ys := res(2*pairs*I), res(4*pairs*H)
+	gs, us, hs, logit := res(4*rows*SI), res(4*rows*SI), res(2*rows*SI), res(4*rows)
+	at := func(o int64) driver.Ptr { return p.scratch.Add(o) }
+	groups := func() *MoEGroups {
+		return &MoEGroups{Tokens: rows, Experts: E, Tile: tile, MaxTiles: maxTiles,
+			Counts: at(counts), Offsets: at(offsets), Pos: at(pos), RowTok: at(rowTok),
+			Tiles: at(tiles), NTiles: at(ntiles), Status: at(status)}
+	}
+	one := func(name string, f func(s *driver.Stream) error) step { return step{kernels: 1, name: name, launch: f} }
+	g := b.gemm
+	tileS, tileD := g.DenseTile(rows, SI), g.DenseTile(rows, H)
+	return []step{
+		one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }),
+		one("qgemm", func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
+			var a driver.Args
+			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
+			return s.Launch(b.fn["qgemm"], grid2(1, ceil(rows, 64)), driver.D1(256), 0, &a)
+		}),
+		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
+		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),
+		one("moe_shared_swiglu", func(s *driver.Stream) error { return g.SharedSwiGLU(s, at(gs), at(us), at(logit), at(hs), rows, SI) }),
+		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
+		one("moe_route", func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }),
+		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
+		one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
+		one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }),
+	}, true
+}

@@ -1,0 +1,317 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/quant"
+)
+
+// tcBars are the bars of the tensor-core path (gemm=tc) against the
+// conformance suite's exact float64 references, as there: the largest
+// error over the RMS of the output. The tensor cores take x and the
+// dequantised weights rounded to bf16 (each within 2^-9 of itself), the
+// experts their SwiGLU activations too, so the errors are those of bf16
+// inputs, not of float32: TestTensorCoreBars measures them on the CPU from
+// the rounded inputs (on these cases QLinear up to 1.1e-2, QLinearGroup
+// 1.3e-3, its RMS mostly the plain 8-bit matrix's, Experts 2.8e-2: the
+// weighted sum of eight experts cancels, so its RMS is small beside each
+// term's rounding), and the bars leave room over that.
+var tcBars = map[string]float64{"QLinear": 1.5e-2, "QLinearGroup": 1.5e-2, "Experts": 4e-2}
+
+// tcOwnBars bound the same outputs against float64 of the bf16-rounded
+// inputs, what the kernels compute: float32 sums, and for Experts an
+// activation that lands on the other side of a bf16 rounding boundary now
+// and then (float32 against float64 sums moved an output of the 300-row
+// case's routed experts by 5e-4 of the RMS on the CPU).
+var tcOwnBars = map[string]float64{"QLinear": 1e-4, "QLinearGroup": 1e-4, "Experts": 3e-3}
+
+// tcCase is an op of several rows at a shape the tensor-core GEMMs take.
+type tcCase struct {
+	name    string
+	op      string   // the op's name, for the bars
+	kernels []string // with gemm=tc: the kernels, by prefix
+	make    func(rng *rand.Rand) *tcData
+}
+
+// tcData is a case's inputs and references, made on the CPU.
+type tcData struct {
+	mats      []quant.Matrix
+	build     func(b *Backend, ws []backend.Matrix) (backend.Op, backend.Buffer) // the op and its output
+	exact, bf []float64                                                          // from exact inputs; from the rounded inputs the tensor cores take
+	width     int                                                                // of an output row
+	nanRow    int                                                                // a row that must come out NaN (a bad expert id), or -1
+}
+
+func bf16Floats(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = bf16r(v)
+	}
+	return out
+}
+
+// weights64 is m dequantised as the references take it: exact, and each
+// weight rounded to bf16 as the GEMMs' tile loads round it.
+func weights64(m *quant.Matrix) (exact, bf []float64) {
+	w, wb := dequantAll(m)
+	exact, bf = make([]float64, len(w)), make([]float64, len(w))
+	for i := range w {
+		exact[i], bf[i] = float64(w[i]), float64(wb[i])
+	}
+	return exact, bf
+}
+
+func tcCases() []tcCase {
+	var cases []tcCase
+	for _, sh := range []struct{ rows, R, C int }{{2, 264, 320}, {7, 264, 320}, {100, 264, 320}, {513, 264, 320}, {100, 512, 2048}} {
+		cases = append(cases, tcCase{name: fmt.Sprintf("QLinear %d rows %dx%d", sh.rows, sh.R, sh.C), op: "QLinear",
+			kernels: []string{"gemm_to_bf16", "gemm_dense_"},
+			make: func(rng *rand.Rand) *tcData {
+				m := quant.RandomMatrix(rng, 1, sh.R, sh.C, 4, 64)
+				x := randoms(rng, sh.rows*sh.C, 1)
+				w, wb := weights64(&m)
+				return &tcData{mats: []quant.Matrix{m}, width: sh.R, nanRow: -1,
+					exact: backendtest.Linear(w, sh.R, sh.C, x, sh.rows), bf: backendtest.Linear(wb, sh.R, sh.C, bf16Floats(x), sh.rows),
+					build: func(b *Backend, ws []backend.Matrix) (backend.Op, backend.Buffer) {
+						o := &backend.QLinear{X: floats(b, x), W: ws[0], Y: floats(b, nans(sh.rows*sh.R)), Rows: sh.rows}
+						return o, o.Y
+					}}
+			}})
+	}
+	for _, rows := range []int{3, 100} {
+		// an 8-bit matrix and one of 67 rows stay on the plain GEMM
+		cases = append(cases, tcCase{name: fmt.Sprintf("QLinearGroup %d rows", rows), op: "QLinearGroup",
+			kernels: []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"},
+			make: func(rng *rand.Rand) *tcData {
+				const C = 256
+				x := randoms(rng, rows*C, 1)
+				d := &tcData{nanRow: -1}
+				for i, R := range []int{264, 8, 136, 72, 67} {
+					bits := 4
+					if i == 2 {
+						bits = 8
+					}
+					m := quant.RandomMatrix(rng, 1, R, C, bits, 64)
+					w, wb := weights64(&m)
+					d.mats = append(d.mats, m)
+					exact := backendtest.Linear(w, R, C, x, rows)
+					d.exact = append(d.exact, exact...)
+					if bits == 4 && R%8 == 0 {
+						d.bf = append(d.bf, backendtest.Linear(wb, R, C, bf16Floats(x), rows)...)
+					} else {
+						d.bf = append(d.bf, exact...)
+					}
+				}
+				d.width = len(d.exact) / rows // rows of the group's output are not contiguous: checked whole
+				d.build = func(b *Backend, ws []backend.Matrix) (backend.Op, backend.Buffer) {
+					o := &backend.QLinearGroup{X: floats(b, x), W: ws, Y: floats(b, nans(len(d.exact))), Rows: rows}
+					return o, o.Y
+				}
+				return d
+			}})
+	}
+	for _, c := range []struct {
+		rows, bad int // bad: a row with an expert id outside the stack, or -1
+	}{{2, -1}, {37, -1}, {300, -1}, {5, 3}} {
+		name := fmt.Sprintf("Experts %d rows", c.rows)
+		if c.bad >= 0 {
+			name += ", a bad expert id"
+		}
+		cases = append(cases, tcCase{name: name, op: "Experts",
+			kernels: []string{"gemm_to_bf16", "qgemm", "gemm_dense_", "gemm_dense_", "moe_shared_swiglu", "gemm_dense_",
+				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
+			make: func(rng *rand.Rand) *tcData { return expertsData(rng, c.rows, c.bad) }})
+	}
+	return cases
+}
+
+// expertsData is an Experts op of 16 experts (hidden 256, inter 128, shared
+// inter 192, top-8) over rows rows, with the references.
+func expertsData(rng *rand.Rand, rows, bad int) *tcData {
+	const E, H, I, SI, K = 16, 256, 128, 192, MoETopK
+	d := &tcData{width: H, nanRow: bad}
+	shapes := []struct{ experts, rows, cols, bits int }{
+		{E, I, H, 4}, {E, I, H, 4}, {E, H, I, 4}, {1, SI, H, 4}, {1, SI, H, 4}, {1, H, SI, 4}, {1, 1, H, 8},
+	}
+	ex, bf := make([][]float64, len(shapes)), make([][]float64, len(shapes))
+	for i, s := range shapes {
+		m := quant.RandomMatrix(rng, s.experts, s.rows, s.cols, s.bits, 64)
+		d.mats = append(d.mats, m)
+		ex[i], bf[i] = weights64(&m)
+	}
+	x, wts := randoms(rng, rows*H, 1), randoms(rng, rows*K, 1)
+	var idx []int32
+	for range rows {
+		for _, e := range rng.Perm(E)[:K] {
+			idx = append(idx, int32(e))
+		}
+	}
+	if bad >= 0 {
+		idx[bad*K+5] = E
+	}
+	xb := bf16Floats(x)
+	silu := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
+	d.exact, d.bf = make([]float64, rows*H), make([]float64, rows*H)
+	parallelFor(rows, func(t int) {
+		if t == bad {
+			return
+		}
+		xr, xbr := x[t*H:(t+1)*H], xb[t*H:(t+1)*H]
+		logit := backendtest.Linear(ex[6], 1, H, xr, 1)[0] // the plain GEMM's, from x in float32
+		gate := 1 / (1 + math.Exp(-logit))
+		// swiglu from the rounded inputs, its activations rounded to bf16
+		swiglu := func(g, u, dn []float64, inter int, scale float64) []float64 {
+			gv, uv := backendtest.Linear(g, inter, H, xbr, 1), backendtest.Linear(u, inter, H, xbr, 1)
+			h := make([]float32, inter)
+			for j := range h {
+				h[j] = bf16r(float32(scale * silu(gv[j]) * uv[j]))
+			}
+			return backendtest.Linear(dn, H, inter, h, 1)
+		}
+		exact, rounded := make([]float64, H), make([]float64, H)
+		for k := range K {
+			e, w := int(idx[t*K+k]), float64(wts[t*K+k])
+			y := backendtest.SwiGLU(ex[0][e*I*H:][:I*H], ex[1][e*I*H:][:I*H], ex[2][e*H*I:][:H*I], I, H, xr)
+			yb := swiglu(bf[0][e*I*H:][:I*H], bf[1][e*I*H:][:I*H], bf[2][e*H*I:][:H*I], I, 1)
+			for i := range H {
+				exact[i] += w * y[i]
+				rounded[i] += w * yb[i]
+			}
+		}
+		ys, ysb := backendtest.SwiGLU(ex[3], ex[4], ex[5], SI, H, xr), swiglu(bf[3], bf[4], bf[5], SI, gate)
+		for i := range H {
+			d.exact[t*H+i] = exact[i] + gate*ys[i]
+			d.bf[t*H+i] = rounded[i] + ysb[i]
+		}
+	})
+	d.build = func(b *Backend, ws []backend.Matrix) (backend.Op, backend.Buffer) {
+		o := &backend.Experts{X: floats(b, x), Idx: ints(b, idx), Weights: floats(b, wts), Gate: ws[0], Up: ws[1], Down: ws[2],
+			SharedGate: ws[3], SharedUp: ws[4], SharedDown: ws[5], SharedExpertGate: ws[6], Out: floats(b, nans(rows*H)),
+			Rows: rows, TopK: K, Inter: I, SharedInter: SI}
+		return o, o.Out
+	}
+	return d
+}
+
+// dropRow is v without row r of width w (r < 0: v).
+func dropRow[T any](v []T, r, w int) []T {
+	if r < 0 {
+		return v
+	}
+	return append(append([]T(nil), v[:r*w]...), v[(r+1)*w:]...)
+}
+
+func widen32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// TestTensorCoreBars: float64 from the bf16-rounded inputs the tensor
+// cores take is within tcBars of the exact references on every case (the
+// bars are what bf16 inputs cost), and beyond the conformance suite's
+// float32 bars (so the tensor-core path is not checked against float32's).
+func TestTensorCoreBars(t *testing.T) {
+	for i, c := range tcCases() {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.make(rand.New(rand.NewPCG(11, uint64(i))))
+			got, want := widen32(dropRow(d.bf, d.nanRow, d.width)), dropRow(d.exact, d.nanRow, d.width)
+			withinBar(t, c.op+" from bf16 inputs", got, want, tcBars[c.op])
+			t.Logf("relative L2 %.3g", relL2(got, want))
+			if relErr(got, want) <= backendtest.Tolerances[c.op][backend.F32] && len(got) > 2000 {
+				t.Errorf("bf16 inputs are within the float32 bar %g: the case shows nothing", backendtest.Tolerances[c.op][backend.F32])
+			}
+		})
+	}
+}
+
+func relErr(got []float32, want []float64) float64 {
+	var ss, worst float64
+	for i, w := range want {
+		ss += w * w
+		worst = max(worst, math.Abs(float64(got[i])-w))
+	}
+	return worst / math.Sqrt(ss/float64(len(want)))
+}
+
+// TestTensorCoreOpsMatchReferences: with gemm=tc, QLinear, QLinearGroup and
+// Experts of several rows run on the tensor-core GEMMs where those take
+// their matrices (the kernels say so; an 8-bit matrix or one of 67 rows
+// stays on the plain GEMM), outputs poisoned first, within tcOwnBars of
+// float64 from the rounded inputs and within tcBars of the exact
+// references; a bad expert id makes its row NaN, as on the plain kernels.
+// With gemm=plain the same ops run no tensor-core kernel and meet the
+// conformance suite's float32 bars.
+func TestTensorCoreOpsMatchReferences(t *testing.T) {
+	for _, tc := range []bool{true, false} {
+		o := DefaultOptions()
+		o.TensorCores = tc
+		b := testBackend(t, o)
+		mode := map[bool]string{true: "tc", false: "plain"}[tc]
+		for i, c := range tcCases() {
+			t.Run(c.name+" gemm="+mode, func(t *testing.T) {
+				d := c.make(rand.New(rand.NewPCG(11, uint64(i))))
+				var ws []backend.Matrix
+				for _, m := range d.mats {
+					w, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ws = append(ws, w)
+				}
+				op, out := d.build(b, ws)
+				p, err := b.Compile([]backend.Op{op})
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := p.(*program).kernelNames()[0]
+				if tc {
+					ok := len(names) == len(c.kernels)
+					for j := 0; ok && j < len(names); j++ {
+						ok = strings.HasPrefix(names[j], c.kernels[j])
+					}
+					if !ok {
+						t.Errorf("kernels %v, want %v", names, c.kernels)
+					}
+				} else {
+					for _, n := range names {
+						if strings.HasPrefix(n, "gemm_") || strings.HasPrefix(n, "moe_") {
+							t.Errorf("gemm=plain ran %v", names)
+							break
+						}
+					}
+				}
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				got := read(t, b, out)
+				if d.nanRow >= 0 {
+					for j, v := range got[d.nanRow*d.width : (d.nanRow+1)*d.width] {
+						if v == v {
+							t.Fatalf("row %d has a bad expert id, but its element %d is %g, not NaN", d.nanRow, j, v)
+						}
+					}
+				}
+				got = dropRow(got, d.nanRow, d.width)
+				exact := dropRow(d.exact, d.nanRow, d.width)
+				if tc {
+					withinBar(t, c.op+" against bf16 inputs", got, dropRow(d.bf, d.nanRow, d.width), tcOwnBars[c.op])
+					withinBar(t, c.op+" against exact inputs", got, exact, tcBars[c.op])
+				} else {
+					within(t, c.op, got, exact)
+				}
+			})
+		}
+	}
+}
