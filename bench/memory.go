@@ -36,20 +36,10 @@ func EstimateNeed(d *model.Dims, weights int64, chunk, longest int, o Options) N
 	context := int64(longest + 1 + decode)
 	kv := int64(d.KVHeads*d.HeadDim) * 4 // bytes of K (or V) per token per layer
 	n := Need{Weights: weights, Context: int(context)}
-	full := int64(0)
-	for _, f := range d.Full {
-		if f {
-			full++
-		} else {
-			n.State += int64(d.ValueHeads*d.ValueDim*d.KeyDim+(d.ConvK-1)*d.ConvChannels()) * 4
-		}
-	}
-	n.KVCache = full * 2 * context * kv
-	c := int64(chunk)
-	width := int64(3*d.Hidden + 4*d.QHeads*d.HeadDim + 2*d.KVHeads*d.HeadDim +
-		2*d.ConvChannels() + 3*d.ValueWidth() + 2*d.ValueHeads + 2*d.TopK)
-	temporaries := int64(d.Experts + 2*d.ConvChannels() + d.TopK*(2*d.Hidden+2*d.Inter) + 2*d.SharedInter)
-	n.Workspace = c*(width+temporaries)*4 + 2*int64(d.Vocab)*4
+	full := int64(fullLayers(d))
+	n.State = StateBytes(d)
+	n.KVCache = context * KVBytesPerToken(d, 4)
+	n.Workspace = WorkspaceBytes(d, chunk)
 	switch {
 	case !o.PrefillContext:
 		n.Snapshot = 2*context*kv + n.State/max(1, int64(d.Layers)-full) // one layer's worth, shared
@@ -58,6 +48,47 @@ func EstimateNeed(d *model.Dims, weights int64, chunk, longest int, o Options) N
 	}
 	return n
 }
+
+// KVBytesPerToken is what one token of context takes in the KV caches: K
+// and V, KVHeads·HeadDim elements each, in every full-attention layer, of
+// elem bytes (4 for f32, 2 for bf16).
+func KVBytesPerToken(d *model.Dims, elem int) int64 {
+	return int64(fullLayers(d)) * 2 * int64(d.KVHeads*d.HeadDim) * int64(elem)
+}
+
+// StateBytes is the Gated DeltaNet layers' state in float32: the value
+// heads' ValueDim×KeyDim recurrent matrices and the conv's last ConvK-1
+// inputs.
+func StateBytes(d *model.Dims) int64 {
+	per := int64(d.ValueHeads*d.ValueDim*d.KeyDim+(d.ConvK-1)*d.ConvChannels()) * 4
+	return int64(d.Layers-fullLayers(d)) * per
+}
+
+// WorkspaceBytes is the temporary memory of a prefill chunk of chunk
+// tokens, in float32: the activations of every projection's output (width
+// per token) and the MoE's temporaries (router scores, conv, the routed
+// experts' inputs and hidden states), plus two rows of logits.
+func WorkspaceBytes(d *model.Dims, chunk int) int64 {
+	c := int64(chunk)
+	width := int64(3*d.Hidden + 4*d.QHeads*d.HeadDim + 2*d.KVHeads*d.HeadDim +
+		2*d.ConvChannels() + 3*d.ValueWidth() + 2*d.ValueHeads + 2*d.TopK)
+	temporaries := int64(d.Experts + 2*d.ConvChannels() + d.TopK*(2*d.Hidden+2*d.Inter) + 2*d.SharedInter)
+	return c*(width+temporaries)*4 + 2*int64(d.Vocab)*4
+}
+
+func fullLayers(d *model.Dims) int {
+	n := 0
+	for _, f := range d.Full {
+		if f {
+			n++
+		}
+	}
+	return n
+}
+
+// AllLogitsBytes is the float32 logits of every position of a chunk, which
+// scoring (perplexity, prompt log-probabilities) allocates.
+func AllLogitsBytes(d *model.Dims, chunk int) int64 { return int64(chunk) * int64(d.Vocab) * 4 }
 
 // MemoryError refuses a sweep that needs more memory than there is.
 type MemoryError struct {

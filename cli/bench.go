@@ -207,7 +207,7 @@ func benchMaxContext(flag, positions int) int {
 
 // syntheticModel checks that the named shape fits in memory, then builds it.
 func syntheticModel(o benchOptions, progress func(string), opts bench.Options) (*model.Model, error) {
-	be, err := newBackend(o.Backend, progress)
+	be, err := newBackendOn(o.Backend, o.Device, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -8,17 +8,21 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"petal/bench"
 	"petal/engine"
 	"petal/engine/backend"
+	"petal/engine/checkpoint"
 	"petal/engine/cpu"
 	"petal/engine/cuda"
 	"petal/engine/cuda/driver"
+	"petal/engine/model"
 )
 
 // modelOptions are the flags every model-loading command shares.
 type modelOptions struct {
 	Model        string
 	Backend      string
+	Device       gpuFlag
 	Chunk        int
 	MaxContext   int
 	ChatTemplate string
@@ -28,6 +32,7 @@ func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: backendUsage},
+		&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to run on, from 0 (for cuda and auto; default 0); on a machine of several GPUs, one process per GPU (batch --shard I/N splits the jobs)"},
 		&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
@@ -36,7 +41,7 @@ func modelFlags() []cli.Flag {
 
 func readModelOptions(c *cli.Context) modelOptions {
 	return modelOptions{
-		Model: c.String("model"), Backend: c.String("backend"), Chunk: c.Int("chunk"),
+		Model: c.String("model"), Backend: c.String("backend"), Device: gpuFlag{N: c.Int("device"), Set: c.IsSet("device")}, Chunk: c.Int("chunk"),
 		MaxContext: c.Int("max-context"), ChatTemplate: c.String("chat-template"),
 	}
 }
@@ -45,9 +50,25 @@ const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cud
 	" (e.g. cpu:delta=chunked); cuda (an NVIDIA GPU of compute capability 9.0 or newer, through the driver alone), with options " +
 	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal is not available yet"
 
+// gpuFlag is --device: the GPU's ordinal, and whether it was given.
+type gpuFlag struct {
+	N   int
+	Set bool
+}
+
+// newBackend opens the backend spec names, on the default GPU for cuda.
 func newBackend(spec string, warn func(string)) (backend.Backend, error) {
+	return newBackendOn(spec, gpuFlag{}, warn)
+}
+
+// newBackendOn opens the backend spec names on GPU dev (--device) where
+// it was given: for cuda and auto; the CPU takes only --device 0.
+func newBackendOn(spec string, dev gpuFlag, warn func(string)) (backend.Backend, error) {
 	if strings.TrimSpace(spec) == "" {
 		spec = "auto"
+	}
+	if dev.Set && dev.N < 0 {
+		return nil, usageErr("--device %d: want a GPU number from 0", dev.N)
 	}
 	sp, err := backend.ParseSpec(spec)
 	if err != nil {
@@ -58,8 +79,11 @@ func newBackend(spec string, warn func(string)) (backend.Backend, error) {
 		if len(sp.Options) > 0 {
 			return nil, usageErr("--backend %s: auto takes no options; name the backend to give it options (cpu:..., cuda:...)", spec)
 		}
-		return autoBackend(warn)
+		return autoBackend(dev, warn)
 	case "cpu":
+		if dev.Set && dev.N != 0 {
+			return nil, usageErr("--device %d: --backend %s runs on the CPU, which has no GPU to choose; --device is for cuda (and auto)", dev.N, spec)
+		}
 		o, err := cpu.ParseOptions(sp.Options)
 		if err != nil {
 			return nil, usageErr("--backend %s: %v", spec, err)
@@ -74,7 +98,17 @@ func newBackend(spec string, warn func(string)) (backend.Backend, error) {
 		if err != nil {
 			return nil, usageErr("--backend %s: %v", spec, err)
 		}
-		b, err := cuda.New(o)
+		what := fmt.Sprintf("--backend %s", spec)
+		if dev.Set {
+			if named := deviceOption(sp); named && o.Device != dev.N {
+				return nil, usageErr("--device %d conflicts with --backend %s (GPU %d): name the GPU once", dev.N, spec, o.Device)
+			}
+			o.Device, what = dev.N, fmt.Sprintf("--device %d", dev.N)
+		}
+		if err := checkGPU(o.Device, what); err != nil {
+			return nil, err
+		}
+		b, err := newCUDA(o)
 		if err != nil {
 			return nil, usageErr("--backend %s: %v", spec, err)
 		}
@@ -85,15 +119,57 @@ func newBackend(spec string, warn func(string)) (backend.Backend, error) {
 	return nil, usageErr("--backend %s: unknown backend (auto, cpu, cuda)", spec)
 }
 
+func deviceOption(sp backend.Spec) bool {
+	for _, kv := range sp.Options {
+		if kv.Key == "device" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkGPU refuses a GPU ordinal past the ones the driver sees, naming how
+// many there are; where the driver cannot tell, opening the GPU says why.
+func checkGPU(ordinal int, what string) error {
+	n, err := gpuCount()
+	if err != nil || ordinal < n {
+		return nil
+	}
+	switch n {
+	case 1:
+		return usageErr("%s: this machine has 1 NVIDIA GPU (0)", what)
+	default:
+		return usageErr("%s: this machine has %d NVIDIA GPUs (0-%d)", what, n, n-1)
+	}
+}
+
+// gpuCount is how many GPUs the driver sees; a variable so tests can stand
+// in for a machine of several.
+var gpuCount = func() (int, error) {
+	devs, err := driver.Devices()
+	return len(devs), err
+}
+
 // autoBackend is CUDA where a usable NVIDIA GPU is present, else the CPU.
 // A machine without CUDA at all (no driver, no GPU, not Linux) gets the
 // CPU quietly; a GPU that is there but cannot be used (too old, a driver
-// fault) gets the CPU with a warning that says why. Metal joins here once
-// it is built.
-func autoBackend(warn func(string)) (backend.Backend, error) {
-	b, err := newCUDA(cuda.DefaultOptions())
+// fault) gets the CPU with a warning that says why. A --device other than
+// 0 must be a GPU that can be used: the CPU has none to choose. Metal
+// joins here once it is built.
+func autoBackend(dev gpuFlag, warn func(string)) (backend.Backend, error) {
+	o := cuda.DefaultOptions()
+	if dev.Set {
+		if err := checkGPU(dev.N, fmt.Sprintf("--device %d", dev.N)); err != nil {
+			return nil, err
+		}
+		o.Device = dev.N
+	}
+	b, err := newCUDA(o)
 	if err == nil {
 		return b, nil
+	}
+	if dev.N != 0 {
+		return nil, usageErr("--device %d: the NVIDIA GPU cannot be used (%v), and the CPU has no GPU to choose", dev.N, err)
 	}
 	if !driver.Unavailable(err) && warn != nil {
 		warn(fmt.Sprintf("--backend auto: the NVIDIA GPU cannot be used (%v); running on the CPU", err))
@@ -107,7 +183,8 @@ var newCUDA = func(o cuda.Options) (backend.Backend, error) { return cuda.New(o)
 
 // openEngine resolves the model and opens it on the chosen backend.
 func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
-	be, err := newBackend(o.Backend, func(msg string) { fmt.Fprintln(st.Err, "petal:", msg) })
+	warn := func(msg string) { fmt.Fprintln(st.Err, "petal:", msg) }
+	be, err := newBackendOn(o.Backend, o.Device, warn)
 	if err != nil {
 		return nil, "", err
 	}
@@ -120,6 +197,9 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 	dir, name, err := resolveModel(o.Model, st.Getenv)
 	if err != nil {
 		return nil, "", usageErr("%v", err)
+	}
+	if err := checkDeviceFit(be, dir, o, warn); err != nil {
+		return nil, "", err
 	}
 	e, err := engine.Open(dir, engine.Options{Backend: be, Chunk: o.Chunk, MaxContext: o.MaxContext, ChatTemplate: o.ChatTemplate})
 	if err != nil {
@@ -166,3 +246,128 @@ func refuseSameFile(in io.Reader, inName, outPath string) error {
 	}
 	return nil
 }
+
+// deviceMemory is a backend on a GPU that can say how much of its memory
+// is free (the CUDA backend).
+type deviceMemory interface {
+	Device() driver.Device
+	MemInfo() (free, total int64, err error)
+}
+
+// checkDeviceFit refuses, before any weight is uploaded, a model that does
+// not fit in the free memory of the backend's GPU at --max-context. Without
+// --max-context the KV cache grows with each sequence: then only the
+// weights, state and workspace must fit, and a warning gives the longest
+// context that does where the model's positions do not. Backends in host
+// memory are not checked here. A checkpoint that cannot be read is left
+// to engine.Open to report.
+func checkDeviceFit(be backend.Backend, dir string, o modelOptions, warn func(string)) error {
+	dm, ok := be.(deviceMemory)
+	if !ok {
+		return nil
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer ck.Close()
+	d, err := model.NewDims(&ck.Config)
+	if err != nil {
+		return nil
+	}
+	context := o.MaxContext
+	if context <= 0 {
+		context = modelPositions(&ck.Config)
+	}
+	need := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
+	free, total, err := dm.MemInfo()
+	if err != nil {
+		return fmt.Errorf("reading the free memory of the GPU: %w", err)
+	}
+	dev := dm.Device()
+	gpu := fmt.Sprintf("GPU %d (%s)", dev.Ordinal, dev.Name)
+	err = cuda.Fit(need, free, total, gpu)
+	if err == nil || o.MaxContext > 0 {
+		return err
+	}
+	fit := need.FittingContext(free)
+	if fit < 1 {
+		return err // not even a short sequence fits
+	}
+	if warn != nil {
+		warn(fmt.Sprintf("%s has room for a KV cache of at most %d tokens (%s free), not the model's %d positions: the cache grows with each sequence, and a longer one will fail; --max-context %d sizes it up front",
+			gpu, fit, gib(free), context, fit))
+	}
+	return nil
+}
+
+// modelPositions is the context a model supports, as engine.Open takes it.
+func modelPositions(c *checkpoint.Config) int {
+	if c.MaxPositionEmbeddings > 0 {
+		return c.MaxPositionEmbeddings
+	}
+	return 32768
+}
+
+// kvType is the element type of be's KV caches (float32 unless it says).
+func kvType(be backend.Backend) backend.DType {
+	if t, ok := be.(backend.KVCacheTyper); ok {
+		return t.KVCacheType()
+	}
+	return backend.F32
+}
+
+// deviceNeed is the device memory of a model on the CUDA backend, by part:
+//
+//	weights    Σ over quantised matrices of UploadedMatrixBytes (packed words,
+//	           bf16 scales and biases, 256-byte aligned, the interleaved
+//	           scale/bias copy of 4-bit groups of 64, the descriptor)
+//	           + Σ over other tensors of 4·elements (uploaded as float32)
+//	KV cache   context · full-attention layers · 2 (K, V) · KV heads · head dim · sizeof(kv)
+//	state      Gated DeltaNet layers · (value heads · value dim · key dim + (conv K − 1) · conv channels) · 4
+//	workspace  one chunk's activations and temporaries (bench.WorkspaceBytes)
+//	           + the logits of every position of a chunk (scoring: chunk · vocab · 4)
+//
+// and cuda.Need.Margin on top.
+func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv backend.DType) cuda.Need {
+	n := cuda.Need{
+		Weights:    deviceWeightBytes(ck),
+		KVPerToken: bench.KVBytesPerToken(d, kv.Size()),
+		State:      bench.StateBytes(d),
+		Workspace:  bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, chunk),
+		Context:    context,
+		KV:         kv,
+	}
+	n.KVCache = n.KVPerToken * int64(context)
+	return n
+}
+
+// deviceWeightBytes is the text model's weights as the CUDA backend's
+// Upload lays them out.
+func deviceWeightBytes(ck *checkpoint.Checkpoint) int64 {
+	var n int64
+	counted := map[string]bool{}
+	for _, name := range ck.Names() {
+		module, ok := strings.CutSuffix(name, ".scales")
+		if !ok {
+			continue
+		}
+		q := ck.Quant(module)
+		w, wok := ck.Tensor(module + ".weight")
+		b, bok := ck.Tensor(module + ".biases")
+		s, _ := ck.Tensor(name)
+		if !q.Quantized() || !wok || !bok {
+			continue
+		}
+		n += cuda.UploadedMatrixBytes(int64(len(w.Data)), int64(len(s.Data)), int64(len(b.Data)), q.Bits, q.GroupSize)
+		counted[module+".weight"], counted[name], counted[module+".biases"] = true, true, true
+	}
+	for _, name := range ck.Names() {
+		if t, ok := ck.Tensor(name); ok && !counted[name] {
+			n += cuda.UploadedVectorBytes(int64(t.NumElements()))
+		}
+	}
+	return n
+}
+
+func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }

@@ -8,13 +8,18 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"petal/engine/backend"
 	"petal/engine/checkpoint"
+	"petal/engine/cuda/driver"
 	"petal/engine/model"
 )
 
 type inspectOptions struct {
 	Model   string
 	Context int
+	Chunk   int
+	KV      string
+	Device  int
 	JSON    bool
 }
 
@@ -25,17 +30,24 @@ func inspectCommand(st *Streams) *cli.Command {
 		ArgsUsage: " ",
 		Description: `Reads config.json and the safetensors headers (no weights are read) and prints the model's
 shape, parameter count, bytes per dtype and bit width, ignored tensors (vision tower, MTP head),
-and the memory a sequence of --context tokens needs on the CPU backend.`,
+the memory a sequence of --context tokens needs on the CPU backend, and the device memory it needs
+on the CUDA backend by part (weights as uploaded, the KV cache in --kv's type, recurrent state,
+the workspace of a --chunk prefill chunk, a margin); where an NVIDIA GPU is present (--device),
+its free and total memory, whether the model fits, and the longest context that does.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id (default: $PETAL_MODEL, else the embedded tiny model)"},
 			&cli.IntFlag{Name: "context", Value: 32768, Usage: "context length for the memory estimate"},
+			&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size for the workspace estimate"},
+			&cli.StringFlag{Name: "kv", Value: "f32", Usage: "element type of the KV cache for the device estimate: f32 or bf16 (as --backend cuda:kv=)"},
+			&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to compare with, from 0"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageErr("inspect takes no arguments (got %q); use --model", c.Args().First())
 			}
-			return runInspect(st, inspectOptions{Model: c.String("model"), Context: c.Int("context"), JSON: c.Bool("json")})
+			return runInspect(st, inspectOptions{Model: c.String("model"), Context: c.Int("context"), Chunk: c.Int("chunk"),
+				KV: c.String("kv"), Device: c.Int("device"), JSON: c.Bool("json")})
 		},
 	}
 }
@@ -62,7 +74,54 @@ func estimateMemory(d *model.Dims, weights int64, context int) memoryEstimate {
 	return e
 }
 
+// deviceEstimate is the device memory a model needs on the CUDA backend,
+// by part (deviceNeed), and the GPU compared with where there is one.
+type deviceEstimate struct {
+	WeightsBytes    int64      `json:"weights_bytes"`
+	KVCacheBytes    int64      `json:"kv_cache_bytes"`
+	KVType          string     `json:"kv_type"`
+	KVBytesPerToken int64      `json:"kv_bytes_per_token"`
+	RecurrentBytes  int64      `json:"recurrent_state_bytes"`
+	WorkspaceBytes  int64      `json:"workspace_bytes"`
+	MarginBytes     int64      `json:"margin_bytes"`
+	TotalBytes      int64      `json:"total_bytes"`
+	Context         int        `json:"context"`
+	Chunk           int        `json:"chunk"`
+	GPU             *gpuMemory `json:"gpu"` // null where no GPU can be opened
+}
+
+type gpuMemory struct {
+	Ordinal    int    `json:"ordinal"`
+	Name       string `json:"name"`
+	FreeBytes  int64  `json:"free_bytes"`
+	TotalBytes int64  `json:"total_bytes"`
+	Fits       bool   `json:"fits"`
+	MaxContext int    `json:"max_context"` // the longest context that fits beside the rest
+}
+
+// gpuMemInfo opens GPU ordinal and reads its free and total memory (after
+// the context's own share); a variable so tests can stand in for a GPU.
+var gpuMemInfo = func(ordinal int) (driver.Device, int64, int64, error) {
+	c, err := driver.Open(ordinal)
+	if err != nil {
+		return driver.Device{}, 0, 0, err
+	}
+	defer c.Close()
+	free, total, err := c.MemInfo()
+	return c.Device(), free, total, err
+}
+
 func runInspect(st *Streams, o inspectOptions) error {
+	kv, err := backend.ParseDType(o.KV)
+	if err != nil || kv != backend.F32 && kv != backend.BF16 {
+		return usageErr("--kv %q: the KV cache is f32 or bf16", o.KV)
+	}
+	if o.Context < 1 || o.Chunk < 1 {
+		return usageErr("--context %d, --chunk %d: want at least 1", o.Context, o.Chunk)
+	}
+	if o.Device < 0 {
+		return usageErr("--device %d: want a GPU number from 0", o.Device)
+	}
 	dir, name, err := resolveModel(o.Model, st.Getenv)
 	if err != nil {
 		return usageErr("%v", err)
@@ -82,6 +141,17 @@ func runInspect(st *Streams, o inspectOptions) error {
 		total += b
 	}
 	mem := estimateMemory(&d, total, o.Context)
+	need := deviceNeed(ck, &d, o.Chunk, o.Context, kv)
+	dev := deviceEstimate{WeightsBytes: need.Weights, KVCacheBytes: need.KVCache, KVType: kv.String(), KVBytesPerToken: need.KVPerToken,
+		RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
+		Context: o.Context, Chunk: o.Chunk}
+	gpuErr := error(nil)
+	if g, free, totalMem, err := gpuMemInfo(o.Device); err == nil {
+		dev.GPU = &gpuMemory{Ordinal: g.Ordinal, Name: g.Name, FreeBytes: free, TotalBytes: totalMem,
+			Fits: need.Total() <= free, MaxContext: need.FittingContext(free)}
+	} else {
+		gpuErr = err
+	}
 	if o.JSON {
 		ignored := ck.Ignored()
 		if ignored == nil {
@@ -91,6 +161,7 @@ func runInspect(st *Streams, o inspectOptions) error {
 			"model": name, "dir": dir, "config": configJSON(&ck.Config), "parameters": stats.Params,
 			"bytes_by_dtype": stats.BytesByDType, "quantized_bytes_by_bits": stats.QuantBytesByBits,
 			"tensors": stats.Tensors, "ignored_tensors": ignored, "memory": mem,
+			"device_memory": dev,
 		}
 		enc := json.NewEncoder(st.Out)
 		enc.SetIndent("", "  ")
@@ -129,6 +200,21 @@ func runInspect(st *Streams, o inspectOptions) error {
 	}
 	fmt.Fprintf(w, "memory at %d tokens (cpu, float32 state): weights %s (memory-mapped) + KV cache %s + recurrent state %s = %s\n",
 		o.Context, humanBytes(mem.WeightsBytes), humanBytes(mem.KVCacheBytes), humanBytes(mem.RecurrentBytes), humanBytes(mem.TotalBytes))
+	fmt.Fprintf(w, "device memory at %d tokens (cuda, kv=%s, chunk %d): weights %s + KV cache %s + recurrent state %s + workspace %s + margin %s = %s\n",
+		o.Context, kv, o.Chunk, gib(need.Weights), gib(need.KVCache), gib(need.State), gib(need.Workspace), gib(need.Margin()), gib(need.Total()))
+	switch g := dev.GPU; {
+	case g == nil && driver.Unavailable(gpuErr):
+		fmt.Fprintf(w, "GPU           none here to compare with\n")
+	case g == nil:
+		fmt.Fprintf(w, "GPU %d         cannot be opened: %v\n", o.Device, gpuErr)
+	default:
+		verdict := "fits"
+		if !g.Fits {
+			verdict = "does NOT fit"
+		}
+		fmt.Fprintf(w, "GPU %d         %s: %s free of %s: %s (at most %d tokens of context fit)\n",
+			g.Ordinal, g.Name, gib(g.FreeBytes), gib(g.TotalBytes), verdict, g.MaxContext)
+	}
 	return nil
 }
 

@@ -1,0 +1,73 @@
+package cuda
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+)
+
+// TestFit: a need within the free memory passes; one past it is a FitError
+// whose message gives the parts, the free memory and the fixes, with a
+// context that does fit.
+func TestFit(t *testing.T) {
+	const gb = int64(1) << 30
+	n := Need{Weights: 20 * gb, State: gb / 16, Workspace: gb, KVPerToken: 40 << 10, Context: 262144, KV: backend.F32}
+	n.KVCache = n.KVPerToken * int64(n.Context)
+	if want := int64(512<<20) + (n.Weights+n.KVCache+n.State+n.Workspace)*3/100; n.Margin() != want {
+		t.Errorf("margin %d, want %d", n.Margin(), want)
+	}
+	if err := Fit(n, n.Total(), 80*gb, "GPU 0 (test)"); err != nil {
+		t.Errorf("exactly enough free: %v", err)
+	}
+	err := Fit(n, 24*gb, 24*gb, "GPU 1 (a 24 GiB GPU)")
+	var fe *FitError
+	if !errors.As(err, &fe) {
+		t.Fatalf("24 GiB free: %v, want a FitError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"GPU 1 (a 24 GiB GPU)", "weights 20.00 GiB", "KV cache 10.00 GiB for 262144 tokens in f32",
+		"workspace 1.00 GiB", "24.00 GiB of 24.00 GiB is free", "--max-context (at most", "kv=bf16", "a GPU with more memory"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "in use by other processes") {
+		t.Errorf("an idle GPU is said to be in use: %s", msg)
+	}
+	fit := n.FittingContext(24 * gb)
+	shorter := n
+	shorter.Context, shorter.KVCache = fit, n.KVPerToken*int64(fit)
+	if fit <= 0 || Fit(shorter, 24*gb, 24*gb, "") != nil {
+		t.Errorf("FittingContext %d does not fit", fit)
+	}
+	shorter.Context, shorter.KVCache = fit+100, n.KVPerToken*int64(fit+100)
+	if Fit(shorter, 24*gb, 24*gb, "") == nil {
+		t.Errorf("FittingContext %d is not the longest: %d fits too", fit, fit+100)
+	}
+	// weights alone too big: no context helps, and a busy GPU is named
+	err = Fit(n, 8*gb, 80*gb, "GPU 0")
+	if msg := err.Error(); err == nil || strings.Contains(msg, "--max-context") || !strings.Contains(msg, "72.00 GiB is in use by other processes") {
+		t.Errorf("weights past the free memory: %v", err)
+	}
+}
+
+// TestUploadedMatrixBytes follows Upload's layout: aligned parts, the
+// interleaved scales and biases of 4-bit groups of 64, the descriptor.
+func TestUploadedMatrixBytes(t *testing.T) {
+	// 4-bit, 512x1024 in groups of 64: words 512*1024/8*4, scales/biases 512*16*2
+	words, sb := int64(512*1024/2), int64(512*16*2)
+	if got, want := UploadedMatrixBytes(words, sb, sb, 4, 64), words+2*sb+2*sb+256; got != want {
+		t.Errorf("4-bit: %d, want %d", got, want)
+	}
+	if got, want := UploadedMatrixBytes(words, sb, sb, 8, 64), words+2*sb+256; got != want {
+		t.Errorf("8-bit (no interleaved copy): %d, want %d", got, want)
+	}
+	if got := UploadedMatrixBytes(1, 1, 1, 8, 32); got != 4*256 {
+		t.Errorf("tiny parts: %d, want each aligned to 256", got)
+	}
+	if got := UploadedVectorBytes(100); got != 512 {
+		t.Errorf("a vector of 100: %d, want 512 (float32, aligned)", got)
+	}
+}
