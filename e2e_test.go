@@ -473,8 +473,9 @@ func readLines(t *testing.T, path string) []map[string]any {
 	return out
 }
 
-// TestOracleCommand: the stage-by-stage comparison passes on the CPU backend
-// and names the first stage when the bar is impossible to meet.
+// TestOracleCommand: the stage-by-stage comparison passes on the CPU backend,
+// names the first stage when the bar is impossible to meet, and holds a
+// backend to the bfloat16 bars when asked.
 func TestOracleCommand(t *testing.T) {
 	dir := oracleDir()
 	if _, err := os.Stat(filepath.Join(dir, "reference", "reference.json")); err != nil {
@@ -487,6 +488,17 @@ func TestOracleCommand(t *testing.T) {
 	r = petal(t, "", "oracle", "--oracle", dir, "--bar", "1e-9")
 	if r.code != 1 || !strings.Contains(r.stdout, "first divergence (rel-L2 > 1e-09): layer 0") {
 		t.Fatalf("with an impossible bar: exit %d\n%s", r.code, r.stdout)
+	}
+	// a bf16 KV cache misses the float32 bars and meets the bfloat16 ones
+	if r = petal(t, "", "oracle", "--oracle", dir, "--backend", "cpu:kv=bf16"); r.code != 1 || !strings.Contains(r.stderr, "misses the float32 bars") {
+		t.Errorf("kv=bf16 against the float32 bars: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = petal(t, "", "oracle", "--oracle", dir, "--backend", "cpu:kv=bf16", "--bars", "bfloat16")
+	if r.code != 0 || !strings.Contains(r.stdout, "meets the bfloat16 bars") || !strings.Contains(r.stdout, "mean KL") {
+		t.Errorf("kv=bf16 against the bfloat16 bars: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = petal(t, "", "oracle", "--oracle", dir, "--bars", "int8"); r.code != 2 {
+		t.Errorf("--bars int8: exit %d %s", r.code, r.stderr)
 	}
 }
 
