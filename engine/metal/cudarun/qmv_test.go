@@ -93,11 +93,12 @@ func TestQMVMatchesReference(t *testing.T) {
 				y.poison(t, s)
 				rowsPerGroup := 8 * (32 / team) * e.r
 				grid := min(maxGrid, ceilDiv(rows, rowsPerGroup))
-				a := new(driver.Args).Ptr(q.words.p).Ptr(q.scales.p).Ptr(q.biases.p)
+				// The _sb entries take the interleaved words as scales.
+				scales := q.scales.p
 				if e.sb {
-					a = new(driver.Args).Ptr(q.sb.p).Ptr(q.scales.p).Ptr(q.biases.p)
+					scales = q.sb.p
 				}
-				a.Ptr(xb.p).Ptr(y.p)
+				a := new(driver.Args).Ptr(q.words.p).Ptr(scales).Ptr(q.biases.p).Ptr(xb.p).Ptr(y.p)
 				withParams(a, kernels.QmvParams{Rows: int32(rows), Cols: int32(sh.cols), Team: int32(team)})
 				launch(t, s, mod, e.name, grid, qmvThreads, a)
 				got := y.floats(t, s, "y")
