@@ -8,8 +8,9 @@
 #     float64 (Apple GPUs have none), a misspelt attribute all fail here,
 #     and params.h's static_asserts run;
 #  2. every .metal compiles unchanged as CUDA to PTX (cuda.sh, through the
-#     dialect header cuda/metal_stdlib), static_asserts again, and the PTX
-#     calls no external function (the driver could not load it);
+#     dialect header cuda/metal_stdlib), static_asserts again, the PTX
+#     calls no external function (the driver could not load it), and it is
+#     the PTX engine/metal/cudarun embeds (go generate ./engine/metal/cudarun);
 #  3. the Go tests: parameter structs against params.h, the Objective-C
 #     selector table, metal2cu, the inlined sources.
 set -eu
@@ -47,6 +48,24 @@ if sh "$here/cuda.sh" "$tmp/cuda" >"$tmp/cuda.log" 2>&1; then
 		if grep -q '\.extern' "$ptx"; then
 			echo "check.sh: $(basename "$ptx" .ptx).metal as CUDA calls an external function:" >&2
 			grep '\.extern' "$ptx" >&2
+			status=1
+		fi
+		# The PTX that engine/metal/cudarun embeds and runs on a GPU must be
+		# what the sources make now.
+		name=$(basename "$ptx" .ptx)
+		if [ ! -f "$repo/engine/metal/cudarun/ptx/$name.ptx" ]; then
+			echo "check.sh: engine/metal/cudarun/ptx/$name.ptx is missing: run go generate ./engine/metal/cudarun" >&2
+			status=1
+		elif ! cmp -s "$ptx" "$repo/engine/metal/cudarun/ptx/$name.ptx"; then
+			echo "check.sh: engine/metal/cudarun/ptx/$name.ptx is out of date with $name.metal: run go generate ./engine/metal/cudarun" >&2
+			diff -u "$repo/engine/metal/cudarun/ptx/$name.ptx" "$ptx" | head -20 >&2 || true
+			status=1
+		fi
+	done
+	for ptx in "$repo"/engine/metal/cudarun/ptx/*.ptx; do
+		name=$(basename "$ptx" .ptx)
+		if [ ! -f "$here/$name.metal" ]; then
+			echo "check.sh: engine/metal/cudarun/ptx/$name.ptx has no source $name.metal" >&2
 			status=1
 		fi
 	done
