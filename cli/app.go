@@ -138,6 +138,7 @@ Examples:
 			mergeCommand(st),
 			sessionsCommand(st),
 			oracleCommand(st),
+			doctorCommand(st),
 			helpTopicCommand(ctx, st),
 		},
 	}
