@@ -150,6 +150,11 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 		if switches, err = bench.ParseSwitches(o.Ablate); err != nil {
 			return usageErr("%v", err)
 		}
+		if sp, err := backend.ParseSpec(o.Backend); err == nil && sp.Name != "auto" {
+			if _, err := ablationSpecs(o.Backend, switches); err != nil {
+				return err // before the first sweep, so a typo costs none
+			}
+		}
 	}
 	progress := func(line string) {
 		if !o.Quiet {
@@ -177,23 +182,15 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 
 // ablate runs the sweep again once per switch, each with the base backend
 // (named: where --backend was auto, the one it chose) and that one option,
-// and adds each comparison to r. Every switch's spec is checked before the
-// first runs, so a typo costs no sweep. A switch whose sweep fails is
+// and adds each comparison to r. A switch whose sweep fails is
 // recorded with its error and the others still run.
 func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switches []backend.Option, r *bench.Report, progress func(string)) error {
 	if sp, err := backend.ParseSpec(o.Backend); err == nil && sp.Name != "auto" {
 		base = o.Backend
 	}
-	specs := make([]string, len(switches))
-	for i, sw := range switches {
-		spec, err := bench.WithOption(base, sw)
-		if err == nil {
-			err = checkBackendOptions(spec)
-		}
-		if err != nil {
-			return usageErr("--ablate %s=%s: %v", sw.Key, sw.Value, err)
-		}
-		specs[i] = spec
+	specs, err := ablationSpecs(base, switches)
+	if err != nil {
+		return err
 	}
 	for i, sw := range switches {
 		label := sw.Key + "=" + sw.Value
@@ -212,6 +209,23 @@ func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switc
 		r.Ablation = append(r.Ablation, bench.Compare(r, v, label, specs[i]))
 	}
 	return nil
+}
+
+// ablationSpecs is the backend spec of each switch's sweep: base with the
+// switch's option, checked as its backend will parse it.
+func ablationSpecs(base string, switches []backend.Option) ([]string, error) {
+	specs := make([]string, len(switches))
+	for i, sw := range switches {
+		spec, err := bench.WithOption(base, sw)
+		if err == nil {
+			err = checkBackendOptions(spec)
+		}
+		if err != nil {
+			return nil, usageErr("--ablate %s=%s: %v", sw.Key, sw.Value, err)
+		}
+		specs[i] = spec
+	}
+	return specs, nil
 }
 
 // checkBackendOptions parses a spec's options the way its backend will,
