@@ -88,3 +88,24 @@ func TestBenchAblateRefusesBadSwitches(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchAblateLengths: --ablate-lengths runs the switches' sweeps at
+// their own lengths; without --ablate it is refused.
+func TestBenchAblateLengths(t *testing.T) {
+	r := petal(t, "", "bench", "--backend", "cpu", "--lengths", "16,48", "--decode-tokens", "2", "--ablate", "kv=bf16", "--ablate-lengths", "48", "--json", "--quiet")
+	var rep struct {
+		Ablation []struct {
+			Results []struct {
+				Length int `json:"length"`
+			} `json:"results"`
+		} `json:"ablation"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Ablation) != 1 ||
+		len(rep.Ablation[0].Results) != 1 || rep.Ablation[0].Results[0].Length != 48 {
+		t.Errorf("exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	r = petal(t, "", "bench", "--lengths", "16", "--ablate-lengths", "48")
+	if r.code != 2 || !strings.Contains(r.stderr, "--ablate-lengths without --ablate") {
+		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+	}
+}

@@ -111,10 +111,13 @@ func WriteAblation(w io.Writer, r *Report) error {
 	if len(r.Ablation) == 0 {
 		return nil
 	}
-	var lengths []int
-	for _, e := range r.Results {
-		lengths = append(lengths, e.Length)
+	var lengths []int // every length an ablation measured
+	for _, a := range r.Ablation {
+		for _, e := range a.Results {
+			lengths = append(lengths, e.Length)
+		}
 	}
+	lengths = union(lengths, nil)
 	for _, phase := range []string{"prefill", "decode"} {
 		fmt.Fprintf(w, "\nablation, %s: effect of each switch on tok/s, %% against the defaults (negative: slower)\n", phase)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

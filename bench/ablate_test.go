@@ -11,7 +11,7 @@ import (
 
 func TestParseSwitches(t *testing.T) {
 	got, err := ParseSwitches("graphs=off, kv=bf16")
-	if err != nil || !reflect.DeepEqual(got, []backend.Option{{"graphs", "off"}, {"kv", "bf16"}}) {
+	if err != nil || !reflect.DeepEqual(got, []backend.Option{{Key: "graphs", Value: "off"}, {Key: "kv", Value: "bf16"}}) {
 		t.Errorf("got %v, %v", got, err)
 	}
 	for in, want := range map[string]string{"graphs": "not KEY=VALUE", "kv=bf16,kv=f32": "kv given twice", ",": "not KEY=VALUE", "": "no KEY=VALUE"} {

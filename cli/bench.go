@@ -33,6 +33,7 @@ type benchOptions struct {
 	Profile        bool
 	Floors         bool
 	Ablate         string // backend switches, each run as a sweep of its own
+	AblateLengths  string // the lengths of those sweeps (default: the main sweep's)
 	JSON           bool
 	Out            string
 	Chart          string
@@ -85,7 +86,8 @@ and the load time (for --synthetic: making and uploading the random weights).
 --ablate KEY=VALUE[,KEY=VALUE...] runs the sweep again once per switch, with that one option added to
 the --backend spec (cuda: graphs=off, fused=off, qmv=fast, kv=bf16, gemm=plain; cpu: delta=chunked,
 kv=bf16, ...), and prints each switch's effect on prefill and decode tok/s per length in percent
-(in --json as "ablation"). Each run builds the model again.
+(in --json as "ablation"). Each run builds the model again. --ablate-lengths LIST measures those
+sweeps at other lengths than the main one (a subset of them, to compare: 512,4K,16K, say).
 
 --profile runs each measurement once more with every op timed on its own and prints, per length,
 where the time went: milliseconds per token and share by layer kind (full-attention layers,
@@ -110,6 +112,7 @@ Examples:
 			&cli.BoolFlag{Name: "profile", Usage: "also time every op and print the time by layer kind and op family"},
 			&cli.BoolFlag{Name: "floors", Value: true, Usage: "measure the backend's read bandwidth and matrix rate first and give each speed as a share of its floor"},
 			&cli.StringFlag{Name: "ablate", Usage: "backend switches KEY=VALUE[,...]: the sweep again once per switch, and the effect of each in %"},
+			&cli.StringFlag{Name: "ablate-lengths", Usage: "lengths of the --ablate sweeps, for prefill and decode (default: those of the main sweep)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
@@ -124,7 +127,7 @@ Examples:
 				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
 				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
 				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"), Profile: c.Bool("profile"),
-				Floors: c.Bool("floors"), Ablate: c.String("ablate"),
+				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
 			})
 		},
@@ -145,7 +148,15 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 		return usageErr("--max-context %d: want a positive number", o.MaxContext)
 	}
 	var switches []backend.Option
+	if o.AblateLengths != "" && o.Ablate == "" {
+		return usageErr("--ablate-lengths without --ablate: name the switches to run at those lengths")
+	}
 	if o.Ablate != "" {
+		if o.AblateLengths != "" {
+			if _, err := bench.ParseLengths(o.AblateLengths); err != nil {
+				return usageErr("--ablate-lengths: %v", err)
+			}
+		}
 		var err error
 		if switches, err = bench.ParseSwitches(o.Ablate); err != nil {
 			return usageErr("%v", err)
@@ -197,6 +208,9 @@ func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switc
 		progress(fmt.Sprintf("ablation %d of %d: --backend %s", i+1, len(switches), specs[i]))
 		vo := o
 		vo.Backend, vo.Floors, vo.Profile = specs[i], false, false
+		if o.AblateLengths != "" {
+			vo.Lengths, vo.PromptLengths, vo.ContextLengths = o.AblateLengths, "", ""
+		}
 		v, _, err := benchOnce(ctx, st, vo, progress)
 		if ctx.Err() != nil {
 			return ctx.Err()
