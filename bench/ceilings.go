@@ -87,7 +87,7 @@ func (sw *sweep) floors(e *Entry) {
 		p.ShareOfFloor = p.TokensPerSecond / p.FloorTokensPerSecond
 	}
 	if dec := e.Decode; dec != nil && c.ReadBytesPerSecond > 0 {
-		dec.BytesPerToken = DecodeBytes(d, dec.Context, kvElem(sw.m))
+		dec.BytesPerToken = ModelDecodeBytes(sw.m, dec.Context)
 		dec.FloorTokensPerSecond = c.ReadBytesPerSecond / float64(dec.BytesPerToken)
 		dec.ShareOfFloor = dec.TokensPerSecond / dec.FloorTokensPerSecond
 	}

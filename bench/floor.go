@@ -1,6 +1,9 @@
 package bench
 
-import "petal/engine/model"
+import (
+	"petal/engine/backend"
+	"petal/engine/model"
+)
 
 // The floors: what a token must cost at the least on a machine, from the
 // model's sizes alone. A decoded token (batch 1) is bound by the bytes it
@@ -52,7 +55,18 @@ func ActiveWeightBytes(d *model.Dims) int64 {
 // (StateBytes, float32). Writes (the new K/V row, the updated state) are
 // not counted: the floor is a lower bound.
 func DecodeBytes(d *model.Dims, context, kvElem int) int64 {
-	return ActiveWeightBytes(d) + int64(context)*KVBytesPerToken(d, kvElem) + StateBytes(d)
+	return ActiveWeightBytes(d) + cacheBytes(d, context, kvElem)
+}
+
+// ModelDecodeBytes is DecodeBytes with the weights as m holds them
+// (ModelActiveWeightBytes) and its KV cache's element type.
+func ModelDecodeBytes(m *model.Model, context int) int64 {
+	return ModelActiveWeightBytes(m) + cacheBytes(&m.Dims, context, kvElem(m))
+}
+
+// cacheBytes is the KV cache at context tokens and the recurrent state.
+func cacheBytes(d *model.Dims, context, kvElem int) int64 {
+	return int64(context)*KVBytesPerToken(d, kvElem) + StateBytes(d)
 }
 
 // ActiveMatrixParams is the number of weights of the matrices every
@@ -87,4 +101,53 @@ func PrefillFLOPs(d *model.Dims, n int) float64 {
 	attn := 4 * float64(d.QHeads*d.HeadDim) * float64(n+1) / 2 * float64(fullLayers(d))
 	head := 2 * float64(d.Vocab) * float64(d.Hidden) / float64(n)
 	return 2*float64(ActiveMatrixParams(d)) + attn + head
+}
+
+// ModelActiveWeightBytes is ActiveWeightBytes from the model's own
+// matrices: their bit widths and groups as loaded (a checkpoint with 8-bit
+// experts reads twice the bytes of a 4-bit one), a scale and a bias of two
+// bytes per group, TopK of the routed experts' rows.
+func ModelActiveWeightBytes(m *model.Model) int64 {
+	bytes := func(w backend.Matrix, rows int) int64 {
+		if w == nil {
+			return 0
+		}
+		s := w.Shape()
+		group := s.GroupSize
+		if group <= 0 {
+			group = s.Cols
+		}
+		return int64(rows) * (int64(s.Cols)*int64(s.Bits)/8 + 4*int64(s.Cols/group))
+	}
+	all := func(ws ...backend.Matrix) int64 {
+		var n int64
+		for _, w := range ws {
+			if w != nil {
+				n += bytes(w, w.Shape().Rows*w.Shape().Experts)
+			}
+		}
+		return n
+	}
+	topK := func(ws ...backend.Matrix) int64 {
+		var n int64
+		for _, w := range ws {
+			if w != nil {
+				n += bytes(w, w.Shape().Rows*min(m.Dims.TopK, w.Shape().Experts))
+			}
+		}
+		return n
+	}
+	w := m.W
+	total := all(w.LMHead) + bytes(w.Embed, 1)
+	for _, l := range w.Layers {
+		if a := l.Attn; a != nil {
+			total += all(a.QProj, a.KProj, a.VProj, a.OProj)
+		}
+		if d := l.DeltaNet; d != nil {
+			total += all(d.InQKV, d.InZ, d.InB, d.InA, d.OutProj)
+		}
+		e := &l.MoE
+		total += all(e.Router, e.SharedGate, e.SharedUp, e.SharedDown, e.SharedExpertGate) + topK(e.Gate, e.Up, e.Down)
+	}
+	return total
 }

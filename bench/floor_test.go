@@ -45,3 +45,17 @@ func TestFloorsOfThe35BShape(t *testing.T) {
 	}
 	t.Logf("weights %.3f GB, KV+state at 4K %.3f GB, prefill %.2f GFLOP/token at 4K, %.2f at 128K", w/1e9, kv/1e9, f4/1e9, f128/1e9)
 }
+
+// TestModelWeightBytes: counted from a model's own matrices, the active
+// weights of a synthetic model (4-bit, 8-bit routers, as the floor
+// assumes) are the bytes its sizes give; a bf16 KV cache reads half the
+// K/V bytes.
+func TestModelWeightBytes(t *testing.T) {
+	m := tinyModel(t, 16)
+	if got, want := ModelActiveWeightBytes(m), ActiveWeightBytes(&m.Dims); got != want || got <= 0 {
+		t.Errorf("from the matrices %d bytes, from the sizes %d", got, want)
+	}
+	if got, want := ModelDecodeBytes(m, 100), DecodeBytes(&m.Dims, 100, 4); got != want {
+		t.Errorf("decode bytes at 100: %d, want %d", got, want)
+	}
+}
