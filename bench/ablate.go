@@ -118,8 +118,20 @@ func WriteAblation(w io.Writer, r *Report) error {
 		}
 	}
 	lengths = union(lengths, nil)
-	for _, phase := range []string{"prefill", "decode"} {
-		fmt.Fprintf(w, "\nablation, %s: effect of each switch on tok/s, %% against the defaults (negative: slower)\n", phase)
+	phases := []string{"prefill", "decode"}
+	for _, a := range r.Ablation {
+		for _, e := range a.Results {
+			if e.DecodeKernelsPerToken > 0 && len(phases) == 2 {
+				phases = append(phases, "kernels")
+			}
+		}
+	}
+	for _, phase := range phases {
+		if phase == "kernels" {
+			fmt.Fprintf(w, "\nablation, decode: kernel launches per token with each switch\n")
+		} else {
+			fmt.Fprintf(w, "\nablation, %s: effect of each switch on tok/s, %% against the defaults (negative: slower)\n", phase)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := []string{"switch"}
 		for _, n := range lengths {
@@ -138,6 +150,13 @@ func WriteAblation(w io.Writer, r *Report) error {
 			}
 			for _, n := range lengths {
 				e, cell := at[n], "-"
+				if phase == "kernels" {
+					if e.DecodeKernelsPerToken > 0 {
+						cell = fmt.Sprint(e.DecodeKernelsPerToken)
+					}
+					cells = append(cells, cell)
+					continue
+				}
 				p := e.DecodeEffectPercent
 				if phase == "prefill" {
 					p = e.PrefillEffectPercent

@@ -61,7 +61,7 @@ func TestCompare(t *testing.T) {
 	if err := WriteAblation(&out, base); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ablation, prefill", "ablation, decode", "-50.0", "+0.0", "+10.0", "gemm=plain  failed: out of memory"} {
+	for _, want := range []string{"ablation, prefill", "ablation, decode", "-50.0", "+0.0", "+10.0", "gemm=plain  failed: out of memory", "kernel launches per token with each switch", "455"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in:\n%s", want, out.String())
 		}
