@@ -27,6 +27,7 @@ type Options struct {
 	PrefillContext bool   // build decode states by prefilling, not by importing a random state
 	Seed           uint64 // for the random prompts and states
 	Profile        bool   // also profile each measurement op by op (Entry.Profile)
+	Floors         bool   // measure the backend's ceilings first and report each speed against its floor
 }
 
 // Decode methods: how the state of N tokens that decode starts from is made.
@@ -51,7 +52,21 @@ type Report struct {
 	Machine  Machine   `json:"machine"`
 	Model    ModelInfo `json:"model"`
 	Settings Settings  `json:"settings"`
-	Results  []Entry   `json:"results"`
+	// Ceilings measured in the same run (Options.Floors), where the
+	// backend can measure them (backend.Peaks).
+	Ceilings *Ceilings `json:"ceilings,omitempty"`
+	// LoadSeconds is the time the caller took to make the model ready
+	// (SetLoad): reading or building the weights and uploading them.
+	LoadSeconds float64 `json:"load_seconds,omitempty"`
+	LoadIs      string  `json:"load_description,omitempty"`
+	// PeakDeviceBytes is the most device memory seen in use during the
+	// sweep (backend.DeviceMemory; 0 for a backend without device memory),
+	// sampled after every measurement while its state is still held.
+	PeakDeviceBytes int64   `json:"peak_device_bytes,omitempty"`
+	Results         []Entry `json:"results"`
+	// Ablation compares this sweep with sweeps of the same lengths with one
+	// backend option changed each (Ablate).
+	Ablation []Ablation `json:"ablation,omitempty"`
 }
 
 // ModelInfo describes what was measured.
@@ -104,6 +119,7 @@ type Prefill struct {
 	Seconds         float64   `json:"seconds"` // median of Runs
 	TokensPerSecond float64   `json:"tokens_per_second"`
 	Runs            []float64 `json:"runs_seconds"`
+	Floor
 }
 
 // Decode: time for Tokens single-token forward passes (each with its logits
@@ -116,6 +132,10 @@ type Decode struct {
 	Seconds         float64   `json:"seconds"` // median of Runs
 	TokensPerSecond float64   `json:"tokens_per_second"`
 	Runs            []float64 `json:"runs_seconds"`
+	Floor
+	// KernelsPerToken is the number of kernel launches of one decode step
+	// (backend.LaunchCounter; 0 where the backend does not count them).
+	KernelsPerToken int `json:"kernels_per_token,omitempty"`
 }
 
 // Run measures the sweep. progress, when set, receives a line after each
@@ -138,7 +158,11 @@ func Run(ctx context.Context, m *model.Model, o Options, progress func(string)) 
 		Settings: Settings{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, Chunk: m.Chunk, MaxContext: o.MaxContext,
 			DecodeMethod: method, DecodeMethodIs: MethodDescription(method), Seed: o.Seed},
 	}
-	sw := &sweep{m: m, o: o, rng: newRand(o.Seed)}
+	sw := &sweep{m: m, o: o, rng: newRand(o.Seed), r: r}
+	if o.Floors {
+		r.Ceilings = measureCeilings(m.Backend())
+		progress(r.Ceilings.Line())
+	}
 	if err := sw.warmUp(); err != nil {
 		return nil, err
 	}
@@ -159,6 +183,7 @@ func Run(ctx context.Context, m *model.Model, o Options, progress func(string)) 
 		if err == nil && o.Profile {
 			e.Profile, err = sw.profile(ctx, n, method)
 		}
+		sw.floors(&e)
 		sw.dropKept()
 		// Collect this length's states now, so that neither their memory
 		// nor a collection inside a timing lands on the next length.

@@ -15,6 +15,7 @@ type sweep struct {
 	m   *model.Model
 	o   Options
 	rng *rand.Rand
+	r   *Report // the report being made: floors and peak memory go into it
 
 	// kept is the state the last prefill left, reused as the start of the
 	// decode measurement at the same length when decode starts from
@@ -67,6 +68,7 @@ func (sw *sweep) prefill(ctx context.Context, n int) (*Prefill, error) {
 			return nil, err
 		}
 		p.Runs = append(p.Runs, elapsed.Seconds())
+		sw.sampleMemory()
 		if keep && r == sw.o.Repeats-1 {
 			sw.kept = s
 		} else {
@@ -104,6 +106,10 @@ func (sw *sweep) decode(ctx context.Context, n int, method string) (*Decode, err
 			}
 		}
 		elapsed, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens)
+		if err == nil && r == 0 {
+			err = sw.countKernels(d, s)
+		}
+		sw.sampleMemory()
 		s.Free(sw.m.Backend())
 		if err != nil {
 			return nil, err

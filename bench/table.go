@@ -17,20 +17,74 @@ func WriteTable(w io.Writer, r *Report) error {
 		runs = fmt.Sprintf("median of %d runs", s.Repeats)
 	}
 	fmt.Fprintf(w, "prefill: N random tokens from an empty state, chunks of %d, logits for the last; %s\n", s.Chunk, runs)
-	fmt.Fprintf(w, "decode: %d single-token steps after N tokens (one untimed step first); %s\n\n", s.DecodeTokens, s.DecodeMethodIs)
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "length\tprefill s\tprefill tok/s\tdecode ms/token\tdecode tok/s\t")
+	fmt.Fprintf(w, "decode: %d single-token steps after N tokens (one untimed step first); %s\n", s.DecodeTokens, s.DecodeMethodIs)
+	if c := r.Ceilings; c != nil {
+		fmt.Fprintln(w, c.Line())
+		fmt.Fprintln(w, "% floor: prefill against matrix FLOPs per token over the matrix rate, decode against the bytes a token must read over the read bandwidth")
+	}
+	if r.LoadSeconds > 0 {
+		fmt.Fprintf(w, "load: %.2f s (%s)\n", r.LoadSeconds, r.LoadIs)
+	}
+	if r.PeakDeviceBytes > 0 {
+		fmt.Fprintf(w, "peak device memory in use: %.2f GiB\n", float64(r.PeakDeviceBytes)/(1<<30))
+	}
+	fmt.Fprintln(w)
+	floors, kernels := r.Ceilings != nil, false
 	for _, e := range r.Results {
-		cells := []string{FormatLength(e.Length), "-", "-", "-", "-"}
-		if p := e.Prefill; p != nil {
-			cells[1], cells[2] = fmt.Sprintf("%.3f", p.Seconds), fmt.Sprintf("%.1f", p.TokensPerSecond)
+		kernels = kernels || e.Decode != nil && e.Decode.KernelsPerToken > 0
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
+	head := []string{"length", "prefill s", "prefill tok/s"}
+	if floors {
+		head = append(head, "prefill % floor")
+	}
+	head = append(head, "decode ms/token", "decode tok/s")
+	if floors {
+		head = append(head, "decode % floor")
+	}
+	if kernels {
+		head = append(head, "kernels/token")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, e := range r.Results {
+		cells := []string{FormatLength(e.Length)}
+		p, d := e.Prefill, e.Decode
+		switch {
+		case p != nil:
+			cells = append(cells, fmt.Sprintf("%.3f", p.Seconds), fmt.Sprintf("%.1f", p.TokensPerSecond))
+		default:
+			cells = append(cells, "-", "-")
 		}
-		if d := e.Decode; d != nil {
-			cells[3], cells[4] = fmt.Sprintf("%.2f", 1e3*d.Seconds/float64(d.Tokens)), fmt.Sprintf("%.2f", d.TokensPerSecond)
+		if floors {
+			cells = append(cells, percent(p != nil, func() float64 { return p.ShareOfFloor }))
+		}
+		switch {
+		case d != nil:
+			cells = append(cells, fmt.Sprintf("%.2f", 1e3*d.Seconds/float64(d.Tokens)), fmt.Sprintf("%.2f", d.TokensPerSecond))
+		default:
+			cells = append(cells, "-", "-")
+		}
+		if floors {
+			cells = append(cells, percent(d != nil, func() float64 { return d.ShareOfFloor }))
+		}
+		if kernels {
+			cell := "-"
+			if d != nil && d.KernelsPerToken > 0 {
+				cell = fmt.Sprint(d.KernelsPerToken)
+			}
+			cells = append(cells, cell)
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	return tw.Flush()
+}
+
+// percent is a share as "12.3", or "-" where there is none.
+func percent(ok bool, share func() float64) string {
+	if !ok || share() <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", 100*share())
 }
 
 // Headline is one line naming the model and the machine.

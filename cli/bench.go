@@ -9,10 +9,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"petal/bench"
+	"petal/engine/backend"
+	"petal/engine/cpu"
+	"petal/engine/cuda"
 	"petal/engine/model"
 )
 
@@ -27,6 +31,9 @@ type benchOptions struct {
 	Repeats        int
 	PrefillContext bool
 	Profile        bool
+	Floors         bool
+	Ablate         string // backend switches, each run as a sweep of its own
+	AblateLengths  string // the lengths of those sweeps (default: the main sweep's)
 	JSON           bool
 	Out            string
 	Chart          string
@@ -64,6 +71,24 @@ the embedded tiny model). The speed of random weights is the speed of real ones 
 Results print as a table, or as JSON with --json (--out FILE writes the JSON to a file too);
 --chart FILE.svg draws tokens per second against length. Progress goes to stderr.
 
+Before the sweep, the backend's ceilings are measured in the same run (--floors=false leaves them
+out): its read bandwidth (a streaming read of a buffer far above the caches) and its prefill matrix
+kernel's rate on a large problem. Each speed is then also a share of its floor ("% floor"):
+  decode   tok/s against read bandwidth / the bytes a token must read (the active 4-bit weights:
+           the routed and shared experts, the projections, the router, the lm_head; the KV cache at
+           N; the recurrent state)
+  prefill  tok/s against matrix rate / the FLOPs a token needs (2 x the active matrix weights, plus
+           causal attention's 4 x head_dim x query heads per key in each full-attention layer over
+           (N+1)/2 keys on average, plus the lm_head once)
+On a GPU the report also gives kernel launches per decoded token, the peak device memory in use,
+and the load time (for --synthetic: making and uploading the random weights).
+
+--ablate KEY=VALUE[,KEY=VALUE...] runs the sweep again once per switch, with that one option added to
+the --backend spec (cuda: graphs=off, fused=off, qmv=fast, kv=bf16, gemm=plain; cpu: delta=chunked,
+kv=bf16, ...), and prints each switch's effect on prefill and decode tok/s per length in percent
+(in --json as "ablation"). Each run builds the model again. --ablate-lengths LIST measures those
+sweeps at other lengths than the main one (a subset of them, to compare: 512,4K,16K, say).
+
 --profile runs each measurement once more with every op timed on its own and prints, per length,
 where the time went: milliseconds per token and share by layer kind (full-attention layers,
 Gated DeltaNet layers, the ops outside the layers) and op family within each (attn.sdpa,
@@ -73,6 +98,7 @@ Examples:
   petal bench --synthetic tiny --lengths 256,1K,4K
   petal bench --lengths 1K --profile --backend cpu:kv=bf16
   petal bench --synthetic qwen3.6-35b-a3b --max-context 8192 --chart speed.svg
+  petal bench --backend cuda --synthetic qwen3.6-35b-a3b --ablate graphs=off,fused=off,gemm=plain
   petal bench -m mlx-community/Qwen3.6-35B-A3B-4bit --json > speed.json`,
 		Flags: append(flags,
 			&cli.StringFlag{Name: "synthetic", Usage: "random weights of a named shape: " + strings.Join(model.SyntheticNames(), ", ")},
@@ -84,6 +110,9 @@ Examples:
 			&cli.IntFlag{Name: "repeats", Value: 1, Usage: "runs per measurement; the median is kept"},
 			&cli.BoolFlag{Name: "prefill-context", Usage: "build decode's N-token state by prefilling, not by importing a random one"},
 			&cli.BoolFlag{Name: "profile", Usage: "also time every op and print the time by layer kind and op family"},
+			&cli.BoolFlag{Name: "floors", Value: true, Usage: "measure the backend's read bandwidth and matrix rate first and give each speed as a share of its floor"},
+			&cli.StringFlag{Name: "ablate", Usage: "backend switches KEY=VALUE[,...]: the sweep again once per switch, and the effect of each in %"},
+			&cli.StringFlag{Name: "ablate-lengths", Usage: "lengths of the --ablate sweeps, for prefill and decode (default: those of the main sweep)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
@@ -98,6 +127,7 @@ Examples:
 				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
 				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
 				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"), Profile: c.Bool("profile"),
+				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
 			})
 		},
@@ -117,41 +147,37 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 	case o.MaxContext < 0:
 		return usageErr("--max-context %d: want a positive number", o.MaxContext)
 	}
+	var switches []backend.Option
+	if o.AblateLengths != "" && o.Ablate == "" {
+		return usageErr("--ablate-lengths without --ablate: name the switches to run at those lengths")
+	}
+	if o.Ablate != "" {
+		if o.AblateLengths != "" {
+			if _, err := bench.ParseLengths(o.AblateLengths); err != nil {
+				return usageErr("--ablate-lengths: %v", err)
+			}
+		}
+		var err error
+		if switches, err = bench.ParseSwitches(o.Ablate); err != nil {
+			return usageErr("%v", err)
+		}
+		if sp, err := backend.ParseSpec(o.Backend); err == nil && sp.Name != "auto" {
+			if _, err := ablationSpecs(o.Backend, switches); err != nil {
+				return err // before the first sweep, so a typo costs none
+			}
+		}
+	}
 	progress := func(line string) {
 		if !o.Quiet {
 			fmt.Fprintln(st.Err, line)
 		}
 	}
-	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed, Profile: o.Profile}
-
-	var m *model.Model
-	if o.Synthetic != "" {
-		cfg, err := model.NamedConfig(o.Synthetic)
-		if err != nil {
-			return usageErr("--synthetic: %v", err)
-		}
-		if err := benchLengths(&opts, o, benchMaxContext(o.MaxContext, cfg.MaxPositionEmbeddings)); err != nil {
-			return err
-		}
-		if m, err = syntheticModel(o, progress, opts); err != nil {
-			return err
-		}
-		opts.Model, opts.Synthetic = o.Synthetic, true
-	} else {
-		e, name, err := openEngine(st, o.modelOptions)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		if err := benchLengths(&opts, o, e.MaxContext); err != nil {
-			return err
-		}
-		m, opts.Model = e.Model, name
-	}
-
-	r, runErr := bench.Run(ctx, m, opts, progress)
+	r, name, runErr := benchOnce(ctx, st, o, progress)
 	if r == nil {
 		return runErr
+	}
+	if runErr == nil && len(switches) > 0 {
+		runErr = ablate(ctx, st, o, name, switches, r, progress)
 	}
 	if err := writeBenchReport(st.Out, r, o); err != nil {
 		return err
@@ -163,6 +189,124 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 		return runErr
 	}
 	return nil
+}
+
+// ablate runs the sweep again once per switch, each with the base backend
+// (named: where --backend was auto, the one it chose) and that one option,
+// and adds each comparison to r. A switch whose sweep fails is
+// recorded with its error and the others still run.
+func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switches []backend.Option, r *bench.Report, progress func(string)) error {
+	if sp, err := backend.ParseSpec(o.Backend); err == nil && sp.Name != "auto" {
+		base = o.Backend
+	}
+	specs, err := ablationSpecs(base, switches)
+	if err != nil {
+		return err
+	}
+	for i, sw := range switches {
+		label := sw.Key + "=" + sw.Value
+		progress(fmt.Sprintf("ablation %d of %d: --backend %s", i+1, len(switches), specs[i]))
+		vo := o
+		vo.Backend, vo.Floors, vo.Profile = specs[i], false, false
+		if o.AblateLengths != "" {
+			vo.Lengths, vo.PromptLengths, vo.ContextLengths = o.AblateLengths, "", ""
+		}
+		v, _, err := benchOnce(ctx, st, vo, progress)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			progress(fmt.Sprintf("ablation %s failed: %v", label, err))
+			r.Ablation = append(r.Ablation, bench.Ablation{Switch: label, Backend: specs[i], Error: err.Error()})
+			continue
+		}
+		r.Ablation = append(r.Ablation, bench.Compare(r, v, label, specs[i]))
+	}
+	return nil
+}
+
+// ablationSpecs is the backend spec of each switch's sweep: base with the
+// switch's option, checked as its backend will parse it.
+func ablationSpecs(base string, switches []backend.Option) ([]string, error) {
+	specs := make([]string, len(switches))
+	for i, sw := range switches {
+		spec, err := bench.WithOption(base, sw)
+		if err == nil {
+			err = checkBackendOptions(spec)
+		}
+		if err != nil {
+			return nil, usageErr("--ablate %s=%s: %v", sw.Key, sw.Value, err)
+		}
+		specs[i] = spec
+	}
+	return specs, nil
+}
+
+// checkBackendOptions parses a spec's options the way its backend will,
+// without opening it.
+func checkBackendOptions(spec string) error {
+	sp, err := backend.ParseSpec(spec)
+	if err != nil {
+		return err
+	}
+	switch sp.Name {
+	case "cpu":
+		_, err = cpu.ParseOptions(sp.Options)
+	case "cuda":
+		_, err = cuda.ParseOptions(sp.Options)
+	}
+	return err
+}
+
+// benchOnce makes the model on o's backend, runs the sweep, and closes the
+// backend (a GPU's memory is free for the next sweep); it returns the
+// report and the backend's name.
+func benchOnce(ctx context.Context, st *Streams, o benchOptions, progress func(string)) (*bench.Report, string, error) {
+	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed,
+		Profile: o.Profile, Floors: o.Floors}
+	var m *model.Model
+	var load float64
+	var loadIs string
+	if o.Synthetic != "" {
+		cfg, err := model.NamedConfig(o.Synthetic)
+		if err != nil {
+			return nil, "", usageErr("--synthetic: %v", err)
+		}
+		if err := benchLengths(&opts, o, benchMaxContext(o.MaxContext, cfg.MaxPositionEmbeddings)); err != nil {
+			return nil, "", err
+		}
+		start := time.Now()
+		if m, err = syntheticModel(o, progress, opts); err != nil {
+			return nil, "", err
+		}
+		load, loadIs = time.Since(start).Seconds(), "making the random weights on the host and uploading them"
+		opts.Model, opts.Synthetic = o.Synthetic, true
+	} else {
+		start := time.Now()
+		e, name, err := openEngine(st, o.modelOptions)
+		if err != nil {
+			return nil, "", err
+		}
+		defer e.Close()
+		if err := benchLengths(&opts, o, e.MaxContext); err != nil {
+			return nil, "", err
+		}
+		load, loadIs = time.Since(start).Seconds(), "opening the checkpoint and uploading its weights"
+		m, opts.Model = e.Model, name
+	}
+	defer closeBackend(m.Backend())
+	r, err := bench.Run(ctx, m, opts, progress)
+	if r != nil {
+		r.SetLoad(load, loadIs)
+	}
+	return r, m.Backend().Name(), err
+}
+
+// closeBackend releases a backend that holds resources of its own.
+func closeBackend(be backend.Backend) {
+	if c, ok := be.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // benchLengths fills the sweep's lengths from the flags, the defaults
@@ -244,6 +388,9 @@ func writeBenchReport(stdout io.Writer, r *bench.Report, o benchOptions) error {
 			return err
 		}
 		if err := bench.WriteProfiles(stdout, r); err != nil {
+			return err
+		}
+		if err := bench.WriteAblation(stdout, r); err != nil {
 			return err
 		}
 	}
