@@ -18,6 +18,8 @@ import (
 
 	"petal/engine"
 	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/cpu"
 	"petal/engine/cuda"
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
@@ -180,6 +182,12 @@ func runDoctor(st *Streams, o doctorOptions) error {
 	var gpu backend.Backend
 	r.Auto, gpu = chooseAuto()
 	checks, err := doctorChecks(st, o, gpu)
+	if err == nil {
+		checks = append(checks, doctorConformance(cpu.New()))
+		if gpu != nil {
+			checks = append(checks, doctorConformance(gpu))
+		}
+	}
 	if c, ok := gpu.(io.Closer); ok {
 		c.Close()
 	}
@@ -187,8 +195,6 @@ func runDoctor(st *Streams, o doctorOptions) error {
 		return err
 	}
 	r.Checks = append(r.Checks, checks...)
-	r.Checks = append(r.Checks, doctorCheck{Name: "conformance suite", Status: checkSkip,
-		Detail: "engine/backend/backendtest runs under go test only (it takes a *testing.T): go test ./engine/cpu ./engine/cuda -run TestConformance"})
 	r.Passed = true
 	var failed []string
 	for _, c := range r.Checks {
@@ -602,4 +608,28 @@ func orNone(s []string) string {
 // indent indents every line of s after the first by prefix.
 func indent(s, prefix string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+// doctorConformance runs the conformance suite every backend's tests run
+// (engine/backend/backendtest) on be, case by case.
+var doctorConformance = func(be backend.Backend) doctorCheck {
+	c := doctorCheck{Name: "conformance suite on " + be.Name(), Status: checkPass}
+	res := backendtest.Check(be)
+	var failed, lines []string
+	for _, r := range res {
+		if len(r.Failures) > 0 {
+			failed = append(failed, r.Name)
+			for _, f := range r.Failures {
+				lines = append(lines, r.Name+": "+f)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		c.Status = checkFail
+		c.Detail = fmt.Sprintf("%d of %d cases failed: %s", len(failed), len(res), strings.Join(failed, ", "))
+		c.Output = strings.Join(lines, "\n")
+		return c
+	}
+	c.Detail = fmt.Sprintf("all %d cases pass (every op at sizes off the tile boundaries, outputs poisoned with NaN, whole programs)", len(res))
+	return c
 }

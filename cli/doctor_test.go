@@ -105,6 +105,9 @@ func TestDoctorNoLibcuda(t *testing.T) {
 	if c := cs["cuda against the cpu"]; c == nil || c["status"] != "skip" {
 		t.Errorf("cuda check: %v", c)
 	}
+	if c := cs["conformance suite on cpu"]; c == nil || c["status"] != "pass" || !strings.Contains(c["detail"].(string), "cases pass") {
+		t.Errorf("conformance check: %v", c)
+	}
 	if r["passed"] != true {
 		t.Errorf("passed: %v", r["passed"])
 	}

@@ -50,31 +50,6 @@ const ProgramTolerance = 1e-5
 // position 128K; and a whole compiled program against its ops run one at a
 // time, in order and in another order that Dependencies allows.
 func Run(t *testing.T, be backend.Backend) {
-	cases := []struct {
-		name string
-		run  func(*env)
-	}{
-		{"buffers", buffers},
-		{"Embed", embed},
-		{"AddRMSNorm", addRMSNorm},
-		{"QLinear", qLinear},
-		{"QLinearGroup", qLinearGroup},
-		{"ConvSiLU", convSiLU},
-		{"DeltaRule", deltaRule},
-		{"GatedRMSNorm", gatedRMSNorm},
-		{"QKPrep", func(e *env) { qkPrep(e, 37) }},
-		{"QKPrep near 128K", func(e *env) { qkPrep(e, 131067) }},
-		{"QKPrep bf16 KV", func(e *env) { qkPrepTyped(e, 37, backend.BF16) }},
-		{"QKPrep bf16 KV near 128K", func(e *env) { qkPrepTyped(e, 131067, backend.BF16) }},
-		{"Attention", attention},
-		{"Attention bf16 KV", func(e *env) { attentionTyped(e, backend.BF16) }},
-		{"Route", route},
-		{"Experts", experts},
-		{"Advance", advance},
-		{"Sample and Logprobs", sampling},
-		{"program", func(e *env) { program(e, backend.F32) }},
-		{"program bf16 KV", func(e *env) { program(e, backend.BF16) }},
-	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(&env{t: t, be: be, rng: rand.New(rand.NewPCG(0x5eed, uint64(i)))})
@@ -82,8 +57,89 @@ func Run(t *testing.T, be backend.Backend) {
 	}
 }
 
+// Result is one case of the suite run by Check: its name and what failed
+// (nothing when it passed).
+type Result struct {
+	Name     string   `json:"name"`
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Check runs the same cases as Run outside a test (for petal doctor): each
+// case's failures are collected, and a fatal one ends that case only.
+func Check(be backend.Backend) []Result {
+	var out []Result
+	for i, c := range cases {
+		r := &recorder{}
+		func() {
+			defer func() {
+				if v := recover(); v != nil && v != errFatal {
+					r.failures = append(r.failures, fmt.Sprintf("panic: %v", v))
+				}
+			}()
+			c.run(&env{t: r, be: be, rng: rand.New(rand.NewPCG(0x5eed, uint64(i)))})
+		}()
+		out = append(out, Result{Name: c.name, Failures: r.failures})
+	}
+	return out
+}
+
+var cases = []struct {
+	name string
+	run  func(*env)
+}{
+	{"buffers", buffers},
+	{"Embed", embed},
+	{"AddRMSNorm", addRMSNorm},
+	{"QLinear", qLinear},
+	{"QLinearGroup", qLinearGroup},
+	{"ConvSiLU", convSiLU},
+	{"DeltaRule", deltaRule},
+	{"GatedRMSNorm", gatedRMSNorm},
+	{"QKPrep", func(e *env) { qkPrep(e, 37) }},
+	{"QKPrep near 128K", func(e *env) { qkPrep(e, 131067) }},
+	{"QKPrep bf16 KV", func(e *env) { qkPrepTyped(e, 37, backend.BF16) }},
+	{"QKPrep bf16 KV near 128K", func(e *env) { qkPrepTyped(e, 131067, backend.BF16) }},
+	{"Attention", attention},
+	{"Attention bf16 KV", func(e *env) { attentionTyped(e, backend.BF16) }},
+	{"Route", route},
+	{"Experts", experts},
+	{"Advance", advance},
+	{"Sample and Logprobs", sampling},
+	{"program", func(e *env) { program(e, backend.F32) }},
+	{"program bf16 KV", func(e *env) { program(e, backend.BF16) }},
+}
+
+// reporter is what the cases report to: a *testing.T, or a recorder.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+	Error(args ...any)
+}
+
+// recorder collects failures; a fatal one unwinds the case (Check
+// recovers).
+type recorder struct{ failures []string }
+
+var errFatal = fmt.Errorf("backendtest: fatal")
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.failures = append(r.failures, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	panic(errFatal)
+}
+func (r *recorder) Error(args ...any) { r.failures = append(r.failures, fmt.Sprint(args...)) }
+func (r *recorder) Fatal(args ...any) {
+	r.failures = append(r.failures, fmt.Sprint(args...))
+	panic(errFatal)
+}
+
 type env struct {
-	t   *testing.T
+	t   reporter
 	be  backend.Backend
 	rng *rand.Rand
 }
