@@ -162,7 +162,10 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 		dt := c.buf("dt_bias", o.DtBias, backend.F32, o.ValueHeads)
 		st := c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim)
 		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim)
-		if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
+		if b.o.ChunkedDelta && chunkableDelta(o) && o.Rows > 0 && c.err == nil {
+			chunked, err := b.deltaRuleChunked(o, qkv, bb, aa, aLog, dt, st, out)
+			steps, c.err = append(steps, chunked...), err
+		} else if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
 			steps = append(steps, b.launch("delta_rule", driver.D1(ceil(tasks, 8)), driver.D1(256), 0, func(a *driver.Args) {
 				a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(st).Ptr(out).
 					I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.KeyDim)).I32(int32(o.ValueHeads)).I32(int32(o.ValueDim))

@@ -33,6 +33,11 @@ type Options struct {
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
+	// ChunkedDelta runs the delta rule of prefill (DeltaRule ops not fused
+	// into the decode kernel, heads of 128) in the chunked form of
+	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
+	// sequential kernel of ops.cu steps through the tokens one at a time.
+	ChunkedDelta bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
 	// SyncEach waits after every op, so that an error of the GPU names the
@@ -54,6 +59,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
+	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; chunked: not yet verified on a GPU; default sequential), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
 	`verbose=on|off (a line per compiled program on stderr; default off)`
@@ -102,6 +108,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.TensorCores = false
 			default:
 				return Options{}, fmt.Errorf("cuda: gemm=%q: want tc or plain", kv.Value)
+			}
+		case "delta":
+			switch kv.Value {
+			case "chunked":
+				o.ChunkedDelta = true
+			case "sequential":
+				o.ChunkedDelta = false
+			default:
+				return Options{}, fmt.Errorf("cuda: delta=%q: want chunked or sequential", kv.Value)
 			}
 		case "kv":
 			t, e := backend.ParseDType(kv.Value)

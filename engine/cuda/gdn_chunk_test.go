@@ -1,0 +1,215 @@
+package cuda
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/kernels"
+)
+
+// deltaChunkBar is the chunked delta rule's bar (largest error over the
+// RMS of the float64 reference, for outputs and state): 5x the sequential
+// kernel's 2e-5, as its products take each float32 operand as two bf16
+// parts (about 2^-17 relative) where the sequential kernel has float32 FMA.
+const deltaChunkBar = 1e-4
+
+// TestDeltaOption: delta=chunked|sequential parses, sequential is the
+// default, a bad value is named, and the help says chunked is unverified.
+func TestDeltaOption(t *testing.T) {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
+		t.Errorf("delta=chunked: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "sequential"}}); err != nil || o.ChunkedDelta {
+		t.Errorf("delta=sequential: %+v, %v", o, err)
+	}
+	if DefaultOptions().ChunkedDelta {
+		t.Error("the default is the chunked delta rule; it is sequential until verified on a GPU")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "delta", Value: "blocked"}}); err == nil || !strings.Contains(err.Error(), "delta") {
+		t.Errorf("delta=blocked: error %v, want one naming delta", err)
+	}
+	if !strings.Contains(OptionsHelp, "delta=chunked|sequential") || !strings.Contains(OptionsHelp, "not yet verified on a GPU") {
+		t.Errorf("the help does not describe delta: %s", OptionsHelp)
+	}
+}
+
+// TestDeltaChunkKernelMatchesLauncher: the constants the launcher uses
+// are those gdn_chunk.cu is built with, and its PTX has the entry point
+// and calls no function.
+func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
+	src, err := os.ReadFile("kernels/gdn_chunk.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_THREADS": deltaChunkThreads} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("gdn_chunk.cu does not define %s", name)
+		}
+		if n, _ := strconv.Atoi(string(m[1])); n != want {
+			t.Errorf("gdn_chunk.cu has %s %d, the launcher %d", name, n, want)
+		}
+	}
+	ptx, err := kernels.PTX("gdn_chunk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ptx, []byte(".visible .entry gdn_chunk(")) {
+		t.Error("no entry point gdn_chunk in the PTX")
+	}
+	if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
+		t.Error("the PTX calls a function (an unresolved external for the driver)")
+	}
+	if s := deltaChunkShared(); s <= 48<<10 || s > 227<<10 {
+		t.Errorf("shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", s)
+	}
+}
+
+// deltaCase is one DeltaRule op on the device with its host inputs; Out
+// and State are views of buffers with poisoned guards after them.
+type deltaCase struct {
+	o                                *backend.DeltaRule
+	qkv, bb, aa, aLog, dtBias, state []float32
+	outAll, stateAll                 backend.Buffer
+}
+
+const deltaGuard = 64
+
+func newDeltaCase(b *Backend, rng *rand.Rand, rows, Hk, Hv int) *deltaCase {
+	D := GDNHeadDim
+	c := &deltaCase{
+		qkv: randoms(rng, rows*(2*Hk+Hv)*D, 1), bb: randoms(rng, rows*Hv, 2), aa: randoms(rng, rows*Hv, 2),
+		aLog: make([]float32, Hv), dtBias: randoms(rng, Hv, 0.5), state: randoms(rng, Hv*D*D, 0.1),
+	}
+	for i := range c.aLog {
+		c.aLog[i] = float32(math.Log(1 + 15*rng.Float64()))
+	}
+	c.outAll = floats(b, nans(rows*Hv*D+deltaGuard))
+	c.stateAll = floats(b, append(slices.Clone(c.state), nans(deltaGuard)...))
+	c.o = &backend.DeltaRule{QKV: floats(b, c.qkv), B: floats(b, c.bb), A: floats(b, c.aa), ALog: floats(b, c.aLog),
+		DtBias: floats(b, c.dtBias), State: c.stateAll.View(0, Hv*D*D), Out: c.outAll.View(0, rows*Hv*D), Rows: rows,
+		KeyHeads: Hk, KeyDim: D, ValueHeads: Hv, ValueDim: D}
+	return c
+}
+
+// readGuarded reads buf's first n elements, failing if one after them was written.
+func readGuarded(t *testing.T, b *Backend, buf backend.Buffer, n int, what string) []float32 {
+	t.Helper()
+	v := read(t, b, buf)
+	for i := n; i < len(v); i++ {
+		if !math.IsNaN(float64(v[i])) {
+			t.Fatalf("%s: element %d, past the %d written, is %v", what, i, n, v[i])
+		}
+	}
+	return v[:n]
+}
+
+// TestChunkedDeltaRuleMatchesReference: gdn_chunk over 1 to 512 tokens
+// (inside one block, on its edge, across blocks, several blocks) from a
+// random state against the float64 reference, outputs and final state, on
+// the 35B head counts and an odd grouping, with graphs on and off.
+func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
+	for _, graphs := range []bool{true, false} {
+		o := DefaultOptions()
+		o.ChunkedDelta, o.Graphs = true, graphs
+		b := testBackend(t, o)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, rows := range []int{1, 7, 16, 33, 100, 512} {
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, rows, graphs), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv)))
+					c := newDeltaCase(b, rng, rows, sh.hk, sh.hv)
+					p, err := b.Compile([]backend.Op{c.o})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{deltaChunkName}) {
+						t.Fatalf("kernels %v, want %s", got, deltaChunkName)
+					}
+					if err := p.Run(); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					state := slices.Clone(c.state)
+					want := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, rows, sh.hk, GDNHeadDim, sh.hv, GDNHeadDim)
+					withinBar(t, "out", readGuarded(t, b, c.outAll, len(want), "out"), want, deltaChunkBar)
+					withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), deltaChunkBar)
+				})
+			}
+		}
+	}
+}
+
+// TestChunkedDeltaRuleFallsBack: heads other than 128 take the sequential
+// kernel under delta=chunked, and delta=sequential never runs gdn_chunk.
+func TestChunkedDeltaRuleFallsBack(t *testing.T) {
+	o := DefaultOptions()
+	o.ChunkedDelta = true
+	b := testBackend(t, o)
+	buf := func(n int) backend.Buffer { return floats(b, make([]float32, n)) }
+	const Hk, Hv, Dk, Dv, rows = 2, 4, 24, 20, 5
+	op := &backend.DeltaRule{QKV: buf(rows * (2*Hk*Dk + Hv*Dv)), B: buf(rows * Hv), A: buf(rows * Hv), ALog: buf(Hv), DtBias: buf(Hv),
+		State: buf(Hv * Dv * Dk), Out: buf(rows * Hv * Dv), Rows: rows, KeyHeads: Hk, KeyDim: Dk, ValueHeads: Hv, ValueDim: Dv}
+	p, err := b.Compile([]backend.Op{op})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{"delta_rule"}) {
+		t.Errorf("heads of %d under delta=chunked: kernels %v, want delta_rule", Dk, got)
+	}
+	seq := testBackend(t, DefaultOptions())
+	c := newDeltaCase(seq, rand.New(rand.NewPCG(1, 2)), 64, 16, 32)
+	p, err = seq.Compile([]backend.Op{c.o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{"delta_rule"}) {
+		t.Errorf("delta=sequential: kernels %v, want delta_rule", got)
+	}
+}
+
+// TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
+// shapes (32 value heads, 16 key heads) in both forms at 512 and 4096
+// tokens: the median of 5 runs after a warm-up.
+func TestMeasureDeltaForms(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		o := DefaultOptions()
+		o.ChunkedDelta = chunked
+		b := testBackend(t, o)
+		for _, rows := range []int{512, 4096} {
+			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)
+			p, err := b.Compile([]backend.Op{c.o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var times []time.Duration
+			for i := range 6 {
+				start := time.Now()
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				if i > 0 {
+					times = append(times, time.Since(start))
+				}
+			}
+			slices.Sort(times)
+			med := times[len(times)/2]
+			t.Logf("delta rule, chunked=%v, %d tokens: %v (%.0f tokens/ms)", chunked, rows, med, float64(rows)/float64(med.Microseconds())*1000)
+		}
+	}
+}
