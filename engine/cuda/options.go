@@ -30,6 +30,11 @@ type Options struct {
 	// going in, sums are float32 (relative error about 3e-3, one bf16
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
+	// FlashAttention runs the Attention of 64 or more query rows (a
+	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
+	// bf16 operands, float32 sums and softmax. Off by default until it has
+	// passed on a GPU; off, the plain float32 kernel of ops.cu.
+	FlashAttention bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -58,6 +63,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
+	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; flash: not yet verified on a GPU; default plain), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; chunked: not yet verified on a GPU; default sequential), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -117,6 +123,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.ChunkedDelta = false
 			default:
 				return Options{}, fmt.Errorf("cuda: delta=%q: want chunked or sequential", kv.Value)
+			}
+		case "attn":
+			switch kv.Value {
+			case "flash":
+				o.FlashAttention = true
+			case "plain":
+				o.FlashAttention = false
+			default:
+				return Options{}, fmt.Errorf("cuda: attn=%q: want flash or plain", kv.Value)
 			}
 		case "kv":
 			t, e := backend.ParseDType(kv.Value)

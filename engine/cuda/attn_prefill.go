@@ -1,0 +1,180 @@
+package cuda
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+)
+
+// Flash attention for prefill (attn_prefill.cu): a block takes one KV head
+// and 64 query rows (64/G tokens times the G query heads sharing it), the
+// scores and the probabilities on the tensor cores in bf16 with float32
+// sums and the softmax in float32.
+const (
+	flashRows    = 64  // query rows (token, head) per block
+	flashThreads = 128 // 4 warps of 16 query rows
+)
+
+// flashHeadDims are the head sizes the kernels are built for.
+var flashHeadDims = []int{128, 256}
+
+// FlashShape is one Attention op of a prefill chunk.
+type FlashShape struct {
+	Rows            int // tokens of the chunk
+	QHeads, KVHeads int
+	HeadDim         int
+	MaxPos          int // rows the caches hold
+	KV              KVType
+}
+
+// FlashBuffers are the op's device buffers: Q [Rows][QH][D] and QG
+// [Rows][QH][2D] float32, the caches [MaxPos][KVH][D], Pos i32 [1], Out
+// [Rows][QH][D] float32.
+type FlashBuffers struct {
+	Q, QG, KCache, VCache, Pos, Out driver.Ptr
+}
+
+// shared is the Q tile and one K and one V tile of 64 rows of D bf16.
+func (sh FlashShape) shared() int { return 3 * flashRows * 2 * sh.HeadDim }
+
+func (sh FlashShape) kernel() string {
+	kv := "f32"
+	if sh.KV == KVBF16 {
+		kv = "bf16"
+	}
+	return fmt.Sprintf("flash_attn_%s_d%d", kv, sh.HeadDim)
+}
+
+// Check says why the kernels cannot take sh, or nil.
+func (sh FlashShape) Check() error {
+	switch {
+	case sh.KVHeads < 1 || sh.QHeads%sh.KVHeads != 0:
+		return fmt.Errorf("cuda: flash attention: %d query heads over %d KV heads", sh.QHeads, sh.KVHeads)
+	case flashRows%(sh.QHeads/sh.KVHeads) != 0:
+		return fmt.Errorf("cuda: flash attention: %d query heads per KV head; the kernel takes a divisor of %d", sh.QHeads/sh.KVHeads, flashRows)
+	case sh.HeadDim != 128 && sh.HeadDim != 256:
+		return fmt.Errorf("cuda: flash attention: heads of %d values; the kernels are built for %v", sh.HeadDim, flashHeadDims)
+	case sh.KV != KVF32 && sh.KV != KVBF16:
+		return fmt.Errorf("cuda: flash attention: KV element type %v", sh.KV)
+	case sh.Rows < 0 || sh.MaxPos < 1:
+		return fmt.Errorf("cuda: flash attention: %d rows over a cache of %d", sh.Rows, sh.MaxPos)
+	}
+	return nil
+}
+
+// grid is (blocks of 64/G tokens, KV heads).
+func (sh FlashShape) grid() driver.Dim3 {
+	tokens := flashRows / (sh.QHeads / sh.KVHeads)
+	return driver.Dim3{X: ceil(sh.Rows, tokens), Y: sh.KVHeads, Z: 1}
+}
+
+// args are the kernel's parameters in order.
+func (sh FlashShape) args(a *driver.Args, b FlashBuffers) {
+	a.Ptr(b.Q).Ptr(b.QG).Ptr(b.KCache).Ptr(b.VCache).Ptr(b.Pos).Ptr(b.Out).
+		I32(int32(sh.Rows)).I32(int32(sh.QHeads)).I32(int32(sh.KVHeads)).I32(int32(sh.MaxPos))
+}
+
+// checkFlashAligned checks the 16-byte loads of Q and the caches and the
+// 8-byte accesses of the gates and the output.
+func checkFlashAligned(b FlashBuffers) error {
+	if b.Q%16 != 0 || b.KCache%16 != 0 || b.VCache%16 != 0 || b.QG%8 != 0 || b.Out%8 != 0 {
+		return fmt.Errorf("cuda: flash attention: q and the caches must be 16-byte aligned, qg and out 8-byte")
+	}
+	return nil
+}
+
+// LoadFlashAttnModule loads the flash attention kernels embedded in the
+// binary.
+func LoadFlashAttnModule(c *driver.Context) (*driver.Module, error) {
+	ptx, err := kernels.PTX("attn_prefill")
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(ptx, "attn_prefill")
+}
+
+// FlashAttn launches the flash attention kernels of one module.
+type FlashAttn struct {
+	fn map[string]*driver.Function
+}
+
+// flashKernels are the entry points of attn_prefill.cu.
+func flashKernels() []FlashShape {
+	var shapes []FlashShape
+	for _, kv := range []KVType{KVF32, KVBF16} {
+		for _, d := range flashHeadDims {
+			shapes = append(shapes, FlashShape{HeadDim: d, KV: kv})
+		}
+	}
+	return shapes
+}
+
+// NewFlashAttn finds the kernels in mod and raises their shared-memory
+// limit (before any graph records a launch of them).
+func NewFlashAttn(c *driver.Context, mod *driver.Module) (*FlashAttn, error) {
+	f := &FlashAttn{fn: map[string]*driver.Function{}}
+	for _, sh := range flashKernels() {
+		fn, err := mod.Function(sh.kernel())
+		if err != nil {
+			return nil, err
+		}
+		if need, have := sh.shared(), c.Device().SharedOptIn; need > have {
+			return nil, fmt.Errorf("cuda: %s needs %d bytes of shared memory; the GPU allows %d", sh.kernel(), need, have)
+		}
+		if err := fn.SetMaxDynamicShared(sh.shared()); err != nil {
+			return nil, err
+		}
+		f.fn[sh.kernel()] = fn
+	}
+	return f, nil
+}
+
+// Launch queues the attention of sh on s.
+func (f *FlashAttn) Launch(s *driver.Stream, sh FlashShape, b FlashBuffers) error {
+	if err := sh.Check(); err != nil {
+		return err
+	}
+	if err := checkFlashAligned(b); err != nil {
+		return err
+	}
+	if sh.Rows == 0 {
+		return nil
+	}
+	var a driver.Args
+	sh.args(&a, b)
+	return s.Launch(f.fn[sh.kernel()], sh.grid(), driver.D1(flashThreads), sh.shared(), &a)
+}
+
+// flashAttention is the Attention op on the flash kernels where
+// Options.FlashAttention is on and the op takes them: at least one block
+// of query rows (rows·G >= 64; fewer rows stay on the plain kernel, which
+// is as fast there and float32 throughout) and a shape they are built for.
+// The module is loaded on first use, and kept until Close.
+func (b *Backend) flashAttention(o *backend.Attention, bufs FlashBuffers) (step, bool, error) {
+	if !b.o.FlashAttention || o.KVHeads < 1 || o.Rows*(o.QHeads/o.KVHeads) < flashRows {
+		return step{}, false, nil
+	}
+	kvW := o.KVHeads * o.HeadDim
+	sh := FlashShape{Rows: o.Rows, QHeads: o.QHeads, KVHeads: o.KVHeads, HeadDim: o.HeadDim,
+		MaxPos: o.KCache.Len / max(kvW, 1), KV: kvType(o.KCache.Type)}
+	if sh.Check() != nil || checkFlashAligned(bufs) != nil {
+		return step{}, false, nil
+	}
+	if b.fn[sh.kernel()] == nil {
+		m, err := LoadFlashAttnModule(b.ctx)
+		if err != nil {
+			return step{}, false, err
+		}
+		b.mods = append(b.mods, m)
+		f, err := NewFlashAttn(b.ctx, m)
+		if err != nil {
+			return step{}, false, err
+		}
+		for name, fn := range f.fn {
+			b.fn[name] = fn
+		}
+	}
+	return b.launch(sh.kernel(), sh.grid(), driver.D1(flashThreads), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) }), true, nil
+}

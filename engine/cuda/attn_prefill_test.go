@@ -1,0 +1,263 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/driver"
+	"petal/engine/quant"
+)
+
+func TestParseAttnOption(t *testing.T) {
+	if DefaultOptions().FlashAttention {
+		t.Fatal("attn=flash is the default before it has passed on a GPU")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
+		t.Fatalf("attn=flash: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "plain"}}); err != nil || o.FlashAttention {
+		t.Fatalf("attn=plain: %+v, %v", o, err)
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "attn", Value: "fast"}}); err == nil {
+		t.Fatal("attn=fast accepted")
+	}
+}
+
+func TestFlashShapeCheck(t *testing.T) {
+	ok := FlashShape{Rows: 7, QHeads: 16, KVHeads: 2, HeadDim: 256, MaxPos: 100, KV: KVBF16}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if g := ok.grid(); g.X != 1 || g.Y != 2 {
+		t.Fatalf("grid of 7 rows, 8 tokens a block: %+v", g)
+	}
+	for _, bad := range []FlashShape{
+		{Rows: 7, QHeads: 15, KVHeads: 2, HeadDim: 256, MaxPos: 100},
+		{Rows: 7, QHeads: 6, KVHeads: 2, HeadDim: 256, MaxPos: 100}, // 3 heads a group: not a divisor of 64
+		{Rows: 7, QHeads: 16, KVHeads: 2, HeadDim: 72, MaxPos: 100},
+		{Rows: 7, QHeads: 16, KVHeads: 0, HeadDim: 256, MaxPos: 100},
+		{Rows: 7, QHeads: 16, KVHeads: 2, HeadDim: 256, MaxPos: 0},
+	} {
+		if bad.Check() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// flashRef is the float64 reference of attention (backendtest.Attention),
+// one row at a time over all CPUs.
+func flashRef(q, qg, kc, vc []float32, pos, rows, QH, KVH, D int) []float64 {
+	out := make([]float64, rows*QH*D)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				w := QH * D
+				y := backendtest.Attention(q[r*w:(r+1)*w], qg[2*r*w:2*(r+1)*w], kc, vc, pos+r, 1, QH, KVH, D)
+				copy(out[r*w:], y)
+			}
+		}()
+	}
+	for r := range rows {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+func roundBF16(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, f := range x {
+		y[i] = math.Float32frombits(uint32(quant.ToBF16(f)) << 16)
+	}
+	return y
+}
+
+// TestFlashAttnMatchesReference runs the flash kernels on chunks of 1, 7,
+// 64, 100 and 512 rows starting at positions 0, 37 and 4096, both KV
+// types, against float64. The cache holds 3 NaN rows past the chunk's last
+// position (never read), the output is NaN-poisoned with guards.
+//
+// Bound: from the inputs rounded to bf16 as the kernel rounds them (q, and
+// the f32 cache's rows), the scores are float32 sums of exact products, so
+// the error is P's rounding to bf16 going into P·V: at most 2⁻⁹·Σp|v|/Σp ≤
+// 2⁻⁹·max|v| per element; the test allows 2⁻⁸·max|v|. Against the exact
+// inputs it reports the relative L2 error and allows 1e-2 (the q and k
+// rounding moves the scores by about 3e-3).
+func TestFlashAttnMatchesReference(t *testing.T) {
+	c := gpu(t)
+	s := newTestStream(t, c)
+	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	type shape struct{ QH, KVH, D int }
+	for _, kv := range []KVType{KVF32, KVBF16} {
+		for _, hs := range []shape{{16, 2, 256}, {8, 2, 128}} {
+			for _, start := range []int{0, 37, 4096} {
+				for _, rows := range []int{1, 7, 64, 100, 512} {
+					if hs.D == 128 && rows == 512 {
+						continue // the 35B shape covers the long chunk
+					}
+					name := fmt.Sprintf("%v/h%d-%d-d%d/start%d/rows%d", kv, hs.QH, hs.KVH, hs.D, start, rows)
+					t.Run(name, func(t *testing.T) {
+						flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows)
+					})
+				}
+			}
+		}
+	}
+}
+
+func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int) {
+	kvW, n := KVH*D, start+rows
+	maxPos := n + 3
+	q := randomVector(rng, rows*QH*D)
+	qg := randomVector(rng, rows*QH*2*D)
+	kc, vc := randomVector(rng, n*kvW), randomVector(rng, n*kvW)
+	if kv == KVBF16 {
+		kc, vc = roundBF16(kc), roundBF16(vc)
+	}
+	upCache := func(x []float32, label string) devBuf {
+		if kv == KVF32 {
+			full := append(slices.Clone(x), make([]float32, 3*kvW)...)
+			for i := len(x); i < len(full); i++ {
+				full[i] = math.Float32frombits(nanBits)
+			}
+			return upBuf(t, c, s, full, label)
+		}
+		h := make([]uint16, maxPos*kvW)
+		for i := range h {
+			h[i] = 0x7fc0
+		}
+		for i, v := range x {
+			h[i] = quant.ToBF16(v)
+		}
+		return upBuf(t, c, s, h, label)
+	}
+	kb, vb := upCache(kc, "k cache"), upCache(vc, "v cache")
+	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
+	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
+	out := newBuf(t, c, s, rows*QH*D, "out")
+	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv}
+	if err := f.Launch(s, sh, FlashBuffers{Q: qb.p, QG: qgb.p, KCache: kb.p, VCache: vb.p, Pos: pb.p, Out: out.p}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.floats(t, s, "out")
+
+	var vmax float64
+	for _, v := range vc {
+		vmax = max(vmax, math.Abs(float64(v)))
+	}
+	rounded := flashRef(roundBF16(q), qg, roundBF16(kc), roundBF16(vc), start, rows, QH, KVH, D)
+	var worst float64
+	worstAt := 0
+	for i, w := range rounded {
+		if e := math.Abs(float64(got[i]) - w); e > worst {
+			worst, worstAt = e, i
+		}
+	}
+	exact := flashRef(q, qg, kc, vc, start, rows, QH, KVH, D)
+	var num, den float64
+	for i, w := range exact {
+		d := float64(got[i]) - w
+		num += d * d
+		den += w * w
+	}
+	rel := math.Sqrt(num / den)
+	t.Logf("worst |Δ| %.3g of max|v| (from bf16 inputs; bound %.3g), rel L2 %.3g against the exact inputs", worst/vmax, 1.0/256, rel)
+	if worst > vmax/256 {
+		t.Errorf("out[%d] (row %d) = %g, want %g (from bf16 inputs): |Δ| %.3g > 2⁻⁸·max|v| = %.3g",
+			worstAt, worstAt/(QH*D), got[worstAt], rounded[worstAt], worst, vmax/256)
+	}
+	if rel > 1e-2 {
+		t.Errorf("relative L2 error %.3g against the exact inputs, want <= 1e-2", rel)
+	}
+}
+
+// TestFlashAttnInBackend: with attn=flash a prefill chunk's Attention
+// compiles to the flash kernel and matches the reference within its bound
+// (TestFlashAttnMatchesReference's); attn=plain keeps the plain kernel.
+func TestFlashAttnInBackend(t *testing.T) {
+	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
+	kvW, maxPos := KVH*D, 256
+	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
+		for _, flash := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/flash=%v", kvt, flash), func(t *testing.T) {
+				o := DefaultOptions()
+				o.FlashAttention = flash
+				b := testBackend(t, o)
+				rng := rand.New(rand.NewPCG(3, 5))
+				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)
+				kc, vc := randomVector(rng, maxPos*kvW), randomVector(rng, maxPos*kvW)
+				for i := range kc {
+					kc[i], vc[i] = backend.Round(kvt, kc[i]), backend.Round(kvt, vc[i])
+				}
+				alloc := func(dt backend.DType, x []float32) backend.Buffer {
+					buf, err := backend.AllocFloats(b, dt, x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return buf
+				}
+				pos, err := backend.AllocInts(b, []int32{start})
+				if err != nil {
+					t.Fatal(err)
+				}
+				outBuf := alloc(backend.F32, slices.Repeat([]float32{float32(math.NaN())}, rows*QH*D))
+				op := &backend.Attention{Q: alloc(backend.F32, q), QG: alloc(backend.F32, qg), KCache: alloc(kvt, kc),
+					VCache: alloc(kvt, vc), Out: outBuf, Pos: pos, Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D}
+				p, err := b.Compile([]backend.Op{op})
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := p.(*program).kernelNames()[0]
+				if isFlash := len(names) == 1 && strings.HasPrefix(names[0], "flash_attn_"); isFlash != flash {
+					t.Fatalf("kernels %v with attn flash=%v", names, flash)
+				}
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]float32, rows*QH*D)
+				if err := b.Read(outBuf, got); err != nil {
+					t.Fatal(err)
+				}
+				want := flashRef(roundBF16(q), qg, roundBF16(kc[:(start+rows)*kvW]), roundBF16(vc[:(start+rows)*kvW]), start, rows, QH, KVH, D)
+				if !flash {
+					want = flashRef(q, qg, kc[:(start+rows)*kvW], vc[:(start+rows)*kvW], start, rows, QH, KVH, D)
+				}
+				var worst, vmax float64
+				for i := range want {
+					if math.IsNaN(float64(got[i])) {
+						t.Fatalf("out[%d] is NaN (not written?)", i)
+					}
+					worst = max(worst, math.Abs(float64(got[i])-want[i]))
+				}
+				for _, v := range vc {
+					vmax = max(vmax, math.Abs(float64(v)))
+				}
+				bound := vmax / 256
+				if !flash {
+					bound = 1e-4 * vmax
+				}
+				t.Logf("kernels %v: worst |Δ| %.3g of max|v|", names, worst/vmax)
+				if worst > bound {
+					t.Errorf("worst |Δ| %.3g > %.3g", worst, bound)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,285 @@
+// attn_prefill.cu: causal gated attention of a prefill chunk (spec 2.4)
+// with GQA on the tensor cores, flash style (the scores never leave the
+// chip), the position read on the device.
+//
+//   flash_attn_<kv>_d<D>: row t of the chunk sits at position p+t (p =
+//     *pos) and attends to cache rows 0..p+t. Block (b, g) takes KV head g
+//     and 64 "query rows": 64/G tokens times the G query heads of g (row
+//     m = token·G + head), so each K and V tile is read once for all of
+//     them. Per 64-key tile: S = Q·Kᵀ on mma.sync m16n8k16 (bf16 operands,
+//     float32 accumulation), the online softmax in float32 (scores in log2
+//     units, ex2), then O += P·V with P rounded to bf16 in registers (the
+//     accumulator fragment of S is the A fragment of P·V) and V read with
+//     ldmatrix.trans. The output is O/l times sigmoid of the gate that
+//     follows the query in qg.
+//
+// Q is float32 [rows][QH][D], rounded to bf16 into shared memory; KV rows
+// are [pos][KVH][D] in float32 (rounded to bf16 going in) or bf16. Key
+// rows past the block's last position are zero in shared memory (a cache
+// holds anything there, NaN included) and masked. A row at a position at
+// or past maxPos (the cache's rows) gets NaN: the cache does not hold it.
+//
+// 4 warps, each 16 query rows; shared memory: the Q tile and one K and one
+// V tile, 64 rows of D bf16 each (3·64·2D bytes: 96 KiB at D=256, two
+// blocks per multiprocessor). Rows of 16-byte chunks, chunk c of row r
+// stored at c ^ (r & 7), so that ldmatrix and the tile stores hit distinct
+// banks. Blocks run the longest (last) tokens first.
+#include "device.h"
+
+#if defined(__NVCC__)
+#define FA_BID_Y() blockIdx.y
+#define FA_NCTAID_X() gridDim.x
+#else
+#define FA_BID_Y() __nvvm_read_ptx_sreg_ctaid_y()
+#define FA_NCTAID_X() __nvvm_read_ptx_sreg_nctaid_x()
+#endif
+
+#define FA_BM 64  // query rows (token, head) per block
+#define FA_BN 64  // keys per tile
+#define FA_THREADS 128
+
+struct __attribute__((aligned(16))) fa_f4 {
+  float x, y, z, w;
+};
+struct __attribute__((aligned(8))) fa_f2 {
+  float x, y;
+};
+
+static __device__ __forceinline__ u32 fa_smem(const void* p) {
+  u32 a;
+  asm("{.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
+  return a;
+}
+static __device__ __forceinline__ void fa_ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+static __device__ __forceinline__ void fa_ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+static __device__ __forceinline__ void fa_mma(float* c, const u32* a, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// fa_pack rounds (lo, hi) to bf16, nearest even; lo in the low half.
+static __device__ __forceinline__ u32 fa_pack(float lo, float hi) {
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+static __device__ __forceinline__ void fa_st16(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+static __device__ __forceinline__ float fa_ex2(float x) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+static __device__ __forceinline__ float fa_quad_max(float v) {
+  v = __builtin_fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return __builtin_fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+static __device__ __forceinline__ float fa_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// fa_chunk8 is 8 consecutive elements as four bf16x2 words.
+static __device__ __forceinline__ void fa_chunk8(const float* p, u32* w) {
+  const fa_f4 a = *(const fa_f4*)p, b = *(const fa_f4*)(p + 4);
+  w[0] = fa_pack(a.x, a.y);
+  w[1] = fa_pack(a.z, a.w);
+  w[2] = fa_pack(b.x, b.y);
+  w[3] = fa_pack(b.z, b.w);
+}
+static __device__ __forceinline__ void fa_chunk8(const u16* p, u32* w) {
+  const u32x4 v = *(const u32x4*)p;
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+}
+
+// fa_load_kv copies keys k0..k0+63 of KV head g (rows past kend as zeros)
+// into a tile as bf16.
+template <typename T, int D>
+static __device__ __forceinline__ void fa_load_kv(u32 tile, const T* __restrict__ cache, long long stride, int g,
+                                                  int k0, int kend, int tid) {
+  constexpr int CH = D / 8;  // 16-byte chunks a row
+#pragma unroll 4
+  for (int j = 0; j < FA_BN * CH / FA_THREADS; j++) {
+    const int id = tid + j * FA_THREADS, r = id / CH, c = id % CH, key = k0 + r;
+    u32 w[4] = {0u, 0u, 0u, 0u};
+    if (key < kend) fa_chunk8(cache + (long long)key * stride + (long long)g * D + c * 8, w);
+    fa_st16(tile + r * (2 * D) + ((c ^ (r & 7)) << 4), w[0], w[1], w[2], w[3]);
+  }
+}
+
+template <typename T, int D>
+static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, const float* __restrict__ qg,
+                                                  const T* __restrict__ kc, const T* __restrict__ vc,
+                                                  const int* __restrict__ pos, float* __restrict__ out, int rows,
+                                                  int QH, int KVH, int maxPos) {
+  constexpr int CH = D / 8, ROWB = 2 * D, NT = FA_BN / 8, DT = D / 8;
+  extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
+  const u32 sq = fa_smem(fa_sm), sk = sq + FA_BM * ROWB, sv = sk + FA_BN * ROWB;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int G = QH / KVH, TPB = FA_BM / G;  // query heads per KV head, tokens per block
+  const int g = FA_BID_Y();
+  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
+  const int p0 = *pos;
+  const long long stride = (long long)KVH * D;
+  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
+  int kend = p0 + tokEnd;  // keys 0..kend-1 are read
+  if (kend > maxPos) kend = maxPos;
+
+  // The Q tile: row m is token tok0 + m/G, query head g·G + m%G.
+#pragma unroll 4
+  for (int j = 0; j < FA_BM * CH / FA_THREADS; j++) {
+    const int id = tid + j * FA_THREADS, m = id / CH, c = id % CH, t = tok0 + m / G, h = g * G + m % G;
+    u32 w[4] = {0u, 0u, 0u, 0u};
+    if (t < rows) fa_chunk8(q + ((long long)t * QH + h) * D + c * 8, w);
+    fa_st16(sq + m * ROWB + ((c ^ (m & 7)) << 4), w[0], w[1], w[2], w[3]);
+  }
+
+  // This thread's two rows of the warp's 16: g8 and g8+8 of the fragments.
+  const int g8 = lane >> 2, c4 = lane & 3;
+  const int m0 = warp * 16 + g8, m1 = m0 + 8;
+  int lim0 = p0 + tok0 + m0 / G, lim1 = p0 + tok0 + m1 / G;  // the last key each row sees
+  if (lim0 > kend - 1) lim0 = kend - 1;
+  if (lim1 > kend - 1) lim1 = kend - 1;
+  const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);  // log2 units
+
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float mx0 = -__builtin_inff(), mx1 = -__builtin_inff(), l0 = 0.f, l1 = 0.f;
+
+  for (int k0 = 0; k0 < kend; k0 += FA_BN) {
+    __syncthreads();  // every warp is done with the last tiles (and the Q tile is written)
+    fa_load_kv<T, D>(sk, kc, stride, g, k0, kend, tid);
+    fa_load_kv<T, D>(sv, vc, stride, g, k0, kend, tid);
+    __syncthreads();
+
+    float s[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+      u32 a[4];
+      {
+        const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+        fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; np++) {
+        const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+        u32 b0, b1, b2, b3;
+        fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+        fa_mma(s[2 * np], a, b0, b1);
+        fa_mma(s[2 * np + 1], a, b2, b3);
+      }
+    }
+
+    // Scores in log2 units, masked past each row's last key.
+    const bool edge = k0 + FA_BN - 1 > p0 + tok0;  // some key here is past some row's last
+    float t0 = -__builtin_inff(), t1 = -__builtin_inff();
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const int key = k0 + nt * 8 + 2 * c4 + (j & 1);
+        float v = s[nt][j] * scale;
+        if (edge && key > (j < 2 ? lim0 : lim1)) v = -__builtin_inff();
+        s[nt][j] = v;
+      }
+      t0 = __builtin_fmaxf(t0, __builtin_fmaxf(s[nt][0], s[nt][1]));
+      t1 = __builtin_fmaxf(t1, __builtin_fmaxf(s[nt][2], s[nt][3]));
+    }
+    // Key 0 is in every row's range and in the first tile, so the maxima
+    // are finite from the first tile on.
+    const float n0 = __builtin_fmaxf(mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(mx1, fa_quad_max(t1));
+    const float c0 = fa_ex2(mx0 - n0), c1 = fa_ex2(mx1 - n1);
+    mx0 = n0;
+    mx1 = n1;
+    float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      s[nt][0] = fa_ex2(s[nt][0] - n0);
+      s[nt][1] = fa_ex2(s[nt][1] - n0);
+      s[nt][2] = fa_ex2(s[nt][2] - n1);
+      s[nt][3] = fa_ex2(s[nt][3] - n1);
+      r0 += s[nt][0] + s[nt][1];
+      r1 += s[nt][2] + s[nt][3];
+    }
+    l0 = l0 * c0 + r0;  // this thread's share; the quad's are summed at the end
+    l1 = l1 * c1 + r1;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+      o[i][0] *= c0;
+      o[i][1] *= c0;
+      o[i][2] *= c1;
+      o[i][3] *= c1;
+    }
+
+    // O += P·V: P's A fragment for keys 16kk.. is S's tiles 2kk and 2kk+1.
+#pragma unroll
+    for (int kk = 0; kk < FA_BN / 16; kk++) {
+      u32 pa[4];
+      pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; dp++) {
+        const int ch = dp * 2 + (lane >> 4);
+        u32 b0, b1, b2, b3;
+        fa_ldsm_x4_t(sv + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+        fa_mma(o[2 * dp], pa, b0, b1);
+        fa_mma(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+  }
+
+  // Epilogue: O/l times sigmoid(gate); fragment element j of o[dt] is row
+  // g8 (+8 for j >= 2), column dt·8 + 2·c4 + (j & 1).
+  l0 = fa_quad_sum(l0);
+  l1 = fa_quad_sum(l1);
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int m = half ? m1 : m0, t = tok0 + m / G, h = g * G + m % G;
+    if (t >= rows) continue;
+    const bool held = p0 >= 0 && p0 + t < maxPos;
+    const float inv = held ? 1.f / (half ? l1 : l0) : __uint_as_float(0x7fc00000u);
+    const float* gate = qg + ((long long)t * QH + h) * 2 * D + D;
+    float* y = out + ((long long)t * QH + h) * D;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      const int d = dt * 8 + 2 * c4;
+      const fa_f2 gt = *(const fa_f2*)(gate + d);
+      fa_f2 v;
+      v.x = o[dt][2 * half] * inv / (1.f + fa_ex2(-gt.x * 1.4426950408889634f));
+      v.y = o[dt][2 * half + 1] * inv / (1.f + fa_ex2(-gt.y * 1.4426950408889634f));
+      *(fa_f2*)(y + d) = v;
+    }
+  }
+}
+
+#define FLASH_ATTN(NAME, T, D)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(FA_THREADS) NAME(const float* q, const float* qg, const T* kc,     \
+                                                                const T* vc, const int* pos, float* out, int rows, \
+                                                                int QH, int KVH, int maxPos) {                     \
+    flash_attn<T, D>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);                                             \
+  }
+FLASH_ATTN(flash_attn_f32_d128, float, 128)
+FLASH_ATTN(flash_attn_f32_d256, float, 256)
+FLASH_ATTN(flash_attn_bf16_d128, u16, 128)
+FLASH_ATTN(flash_attn_bf16_d256, u16, 256)
