@@ -41,9 +41,9 @@ func batchCommand(st *Streams) *cli.Command {
   {"custom_id": "a1", "method": "POST", "url": "/v1/chat/completions", "body": {...}}
 (the result is a Batch output line) or a bare request body with "messages" (chat) or "prompt"
 (completion), optionally with "custom_id" (the result is the bare completion object).
-Request fields: max_tokens, temperature, top_p, top_k, min_p, seed, stop, logprobs, top_logprobs,
-echo, presence_penalty, frequency_penalty, repetition_penalty, chat_template_kwargs, and petal's
-session and fork_from. Every result carries usage and timings, plus "line" (the input line).
+Request fields: max_tokens (or max_completion_tokens), temperature, top_p, top_k, min_p, seed,
+stop, logprobs, top_logprobs, echo, presence_penalty, frequency_penalty, repetition_penalty,
+chat_template_kwargs, tools, and petal's session and fork_from. Every result carries usage and timings, plus "line" (the input line).
 
 A bad line gets an error result (status 400, with a message naming the field) and the batch goes
 on; so does a job that fails inside petal (status 500). Results are written whole and flushed one

@@ -45,7 +45,8 @@ then which backend --backend auto would choose and why. Checks that compute: the
 model on each usable backend against the CPU (the logits of a fixed 32-token prompt within a
 relative L2 bar, and the same 16 greedy tokens after it), and the oracle model against --oracle
 (default ../shared/oracle) when that folder is there, each backend held to the bars it is
-built for (cuda's tensor-core prefill to the bfloat16 bars).
+built for (cuda's tensor-core prefill to the bfloat16 bars), and the conformance suite (every op
+against its float64 reference, outputs poisoned) on the CPU and on the GPU backend.
 
 The exit code is 0 when every check that could run passed, 1 when one failed. --json prints
 the same report as JSON. This report is what to send with a bug report or from a first run on
