@@ -151,11 +151,11 @@ func runOracle(st *Streams, dir, backendName string, chunk int, b bars) error {
 			g, w := got[p*V:(p+1)*V], want[p*V:(p+1)*V]
 			if sample.Argmax(g) == sample.Argmax(w) {
 				agree++
-			} else if topMargin(w) >= b.margin {
+			} else if oracle.Margin(w) >= b.margin {
 				strict++
 			}
 			worstPos = math.Max(worstPos, oracle.Compare(g, w).RelL2)
-			kl += klDivergence(w, g)
+			kl += oracle.KL(w, g)
 		}
 		kl /= float64(len(ids))
 		n := sum / float64(len(ids)-1)
@@ -175,28 +175,4 @@ func runOracle(st *Streams, dir, backendName string, chunk int, b bars) error {
 	}
 	fmt.Fprintf(st.Out, "\nthe %s backend meets the %s bars\n", be.Name(), b.name)
 	return nil
-}
-
-func topMargin(x []float32) float32 {
-	a := sample.Argmax(x)
-	second := float32(math.Inf(-1))
-	for i, v := range x {
-		if int32(i) != a && v > second {
-			second = v
-		}
-	}
-	return x[a] - second
-}
-
-// klDivergence is KL(p || q) of the softmaxes of the logit rows p and q,
-// in float64.
-func klDivergence(p, q []float32) float64 {
-	lp, lq := make([]float64, len(p)), make([]float64, len(q))
-	sample.LogSoftmax(p, lp)
-	sample.LogSoftmax(q, lq)
-	var kl float64
-	for i := range lp {
-		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return kl
 }

@@ -114,18 +114,18 @@ func oracleSequences(t *testing.T, m *model.Model, ref *oracle.Reference) {
 			if sample.Argmax(g) == sample.Argmax(w) {
 				agree++
 			} else {
-				if margin(w) >= 1e-3 {
+				if oracle.Margin(w) >= 1e-3 {
 					strict++
 				}
-				if margin(w) >= 0.25 {
-					t.Errorf("%s position %d: argmax %d, reference %d (margin %.3g)", name, p, sample.Argmax(g), sample.Argmax(w), margin(w))
+				if oracle.Margin(w) >= 0.25 {
+					t.Errorf("%s position %d: argmax %d, reference %d (margin %.3g)", name, p, sample.Argmax(g), sample.Argmax(w), oracle.Margin(w))
 				}
 			}
-			kl += klDivergence(w, g)
+			kl += oracle.KL(w, g)
 		}
 		kl /= float64(len(ids))
 		top1 := float64(agree) / float64(len(ids))
-		n := meanNLL(got, ids, V)
+		n := oracle.MeanNLL(got, ids, V)
 		f32 := d.RelL2 <= 1e-4 && d.MaxAbs <= 2e-3 && strict == 0 && math.Abs(n-float64(nll[si])) <= 1e-4
 		t.Logf("%s: %s; max per-position rel-L2 %.3g; top-1 %.1f %%; mean KL %.2g; NLL %.6f (reference %.6f); float32 bars met: %v",
 			name, d, worst, 100*top1, kl, n, nll[si], f32)
@@ -233,40 +233,5 @@ func allLogits(t *testing.T, m *model.Model, s *model.State, ids []int32) []floa
 	if err := m.Forward(s, ids, model.AllLogits, func(pos int, l []float32) { copy(out[(pos-base)*V:], l) }); err != nil {
 		t.Fatal(err)
 	}
-	return out
-}
-
-func margin(x []float32) float32 {
-	a := int(sample.Argmax(x))
-	second := float32(math.Inf(-1))
-	for i, v := range x {
-		if i != a && v > second {
-			second = v
-		}
-	}
-	return x[a] - second
-}
-
-func meanNLL(logits []float32, ids []int32, V int) float64 {
-	var total float64
-	for t := 0; t+1 < len(ids); t++ {
-		lp := logSoftmax(logits[t*V : (t+1)*V])
-		total -= lp[ids[t+1]]
-	}
-	return total / float64(len(ids)-1)
-}
-
-func klDivergence(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var kl float64
-	for i := range lp {
-		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return kl
-}
-
-func logSoftmax(x []float32) []float64 {
-	out := make([]float64, len(x))
-	sample.LogSoftmax(x, out)
 	return out
 }

@@ -48,14 +48,14 @@ func TestOracleBF16KV(t *testing.T) {
 				worst = max(worst, oracle.Compare(g, w).RelL2)
 				if sample.Argmax(g) == sample.Argmax(w) {
 					agree++
-				} else if margin(w) >= 0.25 {
-					t.Errorf("position %d: argmax %d, reference %d (margin %.3g)", p, sample.Argmax(g), sample.Argmax(w), margin(w))
+				} else if oracle.Margin(w) >= 0.25 {
+					t.Errorf("position %d: argmax %d, reference %d (margin %.3g)", p, sample.Argmax(g), sample.Argmax(w), oracle.Margin(w))
 				}
-				kl += klDivergence(w, g)
+				kl += oracle.KL(w, g)
 			}
 			kl /= float64(len(ids))
 			top1 := float64(agree) / float64(len(ids))
-			n := meanNLL(got, ids, V)
+			n := oracle.MeanNLL(got, ids, V)
 			t.Logf("%s: %s; max per-position rel-L2 %.3g; top-1 %.1f %%; mean KL %.2g; NLL %.4f (reference %.4f)",
 				name, d, worst, 100*top1, kl, n, nll[si])
 			if d.RelL2 > 3e-2 {
@@ -94,30 +94,6 @@ func TestOracleBF16KV(t *testing.T) {
 			t.Errorf("bf16 KV decode at position %d vs the whole prompt: %s", i, d)
 		}
 	}
-}
-
-// klDivergence is KL(softmax(p) || softmax(q)) in float64.
-func klDivergence(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var kl float64
-	for i := range lp {
-		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return kl
-}
-
-func logSoftmax(x []float32) []float64 {
-	m := float64(x[sample.Argmax(x)])
-	var z float64
-	for _, v := range x {
-		z += math.Exp(float64(v) - m)
-	}
-	lz := m + math.Log(z)
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - lz
-	}
-	return out
 }
 
 // TestDecodeAllocationsBF16KV: with bf16 KV caches too, a decode step

@@ -68,33 +68,6 @@ func allLogits(t testing.TB, m *model.Model, s *model.State, ids []int32) []floa
 	return out
 }
 
-// margin is top1 - top2.
-func margin(x []float32) float32 {
-	a := int(sample.Argmax(x))
-	second := float32(math.Inf(-1))
-	for i, v := range x {
-		if i != a && v > second {
-			second = v
-		}
-	}
-	return x[a] - second
-}
-
-// meanNLL is the mean negative log-likelihood of ids[1:] under the logits.
-func meanNLL(logits []float32, ids []int32, V int) float64 {
-	var total float64
-	for t := 0; t+1 < len(ids); t++ {
-		row := logits[t*V : (t+1)*V]
-		m := float64(row[sample.Argmax(row)])
-		var z float64
-		for _, v := range row {
-			z += math.Exp(float64(v) - m)
-		}
-		total += m + math.Log(z) - float64(row[ids[t+1]])
-	}
-	return total / float64(len(ids)-1)
-}
-
 // TestOracleLogits checks every reference sequence teacher-forced against
 // the float32 bars of shared/oracle/README.md.
 func TestOracleLogits(t *testing.T) {
@@ -129,11 +102,11 @@ func checkSequence(t *testing.T, m *model.Model, ref *oracle.Reference, si int, 
 	}
 	for p := range ids {
 		w, g := want[p*V:(p+1)*V], got[p*V:(p+1)*V]
-		if margin(w) >= 1e-3 && sample.Argmax(g) != sample.Argmax(w) {
-			t.Errorf("%s position %d: argmax %d, reference %d (margin %.4g)", name, p, sample.Argmax(g), sample.Argmax(w), margin(w))
+		if oracle.Margin(w) >= 1e-3 && sample.Argmax(g) != sample.Argmax(w) {
+			t.Errorf("%s position %d: argmax %d, reference %d (margin %.4g)", name, p, sample.Argmax(g), sample.Argmax(w), oracle.Margin(w))
 		}
 	}
-	if n := meanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
+	if n := oracle.MeanNLL(got, ids, V); math.Abs(n-float64(nll[si])) > 1e-4 {
 		t.Errorf("%s NLL %.6f, reference %.6f", name, n, nll[si])
 	}
 	return got
