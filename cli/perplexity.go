@@ -216,7 +216,7 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 			if target < scoredUpTo || target >= end || badPos >= 0 {
 				return
 			}
-			if !finiteRow(logits) {
+			if !sample.Finite(logits) {
 				badPos = begin + pos
 				return
 			}
@@ -231,7 +231,7 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 			return nil, err
 		}
 		if badPos >= 0 {
-			return nil, fmt.Errorf("the model produced non-finite logits at position %d (NaN or infinity: damaged weights or a numerical fault)", badPos)
+			return nil, engine.NonFiniteLogits(badPos)
 		}
 		res.Windows++
 		if end == n {
@@ -242,14 +242,4 @@ func scoreIDs(e *engine.Engine, ids []int32, stride int) (*perplexityResult, err
 	res.NLL /= float64(res.Scored)
 	res.PPL = math.Exp(res.NLL)
 	return res, nil
-}
-
-// finiteRow reports whether a row of logits holds no NaN and no infinity
-// (v-v is 0 for every finite v, NaN otherwise).
-func finiteRow(row []float32) bool {
-	var acc float32
-	for _, v := range row {
-		acc += v - v
-	}
-	return acc == 0
 }

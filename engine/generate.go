@@ -98,7 +98,7 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	badPos := -1 // the first row of non-finite logits
 	var lastRow []float32
 	err := e.Model.Forward(s, fresh, mode, func(pos int, row []float32) {
-		if badPos < 0 && (pos == last || req.PromptLogprobs) && !finite(row) {
+		if badPos < 0 && (pos == last || req.PromptLogprobs) && !sample.Finite(row) {
 			badPos = pos
 		}
 		if req.PromptLogprobs && pos < last {
@@ -113,7 +113,7 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 		return nil, err
 	}
 	if badPos >= 0 {
-		return nil, nonFiniteError(badPos)
+		return nil, NonFiniteLogits(badPos)
 	}
 	res.PromptTime = time.Since(start)
 	if req.ScoreOnly {
@@ -167,7 +167,7 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	})
 	var nf *decode.NonFinite
 	if errors.As(err, &nf) {
-		return nil, nonFiniteError(nf.Pos)
+		return nil, NonFiniteLogits(nf.Pos)
 	}
 	if err != nil {
 		return nil, err
@@ -179,21 +179,11 @@ func (e *Engine) Generate(ctx context.Context, s *model.State, req Request) (*Re
 	return res, nil
 }
 
-// finite reports whether a row of logits holds no NaN and no infinity. A
-// row that does comes from damaged weights (or a numerical fault), never
-// from a real answer: it is refused rather than sampled. One pass: v-v is
-// 0 for every finite v and NaN otherwise.
-func finite(row []float32) bool {
-	var acc float32
-	for _, v := range row {
-		acc += v - v
-	}
-	return acc == 0
-}
-
-// nonFiniteError names the position (0-based, in the sequence) whose
-// logits were not finite.
-func nonFiniteError(pos int) error {
+// NonFiniteLogits is the error of a row of logits holding NaN or an
+// infinity at pos (0-based, in the sequence): it comes from damaged
+// weights or a numerical fault, never from a real answer, so it is refused
+// rather than sampled or scored.
+func NonFiniteLogits(pos int) error {
 	return fmt.Errorf("engine: the model produced non-finite logits at position %d (NaN or infinity: damaged weights or a numerical fault)", pos)
 }
 
