@@ -153,10 +153,10 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
 	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv}
-	if err := f.Launch(s, sh, FlashBuffers{Q: qb.p, QG: qgb.p, KCache: kb.p, VCache: vb.p, Pos: pb.p, Out: out.p}); err != nil {
+	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
 		t.Fatal(err)
 	}
-	got := out.floats(t, s, "out")
+	got := out.Floats(t, s, "out")
 
 	var vmax float64
 	for _, v := range vc {

@@ -60,20 +60,20 @@ func newAttnCase(t testing.TB, c *driver.Context, s *driver.Stream, k *Attn, rng
 	a.kcp, a.vcp = alloc("k cache"), alloc("v cache")
 	a.poisonCache(t, s)
 	for _, cache := range []struct {
-		p driver.Ptr
+		P driver.Ptr
 		v []float32
 	}{{a.kcp, a.kc}, {a.vcp, a.vc}} {
 		old := cache.v[:pos*a.rowFloats]
 		var err error
 		if sh.KV == KVF32 {
-			err = s.CopyToDevice(cache.p, bytesOf(old))
+			err = s.CopyToDevice(cache.P, bytesOf(old))
 		} else {
 			h := make([]uint16, len(old))
 			for i, f := range old {
 				h[i] = quant.ToBF16(f)
 				old[i] = math.Float32frombits(uint32(h[i]) << 16)
 			}
-			err = s.CopyToDevice(cache.p, bytesOf(h))
+			err = s.CopyToDevice(cache.P, bytesOf(h))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -83,10 +83,10 @@ func newAttnCase(t testing.TB, c *driver.Context, s *driver.Stream, k *Attn, rng
 	partO, partML := newBuf(t, c, s, int(po/4), "partials o"), newBuf(t, c, s, int(pml/4), "partials m, l")
 	a.q, a.out = newBuf(t, c, s, sh.QHeads*D, "q"), newBuf(t, c, s, sh.QHeads*D, "out")
 	a.b = AttnBuffers{
-		QG: upBuf(t, c, s, a.qg, "qg").p, K: upBuf(t, c, s, a.k, "k").p, V: upBuf(t, c, s, a.v, "v").p,
-		QNorm: upBuf(t, c, s, a.qn, "q norm").p, KNorm: upBuf(t, c, s, a.kn, "k norm").p,
-		InvFreq: upBuf(t, c, s, sh.InvFreq(), "inv freq").p, Q: a.q.p, KCache: a.kcp, VCache: a.vcp,
-		Pos: upBuf(t, c, s, []int32{int32(pos)}, "pos").p, PartO: partO.p, PartML: partML.p, Out: a.out.p,
+		QG: upBuf(t, c, s, a.qg, "qg").P, K: upBuf(t, c, s, a.k, "k").P, V: upBuf(t, c, s, a.v, "v").P,
+		QNorm: upBuf(t, c, s, a.qn, "q norm").P, KNorm: upBuf(t, c, s, a.kn, "k norm").P,
+		InvFreq: upBuf(t, c, s, sh.InvFreq(), "inv freq").P, Q: a.q.P, KCache: a.kcp, VCache: a.vcp,
+		Pos: upBuf(t, c, s, []int32{int32(pos)}, "pos").P, PartO: partO.P, PartML: partML.P, Out: a.out.P,
 	}
 	return a
 }
@@ -152,7 +152,7 @@ func widen64(x []float32) []float64 {
 func (a *attnCase) checkPrep(t testing.TB, s *driver.Stream, pos int, label string) []float32 {
 	t.Helper()
 	wantQ, wantK := a.prepReference(pos)
-	gotQ := a.q.floats(t, s, "q")
+	gotQ := a.q.Floats(t, s, "q")
 	gotK, gotV := a.cacheRow(t, s, a.kcp, pos), a.cacheRow(t, s, a.vcp, pos)
 	eq := maxRelErr(gotQ, wantQ)
 	kTol := 1e-5
@@ -211,9 +211,9 @@ func TestAttnMatchesReference(t *testing.T) {
 				gotK := a.checkPrep(t, s, pos, label)
 				copy(a.kc[pos*a.rowFloats:], gotK)
 				copy(a.vc[pos*a.rowFloats:], a.cacheRow(t, s, a.vcp, pos))
-				gotQ := a.q.floats(t, s, "q")
+				gotQ := a.q.Floats(t, s, "q")
 				want := backendtest.Attention(gotQ, a.qg, a.kc, a.vc, pos, 1, sh.QHeads, sh.KVHeads, AttnHeadDim)
-				got := a.out.floats(t, s, "out")
+				got := a.out.Floats(t, s, "out")
 				e := maxRelErr(got, want)
 				t.Logf("%-32s attention: max error %.2g of max|out|, relative L2 %.2g", label, e, relL2(got, want))
 				if !(e <= 2e-5) {
@@ -257,7 +257,7 @@ func TestQKPrepLongPositions(t *testing.T) {
 		if err := k.LaunchPrep(s, sh, a.b); err != nil {
 			t.Fatal(err)
 		}
-		a.q.floats(t, s, "q")
+		a.q.Floats(t, s, "q")
 		w := make([]uint32, a.cacheWords)
 		for _, p := range []driver.Ptr{a.kcp, a.vcp} {
 			if err := s.CopyToHost(bytesOf(w), p); err != nil {

@@ -114,28 +114,28 @@ func TestGDNMatchesReference(t *testing.T) {
 		state := newBuf(t, c, s, len(L.state), "state")
 		out := newBuf(t, c, s, L.hv*D, "out")
 		counters := newBuf(t, c, s, sh.hk+sh.hv, "counters")
-		if err := s.Fill32(counters.p, 0, int64(counters.n)); err != nil {
+		if err := s.Fill32(counters.P, 0, int64(counters.N)); err != nil {
 			t.Fatal(err)
 		}
 		for _, split := range GDNSplits {
 			k.Split = split
-			convState.set(t, s, L.convState)
-			state.set(t, s, L.state)
+			convState.Set(t, s, L.convState)
+			state.Set(t, s, L.state)
 			for i, tok := range toks {
-				qkv.set(t, s, tok.qkv)
-				z.set(t, s, tok.z)
-				bb.set(t, s, tok.b)
-				aa.set(t, s, tok.a)
-				out.poison(t, s)
-				b := GDNBuffers{QKV: qkv.p, Z: z.p, B: bb.p, A: aa.p, ConvW: convW.p, ConvState: convState.p,
-					ALog: aLog.p, DtBias: dtBias.p, NormW: normW.p, State: state.p, Out: out.p, Counters: counters.p}
+				qkv.Set(t, s, tok.qkv)
+				z.Set(t, s, tok.z)
+				bb.Set(t, s, tok.b)
+				aa.Set(t, s, tok.a)
+				out.Poison(t, s)
+				b := GDNBuffers{QKV: qkv.P, Z: z.P, B: bb.P, A: aa.P, ConvW: convW.P, ConvState: convState.P,
+					ALog: aLog.P, DtBias: dtBias.P, NormW: normW.P, State: state.P, Out: out.P, Counters: counters.P}
 				if err := k.Launch(s, b, sh.hk, sh.hv, eps); err != nil {
 					t.Fatal(err)
 				}
-				got := out.floats(t, s, "out")
-				gotState := state.floats(t, s, "state")
-				gotConv := convState.floats(t, s, "conv state")
-				for i, w := range counters.words(t, s, "counters") {
+				got := out.Floats(t, s, "out")
+				gotState := state.Floats(t, s, "state")
+				gotConv := convState.Floats(t, s, "conv state")
+				for i, w := range counters.Words(t, s, "counters") {
 					if w != 0 {
 						t.Fatalf("%s split %d: counter %d left at %d", sh.name, split, i, w)
 					}

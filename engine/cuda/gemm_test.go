@@ -221,10 +221,10 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 		qm := uploadGEMMWeights(t, c, up, &m, sh.name)
 		xd := upBuf(t, c, s, x, "x")
 		xh := newBuf(t, c, s, maxM*K/2, "x bf16")
-		if err := g.ToBF16(s, xd.p, xh.p, maxM*K); err != nil {
+		if err := g.ToBF16(s, xd.P, xh.P, maxM*K); err != nil {
 			t.Fatal(err)
 		}
-		hb := xh.words(t, s, "x bf16")
+		hb := xh.Words(t, s, "x bf16")
 		for i := 0; i < len(x); i += 2 {
 			if want := uint32(quant.ToBF16(x[i])) | uint32(quant.ToBF16(x[i+1]))<<16; hb[i/2] != want {
 				t.Fatalf("bf16 of x[%d:%d] = %#x, want %#x", i, i+2, hb[i/2], want)
@@ -234,11 +234,11 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 		for _, M := range gemmMs {
 			ref := denseReference(w, wb, x, xb, K, N, checkRows(rng, M))
 			for _, tile := range GEMMTiles {
-				y.poison(t, s)
-				if err := g.Dense(s, tile, qm, xh.p, y.p, M); err != nil {
+				y.Poison(t, s)
+				if err := g.Dense(s, tile, qm, xh.P, y.P, M); err != nil {
 					t.Fatal(err)
 				}
-				all := y.words(t, s, "y")
+				all := y.Words(t, s, "y")
 				for i := 0; i < M*N; i++ {
 					if all[i] == nanBits {
 						t.Fatalf("%s M=%d tile %s: y[%d][%d] not written", sh.name, M, tile, i/N, i%N)
@@ -353,7 +353,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		ids, wts := hostRouting(rng, T, E)
 		xd, idd, wd := upBuf(t, c, s, x, "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
 		xh := newBuf(t, c, s, T*H/2, "x bf16")
-		if err := g.ToBF16(s, xd.p, xh.p, T*H); err != nil {
+		if err := g.ToBF16(s, xd.P, xh.P, T*H); err != nil {
 			t.Fatal(err)
 		}
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
@@ -374,37 +374,37 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := g.Route(s, grp, idd.p, T); err != nil {
+			if err := g.Route(s, grp, idd.P, T); err != nil {
 				t.Fatal(err)
 			}
 			pos := checkGroups(t, s, grp, ids, T)
-			if err := s.Fill32(hs.p, bf16NaNPair, int64(hs.n+guardElems)); err != nil {
+			if err := s.Fill32(hs.P, bf16NaNPair, int64(hs.N+guardElems)); err != nil {
 				t.Fatal(err)
 			}
-			ys.poison(t, s)
-			out.poison(t, s)
-			if err := g.MoEGateUp(s, grp, gq, uq, I, H, xh.p, hs.p); err != nil {
+			ys.Poison(t, s)
+			out.Poison(t, s)
+			if err := g.MoEGateUp(s, grp, gq, uq, I, H, xh.P, hs.P); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.MoEDown(s, grp, dq, H, I, hs.p, ys.p); err != nil {
+			if err := g.MoEDown(s, grp, dq, H, I, hs.P, ys.P); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.MoECombine(s, grp, ys.p, wd.p, out.p, T, H, false); err != nil {
+			if err := g.MoECombine(s, grp, ys.P, wd.P, out.P, T, H, false); err != nil {
 				t.Fatal(err)
 			}
-			hw := make([]uint32, hs.n+guardElems)
-			if err := s.CopyToHost(bytesOf(hw), hs.p); err != nil {
+			hw := make([]uint32, hs.N+guardElems)
+			if err := s.CopyToHost(bytesOf(hw), hs.P); err != nil {
 				t.Fatal(err)
 			}
-			ys.floats(t, s, "ys")
-			ov := out.floats(t, s, "out")
-			for i := hs.n; i < len(hw); i++ {
+			ys.Floats(t, s, "ys")
+			ov := out.Floats(t, s, "out")
+			for i := hs.N; i < len(hw); i++ {
 				if hw[i] != bf16NaNPair {
 					t.Fatalf("T=%d %s: h word %d past the end was written", T, tile, i)
 				}
 			}
 			h := make([]float32, T*MoETopK*I)
-			for i, v := range hw[:hs.n] {
+			for i, v := range hw[:hs.N] {
 				h[2*i], h[2*i+1] = quant.BF16(uint16(v)), quant.BF16(uint16(v>>16))
 				if h[2*i] != h[2*i] || h[2*i+1] != h[2*i+1] {
 					t.Fatalf("T=%d %s: h[%d] is NaN (not written?)", T, tile, 2*i)
@@ -439,7 +439,7 @@ func TestMoERouteCountsBadIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer grp.Free()
-	if err := g.Route(s, grp, idd.p, 2); err != nil {
+	if err := g.Route(s, grp, idd.P, 2); err != nil {
 		t.Fatal(err)
 	}
 	v := make([]int32, 2*MoETopK+1)
@@ -643,7 +643,7 @@ func TestMeasureGEMM(t *testing.T) {
 		qm := uploadGEMMWeights(t, c, up, &m, sh.name)
 		xd := upBuf(t, c, s, randomVector(rng, maxM*sh.K), "x")
 		xh := newBuf(t, c, s, maxM*sh.K/2, "x bf16")
-		if err := g.ToBF16(s, xd.p, xh.p, maxM*sh.K); err != nil {
+		if err := g.ToBF16(s, xd.P, xh.P, maxM*sh.K); err != nil {
 			t.Fatal(err)
 		}
 		y := newBuf(t, c, s, maxM*sh.N, "y")
@@ -651,7 +651,7 @@ func TestMeasureGEMM(t *testing.T) {
 			flop := 2 * float64(M) * float64(sh.N) * float64(sh.K)
 			line := fmt.Sprintf("dense %-20s M=%-4d", sh.name, M)
 			for _, tile := range GEMMTiles {
-				d := timeLaunches(t, c, s, 20, func() error { return g.Dense(s, tile, qm, xh.p, y.p, M) })
+				d := timeLaunches(t, c, s, 20, func() error { return g.Dense(s, tile, qm, xh.P, y.P, M) })
 				line += fmt.Sprintf(" %s %6.1f µs %4.0f TF/s |", tile, float64(d.Nanoseconds())/1e3, flop/d.Seconds()/1e12)
 			}
 			t.Logf("%s default %s", line, g.DenseTile(M, sh.N))
@@ -665,7 +665,7 @@ func TestMeasureGEMM(t *testing.T) {
 		ids, wts := hostRouting(rng, T, E)
 		xd, idd, wd := upBuf(t, c, s, randomVector(rng, T*H), "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
 		xh := newBuf(t, c, s, T*H/2, "x bf16")
-		if err := g.ToBF16(s, xd.p, xh.p, T*H); err != nil {
+		if err := g.ToBF16(s, xd.P, xh.P, T*H); err != nil {
 			t.Fatal(err)
 		}
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
@@ -678,21 +678,21 @@ func TestMeasureGEMM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dr := timeLaunches(t, c, s, 20, func() error { return g.Route(s, grp, idd.p, T) })
-			du := timeLaunches(t, c, s, 20, func() error { return g.MoEGateUp(s, grp, gq, uq, I, H, xh.p, hs.p) })
-			dd := timeLaunches(t, c, s, 20, func() error { return g.MoEDown(s, grp, dq, H, I, hs.p, ys.p) })
-			dc := timeLaunches(t, c, s, 20, func() error { return g.MoECombine(s, grp, ys.p, wd.p, out.p, T, H, false) })
+			dr := timeLaunches(t, c, s, 20, func() error { return g.Route(s, grp, idd.P, T) })
+			du := timeLaunches(t, c, s, 20, func() error { return g.MoEGateUp(s, grp, gq, uq, I, H, xh.P, hs.P) })
+			dd := timeLaunches(t, c, s, 20, func() error { return g.MoEDown(s, grp, dq, H, I, hs.P, ys.P) })
+			dc := timeLaunches(t, c, s, 20, func() error { return g.MoECombine(s, grp, ys.P, wd.P, out.P, T, H, false) })
 			dt := timeLaunches(t, c, s, 20, func() error {
-				if err := g.Route(s, grp, idd.p, T); err != nil {
+				if err := g.Route(s, grp, idd.P, T); err != nil {
 					return err
 				}
-				if err := g.MoEGateUp(s, grp, gq, uq, I, H, xh.p, hs.p); err != nil {
+				if err := g.MoEGateUp(s, grp, gq, uq, I, H, xh.P, hs.P); err != nil {
 					return err
 				}
-				if err := g.MoEDown(s, grp, dq, H, I, hs.p, ys.p); err != nil {
+				if err := g.MoEDown(s, grp, dq, H, I, hs.P, ys.P); err != nil {
 					return err
 				}
-				return g.MoECombine(s, grp, ys.p, wd.p, out.p, T, H, false)
+				return g.MoECombine(s, grp, ys.P, wd.P, out.P, T, H, false)
 			})
 			us := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
 			t.Logf("moe T=%-4d %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)",

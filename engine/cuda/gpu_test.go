@@ -3,48 +3,29 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
-	"time"
 
+	"petal/engine/cuda/cudatest"
 	"petal/engine/cuda/driver"
 	"petal/engine/quant"
 )
 
-var (
-	gpuOnce sync.Once
-	gpuCtx  *driver.Context
-	gpuErr  error
-)
-
 // gpu returns the test GPU's context, or skips the test where this machine
 // has no CUDA (CI); PETAL_CUDA_REQUIRE=1 turns that skip into a failure.
-func gpu(t testing.TB) *driver.Context {
-	t.Helper()
-	gpuOnce.Do(func() { gpuCtx, gpuErr = driver.Open(0) })
-	if gpuErr != nil {
-		if driver.Unavailable(gpuErr) && os.Getenv("PETAL_CUDA_REQUIRE") == "" {
-			t.Skipf("no CUDA GPU here, skipping (%v)", gpuErr)
-		}
-		t.Fatal(gpuErr)
-	}
-	return gpuCtx
-}
 
 // freshRNG is a generator seeded from the clock, logged so a failure can be
 // reproduced with PETAL_CUDA_SEED.
-func freshRNG(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PETAL_CUDA_SEED"); s != "" {
-		for _, ch := range s {
-			seed = seed*10 + uint64(ch-'0')
-		}
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+// gpu is the test GPU's context, or a skip where there is none.
+func gpu(t testing.TB) *driver.Context {
+	t.Helper()
+	return cudatest.GPU(t, "skipping")
 }
+
+// freshRNG is a clock-seeded generator (PETAL_CUDA_SEED reproduces a run).
+func freshRNG(t testing.TB) *rand.Rand { return cudatest.FreshRNG(t) }
 
 func randomVector(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
@@ -91,7 +72,7 @@ type deviceVectors struct {
 	guard int
 }
 
-const nanBits = 0x7fc00000
+const nanBits = cudatest.NaNBits
 
 func newDeviceVectors(t testing.TB, c *driver.Context, s *driver.Stream, x []float32, rows int) *deviceVectors {
 	t.Helper()
@@ -109,7 +90,7 @@ func newDeviceVectors(t testing.TB, c *driver.Context, s *driver.Stream, x []flo
 	return v
 }
 
-func (v *deviceVectors) poison(t testing.TB, s *driver.Stream) {
+func (v *deviceVectors) Poison(t testing.TB, s *driver.Stream) {
 	t.Helper()
 	if err := s.Fill32(v.y, nanBits, int64(v.rows+v.guard)); err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func TestMeasureQMV(t *testing.T) {
 		for _, l := range ls {
 			var errs []string
 			for i, dv := range dvs {
-				dv.poison(t, s)
+				dv.Poison(t, s)
 				if err := l.run(dm, dv.x, dv.y); err != nil {
 					t.Fatal(err)
 				}
@@ -212,7 +212,7 @@ func TestMeasureMoE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.poison(t, s)
+		d.Poison(t, s)
 		for _, f := range []*driver.Function{k.up, k.down} {
 			fi, err := f.Info()
 			if err != nil {

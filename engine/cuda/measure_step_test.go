@@ -116,17 +116,17 @@ func TestMeasureMoELayer(t *testing.T) {
 	x := randomVector(rng, H)
 	d := newDeviceMoE(t, c, s, sh, x, randomVector(rng, H), make([]int32, MoETopK), make([]float32, MoETopK))
 	defer d.free()
-	d.poison(t, s)
+	d.Poison(t, s)
 	logits := newBuf(t, c, s, E, "logits")
 	counter := newBuf(t, c, s, 1, "counter")
-	if err := s.Fill32(counter.p, 0, 1); err != nil {
+	if err := s.Fill32(counter.P, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	allIDs := newBuf(t, c, s, layers*MoETopK, "ids")
 	allW := newBuf(t, c, s, layers*MoETopK, "weights")
 	rb := func(l int) RouteBuffers {
-		return RouteBuffers{X: d.bufs.X, Logits: logits.p, Counter: counter.p,
-			IDs: allIDs.p.Add(int64(4 * MoETopK * l)), Weights: allW.p.Add(int64(4 * MoETopK * l))}
+		return RouteBuffers{X: d.bufs.X, Logits: logits.P, Counter: counter.P,
+			IDs: allIDs.P.Add(int64(4 * MoETopK * l)), Weights: allW.P.Add(int64(4 * MoETopK * l))}
 	}
 	mb := func(l int) MoEBuffers {
 		b := d.bufs
@@ -142,7 +142,7 @@ func TestMeasureMoELayer(t *testing.T) {
 		return nil
 	}
 	perRoute := timeGraph(t, c, s, routeAll) / layers
-	ids := allIDs.ints(t, s, "ids")
+	ids := allIDs.Ints(t, s, "ids")
 	distinct := map[int32]bool{}
 	for _, id := range ids {
 		distinct[id] = true
@@ -203,8 +203,8 @@ func TestMeasureGDN(t *testing.T) {
 	L := randomGDNLayer(rng, hk, hv)
 	tok := randomGDNToken(rng, L)
 	qkvz := newBuf(t, c, s, L.chans+hv*D+2*hv, "qkv z b a")
-	qkvz.set(t, s, append(append(append(append([]float32(nil), tok.qkv...), tok.z...), tok.b...), tok.a...))
-	zp := qkvz.p.Add(int64(4 * L.chans))
+	qkvz.Set(t, s, append(append(append(append([]float32(nil), tok.qkv...), tok.z...), tok.b...), tok.a...))
+	zp := qkvz.P.Add(int64(4 * L.chans))
 	bp := zp.Add(int64(4 * hv * D))
 	ap := bp.Add(int64(4 * hv))
 	convW := upBuf(t, c, s, L.convW, "conv w")
@@ -215,11 +215,11 @@ func TestMeasureGDN(t *testing.T) {
 		st := upBuf(t, c, s, L.state, "state")
 		cs := upBuf(t, c, s, L.convState, "conv state")
 		cnt := newBuf(t, c, s, hk+hv, "counters")
-		if err := s.Fill32(cnt.p, 0, int64(cnt.n)); err != nil {
+		if err := s.Fill32(cnt.P, 0, int64(cnt.N)); err != nil {
 			t.Fatal(err)
 		}
-		bufs[l] = GDNBuffers{QKV: qkvz.p, Z: zp, B: bp, A: ap, ConvW: convW.p, ConvState: cs.p, ALog: aLog.p,
-			DtBias: dtBias.p, NormW: normW.p, State: st.p, Out: out.p, Counters: cnt.p}
+		bufs[l] = GDNBuffers{QKV: qkvz.P, Z: zp, B: bp, A: ap, ConvW: convW.P, ConvState: cs.P, ALog: aLog.P,
+			DtBias: dtBias.P, NormW: normW.P, State: st.P, Out: out.P, Counters: cnt.P}
 	}
 	stateBytes := int64(2 * hv * D * D * 4)
 	floor := float64(stateBytes) / readGB / 1e3
@@ -233,7 +233,7 @@ func TestMeasureGDN(t *testing.T) {
 			}
 			return nil
 		}) / layers
-		out.floats(t, s, "out")
+		out.Floats(t, s, "out")
 		t.Logf("GDN step split %2d: %5.2f µs per layer in a graph of %d (state read + written %d bytes: floor %.2f µs, %4.1f%%)",
 			split, per, layers, stateBytes, floor, 100*floor/per)
 	}
@@ -279,19 +279,19 @@ func TestMeasureGDN(t *testing.T) {
 	lFloor := float64(wBytes+stateBytes) / readGB / 1e3
 	per := timeGraph(t, c, s, func() error {
 		for l := range wl {
-			if err := mv.Launch(s, ins[l], a.p, qkvz.p); err != nil {
+			if err := mv.Launch(s, ins[l], a.P, qkvz.P); err != nil {
 				return err
 			}
 			if err := k.Launch(s, bufs[l], hk, hv, eps); err != nil {
 				return err
 			}
-			if err := mv.Launch(s, outs[l], out.p, r.p); err != nil {
+			if err := mv.Launch(s, outs[l], out.P, r.P); err != nil {
 				return err
 			}
 		}
 		return nil
 	}) / wl
-	r.floats(t, s, "r")
+	r.Floats(t, s, "r")
 	t.Logf("GDN layer (in_proj %dx2048 + step split %d + out_proj 2048x%d, %v): %5.2f µs per layer in a graph of %d (floor %.2f µs for %d bytes: %4.1f%%)",
 		inM.Rows, k.Split, hv*D, DefaultQMV, per, wl, lFloor, wBytes+stateBytes, 100*lFloor/per)
 }
@@ -347,13 +347,13 @@ func TestMeasureAttn(t *testing.T) {
 					}
 					defer c.Free(mem)
 					for off := int64(0); off < cacheBytes; off += 8 << 20 {
-						if err := s.Copy(mem.Add(off), tileDev.p, min(8<<20, cacheBytes-off)); err != nil {
+						if err := s.Copy(mem.Add(off), tileDev.P, min(8<<20, cacheBytes-off)); err != nil {
 							t.Fatal(err)
 						}
 					}
 					*p = mem
 				}
-				b.Pos = upBuf(t, c, s, []int32{int32(n - 1)}, "pos").p
+				b.Pos = upBuf(t, c, s, []int32{int32(n - 1)}, "pos").P
 				cases[l] = b
 			}
 			floor := float64(2*cacheBytes) / readGB / 1e3
@@ -362,7 +362,7 @@ func TestMeasureAttn(t *testing.T) {
 				po, pml := k.PartialsBytes(sh)
 				partO, partML := newBuf(t, c, s, int(po/4), "po"), newBuf(t, c, s, int(pml/4), "pml")
 				for l := range cases {
-					cases[l].PartO, cases[l].PartML = partO.p, partML.p
+					cases[l].PartO, cases[l].PartML = partO.P, partML.P
 				}
 				per := timeGraph(t, c, s, func() error {
 					for l := range cases {
@@ -380,7 +380,7 @@ func TestMeasureAttn(t *testing.T) {
 					}
 					return nil
 				}) / layers
-				one.out.floats(t, s, "out")
+				one.out.Floats(t, s, "out")
 				t.Logf("attention %v n=%6d splits %3d/%3d: prep+split+combine %6.2f µs/layer, split+combine %6.2f (KV %s: floor %.2f µs, %4.1f%%)",
 					kv, n, sp[0], sp[1], per, split, mib(2*cacheBytes), floor, 100*floor/per)
 			}

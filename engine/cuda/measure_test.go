@@ -206,7 +206,7 @@ func TestMeasureMatVecBandwidth(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				dv.poison(t, s)
+				dv.Poison(t, s)
 				if err := k.Launch(s, dm, dv.x, dv.y); err != nil {
 					t.Fatal(err)
 				}

@@ -201,7 +201,7 @@ func newDeviceMoE(t testing.TB, c *driver.Context, s *driver.Stream, sh moeShape
 	return d
 }
 
-func (d *deviceMoE) poison(t testing.TB, s *driver.Stream) {
+func (d *deviceMoE) Poison(t testing.TB, s *driver.Stream) {
 	t.Helper()
 	for p, n := range d.n {
 		if err := s.Fill32(p, nanBits, int64(n+moeGuard)); err != nil {
@@ -282,7 +282,7 @@ func TestMoEMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d.poison(t, s)
+			d.Poison(t, s)
 			if err := k.Launch(s, w, d.bufs); err != nil {
 				t.Fatal(err)
 			}

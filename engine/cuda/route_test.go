@@ -42,7 +42,7 @@ func TestRouteMatchesReference(t *testing.T) {
 	}
 	rng := freshRNG(t)
 	counter := newBuf(t, c, s, 1, "counter")
-	if err := s.Fill32(counter.p, 0, 1); err != nil {
+	if err := s.Fill32(counter.P, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, sh := range routeShapes {
@@ -67,17 +67,17 @@ func TestRouteMatchesReference(t *testing.T) {
 		logits := newBuf(t, c, s, sh.experts, "logits")
 		ids, wts := newBuf(t, c, s, sh.k, "ids"), newBuf(t, c, s, sh.k, "weights")
 		for run := range 2 {
-			logits.poison(t, s)
-			ids.poison(t, s)
-			wts.poison(t, s)
-			b := RouteBuffers{X: xb.p, Logits: logits.p, Counter: counter.p, IDs: ids.p, Weights: wts.p}
+			logits.Poison(t, s)
+			ids.Poison(t, s)
+			wts.Poison(t, s)
+			b := RouteBuffers{X: xb.P, Logits: logits.P, Counter: counter.P, IDs: ids.P, Weights: wts.P}
 			if err := k.Launch(s, qm, b, sh.k, sh.normalize); err != nil {
 				t.Fatal(err)
 			}
-			gotL := logits.floats(t, s, "logits")
-			gotIDs := ids.ints(t, s, "ids")
-			gotW := wts.floats(t, s, "weights")
-			if cnt := counter.words(t, s, "counter"); cnt[0] != 0 {
+			gotL := logits.Floats(t, s, "logits")
+			gotIDs := ids.Ints(t, s, "ids")
+			gotW := wts.Floats(t, s, "weights")
+			if cnt := counter.Words(t, s, "counter"); cnt[0] != 0 {
 				t.Fatalf("%s: block counter left at %d", sh.name, cnt[0])
 			}
 			lerr := maxRelErr(gotL, wantLogits)

@@ -80,20 +80,20 @@ func newAttnCase(t testing.TB, c *driver.Context, s *driver.Stream, rng *rand.Ra
 	}
 	a.poisonCache(t, s)
 	for _, cache := range []struct {
-		p driver.Ptr
+		P driver.Ptr
 		v []float32
 	}{{a.kcp, a.kc}, {a.vcp, a.vc}} {
 		old := cache.v[:pos*a.rowFloat]
 		var err error
 		if !bf16 {
-			err = s.CopyToDevice(cache.p, bytesOf(old))
+			err = s.CopyToDevice(cache.P, bytesOf(old))
 		} else if len(old) > 0 {
 			h := make([]uint16, len(old))
 			for i, f := range old {
 				h[i] = quant.ToBF16(f)
 				old[i] = quant.BF16(h[i])
 			}
-			err = s.CopyToDevice(cache.p, bytesOf(h))
+			err = s.CopyToDevice(cache.P, bytesOf(h))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +131,7 @@ func (a *attnCase) kvSuffix() string {
 func (a *attnCase) prep(t testing.TB, s *driver.Stream, mod *driver.Module) {
 	t.Helper()
 	args := new(driver.Args)
-	for _, p := range []driver.Ptr{a.qgB.p, a.kB.p, a.vB.p, a.qnB.p, a.knB.p, a.q.p, a.kcp, a.vcp, a.posB.p, a.invB.p} {
+	for _, p := range []driver.Ptr{a.qgB.P, a.kB.P, a.vB.P, a.qnB.P, a.knB.P, a.q.P, a.kcp, a.vcp, a.posB.P, a.invB.P} {
 		args.Ptr(p)
 	}
 	withParams(args, kernels.QKPrepParams{MaxPos: int32(a.maxPos), QH: attQH, KVH: attKVH, Rot: attRot, Eps: attEps})
@@ -181,7 +181,7 @@ func (a *attnCase) checkPrep(t testing.TB, s *driver.Stream, pos int, label stri
 		backendtest.Rope(x, pos, attRot, attTheta)
 		wantK = append(wantK, x...)
 	}
-	gotQ := a.q.floats(t, s, "q")
+	gotQ := a.q.Floats(t, s, "q")
 	gotK, gotV := a.cacheRow(t, s, a.kcp, pos), a.cacheRow(t, s, a.vcp, pos)
 	eq := maxRelErr(gotQ, wantQ)
 	kTol := 1e-5
@@ -238,14 +238,14 @@ func TestAttnMatchesReference(t *testing.T) {
 				parts := attKVH * sp.max * attG
 				po, pml := newBuf(t, c, s, parts*attD, "partials o"), newBuf(t, c, s, parts*2, "partials m, l")
 				launch(t, s, mod, "attn_split_"+a.kvSuffix(), attKVH*sp.max, attThread,
-					withParams(new(driver.Args).Ptr(a.q.p).Ptr(a.kcp).Ptr(a.vcp).Ptr(a.posB.p).Ptr(po.p).Ptr(pml.p),
+					withParams(new(driver.Args).Ptr(a.q.P).Ptr(a.kcp).Ptr(a.vcp).Ptr(a.posB.P).Ptr(po.P).Ptr(pml.P),
 						kernels.AttnSplitParams{KVH: attKVH, MaxSplits: int32(sp.max), MinChunk: int32(sp.min)}))
 				launch(t, s, mod, "attn_combine", attQH, attThread,
-					withParams(new(driver.Args).Ptr(po.p).Ptr(pml.p).Ptr(a.qgB.p).Ptr(a.posB.p).Ptr(a.out.p),
+					withParams(new(driver.Args).Ptr(po.P).Ptr(pml.P).Ptr(a.qgB.P).Ptr(a.posB.P).Ptr(a.out.P),
 						kernels.AttnCombineParams{MaxSplits: int32(sp.max), MinChunk: int32(sp.min)}))
-				gotQ := a.q.floats(t, s, "q")
+				gotQ := a.q.Floats(t, s, "q")
 				want := backendtest.Attention(gotQ, a.qg, a.kc, a.vc, pos, 1, attQH, attKVH, attD)
-				got := a.out.floats(t, s, "out")
+				got := a.out.Floats(t, s, "out")
 				e := maxRelErr(got, want)
 				t.Logf("%-34s attention: max error %.2g of max|out|, relative L2 %.2g", label, e, relL2(got, want))
 				if !(e <= 2e-5) {
@@ -268,18 +268,18 @@ func TestQKPrepLongPositions(t *testing.T) {
 	for _, bf16 := range []bool{false, true} {
 		for _, pos := range []int{131071, 131072 + 777, 262143} {
 			a := newAttnCase(t, c, s, rng, bf16, pos+1, 0)
-			if err := s.CopyToDevice(a.posB.p, bytesOf([]int32{int32(pos)})); err != nil {
+			if err := s.CopyToDevice(a.posB.P, bytesOf([]int32{int32(pos)})); err != nil {
 				t.Fatal(err)
 			}
 			a.prep(t, s, mod)
 			a.checkPrep(t, s, pos, fmt.Sprintf("%s pos=%d", a.kvSuffix(), pos))
 		}
 		a := newAttnCase(t, c, s, rng, bf16, 40, 0)
-		if err := s.CopyToDevice(a.posB.p, bytesOf([]int32{40})); err != nil {
+		if err := s.CopyToDevice(a.posB.P, bytesOf([]int32{40})); err != nil {
 			t.Fatal(err)
 		}
 		a.prep(t, s, mod)
-		a.q.floats(t, s, "q")
+		a.q.Floats(t, s, "q")
 		w := make([]uint32, a.cacheWords)
 		poison := uint32(nanBits)
 		if bf16 {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"os"
 	"testing"
+
+	"petal/engine/cuda/cudatest"
 )
 
 // TestMain runs the tests, then, where a GPU ran all of them (no -run) and
@@ -13,7 +15,7 @@ import (
 // launched: a kernel added to a .metal file without a test here fails.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code == 0 && gpuCtx != nil && flag.Lookup("test.run").Value.String() == "" {
+	if code == 0 && cudatest.Opened() && flag.Lookup("test.run").Value.String() == "" {
 		for _, fam := range Families() {
 			names, err := Entries(fam)
 			if err != nil {

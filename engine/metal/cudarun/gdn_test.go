@@ -91,26 +91,26 @@ func TestGDNMatchesReference(t *testing.T) {
 		out := newBuf(t, c, s, sh.hv*gdnD, "out")
 		p := kernels.GdnParams{Hk: int32(sh.hk), Hv: int32(sh.hv), Eps: eps}
 		for _, split := range gdnSplits {
-			convState.set(t, s, conv0)
-			state.set(t, s, state0)
+			convState.Set(t, s, conv0)
+			state.Set(t, s, state0)
 			for i, tok := range toks {
-				qkv.set(t, s, tok.qkv)
-				z.set(t, s, tok.z)
-				bb.set(t, s, tok.b)
-				aa.set(t, s, tok.a)
-				out.poison(t, s)
+				qkv.Set(t, s, tok.qkv)
+				z.Set(t, s, tok.z)
+				bb.Set(t, s, tok.b)
+				aa.Set(t, s, tok.a)
+				out.Poison(t, s)
 				args := func() *driver.Args {
 					a := new(driver.Args)
 					for _, b := range []devBuf{qkv, z, bb, aa, convWb, convState, aLogb, dtBiasb, normWb, state, out} {
-						a.Ptr(b.p)
+						a.Ptr(b.P)
 					}
 					return withParams(a, p)
 				}
 				launch(t, s, mod, fmt.Sprintf("gdn_step_s%d", split), sh.hv*split, 256, args())
 				launch(t, s, mod, "gdn_finish", sh.hv, 256, args())
-				got := out.floats(t, s, "out")
-				gotState := state.floats(t, s, "state")
-				gotConv := convState.floats(t, s, "conv state")
+				got := out.Floats(t, s, "out")
+				gotState := state.Floats(t, s, "state")
+				gotConv := convState.Floats(t, s, "conv state")
 				eOut, eState := maxRelErr(got, wantOut[i]), maxRelErr(gotState, widen64(wantState[i]))
 				convOK := true
 				for j := range gotConv {

@@ -6,51 +6,45 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
+	"petal/engine/cuda/cudatest"
 	"petal/engine/cuda/driver"
 	"petal/engine/quant"
 )
 
-var (
-	gpuOnce sync.Once
-	gpuCtx  *driver.Context
-	gpuErr  error
-)
+// The device vectors of these tests (cudatest.Buf: a poisoned guard past
+// the end, read back checked).
+type devBuf = cudatest.Buf
+
+const guardElems = cudatest.GuardElems
+
+func newBuf(t testing.TB, c *driver.Context, s *driver.Stream, n int, label string) devBuf {
+	t.Helper()
+	return cudatest.NewBuf(t, c, s, n, label)
+}
+
+func upBuf[T any](t testing.TB, c *driver.Context, s *driver.Stream, v []T, label string) devBuf {
+	t.Helper()
+	return cudatest.UpBuf(t, c, s, v, label)
+}
 
 // gpu returns the test GPU's context, or skips the test where this machine
 // has no CUDA; PETAL_CUDA_REQUIRE=1 turns that skip into a failure.
-func gpu(t testing.TB) *driver.Context {
-	t.Helper()
-	gpuOnce.Do(func() { gpuCtx, gpuErr = driver.Open(0) })
-	if gpuErr != nil {
-		if driver.Unavailable(gpuErr) && os.Getenv("PETAL_CUDA_REQUIRE") == "" {
-			t.Skipf("no CUDA GPU here: the Metal kernels' PTX is not run (%v)", gpuErr)
-		}
-		t.Fatal(gpuErr)
-	}
-	return gpuCtx
-}
 
 // freshRNG is a generator seeded from the clock, logged so that a failure
 // can be reproduced with PETAL_CUDA_SEED.
-func freshRNG(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PETAL_CUDA_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("PETAL_CUDA_SEED=%q is not an unsigned integer", s)
-		}
-		seed = v
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+// gpu is the test GPU's context, or a skip where there is none.
+func gpu(t testing.TB) *driver.Context {
+	t.Helper()
+	return cudatest.GPU(t, "the Metal kernels' PTX is not run")
 }
+
+// freshRNG is a clock-seeded generator (PETAL_CUDA_SEED reproduces a run).
+func freshRNG(t testing.TB) *rand.Rand { return cudatest.FreshRNG(t) }
 
 func randomVector(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
@@ -127,115 +121,24 @@ func withParams[T any](a *driver.Args, p T) *driver.Args {
 	return a
 }
 
-func bytesOf[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
-}
+func bytesOf[T any](s []T) []byte { return cudatest.BytesOf(s) }
 
 const (
-	nanBits     = 0x7fc00000
+	nanBits     = cudatest.NaNBits
 	bf16NaNPair = 0x7fc07fc0
-	guardElems  = 64
 )
 
 // devBuf is a device vector of n 4-byte elements and a guard past its end
 // that a kernel must leave poisoned.
-type devBuf struct {
-	p driver.Ptr
-	n int
-}
 
 // newBuf allocates n elements and the guard, all poisoned with NaN.
-func newBuf(t testing.TB, c *driver.Context, s *driver.Stream, n int, label string) devBuf {
-	t.Helper()
-	p, err := c.Alloc(int64(4*(n+guardElems)), label)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Free(p) })
-	b := devBuf{p, n}
-	b.poison(t, s)
-	return b
-}
 
 // upBuf allocates a vector holding v (whose size is a multiple of 4 bytes).
-func upBuf[T any](t testing.TB, c *driver.Context, s *driver.Stream, v []T, label string) devBuf {
-	t.Helper()
-	raw := bytesOf(v)
-	if len(raw)%4 != 0 {
-		raw = append(append([]byte(nil), raw...), make([]byte, 4-len(raw)%4)...)
-	}
-	b := newBuf(t, c, s, len(raw)/4, label)
-	if err := s.CopyToDevice(b.p, raw); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func (b devBuf) poison(t testing.TB, s *driver.Stream) {
-	t.Helper()
-	if err := s.Fill32(b.p, nanBits, int64(b.n+guardElems)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (b devBuf) set(t testing.TB, s *driver.Stream, v []float32) {
-	t.Helper()
-	if len(v) != b.n {
-		t.Fatalf("setting %d elements of a buffer of %d", len(v), b.n)
-	}
-	if err := s.CopyToDevice(b.p, bytesOf(v)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // words reads the elements, failing if a guard element was written.
-func (b devBuf) words(t testing.TB, s *driver.Stream, what string) []uint32 {
-	t.Helper()
-	v := make([]uint32, b.n+guardElems)
-	if err := s.CopyToHost(bytesOf(v), b.p); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	for i := b.n; i < len(v); i++ {
-		if v[i] != nanBits {
-			t.Fatalf("%s[%d], past its %d elements, was written: %#x", what, i, b.n, v[i])
-		}
-	}
-	return v[:b.n]
-}
 
 // floats reads the buffer as float32, failing on a written guard or a NaN
 // inside (an element the kernel did not write, or a wrong one).
-func (b devBuf) floats(t testing.TB, s *driver.Stream, what string) []float32 {
-	t.Helper()
-	w := b.words(t, s, what)
-	f := make([]float32, len(w))
-	for i, x := range w {
-		f[i] = math.Float32frombits(x)
-		if f[i] != f[i] {
-			t.Fatalf("%s[%d] is NaN (not written?)", what, i)
-		}
-	}
-	return f
-}
-
-func (b devBuf) ints(t testing.TB, s *driver.Stream, what string) []int32 {
-	t.Helper()
-	w := b.words(t, s, what)
-	v := make([]int32, len(w))
-	for i, x := range w {
-		if x == nanBits {
-			t.Fatalf("%s[%d] was not written", what, i)
-		}
-		v[i] = int32(x)
-	}
-	return v
-}
 
 // qmat is a quantised matrix on the device: codes, MLX's bf16 scales and
 // biases, and (4-bit) the interleaved scale/bias words the _sb entries

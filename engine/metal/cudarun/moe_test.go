@@ -152,34 +152,34 @@ func TestMoEMatchesReference(t *testing.T) {
 			// scales as bound: the interleaved words for _sb, biases then unused.
 			sc := func(q qmat) driver.Ptr {
 				if sb {
-					return q.sb.p
+					return q.sb.P
 				}
-				return q.scales.p
+				return q.scales.P
 			}
 			for _, tUp := range teams(H / 64) {
 				tDown := min(tUp, maxTeam(I/64))
-				hb.poison(t, s)
-				lb.poison(t, s)
-				ob.poison(t, s)
+				hb.Poison(t, s)
+				lb.Poison(t, s)
+				ob.Poison(t, s)
 				upArgs := new(driver.Args)
 				for _, q := range []qmat{gq, uq, sgq, suq} {
-					upArgs.Ptr(q.words.p).Ptr(sc(q)).Ptr(q.biases.p)
+					upArgs.Ptr(q.words.P).Ptr(sc(q)).Ptr(q.biases.P)
 				}
-				upArgs.Ptr(eq.words.p).Ptr(eq.scales.p).Ptr(eq.biases.p).Ptr(idb.p).Ptr(xb.p).Ptr(hb.p).Ptr(lb.p)
+				upArgs.Ptr(eq.words.P).Ptr(eq.scales.P).Ptr(eq.biases.P).Ptr(idb.P).Ptr(xb.P).Ptr(hb.P).Ptr(lb.P)
 				withParams(upArgs, kernels.MoeUpParams{I: int32(I), H: int32(H), Team: int32(tUp)})
 				upGrid := min(maxGrid, ceilDiv((moeTopK+1)*I+1, 8*(32/tUp)))
 				launch(t, s, mod, "moe_gate_up_f32"+suffix, upGrid, 8*32, upArgs)
 				downArgs := new(driver.Args)
 				for _, q := range []qmat{dq, sdq} {
-					downArgs.Ptr(q.words.p).Ptr(sc(q)).Ptr(q.biases.p)
+					downArgs.Ptr(q.words.P).Ptr(sc(q)).Ptr(q.biases.P)
 				}
-				downArgs.Ptr(idb.p).Ptr(wb.p).Ptr(lb.p).Ptr(hb.p).Ptr(rb.p).Ptr(ob.p)
+				downArgs.Ptr(idb.P).Ptr(wb.P).Ptr(lb.P).Ptr(hb.P).Ptr(rb.P).Ptr(ob.P)
 				withParams(downArgs, kernels.MoeDownParams{H: int32(H), I: int32(I), Team: int32(tDown)})
 				downGrid := min(maxGrid, ceilDiv(H, 4*(32/tDown)))
 				launch(t, s, mod, "moe_down_f32"+suffix, downGrid, 4*32, downArgs)
-				gotH := hb.floats(t, s, "h")
-				gotLogit := lb.floats(t, s, "logit")
-				got := ob.floats(t, s, "out")
+				gotH := hb.Floats(t, s, "h")
+				gotLogit := lb.Floats(t, s, "logit")
+				got := ob.Floats(t, s, "out")
 				var worst, maxY float64
 				for i := range got {
 					worst = max(worst, math.Abs(float64(got[i])-want[i]))

@@ -90,18 +90,18 @@ func TestQMVMatchesReference(t *testing.T) {
 		y := newBuf(t, c, s, rows, "y")
 		for _, e := range qmvEntries {
 			for _, team := range teams(sh.cols / 64) {
-				y.poison(t, s)
+				y.Poison(t, s)
 				rowsPerGroup := 8 * (32 / team) * e.r
 				grid := min(maxGrid, ceilDiv(rows, rowsPerGroup))
 				// The _sb entries take the interleaved words as scales.
-				scales := q.scales.p
+				scales := q.scales.P
 				if e.sb {
-					scales = q.sb.p
+					scales = q.sb.P
 				}
-				a := new(driver.Args).Ptr(q.words.p).Ptr(scales).Ptr(q.biases.p).Ptr(xb.p).Ptr(y.p)
+				a := new(driver.Args).Ptr(q.words.P).Ptr(scales).Ptr(q.biases.P).Ptr(xb.P).Ptr(y.P)
 				withParams(a, kernels.QmvParams{Rows: int32(rows), Cols: int32(sh.cols), Team: int32(team)})
 				launch(t, s, mod, e.name, grid, qmvThreads, a)
-				got := y.floats(t, s, "y")
+				got := y.Floats(t, s, "y")
 				worst, at := 0.0, 0
 				for r := range want {
 					if v := math.Abs(float64(got[r])-want[r]) / max(absSum[r], 1e-30); v > worst {

@@ -64,15 +64,15 @@ func TestRouteMatchesReference(t *testing.T) {
 		p := kernels.RouteParams{Experts: int32(sh.experts), Cols: int32(sh.cols), Topk: int32(sh.k), Normalize: norm}
 		entry := fmt.Sprintf("route_logits%d", sh.bits)
 		for _, grid := range []int{ceilDiv(sh.experts, 8), 1} {
-			logits.poison(t, s)
-			ids.poison(t, s)
-			wts.poison(t, s)
+			logits.Poison(t, s)
+			ids.Poison(t, s)
+			wts.Poison(t, s)
 			launch(t, s, mod, entry, grid, 256,
-				withParams(new(driver.Args).Ptr(q.words.p).Ptr(q.scales.p).Ptr(q.biases.p).Ptr(xb.p).Ptr(logits.p), p))
-			launch(t, s, mod, "route_select", 1, 256, withParams(new(driver.Args).Ptr(logits.p).Ptr(ids.p).Ptr(wts.p), p))
-			gotL := logits.floats(t, s, "logits")
-			gotIDs := ids.ints(t, s, "ids")
-			gotW := wts.floats(t, s, "weights")
+				withParams(new(driver.Args).Ptr(q.words.P).Ptr(q.scales.P).Ptr(q.biases.P).Ptr(xb.P).Ptr(logits.P), p))
+			launch(t, s, mod, "route_select", 1, 256, withParams(new(driver.Args).Ptr(logits.P).Ptr(ids.P).Ptr(wts.P), p))
+			gotL := logits.Floats(t, s, "logits")
+			gotIDs := ids.Ints(t, s, "ids")
+			gotW := wts.Floats(t, s, "weights")
 			lerr := maxRelErr(gotL, wantLogits)
 			var werr float64
 			for i := range gotW {
