@@ -416,10 +416,7 @@ func runDoctorChecks(st *Streams, o doctorOptions, gpu backend.Backend) ([]docto
 		cs = append(cs, doctorCheck{Name: "cpu runs the embedded model", Status: checkPass,
 			Detail: fmt.Sprintf("%d prompt tokens, logits finite, greedy continuation %v", len(doctorPrompt), ref.tokens)})
 	}
-	cudaBars := "float32"
-	if o := cuda.DefaultOptions(); o.TensorCores || o.KV == backend.BF16 {
-		cudaBars = "bfloat16" // the default runs prefill with bf16 inputs
-	}
+	cudaBars := barsFor("cuda")
 	if gpu != nil && err == nil {
 		cs = append(cs, compareWithCPU("cuda", gpu, dir, ref, cudaBars))
 	} else if gpu == nil {

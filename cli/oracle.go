@@ -8,6 +8,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"petal/engine"
+	"petal/engine/backend"
+	"petal/engine/cpu"
+	"petal/engine/cuda"
 	"petal/engine/model"
 	"petal/engine/oracle"
 	"petal/engine/sample"
@@ -22,21 +25,27 @@ reference sequences of DIR/reference teacher-forced, and prints for the first se
 the hidden states after every stage (embeddings, each layer, final norm) with the first stage that
 exceeds --bar, then for every sequence the logits' relative L2 error, max |Δ|, argmax agreement
 and NLL (and, with --bars bfloat16, the worst per-position rel-L2 and the mean KL). Exit code 1
-when a bar is missed: --bars float32 (the default) holds a backend to the bars of a float32 engine
+when a bar is missed: --bars float32 holds a backend to the bars of a float32 engine
 (logits rel-L2 <= 1e-4, max |Δ| <= 2e-3, the same argmax wherever the reference margin is >= 1e-3,
 NLL within 1e-4), --bars bfloat16 to those of a bfloat16 engine (rel-L2 <= 3e-2, per position
 <= 0.1, top-1 agreement >= 97 % and the same argmax wherever the margin is >= 0.25, mean KL <=
-2e-3, NLL within 0.01), for backends that run bf16 on purpose (cuda's gemm=tc, kv=bf16). The bars
-are those of ../shared/oracle/README.md.`,
+2e-3, NLL within 0.01), for backends that run bf16 on purpose. The default, --bars auto, takes the
+bars the backend is built for: bfloat16 for cuda with any of gemm=tc, attn=flash, delta=chunked or
+kv=bf16 (its defaults among them) and for cpu:kv=bf16, float32 otherwise. The bars are those of
+../shared/oracle/README.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "oracle", Value: "../shared/oracle", Usage: "oracle folder (reference model and data)"},
 			&cli.StringFlag{Name: "backend", Value: "cpu", Usage: "backend to check (cpu unless named: the check is of one backend, not of whatever auto finds): " + backendUsage},
 			&cli.IntFlag{Name: "chunk", Value: 64, Usage: "prefill chunk size"},
 			&cli.Float64Flag{Name: "bar", Usage: "relative L2 error allowed per stage and for logits (default 1e-4, 3e-2 with --bars bfloat16)"},
-			&cli.StringFlag{Name: "bars", Value: "float32", Usage: "the bars to hold the backend to: float32 or bfloat16"},
+			&cli.StringFlag{Name: "bars", Value: "auto", Usage: "the bars to hold the backend to: float32, bfloat16, or auto (those the backend is built for)"},
 		},
 		Action: func(c *cli.Context) error {
-			b, err := oracleBars(c.String("bars"))
+			name := c.String("bars")
+			if name == "auto" {
+				name = barsFor(c.String("backend"))
+			}
+			b, err := oracleBars(name)
 			if err != nil {
 				return err
 			}
@@ -62,6 +71,28 @@ type bars struct {
 	showKLAndPP bool    // print the per-position and KL columns
 }
 
+// barsFor names the bars a backend spec is built for: bfloat16 where it
+// rounds to bf16 on purpose (cuda's tensor-core prefill, flash attention,
+// chunked delta rule, a bf16 KV cache), float32 otherwise. A spec that
+// does not parse gets float32; opening the backend reports the error.
+func barsFor(spec string) string {
+	sp, err := backend.ParseSpec(spec)
+	if err != nil {
+		return "float32"
+	}
+	switch sp.Name {
+	case "cuda":
+		if o, err := cuda.ParseOptions(sp.Options); err == nil && (o.TensorCores || o.FlashAttention || o.ChunkedDelta || o.KV == backend.BF16) {
+			return "bfloat16"
+		}
+	case "cpu":
+		if o, err := cpu.ParseOptions(sp.Options); err == nil && o.KV == backend.BF16 {
+			return "bfloat16"
+		}
+	}
+	return "float32"
+}
+
 func oracleBars(name string) (bars, error) {
 	switch name {
 	case "float32", "f32":
@@ -69,7 +100,7 @@ func oracleBars(name string) (bars, error) {
 	case "bfloat16", "bf16":
 		return bars{name: "bfloat16", relL2: 3e-2, posRelL2: 0.1, margin: 0.25, top1: 0.97, meanKL: 2e-3, nll: 0.01, showKLAndPP: true}, nil
 	}
-	return bars{}, usageErr("--bars %q: want float32 or bfloat16", name)
+	return bars{}, usageErr("--bars %q: want float32, bfloat16 or auto", name)
 }
 
 func runOracle(st *Streams, dir, backendName string, chunk int, b bars) error {

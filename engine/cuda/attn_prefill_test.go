@@ -17,8 +17,8 @@ import (
 )
 
 func TestParseAttnOption(t *testing.T) {
-	if DefaultOptions().FlashAttention {
-		t.Fatal("attn=flash is the default before it has passed on a GPU")
+	if !DefaultOptions().FlashAttention {
+		t.Fatal("attn=flash is not the default")
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
 		t.Fatalf("attn=flash: %+v, %v", o, err)

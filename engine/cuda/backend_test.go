@@ -360,3 +360,55 @@ func withinBar(t *testing.T, what string, got []float32, want []float64, bar flo
 		t.Errorf("%s: error %.3g of the RMS, bar %g", what, worst/rms, bar)
 	}
 }
+
+// TestGraphOutlivesBackend: a program whose graph is released after its
+// backend was closed (a cleanup run by the collector, as when bench opens
+// a second backend for an ablation) does nothing and fails nothing, and a
+// backend opened after it works.
+func TestGraphOutlivesBackend(t *testing.T) {
+	gpu(t)
+	b, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := backend.AllocInts(b, []int32{5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Compile([]backend.Op{&backend.Advance{Pos: pos, By: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	exec := p.(*program).exec
+	if exec == nil {
+		t.Fatal("the program has no graph with graphs=on")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Close(); err != nil {
+		t.Errorf("releasing a graph after its backend's Close: %v", err)
+	}
+	if err := p.Run(); err == nil {
+		t.Error("a program of a closed backend ran")
+	}
+	b2 := testBackend(t, DefaultOptions())
+	pos2 := ints(b2, []int32{7})
+	p2, err := b2.Compile([]backend.Op{&backend.Advance{Pos: pos2, By: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 1)
+	if err := b2.ReadInts(pos2, got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 10 {
+		t.Errorf("position %d after Advance by 3 from 7, want 10", got[0])
+	}
+}

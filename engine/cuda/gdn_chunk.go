@@ -27,11 +27,19 @@ func deltaChunkShared() int {
 	return 4 * (2*c + 2*c*lk + deltaChunkSlice*lk + 2*c*lc + 4*c*lv + 3*c)
 }
 
-// chunkableDelta says whether gdn_chunk.cu is built for o's shape: heads
-// of 128 keys and values (others take the sequential kernel).
+// chunkableDelta says whether o takes gdn_chunk.cu: heads of 128 keys and
+// values and at least deltaChunkMinRows tokens (others take the
+// sequential kernel).
 func chunkableDelta(o *backend.DeltaRule) bool {
-	return o.KeyDim == GDNHeadDim && o.ValueDim == GDNHeadDim && o.KeyHeads >= 1 && o.ValueHeads%o.KeyHeads == 0
+	return o.Rows >= deltaChunkMinRows && o.KeyDim == GDNHeadDim && o.ValueDim == GDNHeadDim && o.KeyHeads >= 1 && o.ValueHeads%o.KeyHeads == 0
 }
+
+// deltaChunkMinRows is the fewest tokens the chunked form takes: on the
+// H200 a block costs about 26 µs however few of its 32 tokens are used,
+// the sequential kernel about 3 µs a token, and below 16 rows (a decode
+// step with fused=off among them) it is also float32's error, not the
+// chunked form's 1e-4.
+const deltaChunkMinRows = 16
 
 // deltaChunkFunction loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises

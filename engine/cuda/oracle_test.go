@@ -44,20 +44,25 @@ func oracleDir(t *testing.T) (modelDir, refDir string) {
 // prompt, the hidden states stage by stage, and the greedy continuations
 // through the decode loop (sampling on the device).
 //
-// Each runs with the tensor-core GEMMs for the chunks (gemm=tc, bf16
-// inputs: the float32 bars are not theirs to meet) and with the plain
-// float32 kernels.
+// Each runs with the defaults for the chunks (the tensor-core GEMMs, flash
+// attention and the chunked delta rule: bf16 inputs, the float32 bars are
+// not theirs to meet), with the tensor-core GEMMs alone, and with the
+// plain float32 kernels throughout (gemm=plain,attn=plain,delta=sequential).
 func TestOracleOnGPU(t *testing.T) {
 	modelDir, refDir := oracleDir(t)
 	for _, v := range []struct {
 		kv   backend.DType
 		gemm string
-	}{{backend.F32, "tc"}, {backend.BF16, "tc"}, {backend.F32, "plain"}, {backend.BF16, "plain"}} {
+	}{{backend.F32, "tc"}, {backend.BF16, "tc"}, {backend.F32, "tc-only"}, {backend.F32, "plain"}, {backend.BF16, "plain"}} {
 		kv := v.kv
-		t.Run("kv="+kv.String()+",gemm="+v.gemm, func(t *testing.T) {
+		name := map[string]string{"tc": "defaults", "tc-only": "attn=plain,delta=sequential", "plain": "gemm=plain,attn=plain,delta=sequential"}[v.gemm]
+		t.Run("kv="+kv.String()+","+name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.KV = kv
-			o.TensorCores = v.gemm == "tc"
+			o.TensorCores = v.gemm != "plain"
+			if v.gemm != "tc" {
+				o.FlashAttention, o.ChunkedDelta = false, false
+			}
 			be := testBackend(t, o)
 			e, err := engine.Open(modelDir, engine.Options{Backend: be, Chunk: 64})
 			if err != nil {

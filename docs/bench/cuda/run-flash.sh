@@ -16,11 +16,11 @@
 # A failing part does not stop the later ones; each has a timeout.
 set -o pipefail
 R=$(pwd)
-D=$R/devrun/flash
+D=${RUN_DIR:-$R/devrun/flash}
 O=${OUT:-/tmp/out}
 mkdir -p "$O"
 cd "$D" || exit 1
-gunzip -f petal.gz cuda.test.gz
+for f in petal.gz cuda.test.gz; do [ -f $f ] && gunzip -f $f; done
 chmod +x petal cuda.test
 { date -u; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv; nproc; free -g; } > "$O/env.txt" 2>&1
 if command -v ptxas > /dev/null && [ -f attn_prefill.ptx ]; then

@@ -15,11 +15,11 @@
 # A failing part does not stop the later ones; each has a timeout.
 set -o pipefail
 R=$(pwd)
-D=$R/devrun/gdnchunk
+D=${RUN_DIR:-$R/devrun/gdnchunk}
 O=${OUT:-/tmp/out}
 mkdir -p "$O"
 cd "$D" || exit 1
-gunzip -f petal.gz cuda.test.gz
+for f in petal.gz cuda.test.gz; do [ -f $f ] && gunzip -f $f; done
 chmod +x petal cuda.test
 { date -u; nvidia-smi; nproc; free -g; } > "$O/env.txt" 2>&1
 export PETAL_CUDA_REQUIRE=1

@@ -17,6 +17,7 @@ package driver
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -119,7 +120,12 @@ func describe(ordinal int) (Device, error) {
 // process shares.
 type Context struct {
 	dev Device
-	h   uintptr // CUcontext
+	// mu is held for reading by every call into the driver and for
+	// writing by Close: a call racing the release (a collected program's
+	// graph being destroyed from a cleanup goroutine) either finishes
+	// first or finds the context closed, never runs on a released one.
+	mu sync.RWMutex
+	h  uintptr // CUcontext; 0 once closed
 }
 
 // Open makes a context on GPU ordinal. It fails with ErrUnsupportedOS,
@@ -150,6 +156,8 @@ func (c *Context) Device() Device { return c.dev }
 
 // Close releases the context; everything made in it must be freed first.
 func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.h == 0 {
 		return nil
 	}
@@ -159,16 +167,26 @@ func (c *Context) Close() error {
 
 // enter locks the goroutine to its OS thread and makes c current there;
 // every successful enter is paired with leave.
+// A closed context gives ErrClosed.
 func (c *Context) enter() error {
+	c.mu.RLock()
+	if c.h == 0 {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
 	runtime.LockOSThread()
 	if err := check("cuCtxSetCurrent", c.dev.Name, lib.cuCtxSetCurrent(c.h)); err != nil {
 		runtime.UnlockOSThread()
+		c.mu.RUnlock()
 		return err
 	}
 	return nil
 }
 
-func (c *Context) leave() { runtime.UnlockOSThread() }
+func (c *Context) leave() {
+	runtime.UnlockOSThread()
+	c.mu.RUnlock()
+}
 
 // do runs one driver call with c current.
 func (c *Context) do(call, label string, f func() uintptr) error {

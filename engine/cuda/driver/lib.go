@@ -147,6 +147,8 @@ func load() error {
 var (
 	// ErrUnsupportedOS: this build has no CUDA support (not Linux).
 	ErrUnsupportedOS = errors.New("cuda: CUDA is only available on Linux")
+	// ErrClosed: a call on a context after its Close.
+	ErrClosed = errors.New("cuda: the context is closed")
 	// ErrNoDriver: libcuda (the NVIDIA driver's library) cannot be loaded.
 	ErrNoDriver = errors.New("cuda: the NVIDIA driver library libcuda.so.1 could not be loaded (is an NVIDIA driver installed?)")
 	// ErrNoDevice: the driver is there but sees no GPU.

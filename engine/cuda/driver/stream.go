@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -247,12 +248,17 @@ func (x *GraphExec) Launch(s *Stream) error {
 	return x.c.do("cuGraphLaunch", s.label, func() uintptr { return lib.cuGraphLaunch(x.h, s.h) })
 }
 
-// Close destroys the runnable graph.
+// Close destroys the runnable graph. After its context's Close it does
+// nothing: releasing the context destroyed the graph with it.
 func (x *GraphExec) Close() error {
 	if x.h == 0 {
 		return nil
 	}
 	h := x.h
 	x.h = 0
-	return x.c.do("cuGraphExecDestroy", "", func() uintptr { return lib.cuGraphExecDestroy(h) })
+	err := x.c.do("cuGraphExecDestroy", "", func() uintptr { return lib.cuGraphExecDestroy(h) })
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
 }
