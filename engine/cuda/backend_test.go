@@ -39,12 +39,14 @@ func testBackend(t *testing.T, o Options) *Backend {
 // checked by TestTensorCoreOpsMatchReferences.)
 func TestConformance(t *testing.T) {
 	variants := map[string]func(*Options){
-		"default":    func(*Options) {},
-		"graphs=off": func(o *Options) { o.Graphs = false },
-		"fused=off":  func(o *Options) { o.Fused = false },
-		"gemm=plain": func(o *Options) { o.TensorCores = false },
+		"default":           func(*Options) {},
+		"graphs=off":        func(o *Options) { o.Graphs = false },
+		"fused=off":         func(o *Options) { o.Fused = false },
+		"gemm=plain":        func(o *Options) { o.TensorCores = false },
+		"pdl=on":            func(o *Options) { o.PDL = true },
+		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.Graphs = true, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -35,6 +35,12 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
+	// PDL launches every kernel with programmatic stream serialization
+	// (programmatic dependent launch): the next kernel is launched, and its
+	// blocks placed, while the one before it runs, and waits for it inside
+	// (pdl_begin in kernels/device.h), which hides the gap between
+	// dependent kernels; off, plain launches.
+	PDL bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -62,6 +68,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
@@ -95,6 +102,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.Graphs, err = onOff(kv)
 		case "fused":
 			o.Fused, err = onOff(kv)
+		case "pdl":
+			o.PDL, err = onOff(kv)
 		case "verbose":
 			o.Verbose, err = onOff(kv)
 		case "qmv":

@@ -23,6 +23,7 @@ O=${OUT:-/tmp/out}
 mkdir -p "$O"
 cd "$D" || exit 1
 for f in petal.gz cuda.test.gz; do [ -f $f ] && gunzip -f $f; done
+[ -f petal.xz ] && xz -d -f petal.xz
 chmod +x petal cuda.test
 mkdir -p oracle && tar xzf ref.tgz -C oracle && ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
 { date -u; nvidia-smi; nproc; free -g; ./petal --version; } > "$O/env.txt" 2>&1
@@ -39,7 +40,7 @@ step() { # log, name, timeout, command...
 T=$D/cuda.test
 P=$D/petal
 cd "$R/engine/cuda"
-step tests conformance 120 $T -test.v -test.run 'TestConformance|TestParseOptions|TestFusedMatchReferences'
+step tests conformance 120 $T -test.v -test.run 'TestConformance|TestParseOptions|TestFusedMatchReferences|TestGraphOutlivesBackend'
 step tests flash 120 $T -test.v -test.run 'TestParseAttnOption|TestFlashShapeCheck|TestFlashAttnMatchesReference|TestFlashAttnInBackend'
 step tests chunked 120 $T -test.v -test.run 'TestDelta|TestChunkedDelta'
 step tests tensor-cores 120 $T -test.v -test.run 'TestTensorCoreOps|TestPrefill'

@@ -3,10 +3,12 @@ package driver
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,8 +200,17 @@ func TestUploaderChunks(t *testing.T) {
 // of three launches replayed five times add what they should, and capture
 // runs nothing by itself.
 func TestLaunchAndGraphReplay(t *testing.T) {
+	for _, programmatic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("programmatic=%v", programmatic), func(t *testing.T) { launchAndReplay(t, programmatic) })
+	}
+}
+
+// launchAndReplay is TestLaunchAndGraphReplay with plain launches or with
+// programmatic stream serialization (each add waits for the one before).
+func launchAndReplay(t *testing.T, programmatic bool) {
 	c := gpu(t)
 	s := stream(t, c)
+	s.SetProgrammatic(programmatic)
 	add, err := probe(t, c).Function("add_f32")
 	if err != nil {
 		t.Fatal(err)
@@ -326,4 +337,19 @@ func TestEventsTime(t *testing.T) {
 		t.Fatalf("elapsed %v, %v", d, err)
 	}
 	t.Logf("256 MiB fill: %v", d)
+}
+
+// TestLaunchConfigLayout: the launch configuration and attribute have
+// cuda.h's sizes and offsets (CUlaunchConfig 56 bytes with hStream at 32,
+// attrs at 40 and numAttrs at 48; CUlaunchAttribute 72 bytes, its value
+// at 8).
+func TestLaunchConfigLayout(t *testing.T) {
+	var c launchConfig
+	var a launchAttribute
+	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.shared), unsafe.Offsetof(c.stream), unsafe.Offsetof(c.attrs), unsafe.Offsetof(c.numAttrs),
+		unsafe.Sizeof(a), unsafe.Offsetof(a.value)}
+	want := []uintptr{56, 24, 32, 40, 48, 72, 8}
+	if !slices.Equal(got, want) {
+		t.Errorf("sizes and offsets %v, want %v", got, want)
+	}
 }

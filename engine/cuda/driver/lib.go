@@ -57,6 +57,7 @@ var lib struct {
 	cuFuncSetAttribute                          func(f uintptr, attr int32, v int32) uintptr
 	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, f uintptr, block int32, shared uint64) uintptr
 	cuLaunchKernel                              func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params *unsafe.Pointer, extra unsafe.Pointer) uintptr
+	cuLaunchKernelEx                            func(cfg unsafe.Pointer, f uintptr, params *unsafe.Pointer, extra unsafe.Pointer) uintptr
 }
 
 // symbols lists each entry point with the ABI names to try, newest first.
@@ -108,6 +109,7 @@ func symbols() []symbol {
 		{&l.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}},
 		{&l.cuOccupancyMaxActiveBlocksPerMultiprocessor, []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor"}},
 		{&l.cuLaunchKernel, []string{"cuLaunchKernel"}},
+		{&l.cuLaunchKernelEx, []string{"cuLaunchKernelEx"}},
 	}
 }
 

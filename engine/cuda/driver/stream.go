@@ -13,7 +13,45 @@ type Stream struct {
 	c     *Context
 	h     uintptr
 	label string
+	// programmatic launches kernels with programmatic stream
+	// serialization (SetProgrammatic); cfg and attr are its launch
+	// configuration, kept here so a launch allocates nothing.
+	programmatic bool
+	cfg          launchConfig
+	attr         launchAttribute
 }
+
+// launchConfig is CUlaunchConfig (cuda.h, CUDA 12): 56 bytes.
+type launchConfig struct {
+	gridX, gridY, gridZ    uint32
+	blockX, blockY, blockZ uint32
+	shared                 uint32
+	_                      uint32
+	stream                 uintptr
+	attrs                  *launchAttribute
+	numAttrs               uint32
+	_                      uint32
+}
+
+// launchAttribute is CUlaunchAttribute: the id, padding to 8 bytes and a
+// 64-byte value union; 72 bytes.
+type launchAttribute struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// attrProgrammaticStreamSerialization is
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const attrProgrammaticStreamSerialization = 6
+
+// SetProgrammatic chooses how s launches kernels from now on: on, with
+// programmatic stream serialization (programmatic dependent launch, also
+// when captured into a graph), so that a kernel may be launched before
+// the one before it has finished, and must itself wait for it
+// (griddepcontrol.wait, which every petal kernel runs first); off, the
+// plain launch.
+func (s *Stream) SetProgrammatic(on bool) { s.programmatic = on }
 
 // NewStream makes a stream that does not synchronise with the legacy
 // default stream; label names it in errors.
@@ -105,6 +143,17 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, shared int, args *Args) e
 			args.ptrs[i] = unsafe.Pointer(&args.vals[i])
 		}
 		params = &args.ptrs[0]
+	}
+	if s.programmatic {
+		s.attr = launchAttribute{id: attrProgrammaticStreamSerialization}
+		s.attr.value[0] = 1 // programmaticStreamSerializationAllowed
+		s.cfg = launchConfig{gridX: uint32(grid.X), gridY: uint32(grid.Y), gridZ: uint32(grid.Z),
+			blockX: uint32(block.X), blockY: uint32(block.Y), blockZ: uint32(block.Z), shared: uint32(shared),
+			stream: s.h, attrs: &s.attr, numAttrs: 1}
+		pin.Pin(s) // the configuration holds a Go pointer, to s.attr
+		r := lib.cuLaunchKernelEx(unsafe.Pointer(&s.cfg), f.h, params, nil)
+		pin.Unpin()
+		return check("cuLaunchKernelEx", f.Name, r)
 	}
 	r := lib.cuLaunchKernel(f.h, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
 		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shared), s.h, params, nil)

@@ -246,6 +246,7 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
 extern "C" __global__ void __launch_bounds__(ATT_D)
     attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
                  const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
+  pdl_begin();
   const int d = PETAL_TID_X(), h = PETAL_BID_X();
   const int g = h / ATT_G, hi = h % ATT_G;
   int nsp, chunk;
@@ -268,13 +269,13 @@ extern "C" __global__ void __launch_bounds__(ATT_D)
 #define QK_PREP(T, NAME)                                                                                     \
   extern "C" __global__ void __launch_bounds__(ATT_D)                                                        \
       NAME(const float* qg, const float* k, const float* v, const float* qn, const float* kn, float* q, T* kc, \
-           T* vc, const int* pos, int maxPos, const double* invFreq, int QH, int KVH, int rot, float eps) {  \
+           T* vc, const int* pos, int maxPos, const double* invFreq, int QH, int KVH, int rot, float eps) { pdl_begin();  \
     qk_prep<T>(qg, k, v, qn, kn, q, kc, vc, pos, maxPos, invFreq, QH, KVH, rot, eps);                        \
   }
 #define ATT_SPLIT(T, NAME)                                                                              \
   extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1)                                       \
       NAME(const float* q, const T* kc, const T* vc, const int* pos, float* po, float* pml, int KVH,    \
-           int maxSplits, int minChunk) {                                                               \
+           int maxSplits, int minChunk) { pdl_begin();                                                  \
     attn_split<T>(q, kc, vc, pos, po, pml, KVH, maxSplits, minChunk);                                   \
   }
 QK_PREP(float, qk_prep_f32)

@@ -276,7 +276,7 @@ static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, c
 #define FLASH_ATTN(NAME, T, D)                                                                                     \
   extern "C" __global__ void __launch_bounds__(FA_THREADS) NAME(const float* q, const float* qg, const T* kc,     \
                                                                 const T* vc, const int* pos, float* out, int rows, \
-                                                                int QH, int KVH, int maxPos) {                     \
+                                                                int QH, int KVH, int maxPos) { pdl_begin();        \
     flash_attn<T, D>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);                                             \
   }
 FLASH_ATTN(flash_attn_f32_d128, float, 128)

@@ -30,6 +30,19 @@ static __device__ inline float __shfl_xor_sync(unsigned mask, float v, int lane)
 static __device__ inline void __syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); }
 #endif
 
+// pdl_begin opens every kernel (a test checks that each entry point of
+// the PTX has it). Launched with programmatic stream serialization (the
+// backend's pdl=on), a kernel may start while the one before it on the
+// stream is still running: griddepcontrol.wait holds it until that one
+// has finished and its writes are visible, so nothing is read early, and
+// griddepcontrol.launch_dependents then lets the next kernel be launched
+// and its blocks placed while this one runs, which hides the gap between
+// dependent launches. Launched without that attribute both are no-ops.
+static __device__ __forceinline__ void pdl_begin() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;

@@ -190,7 +190,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   extern "C" __global__ void __launch_bounds__(GDN_THREADS)                                                     \
       NAME(const float* qkv, const float* z, const float* bb, const float* aa, const float* convW,                \
            float* convState, const float* aLog, const float* dtBias, const float* normW, float* state, float* out, \
-           u32* counters, int Hk, int Hv, float eps) {                                                           \
+           u32* counters, int Hk, int Hv, float eps) { pdl_begin();                                              \
     gdn_step<RPW>(qkv, z, bb, aa, convW, convState, aLog, dtBias, normW, state, out, counters, Hk, Hv, eps);     \
   }
 GDN(16, gdn_step_s1)

@@ -107,6 +107,7 @@ extern "C" __global__ void __launch_bounds__(GC_THREADS)
     gdn_chunk(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
               const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ state,
               float* __restrict__ out, int rows, int Hk, int Hv) {
+  pdl_begin();
   extern __shared__ double gc_smem[];
   if (gc_dyn_smem() < GC_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
   double* Gd = gc_smem;

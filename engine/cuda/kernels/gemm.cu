@@ -333,18 +333,18 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 // 0, X and the weights 16-byte aligned.
 #define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
-      gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) {            \
+      gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) { pdl_begin();            \
     gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0);                         \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \
-                         const int* ntiles) {                                                                    \
+                         const int* ntiles) { pdl_begin();                                                       \
     gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles); \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,     \
-                       const int* offsets, const int* ntiles) {                                                  \
+                       const int* offsets, const int* ntiles) { pdl_begin();                                     \
     gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles);          \
   }
 
@@ -356,6 +356,7 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
+  pdl_begin();
   const long long i = ((long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X()) * 4;
   if (i >= n) return;
   const float4v v = *(const float4v*)(x + i);
@@ -376,6 +377,7 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
     moe_route(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
               int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
               int* __restrict__ status) {
+  pdl_begin();
   __shared__ int hist[ROUTE_THREADS];
   __shared__ int base[ROUTE_THREADS];
   __shared__ int warpSum[2][32];
@@ -445,6 +447,7 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
     moe_combine(const float* __restrict__ ys, const int* __restrict__ pos, const float* __restrict__ wts,
                 float* __restrict__ out, int N, int add) {
+  pdl_begin();
   const int t = PETAL_BID_X();
   int p[GEMM_TOPK];
   float w[GEMM_TOPK];
@@ -476,6 +479,7 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
 extern "C" __global__ void __launch_bounds__(256)
     moe_shared_swiglu(const float* __restrict__ g, const float* __restrict__ u, const float* __restrict__ logit,
                       u16* __restrict__ h, int inter, long long n) {
+  pdl_begin();
   const long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   if (i >= n) return;
   const float gi = g[i], gate = 1.f / (1.f + gexp(-logit[i / inter]));

@@ -70,3 +70,37 @@ func TestPTXUpToDate(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryEntryWaitsForItsPredecessor: every entry point of every PTX
+// module runs griddepcontrol.wait (pdl_begin in device.h) before any load
+// or store of global memory. Under pdl=on a kernel may start before the
+// one it depends on has finished; one without the wait would read inputs
+// not yet written.
+func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
+	for _, family := range Families() {
+		ptx, err := PTX(family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := strings.Split(string(ptx), ".entry ")[1:]
+		if len(entries) == 0 {
+			t.Errorf("%s: no entry points", family)
+		}
+		for _, body := range entries {
+			name, _, _ := strings.Cut(body, "(")
+			if next := strings.Index(body, ".visible .func"); next >= 0 {
+				body = body[:next]
+			}
+			wait := strings.Index(body, "griddepcontrol.wait")
+			if wait < 0 {
+				t.Errorf("%s: %s does not wait for its predecessor (no pdl_begin)", family, name)
+				continue
+			}
+			for _, access := range []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async"} {
+				if i := strings.Index(body, access); i >= 0 && i < wait {
+					t.Errorf("%s: %s has %s before griddepcontrol.wait", family, name, access)
+				}
+			}
+		}
+	}
+}

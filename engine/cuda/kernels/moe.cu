@@ -171,7 +171,7 @@ static __device__ __forceinline__ void moe_down(
       NAME(const u32* gw, const u16* gs, const u16* gb, const u32* uw, const u16* us, const u16* ub,          \
            const u32* sgw, const u16* sgs, const u16* sgb, const u32* suw, const u16* sus, const u16* sub,    \
            const u32* ew, const u16* es, const u16* eb, const int* ids, const float* x, float* h,             \
-           float* logit, int I, int H, int team) {                                                           \
+           float* logit, int I, int H, int team) { pdl_begin();                                              \
     moe_gate_up<M, R, SB>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, x, h, logit, \
                           I, H, team);                                                                       \
   }
@@ -179,7 +179,7 @@ static __device__ __forceinline__ void moe_down(
   extern "C" __global__ void __launch_bounds__(MOE_DOWN_WARPS * 32, 4)                                         \
       NAME(const u32* dw, const u16* ds, const u16* db, const u32* sdw, const u16* sds, const u16* sdb,         \
            const int* ids, const float* wts, const float* logit, const float* h, const float* resid, float* out, \
-           int H, int I, int team) {                                                                           \
+           int H, int I, int team) { pdl_begin();                                                              \
     moe_down<M, SB>(dw, ds, db, sdw, sds, sdb, ids, wts, logit, h, resid, out, H, I, team);                    \
   }
 MOE_UP(QM_F32, 1, 0, moe_gate_up_f32)

@@ -11,6 +11,7 @@
 // outside the vocabulary gives a row of NaN.
 extern "C" __global__ void __launch_bounds__(256)
     embed_rows(const QDesc* __restrict__ table, const int* __restrict__ tokens, float* __restrict__ out) {
+  pdl_begin();
   const QDesc d = *table;
   const int r = PETAL_BID_X(), id = tokens[r];
   const bool ok = id >= 0 && id < d.rows;
@@ -23,6 +24,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     add_rmsnorm(float* __restrict__ h, const float* __restrict__ delta, const float* __restrict__ w,
                 float* __restrict__ out, int dim, float eps) {
+  pdl_begin();
   __shared__ float red[32];
   const long long base = (long long)PETAL_BID_X() * dim;
   float ss = 0.f;
@@ -47,6 +49,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #define GK 64
 extern "C" __global__ void __launch_bounds__(256)
     qgemm(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
   __shared__ float ws[GK][GM + 4];
   __shared__ float xs[GK][GN + 4];
   const QDesc d = *wd;
@@ -100,6 +103,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     conv_silu(const float* __restrict__ x, float* __restrict__ state, const float* __restrict__ w,
               float* __restrict__ out, int rows, int C, int K) {
+  pdl_begin();
   const int c = PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   if (c >= C) return;
   float win[16];
@@ -124,6 +128,7 @@ extern "C" __global__ void __launch_bounds__(256)
     delta_rule(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ state,
                float* __restrict__ out, int rows, int Hk, int Dk, int Hv, int Dv) {
+  pdl_begin();
   const int lane = PETAL_TID_X() & 31;
   const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
   if (task >= Hv * Dv) return;
@@ -183,6 +188,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     gated_rmsnorm(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
                   float* __restrict__ out, int count, int dim, float eps) {
+  pdl_begin();
   const int lane = PETAL_TID_X() & 31;
   const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
   if (task >= count) return;
@@ -253,7 +259,7 @@ static __device__ __forceinline__ void qk_prep_rows(const float* __restrict__ qg
 #define QK_PREP_ROWS(NAME, T)                                                                                  \
   extern "C" __global__ void __launch_bounds__(1024)                                                          \
       NAME(const float* qg, const float* k, const float* v, const float* qn, const float* kn, float* q, T* kc, \
-           T* vc, const int* pos, int maxPos, const double* invFreq, int QH, int KVH, int D, int rot, float eps) { \
+           T* vc, const int* pos, int maxPos, const double* invFreq, int QH, int KVH, int D, int rot, float eps) { pdl_begin(); \
     qk_prep_rows<T>(qg, k, v, qn, kn, q, kc, vc, pos, maxPos, invFreq, QH, KVH, D, rot, eps);                  \
   }
 QK_PREP_ROWS(qk_prep_rows_f32, float)
@@ -318,7 +324,7 @@ static __device__ __forceinline__ void attn_rows(const float* __restrict__ q, co
 #define ATTN_ROWS(NAME, T, J)                                                                                 \
   extern "C" __global__ void __launch_bounds__(256) NAME(const float* q, const float* qg, const T* kc,        \
                                                          const T* vc, const int* pos, float* out, int rows,   \
-                                                         int QH, int KVH, int D) {                            \
+                                                         int QH, int KVH, int D) { pdl_begin();               \
     attn_rows<T, J>(q, qg, kc, vc, pos, out, rows, QH, KVH, D);                                               \
   }
 ATTN_ROWS(attn_rows_f32_j2, float, 2)
@@ -338,6 +344,7 @@ ATTN_ROWS(attn_rows_bf16_j16, u16, 16)
 extern "C" __global__ void __launch_bounds__(32)
     route_select(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts, int E, int topK,
                  int normalize) {
+  pdl_begin();
   extern __shared__ unsigned char taken[];
   const int lane = PETAL_TID_X(), r = PETAL_BID_X();
   const float* l = logits + (long long)r * E;
@@ -394,6 +401,7 @@ extern "C" __global__ void __launch_bounds__(32)
 extern "C" __global__ void __launch_bounds__(256)
     experts_gate_up(const QDesc* __restrict__ descs, const int* __restrict__ ids, const float* __restrict__ x,
                     float* __restrict__ h, float* __restrict__ logit, int rows, int topK, int inter, int sinter) {
+  pdl_begin();
   const int lane = PETAL_TID_X() & 31;
   const long long task = (long long)PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
   const int per = topK * inter + sinter + 1;
@@ -432,6 +440,7 @@ extern "C" __global__ void __launch_bounds__(256)
     experts_down(const QDesc* __restrict__ descs, const int* __restrict__ ids, const float* __restrict__ wts,
                  const float* __restrict__ h, const float* __restrict__ logit, float* __restrict__ out, int rows,
                  int dim, int topK, int inter, int sinter) {
+  pdl_begin();
   const int lane = PETAL_TID_X() & 31;
   const long long task = (long long)PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
   if (task >= (long long)rows * dim) return;
@@ -452,7 +461,8 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // advance: *pos += by.
-extern "C" __global__ void advance(int* pos, int by) { *pos += by; }
+extern "C" __global__ void advance(int* pos, int by) {
+  pdl_begin(); *pos += by; }
 
 // convert: dst[i] = src[i] between float types (0 f32, 1 bf16, 2 f16),
 // rounding to nearest even as backend.Round does.
@@ -478,6 +488,7 @@ static __device__ __forceinline__ void store_from_f32(void* p, long long i, int 
 }
 extern "C" __global__ void __launch_bounds__(256)
     convert(const void* __restrict__ src, void* __restrict__ dst, long long n, int from, int to) {
+  pdl_begin();
   const long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   if (i < n) store_from_f32(dst, i, to, load_as_f32(src, i, from));
 }

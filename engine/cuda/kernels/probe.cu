@@ -3,11 +3,13 @@
 #include "device.h"
 
 // empty does nothing: its time is the cost of a launch.
-extern "C" __global__ void empty() {}
+extern "C" __global__ void empty() {
+  pdl_begin();}
 
 // add_f32 sets y[i] = y[i] + a for i < n (a kernel whose effect shows how many
 // times it ran, for graph replay).
 extern "C" __global__ void add_f32(float* y, float a, int n) {
+  pdl_begin();
   int i = PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   if (i < n) y[i] += a;
 }
@@ -16,6 +18,7 @@ extern "C" __global__ void add_f32(float* y, float a, int n) {
 // four loads in flight per thread) and writes one word per block so the
 // loads cannot be dropped: the device's streaming read bandwidth.
 extern "C" __global__ void __launch_bounds__(256) read_xor(const u32x4* p, long long n16, u32* out) {
+  pdl_begin();
   long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   long long stride = (long long)PETAL_NCTAID_X() * PETAL_NTID_X();
   u32 acc = 0;

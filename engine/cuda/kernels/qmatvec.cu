@@ -215,19 +215,19 @@ static __device__ __forceinline__ void qmatvec4_pipe(const u32* __restrict__ wor
 #define QMATVEC4(R, U, B, NAME)                                                                        \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team) {                                                                       \
+           int cols, int team) { pdl_begin();                                                          \
     qmatvec4<R, U>(words, scales, biases, x, y, rows, cols, team);                                     \
   }
 #define QMATVEC4LAB(R, U, B, MODE, NAME)                                                               \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team) {                                                                       \
+           int cols, int team) { pdl_begin();                                                          \
     qmatvec4<R, U, MODE>(words, scales, biases, x, y, rows, cols, team);                               \
   }
 #define QMATVEC4P(R, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                      \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team) {                                                                       \
+           int cols, int team) { pdl_begin();                                                          \
     qmatvec4_pipe<R>(words, scales, biases, x, y, rows, cols, team);                                   \
   }
 QMATVEC4(4, 1, 1, qmatvec4_r4u1)

@@ -64,7 +64,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
 #define QMV(M, R, SB, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team) {                                                                        \
+           int cols, int team) { pdl_begin();                                                           \
     qmv<M, R, SB>(words, scales, biases, x, y, rows, cols, team);                                       \
   }
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)

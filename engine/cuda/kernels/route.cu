@@ -140,7 +140,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
 #define ROUTE(BITS, NAME)                                                                                    \
   extern "C" __global__ void __launch_bounds__(ROUTE_WARPS * 32)                                             \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* logits, int* ids, \
-           float* wts, u32* counter, int experts, int cols, int topk, int normalize) {                       \
+           float* wts, u32* counter, int experts, int cols, int topk, int normalize) { pdl_begin();          \
     route<BITS>(words, scales, biases, x, logits, ids, wts, counter, experts, cols, topk, normalize);        \
   }
 ROUTE(4, route4)

@@ -59,6 +59,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_row(const float* __restrict__ logits, const float* __restrict__ params, int* __restrict__ config,
                int* __restrict__ counts, const int* __restrict__ inPrompt, int* __restrict__ token,
                int* __restrict__ status, float* __restrict__ x, float* __restrict__ w, int V) {
+  pdl_begin();
   __shared__ int hist[RADIX_BINS];
   __shared__ float whist[RADIX_BINS];
   __shared__ unsigned long long red64[32];
@@ -249,6 +250,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     logprobs_row(const float* __restrict__ logits, const int* __restrict__ token, float* __restrict__ out,
                  int* __restrict__ top, int V, int topN) {
+  pdl_begin();
   __shared__ unsigned long long red64[32];
   __shared__ float redf[32];
   const int t = PETAL_TID_X(), nt = PETAL_NTID_X();
