@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -412,5 +415,21 @@ func TestGraphOutlivesBackend(t *testing.T) {
 	}
 	if got[0] != 10 {
 		t.Errorf("position %d after Advance by 3 from 7, want 10", got[0])
+	}
+}
+
+// TestConvRowsMatchKernel: the launcher's rows per block of conv_silu are
+// ops.cu's CONV_ROWS, at least the widest conv's K-1 (15).
+func TestConvRowsMatchKernel(t *testing.T) {
+	src, err := os.ReadFile("kernels/ops.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define CONV_ROWS (\d+)$`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("ops.cu does not define CONV_ROWS")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != convRows || n < 15 {
+		t.Errorf("ops.cu has CONV_ROWS %d, the launcher %d (and at least 15 are needed)", n, convRows)
 	}
 }

@@ -68,6 +68,9 @@ func (c *checks) require(ok bool, format string, args ...any) {
 
 func ceil(a, b int) int { return (a + b - 1) / b }
 
+// convRows is CONV_ROWS of ops.cu: the rows of one block of conv_silu.
+const convRows = 32
+
 // launch is a step of one kernel of ops.cu or sample.cu.
 func (b *Backend) launch(name string, grid, block driver.Dim3, shared int, args func(a *driver.Args)) step {
 	fn := b.fn[name]
@@ -147,7 +150,7 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 		w := c.buf("the weights", o.Weight, backend.F32, o.Chans*o.K)
 		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.Chans)
 		if o.Rows > 0 && o.Chans > 0 {
-			steps = append(steps, b.launch("conv_silu", driver.D1(ceil(o.Chans, 256)), driver.D1(256), 0, func(a *driver.Args) {
+			steps = append(steps, b.launch("conv_silu", grid2(ceil(o.Chans, 256), ceil(o.Rows, convRows)), driver.D1(256), 0, func(a *driver.Args) {
 				a.Ptr(x).Ptr(st).Ptr(w).Ptr(out).I32(int32(o.Rows)).I32(int32(o.Chans)).I32(int32(o.K))
 			}))
 		}

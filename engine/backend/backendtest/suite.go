@@ -407,7 +407,8 @@ func convSiLU(e *env) {
 	const C, K = 37, 4
 	w, state := e.random(C*K, 0.5), e.random((K-1)*C, 1)
 	o := &backend.ConvSiLU{Weight: e.buf(w), State: e.buf(state), Chans: C, K: K}
-	for _, L := range []int{5, 1, 2} {
+	// 100 and 67 rows span several of a GPU's row blocks
+	for _, L := range []int{5, 1, 2, 100, 67} {
 		x := e.random(L*C, 1)
 		o.X, o.Out, o.Rows = e.buf(x), e.poisoned(L*C), L
 		e.run(o)

@@ -8,6 +8,7 @@
 #if defined(__NVCC__)
 #define PETAL_TID_X() threadIdx.x
 #define PETAL_BID_X() blockIdx.x
+#define PETAL_BID_Y() blockIdx.y
 #define PETAL_NTID_X() blockDim.x
 #define PETAL_NCTAID_X() gridDim.x
 #else
@@ -19,6 +20,7 @@
 // __syncthreads is a clang built-in.
 #define PETAL_TID_X() __nvvm_read_ptx_sreg_tid_x()
 #define PETAL_BID_X() __nvvm_read_ptx_sreg_ctaid_x()
+#define PETAL_BID_Y() __nvvm_read_ptx_sreg_ctaid_y()
 #define PETAL_NTID_X() __nvvm_read_ptx_sreg_ntid_x()
 #define PETAL_NCTAID_X() __nvvm_read_ptx_sreg_nctaid_x()
 static __device__ inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
