@@ -433,3 +433,45 @@ func TestConvRowsMatchKernel(t *testing.T) {
 		t.Errorf("ops.cu has CONV_ROWS %d, the launcher %d (and at least 15 are needed)", n, convRows)
 	}
 }
+
+// TestPlainGEMMTiles: QLinear of several rows under gemm=plain takes
+// qgemm's 64 × 64 tiles where those make two blocks per multiprocessor
+// and qgemm_s's 32 × 32 below that (the router's shape), each matching
+// the float64 reference within QLinear's bar, outputs poisoned first.
+func TestPlainGEMMTiles(t *testing.T) {
+	o := DefaultOptions()
+	o.TensorCores = false
+	b := testBackend(t, o)
+	sms := b.ctx.Device().SMs
+	for _, c := range []struct {
+		R, C, rows int
+		kernel     string
+		bits       int
+	}{
+		{256, 192, 512, "qgemm_s", 8},        // the router's 256 logits of a chunk
+		{1, 128, 77, "qgemm_s", 8},           // the shared expert's gate
+		{64 * sms, 128, 100, "qgemm", 4},     // 2·SMs blocks of 64 × 64
+		{64*sms - 64, 128, 65, "qgemm_s", 4}, // just under
+	} {
+		t.Run(fmt.Sprintf("%dx%d %d rows", c.R, c.C, c.rows), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(c.R), uint64(c.rows)))
+			w, ref := upload(b, rng, 0, c.R, c.C, c.bits)
+			x := randoms(rng, c.rows*c.C, 1)
+			y := floats(b, nans(c.rows*c.R))
+			p, err := b.Compile([]backend.Op{&backend.QLinear{X: floats(b, x), W: w, Y: y, Rows: c.rows}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{c.kernel}) {
+				t.Errorf("kernels %v, want %s", got, c.kernel)
+			}
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			withinBar(t, "y", read(t, b, y), backendtest.Linear(ref, c.R, c.C, x, c.rows), backendtest.Tolerances["QLinear"][backend.F32])
+		})
+	}
+}

@@ -227,9 +227,21 @@ func (b *Backend) linear(w *matrix, x, y driver.Ptr, rows int) []step {
 		return []step{{kernels: 1, name: "qmv", launch: func(s *driver.Stream) error { return b.qmv.Launch(s, q, x, y) }}}
 	}
 	R := q.Rows
-	return []step{b.launch("qgemm", grid2(ceil(R, 64), ceil(rows, 64)), driver.D1(256), 0, func(a *driver.Args) {
+	name, grid := b.qgemmShape(R, rows)
+	return []step{b.launch(name, grid, driver.D1(256), 0, func(a *driver.Args) {
 		a.Ptr(w.desc).Ptr(x).Ptr(y).I32(int32(rows)).I32(int32(R))
 	})}
+}
+
+// qgemmShape chooses the plain GEMM's tiles for R weight rows and T
+// tokens: qgemm's 64 × 64 where that makes two blocks per multiprocessor
+// or more, else qgemm_s's 32 × 32 (the router's 256 logits of a 512-token
+// chunk are 32 blocks of 64 × 64 on 132 multiprocessors, 128 of 32 × 32).
+func (b *Backend) qgemmShape(R, T int) (string, driver.Dim3) {
+	if ceil(R, 64)*ceil(T, 64) >= 2*b.ctx.Device().SMs {
+		return "qgemm", grid2(ceil(R, 64), ceil(T, 64))
+	}
+	return "qgemm_s", grid2(ceil(R, 32), ceil(T, 32))
 }
 
 func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, error) {
@@ -350,11 +362,12 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	if o.Normalize {
 		norm = 1
 	}
+	gemm, grid := b.qgemmShape(E, rows)
 	return []step{
-		{kernels: 1, name: "qgemm", launch: func(s *driver.Stream) error {
+		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
 			var a driver.Args
 			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff)).I32(int32(rows)).I32(int32(E))
-			return s.Launch(b.fn["qgemm"], grid2(ceil(E, 64), ceil(rows, 64)), driver.D1(256), 0, &a)
+			return s.Launch(b.fn[gemm], grid, driver.D1(256), 0, &a)
 		}},
 		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
 			var a driver.Args

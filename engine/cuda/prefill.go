@@ -87,12 +87,13 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	one := func(name string, f func(s *driver.Stream) error) step { return step{kernels: 1, name: name, launch: f} }
 	g := b.gemm
 	tileS, tileD := g.DenseTile(rows, SI), g.DenseTile(rows, H)
+	segGemm, segGrid := b.qgemmShape(1, rows)
 	return []step{
 		one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }),
-		one("qgemm", func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
+		one(segGemm, func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
 			var a driver.Args
 			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
-			return s.Launch(b.fn["qgemm"], grid2(1, ceil(rows, 64)), driver.D1(256), 0, &a)
+			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
 		}),
 		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
 		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),

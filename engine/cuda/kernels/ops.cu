@@ -42,59 +42,76 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // qgemm: y[T, R] = x[T, C] · Wᵀ, a plain tiled GEMM with the weights
-// dequantised into shared memory: grid (ceil(R/64), ceil(T/64)), block 256;
-// each thread 4 weight rows × 4 tokens. y rows are ldy apart.
-#define GM 64
-#define GN 64
+// dequantised into shared memory: tiles of TM weight rows × TN tokens,
+// grid (ceil(R/TM), ceil(T/TN)), block 256 (16 × 16 threads, each TM/16
+// weight rows × TN/16 tokens). y rows are ldy apart. qgemm has 64 × 64
+// tiles; qgemm_s 32 × 32, four times the blocks, for the narrow products
+// (the router's 256 logits, the shared expert's gate) that left most of
+// the GPU idle with 64 × 64.
 #define GK 64
-extern "C" __global__ void __launch_bounds__(256)
-    qgemm(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
-  pdl_begin();
-  __shared__ float ws[GK][GM + 4];
-  __shared__ float xs[GK][GN + 4];
+template <int TM, int TN>
+static __device__ __forceinline__ void qgemm_tiles(const QDesc* __restrict__ wd, const float* __restrict__ x,
+                                                   float* __restrict__ y, int T, int ldy) {
+  constexpr int PM = TM / 16, PN = TN / 16;
+  __shared__ float ws[GK][TM + 4];
+  __shared__ float xs[GK][TN + 4];
   const QDesc d = *wd;
   const int t = PETAL_TID_X(), tm = t & 15, tn = t >> 4;
-  const long long m0 = (long long)PETAL_BID_X() * GM;
-  const int n0 = bid_y() * GN;
+  const long long m0 = (long long)PETAL_BID_X() * TM;
+  const int n0 = bid_y() * TN;
   // each tile's products are summed apart and then added to the total:
   // the rounding grows with 64 + C/64 terms, not with C
-  float acc[4][4] = {};
+  float acc[PM][PN] = {};
   for (int k0 = 0; k0 < d.cols; k0 += GK) {
-    float part[4][4] = {};
-    for (int e = t; e < GM * GK; e += 256) {
+    float part[PM][PN] = {};
+    for (int e = t; e < TM * GK; e += 256) {
       const int m = e / GK, k = e % GK;
       const long long r = m0 + m;
       ws[k][m] = r < d.rows && k0 + k < d.cols ? qweight(d, r, k0 + k) : 0.f;
     }
-    for (int e = t; e < GN * GK; e += 256) {
+    for (int e = t; e < TN * GK; e += 256) {
       const int n = e / GK, k = e % GK;
       xs[k][n] = n0 + n < T && k0 + k < d.cols ? x[(long long)(n0 + n) * d.cols + k0 + k] : 0.f;
     }
     __syncthreads();
 #pragma unroll 8
     for (int k = 0; k < GK; k++) {
-      float a[4], b[4];
+      float a[PM], b[PN];
 #pragma unroll
-      for (int i = 0; i < 4; i++) a[i] = ws[k][tm + 16 * i], b[i] = xs[k][tn + 16 * i];
+      for (int i = 0; i < PM; i++) a[i] = ws[k][tm + 16 * i];
 #pragma unroll
-      for (int i = 0; i < 4; i++)
+      for (int j = 0; j < PN; j++) b[j] = xs[k][tn + 16 * j];
 #pragma unroll
-        for (int j = 0; j < 4; j++) part[i][j] += a[i] * b[j];
+      for (int i = 0; i < PM; i++)
+#pragma unroll
+        for (int j = 0; j < PN; j++) part[i][j] += a[i] * b[j];
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < PM; i++)
 #pragma unroll
-      for (int j = 0; j < 4; j++) acc[i][j] += part[i][j];
+      for (int j = 0; j < PN; j++) acc[i][j] += part[i][j];
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < PM; i++)
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < PN; j++) {
       const long long r = m0 + tm + 16 * i;
       const int n = n0 + tn + 16 * j;
       if (r < d.rows && n < T) y[(long long)n * ldy + r] = acc[i][j];
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    qgemm(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
+  qgemm_tiles<64, 64>(wd, x, y, T, ldy);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    qgemm_s(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
+  qgemm_tiles<32, 32>(wd, x, y, T, ldy);
 }
 
 // conv_silu: grid (ceil(C/256), ceil(rows/CONV_ROWS)), a thread per
