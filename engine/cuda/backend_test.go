@@ -147,6 +147,35 @@ func fusedCases() []fusedCase {
 				within(t, "QLinear", read(t, b, o.Y), backendtest.Linear(ref, R, C, x, 1))
 			}
 		}},
+		{name: "QLinearGroup", kernels: []string{"qmv_group"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			// the Gated DeltaNet's four projections in miniature: rows off
+			// the rows a team takes (2), a matrix of 32 rows, one of 3
+			const C = 512
+			rows := []int{301, 96, 32, 3}
+			var ws []backend.Matrix
+			var refs [][]float64
+			total := 0
+			for _, R := range rows {
+				w, ref := upload(b, rng, 1, R, C, 4)
+				ws, refs = append(ws, w), append(refs, ref)
+				total += R
+			}
+			x := randoms(rng, C, 1)
+			o := &backend.QLinearGroup{X: floats(b, x), W: ws, Y: floats(b, nans(total+5)), Rows: 1}
+			return o, func(t *testing.T) {
+				got := read(t, b, o.Y)
+				at := 0
+				for i, R := range rows {
+					within(t, fmt.Sprintf("QLinearGroup matrix %d", i), got[at:at+R], backendtest.Linear(refs[i], R, C, x, 1))
+					at += R
+				}
+				for i, v := range got[at:] {
+					if !math.IsNaN(float64(v)) {
+						t.Fatalf("element %d past the %d written is %v", at+i, at, v)
+					}
+				}
+			}
+		}},
 		{name: "Route", kernels: []string{"route"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 			const E, C, K = 64, 256, 8
 			w, ref := upload(b, rng, 1, E, C, 8)

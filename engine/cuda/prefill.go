@@ -24,6 +24,9 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 	if rows == 0 {
 		return nil
 	}
+	if g := b.qmvGroup(p, ws, x, ys, rows); g != nil {
+		return g
+	}
 	tc := b.gemm != nil && rows > 1 && x%16 == 0
 	xb := int64(-1)
 	var steps []step
@@ -47,6 +50,31 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 		}})
 	}
 	return steps
+}
+
+// qmvGroup lowers the one-token mat-vecs of a group of matrices (a
+// QLinearGroup under fused=on) to one grouped qmv launch where they all
+// take it, else returns nil: one kernel instead of one per matrix (the
+// Gated DeltaNet's b and a projections are 32 rows each, a launch apiece
+// for almost nothing).
+func (b *Backend) qmvGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver.Ptr, rows int) []step {
+	if rows != 1 || len(ws) < 2 || len(ws) > QMVGroupMax || !b.o.Fused || !b.qmv.Grouped() || x%16 != 0 {
+		return nil
+	}
+	qs := make([]*QMatrix, len(ws))
+	total := 0
+	for i, w := range ws {
+		qs[i] = w.q
+		total += w.q.Rows
+	}
+	table, err := QMVGroupTable(qs, ys)
+	if err != nil {
+		return nil
+	}
+	off, cols := p.constant(table), qs[0].Cols
+	return []step{{kernels: 1, name: "qmv_group", launch: func(s *driver.Stream) error {
+		return b.qmv.LaunchGroup(s, p.consts.Add(off), x, total, cols)
+	}}}
 }
 
 // expertsTC lowers an Experts op of several rows to the grouped MoE GEMMs

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"petal/engine/cuda/driver"
@@ -108,8 +109,76 @@ func LoadQMVModule(c *driver.Context) (*driver.Module, error) {
 // qmv.cu.
 type QMV struct {
 	fn      *driver.Function
+	group   *driver.Function // qmv_group_<kind>_r2, for the R=2 _sb variants; else nil
 	variant QMVVariant
 	occ     occupancy
+	// groupOcc is the grouped kernel's occupancy
+	groupOcc occupancy
+}
+
+// QMVGroupMax is QMV_GROUP of qmv.cu: the most matrices of one grouped
+// launch.
+const QMVGroupMax = 4
+
+// QMVGroupTable is the QMVGroup of qmv.cu for ms (at most QMVGroupMax
+// 4-bit matrices in groups of 64 with interleaved scales and biases, all
+// as wide) and their outputs ys: the codes, the scale/bias words and the
+// output of each, the first launch row of each and the end, the count
+// (120 bytes, the layout of the struct: eight-byte pointers first).
+func QMVGroupTable(ms []*QMatrix, ys []driver.Ptr) ([]byte, error) {
+	if len(ms) == 0 || len(ms) > QMVGroupMax || len(ys) != len(ms) {
+		return nil, fmt.Errorf("cuda: a grouped mat-vec of %d matrices and %d outputs (1 to %d)", len(ms), len(ys), QMVGroupMax)
+	}
+	b := make([]byte, 120)
+	put64 := func(at int, v uint64) { binary.LittleEndian.PutUint64(b[at:], v) }
+	put32 := func(at int, v int32) { binary.LittleEndian.PutUint32(b[at:], uint32(v)) }
+	start := 0
+	for i, m := range ms {
+		if err := check4bit(m); err != nil {
+			return nil, err
+		}
+		if m.ScaleBias == 0 || m.Cols != ms[0].Cols {
+			return nil, fmt.Errorf("cuda: grouped mat-vec: matrix %d (%dx%d) has no interleaved scales and biases or is not %d wide", i, m.Rows, m.Cols, ms[0].Cols)
+		}
+		put64(8*i, uint64(m.Words))
+		put64(32+8*i, uint64(m.ScaleBias))
+		put64(64+8*i, uint64(ys[i]))
+		put32(96+4*i, int32(start))
+		start += m.Rows
+	}
+	put32(96+4*len(ms), int32(start))
+	put32(116, int32(len(ms)))
+	return b, nil
+}
+
+// Grouped says whether LaunchGroup is there (the R=2 _sb variants).
+func (k *QMV) Grouped() bool { return k.group != nil }
+
+// LaunchGroup queues the mat-vecs of the QMVGroupTable at table (on the
+// device), rows in all, each cols wide, against x (float32, 16-byte
+// aligned), in one launch.
+func (k *QMV) LaunchGroup(s *driver.Stream, table, x driver.Ptr, rows, cols int) error {
+	if k.group == nil {
+		return fmt.Errorf("cuda: mat-vec %v has no grouped form", k.variant)
+	}
+	if x%16 != 0 {
+		return fmt.Errorf("cuda: mat-vec input at %#x is not 16-byte aligned", uint64(x))
+	}
+	if rows == 0 {
+		return nil
+	}
+	groups := cols / 64
+	team := teamFor(groups)
+	shared := k.variant.Kind.stageBytes(groups)
+	perSM, err := k.groupOcc.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	if err != nil {
+		return err
+	}
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
+	grid := min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM)
+	var a driver.Args
+	a.Ptr(table).Ptr(x).I32(int32(cols)).I32(int32(team))
+	return s.Launch(k.group, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 
 // NewQMV finds variant v in mod.
@@ -118,7 +187,13 @@ func NewQMV(c *driver.Context, mod *driver.Module, v QMVVariant) (*QMV, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &QMV{fn: fn, variant: v, occ: newOccupancy(c, fn)}, nil
+	k := &QMV{fn: fn, variant: v, occ: newOccupancy(c, fn)}
+	if v.R == 2 && v.SB {
+		if g, err := mod.Function("qmv_group_" + v.Kind.String() + "_r2"); err == nil {
+			k.group, k.groupOcc = g, newOccupancy(c, g)
+		}
+	}
+	return k, nil
 }
 
 // Function is the kernel, for its resource report.

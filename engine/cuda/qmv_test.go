@@ -1,10 +1,12 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"petal/engine/cuda/driver"
 	"petal/engine/quant"
 )
 
@@ -133,5 +135,38 @@ func TestQMVRefusesMissingLayout(t *testing.T) {
 	err = k.Launch(nil, &QMatrix{Rows: 4, Cols: 64, Bits: 4, GroupSize: 64}, 0, 0)
 	if err == nil || err.Error() != "cuda: mat-vec i8x2_r4_sb reads the interleaved scales and biases, which were not uploaded" {
 		t.Fatalf("missing scale/bias layout: %v", err)
+	}
+}
+
+// TestQMVGroupTableLayout: the grouped mat-vec's table has qmv.cu's
+// QMVGroup layout (pointers, then the first row of each matrix and the
+// end, then the count), and matrices it cannot take are refused.
+func TestQMVGroupTableLayout(t *testing.T) {
+	ms := []*QMatrix{
+		{Rows: 10, Cols: 128, Bits: 4, GroupSize: 64, Words: 0x1000, ScaleBias: 0x2000},
+		{Rows: 3, Cols: 128, Bits: 4, GroupSize: 64, Words: 0x3000, ScaleBias: 0x4000},
+	}
+	b, err := QMVGroupTable(ms, []driver.Ptr{0x5000, 0x6000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u64 := func(at int) uint64 { return binary.LittleEndian.Uint64(b[at:]) }
+	u32 := func(at int) uint32 { return binary.LittleEndian.Uint32(b[at:]) }
+	if len(b) != 120 || u64(0) != 0x1000 || u64(8) != 0x3000 || u64(32) != 0x2000 || u64(40) != 0x4000 ||
+		u64(64) != 0x5000 || u64(72) != 0x6000 || u32(96) != 0 || u32(100) != 10 || u32(104) != 13 || u32(116) != 2 {
+		t.Errorf("table %x", b)
+	}
+	narrow := *ms[1]
+	narrow.Cols = 64
+	if _, err := QMVGroupTable([]*QMatrix{ms[0], &narrow}, []driver.Ptr{1, 2}); err == nil {
+		t.Error("matrices of different widths accepted")
+	}
+	noSB := *ms[1]
+	noSB.ScaleBias = 0
+	if _, err := QMVGroupTable([]*QMatrix{ms[0], &noSB}, []driver.Ptr{1, 2}); err == nil {
+		t.Error("a matrix without interleaved scales and biases accepted")
+	}
+	if _, err := QMVGroupTable(append(ms, ms[0], ms[1], ms[0]), make([]driver.Ptr, 5)); err == nil {
+		t.Error("five matrices accepted")
 	}
 }

@@ -15,7 +15,7 @@ func TestEmbeddedPTX(t *testing.T) {
 	want := map[string][]string{
 		"qmatvec": {"qmatvec4_r4u1", "qmatvec4_r2u2_b4", "qmatvec4_p2", "qmatvec4_p4_b3"},
 		"probe":   {"empty", "add_f32", "read_xor"},
-		"qmv":     {"qmv_f32_r4", "qmv_f16_r4_sb", "qmv_i8x2_r4_sb", "qmv_i8x3_r2_sb"},
+		"qmv":     {"qmv_f32_r4", "qmv_f16_r4_sb", "qmv_i8x2_r4_sb", "qmv_i8x3_r2_sb", "qmv_group_i8x3_r2", "qmv_group_i8x2_r2"},
 		"moe":     {"moe_gate_up_f32", "moe_down_f32", "moe_gate_up_i8x2_sb", "moe_down_i8x3_sb"},
 		"route":   {"route4", "route8"},
 		"gdn":     {"gdn_step_s1", "gdn_step_s4", "gdn_step_s16"},

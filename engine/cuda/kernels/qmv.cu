@@ -11,10 +11,36 @@
 
 #define QMV_WARPS 8
 
-template <int M, int R, int SB>
+// QMVGroup describes up to QMV_GROUP matrices of the same width read
+// against one x (a QLinearGroup: the Gated DeltaNet's four input
+// projections, attention's q, k and v), so that one launch does them all:
+// the rows of matrix m are rows start[m] .. start[m+1]-1 of the launch,
+// its codes at words[m], its interleaved scales and biases at sb[m], its
+// output at y[m]. It lives in device memory (the backend uploads it when
+// it compiles the program).
+#define QMV_GROUP 4
+struct QMVGroup {
+  const u32* words[QMV_GROUP];
+  const u32* sb[QMV_GROUP];
+  float* y[QMV_GROUP];
+  int start[QMV_GROUP + 1];
+  int n;
+};
+
+// qmv_rows is where one launch row lives: its codes, its group's scales
+// and biases (index of its first group), its output element.
+struct QRow {
+  const u32* words;
+  long long sbIndex;
+  float* y;
+  int m;
+};
+
+template <int M, int R, int SB, bool G>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
-                                           float* __restrict__ y, int rows, int cols, int team) {
+                                           float* __restrict__ y, int rows, int cols, int team,
+                                           const QMVGroup* __restrict__ grp) {
   const int groups = cols / 64;
   const QView q = qstage<M>(x, groups);
 
@@ -23,13 +49,22 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   const int rowsPerWarp = (32 / team) * R;
   const long long wpr = cols / 8;
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
+  if (G) rows = grp->start[grp->n];
   for (long long base = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp; base < rows;
        base += (long long)nwarps * rowsPerWarp) {
-    long long row[R];
+    QRow row[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
       long long r = base + sub * R + j;
-      row[j] = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
+      r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
+      if (G) {
+        int m = 0;
+        while (m + 1 < grp->n && r >= grp->start[m + 1]) m++;
+        const long long local = r - grp->start[m];
+        row[j] = QRow{grp->words[m] + local * wpr, local * groups, grp->y[m] + local, m};
+      } else {
+        row[j] = QRow{words + r * wpr, r * groups, y + r, 0};
+      }
     }
     float acc[R];
 #pragma unroll
@@ -39,10 +74,14 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       float s[R], b[R];
 #pragma unroll
       for (int j = 0; j < R; j++) {
-        const u32* p = words + row[j] * wpr + g * 8;
+        const u32* p = row[j].words + g * 8;
         w0[j] = ld_stream_16(p);
         w1[j] = ld_stream_16(p + 4);
-        load_sb<SB>(scales, biases, row[j] * groups + g, s[j], b[j]);
+        if (G) {
+          load_sb<1>((const u16*)grp->sb[row[j].m], nullptr, row[j].sbIndex + g, s[j], b[j]);
+        } else {
+          load_sb<SB>(scales, biases, row[j].sbIndex + g, s[j], b[j]);
+        }
       }
       const float gs = q.gsum[g];
 #pragma unroll
@@ -52,7 +91,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     for (int j = 0; j < R; j++) {
       for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
       long long r = base + sub * R + j;
-      if (tl == 0 && r < rows) y[r] = acc[j];
+      if (tl == 0 && r < rows) *row[j].y = acc[j];
     }
   }
 }
@@ -65,7 +104,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
            int cols, int team) { pdl_begin();                                                           \
-    qmv<M, R, SB>(words, scales, biases, x, y, rows, cols, team);                                       \
+    qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, nullptr);                       \
   }
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
 QMV(QM_F32, 4, 1, 1, qmv_f32_r4_sb)
@@ -84,3 +123,17 @@ QMV(QM_I8X3, 4, 1, 1, qmv_i8x3_r4_sb)
 QMV(QM_I8X3, 2, 1, 2, qmv_i8x3_r2_sb)
 QMV(QM_I8X3, 1, 1, 3, qmv_i8x3_r1_sb)
 QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
+
+// Entry points qmv_group_<kind>_r<R>: the matrices of a QMVGroup (4-bit,
+// interleaved scales and biases, the same width), in one launch with
+// QMV_WARPS*32 threads and QSTAGE_BYTES(kind, cols/64) bytes of shared
+// memory.
+#define QMV_GROUPED(M, R, B, NAME)                                                                        \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
+      NAME(const QMVGroup* grp, const float* x, int cols, int team) { pdl_begin();                          \
+    qmv<M, R, 1, true>(nullptr, nullptr, nullptr, x, nullptr, 0, cols, team, grp);                        \
+  }
+QMV_GROUPED(QM_I8X3, 2, 2, qmv_group_i8x3_r2)
+QMV_GROUPED(QM_I8X2, 2, 2, qmv_group_i8x2_r2)
+QMV_GROUPED(QM_F32, 2, 2, qmv_group_f32_r2)
+QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
