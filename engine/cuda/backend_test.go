@@ -484,7 +484,7 @@ func TestPlainGEMMTiles(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dx%d %d rows", c.R, c.C, c.rows), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(c.R), uint64(c.rows)))
-			w, ref := upload(b, rng, 0, c.R, c.C, c.bits)
+			w, ref := upload(b, rng, 1, c.R, c.C, c.bits)
 			x := randoms(rng, c.rows*c.C, 1)
 			y := floats(b, nans(c.rows*c.R))
 			p, err := b.Compile([]backend.Op{&backend.QLinear{X: floats(b, x), W: w, Y: y, Rows: c.rows}})
