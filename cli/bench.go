@@ -142,7 +142,7 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 		return usageErr("--decode-tokens %d: want at least 1", o.DecodeTokens)
 	case o.Repeats < 1:
 		return usageErr("--repeats %d: want at least 1", o.Repeats)
-	case o.Chunk < 1:
+	case o.Chunk < 0:
 		return usageErr("--chunk %d: want at least 1", o.Chunk)
 	case o.MaxContext < 0:
 		return usageErr("--max-context %d: want a positive number", o.MaxContext)
@@ -354,6 +354,9 @@ func syntheticModel(o benchOptions, progress func(string), opts bench.Options) (
 	be, err := newBackendOn(o.Backend, o.Device, progress)
 	if err != nil {
 		return nil, err
+	}
+	if o.Chunk == 0 {
+		o.Chunk = backend.DefaultChunk(be)
 	}
 	d, err := model.NamedDims(o.Synthetic)
 	if err != nil {

@@ -33,7 +33,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: backendUsage},
 		&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to run on, from 0 (for cuda and auto; default 0); on a machine of several GPUs, one process per GPU (batch --shard I/N splits the jobs)"},
-		&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts"},
+		&cli.IntFlag{Name: "chunk", Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts (default: the backend's, 512 on cpu, 4096 on cuda)"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
 	}
@@ -188,8 +188,11 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if o.Chunk < 1 {
+	if o.Chunk < 0 {
 		return nil, "", usageErr("--chunk %d: want at least 1", o.Chunk)
+	}
+	if o.Chunk == 0 {
+		o.Chunk = backend.DefaultChunk(be)
 	}
 	if o.MaxContext < 0 {
 		return nil, "", usageErr("--max-context %d: want a positive number", o.MaxContext)

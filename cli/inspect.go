@@ -10,6 +10,7 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/checkpoint"
+	"petal/engine/cuda"
 	"petal/engine/cuda/driver"
 	"petal/engine/model"
 )
@@ -37,7 +38,7 @@ its free and total memory, whether the model fits, and the longest context that 
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id (default: $PETAL_MODEL, else the embedded tiny model)"},
 			&cli.IntFlag{Name: "context", Value: 32768, Usage: "context length for the memory estimate"},
-			&cli.IntFlag{Name: "chunk", Value: 512, Usage: "prefill chunk size for the workspace estimate"},
+			&cli.IntFlag{Name: "chunk", Value: cuda.PrefillChunkTokens, Usage: "prefill chunk size for the workspace estimate (the cuda backend's default)"},
 			&cli.StringFlag{Name: "kv", Value: "f32", Usage: "element type of the KV cache for the device estimate: f32 or bf16 (as --backend cuda:kv=)"},
 			&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to compare with, from 0"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},

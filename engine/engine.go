@@ -45,7 +45,7 @@ type Engine struct {
 func Open(dir string, opt Options) (*Engine, error) {
 	start := time.Now()
 	if opt.Chunk <= 0 {
-		opt.Chunk = 512
+		opt.Chunk = backend.DefaultChunk(opt.Backend)
 	}
 	ck, err := checkpoint.Open(dir)
 	if err != nil {

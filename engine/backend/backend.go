@@ -237,6 +237,21 @@ type KVCacheTyper interface {
 	KVCacheType() DType
 }
 
+// ChunkChooser is a backend with its own default prefill chunk (tokens per
+// pass), the one it was measured fastest with; others get DefaultChunk.
+type ChunkChooser interface {
+	PrefillChunk() int
+}
+
+// DefaultChunk is the prefill chunk for be where none is asked for: its
+// own choice, else 512.
+func DefaultChunk(be Backend) int {
+	if c, ok := be.(ChunkChooser); ok && c.PrefillChunk() > 0 {
+		return c.PrefillChunk()
+	}
+	return 512
+}
+
 // Profiler is a backend that can time a program op by op (for petal bench
 // --profile).
 type Profiler interface {
