@@ -19,9 +19,10 @@
 # The lengths can be changed from the environment (defaults: what fits in
 # about 9 minutes at the speeds of 2026-12-01; docs/bench/cuda/README.md,
 # "Next run"):
-#   PROMPT_LENGTHS   prefill lengths   (default 256,512,1K,2K,4K,8K,16K,32K,64K)
+#   PROMPT_LENGTHS   prefill lengths   (default 256,512,1K,2K,4K,8K,16K,32K,64K,128K)
 #   CONTEXT_LENGTHS  decode contexts   (default 256,512,1K,2K,4K,8K,16K,32K,64K,128K)
-#   ABLATE           the switches      (default graphs=off,fused=off,qmv=fast,kv=bf16,gemm=plain;
+#   ABLATE           the switches      (default graphs=off,fused=off,attn=plain,delta=sequential,
+#                    gemm=plain,qmv=fast,kv=bf16,pdl=on;
 #                    ABLATE= runs none)
 #   ABLATE_LENGTHS   their lengths     (default 512,4K,16K: the peer's)
 #   LIMIT            seconds for the bench before it is stopped (default 560)
@@ -40,15 +41,15 @@ if [ ! -x "$P" ]; then
 	echo "run-report.sh: no petal binary at $P (build it on the development machine, see the top of this script)" | tee "$O/steps.txt" >&2
 	exit 1
 fi
-PROMPT_LENGTHS=${PROMPT_LENGTHS:-256,512,1K,2K,4K,8K,16K,32K,64K}
+PROMPT_LENGTHS=${PROMPT_LENGTHS:-256,512,1K,2K,4K,8K,16K,32K,64K,128K}
 CONTEXT_LENGTHS=${CONTEXT_LENGTHS:-256,512,1K,2K,4K,8K,16K,32K,64K,128K}
-ABLATE=${ABLATE-graphs=off,fused=off,qmv=fast,kv=bf16,gemm=plain}
+ABLATE=${ABLATE-graphs=off,fused=off,attn=plain,delta=sequential,gemm=plain,qmv=fast,kv=bf16,pdl=on}
 ABLATE_LENGTHS=${ABLATE_LENGTHS:-512,4K,16K}
 LIMIT=${LIMIT:-560}
 BACKEND=${BACKEND:-cuda}
 SYNTHETIC=${SYNTHETIC:-qwen3.6-35b-a3b}
 CMD=("$P" bench --backend "$BACKEND" --synthetic "$SYNTHETIC"
-	--prompt-lengths "$PROMPT_LENGTHS" --context-lengths "$CONTEXT_LENGTHS" --decode-tokens 32
+	--prompt-lengths "$PROMPT_LENGTHS" --context-lengths "$CONTEXT_LENGTHS" --decode-tokens ${DECODE_TOKENS:-64}
 	--out "$O/bench.json" --chart "$O/speed.svg")
 if [ -n "$ABLATE" ]; then
 	CMD+=(--ablate "$ABLATE" --ablate-lengths "$ABLATE_LENGTHS")
