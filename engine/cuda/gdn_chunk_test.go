@@ -48,14 +48,15 @@ func TestDeltaOption(t *testing.T) {
 }
 
 // TestDeltaChunkKernelMatchesLauncher: the constants the launcher uses
-// are those gdn_chunk.cu is built with, and its PTX has the entry point
-// and calls no function.
+// are those gdn_chunk.cu is built with, its PTX has the entry points and
+// calls no function, and the shared memory fits an H100/H200.
 func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	src, err := os.ReadFile("kernels/gdn_chunk.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_THREADS": deltaChunkThreads} {
+	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_WS": deltaChunkWS,
+		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads, "GC_1THREADS": deltaChunkOnePassThreads} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
 		if m == nil {
 			t.Fatalf("gdn_chunk.cu does not define %s", name)
@@ -68,14 +69,24 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(ptx, []byte(".visible .entry gdn_chunk(")) {
-		t.Error("no entry point gdn_chunk in the PTX")
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkOnePassName} {
+		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
+			t.Errorf("no entry point %s in the PTX", name)
+		}
 	}
 	if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
 		t.Error("the PTX calls a function (an unresolved external for the driver)")
 	}
-	if s := deltaChunkShared(); s <= 48<<10 || s > 227<<10 {
-		t.Errorf("shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", s)
+	if s := deltaChunkPrepShared(); s > 48<<10 {
+		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
+	}
+	for name, s := range map[string]int{deltaChunkStateName: deltaChunkStateShared(), deltaChunkOnePassName: deltaChunkOnePassShared()} {
+		if s <= 48<<10 || s > 227<<10 {
+			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
+		}
+	}
+	if got, want := deltaChunkWorkspace(&backend.DeltaRule{Rows: 512, ValueHeads: 32}), int64(4*deltaChunkWS*32*16); got != want {
+		t.Errorf("the workspace of 512 rows and 32 value heads is %d bytes, want %d", got, want)
 	}
 }
 
@@ -136,22 +147,50 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{deltaChunkName}) {
-						t.Fatalf("kernels %v, want %s", got, deltaChunkName)
-					}
-					if err := p.Run(); err != nil {
-						t.Fatal(err)
-					}
-					if err := b.Sync(); err != nil {
-						t.Fatal(err)
-					}
-					state := slices.Clone(c.state)
-					want := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, rows, sh.hk, GDNHeadDim, sh.hv, GDNHeadDim)
-					withinBar(t, "out", readGuarded(t, b, c.outAll, len(want), "out"), want, deltaChunkBar)
-					withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), deltaChunkBar)
+					checkChunkedDelta(t, b, p, c)
 				})
 			}
 		}
+	}
+}
+
+// checkChunkedDelta runs p, c's op compiled to the two chunked kernels,
+// and checks its outputs and state against the float64 reference.
+func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase) {
+	t.Helper()
+	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{deltaChunkStep}) {
+		t.Fatalf("kernels %v, want %s", got, deltaChunkStep)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	o := c.o
+	state := slices.Clone(c.state)
+	want := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, o.Rows, o.KeyHeads, GDNHeadDim, o.ValueHeads, GDNHeadDim)
+	withinBar(t, "out", readGuarded(t, b, c.outAll, len(want), "out"), want, deltaChunkBar)
+	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), deltaChunkBar)
+}
+
+// TestChunkedDeltaRuleLongPrefill: a chunk of 4096 tokens (--chunk 4096,
+// 128 blocks of tokens, a 285 MB workspace) on the 35B head counts holds
+// the same bar, and a second op of 512 rows compiled after it on the same
+// backend (its workspace in the same scratch) does too.
+func TestChunkedDeltaRuleLongPrefill(t *testing.T) {
+	o := DefaultOptions()
+	o.ChunkedDelta = true
+	b := testBackend(t, o)
+	for _, rows := range []int{4096, 512} {
+		t.Run(fmt.Sprintf("%d rows", rows), func(t *testing.T) {
+			c := newDeltaCase(b, rand.New(rand.NewPCG(7, uint64(rows))), rows, 16, 32)
+			p, err := b.Compile([]backend.Op{c.o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkChunkedDelta(t, b, p, c)
+		})
 	}
 }
 
@@ -196,12 +235,16 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 }
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
-// shapes (32 value heads, 16 key heads) in both forms at 512 and 4096
-// tokens: the median of 5 runs after a warm-up.
+// shapes (32 value heads, 16 key heads) at 512 and 4096 tokens in the
+// sequential kernel, the one-pass chunked kernel (the form before the two
+// kernels) and the chunked form's two kernels: the median of 5 runs after
+// a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
-	for _, chunked := range []bool{false, true} {
+	defer func() { deltaChunkOnePass = false }()
+	for _, form := range []string{"sequential", "chunked one-pass", "chunked"} {
 		o := DefaultOptions()
-		o.ChunkedDelta = chunked
+		o.ChunkedDelta = form != "sequential"
+		deltaChunkOnePass = form == "chunked one-pass"
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)
@@ -224,7 +267,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 			}
 			slices.Sort(times)
 			med := times[len(times)/2]
-			t.Logf("delta rule, chunked=%v, %d tokens: %v (%.0f tokens/ms)", chunked, rows, med, float64(rows)/float64(med.Microseconds())*1000)
+			t.Logf("delta rule, %s (%v), %d tokens: %v (%.0f tokens/ms)", form, p.(*program).kernelNames()[0], rows, med, float64(rows)/float64(med.Microseconds())*1000)
 		}
 	}
 }
