@@ -52,27 +52,6 @@ func deltaChunkWorkspace(o *backend.DeltaRule) int64 {
 	return 4 * deltaChunkWS * int64(o.ValueHeads) * int64(blocks)
 }
 
-// The one-pass form of gdn_chunk.cu (GC_1THREADS and GC_1SHARED there), the
-// form before the two kernels, kept for comparison: a launch block per
-// deltaChunkSlice rows of a value head's state computes everything of
-// every block of tokens itself. deltaChunkOnePass lowers to it (tests
-// only).
-const (
-	deltaChunkOnePassName    = "gdn_chunk"
-	deltaChunkOnePassThreads = 128
-)
-
-var deltaChunkOnePass = false
-
-// deltaChunkOnePassShared is GC_1SHARED: the log-gate sums (float64), the
-// block's keys and queries and the state's rows (padded to 132 floats),
-// the decayed k·k and q·k (rows of 36), R, Vn, the decayed Vn and S0·q
-// times γ (rows of 36), and beta, γ and the decays to the block's end.
-func deltaChunkOnePassShared() int {
-	const c, lk, lc, lv = deltaChunkTokens, GDNHeadDim + 4, deltaChunkTokens + 4, deltaChunkSlice + 4
-	return 4 * (2*c + 2*c*lk + deltaChunkSlice*lk + 2*c*lc + 4*c*lv + 3*c)
-}
-
 // chunkableDelta says whether o takes gdn_chunk.cu: heads of 128 keys and
 // values and at least deltaChunkMinRows tokens (others take the
 // sequential kernel).
@@ -89,60 +68,51 @@ const deltaChunkMinRows = 16
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises
 // its kernels' shared-memory limits.
-func (b *Backend) deltaChunkFunctions() (prep, state, onePass *driver.Function, err error) {
+func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, err error) {
 	if fn := b.fn[deltaChunkStateName]; fn != nil {
-		return b.fn[deltaChunkPrepName], fn, b.fn[deltaChunkOnePassName], nil
+		return b.fn[deltaChunkPrepName], fn, nil
 	}
-	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared(),
-		deltaChunkOnePassName: deltaChunkOnePassShared()}
+	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared()}
 	for name, need := range shared {
 		if max := b.ctx.Device().SharedOptIn; need > max {
-			return nil, nil, nil, fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+			return nil, nil, fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
 	ptx, err := kernels.PTX("gdn_chunk")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	m, err := b.ctx.LoadModule(ptx, "gdn_chunk")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return fns[deltaChunkPrepName], fns[deltaChunkStateName], fns[deltaChunkOnePassName], nil
+	return fns[deltaChunkPrepName], fns[deltaChunkStateName], nil
 }
 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
 func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
-	prep, state, onePass, err := b.deltaChunkFunctions()
+	prep, state, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
-	if deltaChunkOnePass {
-		return []step{{kernels: 1, name: deltaChunkOnePassName, launch: func(s *driver.Stream) error {
-			var a driver.Args
-			a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(st).Ptr(out).
-				I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
-			return s.Launch(onePass, slices, driver.D1(deltaChunkOnePassThreads), deltaChunkOnePassShared(), &a)
-		}}}, nil
-	}
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
