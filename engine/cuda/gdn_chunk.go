@@ -8,23 +8,48 @@ import (
 	"petal/engine/cuda/kernels"
 )
 
-// The chunked delta rule of gdn_chunk.cu (GC_C, GC_VT, GC_THREADS and
-// GC_SHARED there): blocks of deltaChunkTokens tokens, each launch block
-// owning deltaChunkSlice rows of one value head's 128x128 state.
+// The chunked delta rule of gdn_chunk.cu in its two kernels (GC_C, GC_VT,
+// GC_WS, GC_PREP_THREADS, GC_STATE_THREADS, GC_PREP_SHARED and
+// GC_STATE_SHARED there): gdn_chunk_prep over every (value head, block of
+// deltaChunkTokens tokens) writes deltaChunkWS floats of state-independent
+// work each to a workspace in the program's scratch; gdn_chunk_state, a
+// launch block per deltaChunkSlice rows of a value head's 128x128 state,
+// then walks the blocks in order.
 const (
-	deltaChunkName    = "gdn_chunk"
-	deltaChunkTokens  = 32
-	deltaChunkSlice   = 32
-	deltaChunkThreads = 128
+	deltaChunkPrepName     = "gdn_chunk_prep"
+	deltaChunkStateName    = "gdn_chunk_state"
+	deltaChunkStep         = deltaChunkPrepName + "+" + deltaChunkStateName
+	deltaChunkTokens       = 32
+	deltaChunkSlice        = 32
+	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
+	deltaChunkPrepThreads  = 128
+	deltaChunkStateThreads = 256
 )
 
-// deltaChunkShared is GC_SHARED: the log-gate sums (float64), the block's
-// keys and queries and the state's rows (padded to 132 floats), the
-// decayed k·k and q·k (rows of 36), R, Vn, the decayed Vn and S0·q times
-// γ (rows of 36), and beta, γ and the decays to the block's end.
-func deltaChunkShared() int {
-	const c, lk, lc, lv = deltaChunkTokens, GDNHeadDim + 4, deltaChunkTokens + 4, deltaChunkSlice + 4
-	return 4 * (2*c + 2*c*lk + deltaChunkSlice*lk + 2*c*lc + 4*c*lv + 3*c)
+// deltaChunkPrepShared is GC_PREP_SHARED: the log-gate sums (float64), the
+// block's keys and queries (rows padded to 132 floats), the decayed k·k
+// (rows of 36), and beta, γ and the decays to the block's end.
+func deltaChunkPrepShared() int {
+	const c, lk, lc = deltaChunkTokens, GDNHeadDim + 4, deltaChunkTokens + 4
+	return 8*c + 4*(2*c*lk+c*lc+3*c)
+}
+
+// deltaChunkStateShared is GC_STATE_SHARED: the state's slice (rows of
+// 132), two buffers of a block's workspace (W and γ·Q in rows of 132, the
+// decayed K in rows of 136, U's slice in rows of 40, the masked q·k in rows
+// of 36, γ at the end and 3 floats), Vn and γ·S0·q (rows of 40).
+func deltaChunkStateShared() int {
+	const c, lk, lkd, lv, lc = deltaChunkTokens, GDNHeadDim + 4, GDNHeadDim + 8, deltaChunkSlice + 8, deltaChunkTokens + 4
+	buf := 2*c*lk + c*lkd + c*lv + c*lc + 4
+	return 4 * (deltaChunkSlice*lk + 2*buf + 2*c*lv)
+}
+
+// deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
+// deltaChunkWS floats per value head and block of tokens (36 MB for the
+// 35B model's 32 value heads at 512 tokens, 285 MB at 4096).
+func deltaChunkWorkspace(o *backend.DeltaRule) int64 {
+	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
+	return 4 * deltaChunkWS * int64(o.ValueHeads) * int64(blocks)
 }
 
 // chunkableDelta says whether o takes gdn_chunk.cu: heads of 128 keys and
@@ -34,55 +59,72 @@ func chunkableDelta(o *backend.DeltaRule) bool {
 	return o.Rows >= deltaChunkMinRows && o.KeyDim == GDNHeadDim && o.ValueDim == GDNHeadDim && o.KeyHeads >= 1 && o.ValueHeads%o.KeyHeads == 0
 }
 
-// deltaChunkMinRows is the fewest tokens the chunked form takes: on the
-// H200 a block costs about 26 µs however few of its 32 tokens are used,
-// the sequential kernel about 3 µs a token, and below 16 rows (a decode
-// step with fused=off among them) it is also float32's error, not the
-// chunked form's 1e-4.
+// deltaChunkMinRows is the fewest tokens the chunked form takes: below
+// 16 rows (a decode step with fused=off among them) the sequential
+// kernel's float32 is exact to 2e-5 where the chunked form is near 1e-4,
+// and a block of tokens costs the same however few of its 32 are used.
 const deltaChunkMinRows = 16
 
-// deltaChunkFunction loads gdn_chunk.cu's module the first time an op is
+// deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises
-// its shared-memory limit.
-func (b *Backend) deltaChunkFunction() (*driver.Function, error) {
-	if fn := b.fn[deltaChunkName]; fn != nil {
-		return fn, nil
+// its kernels' shared-memory limits.
+func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, err error) {
+	if fn := b.fn[deltaChunkStateName]; fn != nil {
+		return b.fn[deltaChunkPrepName], fn, nil
 	}
-	if need, max := deltaChunkShared(), b.ctx.Device().SharedOptIn; need > max {
-		return nil, fmt.Errorf("cuda: the chunked delta rule needs %d bytes of shared memory; the GPU allows %d", need, max)
+	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared()}
+	for name, need := range shared {
+		if max := b.ctx.Device().SharedOptIn; need > max {
+			return nil, nil, fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+		}
 	}
 	ptx, err := kernels.PTX("gdn_chunk")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := b.ctx.LoadModule(ptx, "gdn_chunk")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.mods = append(b.mods, m)
-	fn, err := m.Function(deltaChunkName)
-	if err != nil {
-		return nil, err
+	fns := map[string]*driver.Function{}
+	for name, need := range shared {
+		fn, err := m.Function(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := fn.SetMaxDynamicShared(need); err != nil {
+			return nil, nil, err
+		}
+		fns[name] = fn
 	}
-	if err := fn.SetMaxDynamicShared(deltaChunkShared()); err != nil {
-		return nil, err
+	for name, fn := range fns {
+		b.fn[name] = fn
 	}
-	b.fn[deltaChunkName] = fn
-	return fn, nil
+	return fns[deltaChunkPrepName], fns[deltaChunkStateName], nil
 }
 
-// deltaRuleChunked lowers o (chunkableDelta) to one gdn_chunk launch over
-// the checked buffers.
-func (b *Backend) deltaRuleChunked(o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
-	fn, err := b.deltaChunkFunction()
+// deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
+// its workspace to p's scratch, and gdn_chunk_state over the checked
+// buffers.
+func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
+	prep, state, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
-	grid := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
-	return []step{{kernels: 1, name: deltaChunkName, launch: func(s *driver.Stream) error {
+	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
+	var off int64
+	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
+	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
+	return []step{{kernels: 2, name: deltaChunkStep, launch: func(s *driver.Stream) error {
+		ws := p.scratch.Add(wsOff)
 		var a driver.Args
-		a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(st).Ptr(out).
-			I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
-		return s.Launch(fn, grid, driver.D1(deltaChunkThreads), deltaChunkShared(), &a)
+		a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
+		if err := s.Launch(prep, driver.D1(o.ValueHeads*blocks), driver.D1(deltaChunkPrepThreads), deltaChunkPrepShared(), &a); err != nil {
+			return err
+		}
+		var c driver.Args
+		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
+		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), deltaChunkStateShared(), &c)
 	}}}, nil
 }

@@ -4,64 +4,55 @@
 // Per block of n tokens, with G[i] the sum of the log-gates up to token i
 // and γ_i = e^G[i]:
 //
-//	R[i]    = beta_i·(v_i - γ_i·S0·k_i)
 //	A[i][m] = beta_i·(k_i·k_m)·e^(G[i]-G[m])          (m < i)
-//	Vn      = (I + A)^-1 R                             (forward substitution)
+//	T       = (I + A)^-1
+//	W       = T·(beta·γ·K),  U = T·(beta·V)            (the WY form)
+//	Vn      = U - W·S0ᵀ
 //	o_i     = γ_i·S0·q_i + Σ_{m<=i} (q_i·k_m)·e^(G[i]-G[m])·Vn[m]
 //	S_end   = γ_{n-1}·S0 + Σ_m e^(G[n-1]-G[m])·Vn[m] ⊗ k_m
 //
-// Rows of the state are independent given the keys and gates, so a block
-// of threads owns GC_VT rows of one value head's state (kept in shared
-// memory in float32 for the whole op) and recomputes its head's k·k and
-// q·k: grid Hv·(128/GC_VT), GC_THREADS threads, GC_SHARED bytes of dynamic
-// shared memory.
+// Everything but the last three lines is independent of the state, so it
+// runs in two kernels:
 //
-// Every product (k·k, q·k, S0·k, S0·q, the decayed q·k times Vn, and the
-// state update Vnᵀ·K) runs on mma.sync m16n8k16 with each float32 operand
-// split into two bf16 parts, hi + lo, and three products (hi·hi, hi·lo,
-// lo·hi): about 2^-17 relative per operand, float32's accuracy to within
-// a few ulps, where a single bf16 product (2^-9) would leave the state
-// off by about 3e-3 after every block. The triangular solve, short and
-// sequential, is in float32 FMA. The decays e^(G[i]-G[m]) are exponentials
-// of differences of the log-gates summed in float64, never quotients of
-// γ, so they neither overflow nor lose digits.
+// gdn_chunk_prep, one block of GC_PREP_THREADS threads per (value head,
+// block of tokens), all in parallel: the gates and their sums, the
+// normalised q and k, k·k and q·k with their decays, and the forward
+// substitution (I + A)·[W U] = [beta·γ·K  beta·V], each thread a column,
+// in float32 FMA. It writes GC_WS floats per pair to a workspace: W, γ·Q,
+// e^(G[n-1]-G)·K and U (GC_C x 128 each), the decayed, masked q·k
+// (GC_C x GC_C) and γ_{n-1}.
 //
-// GC_C = 32: the solve's sequential depth grows with the block length and
-// the number of blocks (each with a few barriers and a round of products
-// against the state) shrinks with it; 32 keeps both short, is two mma row
-// tiles, and keeps the shared memory at 79 KB.
+// gdn_chunk_state, one block of GC_STATE_THREADS threads per (value head,
+// slice of GC_VT rows of its state; rows of the state are independent
+// given the keys and gates), walks the blocks in order with its slice in
+// shared memory in float32: per block the four products above (Vn, γ·S0·Q,
+// the masked q·k times Vn, Vnᵀ times the decayed K), while cp.async brings
+// the next block's part of the workspace into the other of two buffers.
+//
+// Every product runs on mma.sync m16n8k8 in tf32 with each float32
+// operand split into two tf32 parts, hi + lo, and three products (hi·hi,
+// hi·lo, lo·hi): about 2^-21 relative per operand, where a single tf32
+// product would be 2^-11 and the bf16 parts of the form before these
+// kernels 2^-17. The decays e^(G[i]-G[m]) are exponentials of differences of the
+// log-gates summed in float64, never quotients of γ, so they neither
+// overflow nor lose digits.
+//
+// GC_C = 32 keeps the forward substitution's depth and the double buffer
+// (149 KB of shared memory) small; GC_VT = 32 makes Hv·4 = 128 blocks for
+// the 35B model's 32 value heads, about one per multiprocessor of an H200.
 #include "rowmath.h"
 
 #define GC_D 128
 #define GC_C 32
 #define GC_VT 32
-#define GC_THREADS 128
 #define GC_LK (GC_D + 4)
 #define GC_LC (GC_C + 4)
-#define GC_LV (GC_VT + 4)
-// shared memory: G (doubles) first, then Kb, Qb [C][LK], Sb [VT][LK],
-// Am, Mm [C][LC], Rb, Vn, Wb, Ob [C][LV], beta, gam, dec [C]
-#define GC_FLOATS (2 * GC_C + 2 * GC_C * GC_LK + GC_VT * GC_LK + 2 * GC_C * GC_LC + 4 * GC_C * GC_LV + 3 * GC_C)
-#define GC_SHARED (4 * GC_FLOATS)
 
-static __device__ __forceinline__ void gc_mma(float* c, const u32* a, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// gc_pack rounds (lo, hi) to bf16, nearest even, lo in the low half.
-static __device__ __forceinline__ u32 gc_pack(float lo, float hi) {
-  u32 d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// gc_split makes x0 and x1 two bf16 pairs, hi and the rest lo.
-static __device__ __forceinline__ void gc_split(float x0, float x1, u32& hi, u32& lo) {
-  hi = gc_pack(x0, x1);
-  lo = gc_pack(x0 - bf16_to_f32((u16)(hi & 0xffff)), x1 - bf16_to_f32((u16)(hi >> 16)));
+// gc_dyn_smem is the dynamic shared memory of the launch, in bytes.
+static __device__ __forceinline__ u32 gc_dyn_smem() {
+  u32 n;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return n;
 }
 
 // GcMat is a float32 matrix in shared memory: element (r, c) at p[r*rs + c*cs].
@@ -71,194 +62,342 @@ struct GcMat {
   __device__ __forceinline__ float at(int r, int c) const { return p[r * rs + c * cs]; }
 };
 
-// gc_tile: c += A[r0:r0+16, 0:K] · B[0:K, n0:n0+8] for one warp, c in the
-// m16n8 accumulator layout (c0, c1 at row g, cols 2t, 2t+1; c2, c3 at row
-// g+8), K a multiple of 16.
-template <int K>
-static __device__ __forceinline__ void gc_tile(float* c, GcMat A, int r0, GcMat B, int n0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll 4
-  for (int k0 = 0; k0 < K; k0 += 16) {
-    const int k = k0 + 2 * t;
-    u32 ah[4], al[4], b0h, b0l, b1h, b1l;
-    gc_split(A.at(r0 + g, k), A.at(r0 + g, k + 1), ah[0], al[0]);
-    gc_split(A.at(r0 + g + 8, k), A.at(r0 + g + 8, k + 1), ah[1], al[1]);
-    gc_split(A.at(r0 + g, k + 8), A.at(r0 + g, k + 9), ah[2], al[2]);
-    gc_split(A.at(r0 + g + 8, k + 8), A.at(r0 + g + 8, k + 9), ah[3], al[3]);
-    gc_split(B.at(k, n0 + g), B.at(k + 1, n0 + g), b0h, b0l);
-    gc_split(B.at(k + 8, n0 + g), B.at(k + 9, n0 + g), b1h, b1l);
-    gc_mma(c, al, b0h, b1h);
-    gc_mma(c, ah, b0l, b1l);
-    gc_mma(c, ah, b0h, b1h);
+// gc_gates fills beta (sigmoid(b)), the log-gates' running sums G (float64,
+// 0 past n so G stays G[n-1]), γ = e^G and the decays to the block's end
+// e^(G[GC_C-1]-G) for the n tokens from t0 of value head j; every thread
+// of the block calls it (it synchronises).
+static __device__ __forceinline__ void gc_gates(const float* __restrict__ bb, const float* __restrict__ aa,
+                                                const float* __restrict__ aLog, const float* __restrict__ dtBias,
+                                                int t0, int n, int j, int Hv, int tid, double* Gd, float* betaS,
+                                                float* gam, float* dec) {
+  if (tid < GC_C) {
+    float b = 0.f;
+    double lg = 0;
+    if (tid < n) {
+      const long long r = (long long)(t0 + tid) * Hv + j;
+      b = (float)dsigmoid((double)bb[r]);
+      lg = -dexp((double)aLog[j]) * dsoftplus((double)aa[r] + (double)dtBias[j]);
+    }
+    betaS[tid] = b;
+    Gd[tid] = lg;
   }
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int i = 0; i < GC_C; i++) s += Gd[i], Gd[i] = s;
+  }
+  __syncthreads();
+  if (tid < GC_C) {
+    gam[tid] = (float)dexp(Gd[tid]);
+    dec[tid] = (float)dexp(Gd[GC_C - 1] - Gd[tid]);
+  }
+  __syncthreads();
 }
 
-// gc_dyn_smem is the dynamic shared memory of the launch, in bytes.
-static __device__ __forceinline__ u32 gc_dyn_smem() {
-  u32 n;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-  return n;
+// The tf32 products. gc_tf32 rounds x to tf32 (nearest, ties away), in a
+// float32 register with the low 13 bits zero.
+static __device__ __forceinline__ u32 gc_tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
 }
 
-// gdn_chunk runs the delta rule of DeltaRule (ops.go) over rows tokens for
-// heads of 128 keys and 128 values: q and k L2-normalised (q scaled by
+// GcA and GcB are the hi and lo parts of a warp's m16n8k8 fragments.
+struct GcA {
+  u32 hi[4], lo[4];
+};
+struct GcB {
+  u32 hi[2], lo[2];
+};
+
+static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
+  hi = gc_tf32(x);
+  lo = gc_tf32(x - __uint_as_float(hi));
+}
+
+// gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
+// col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
+// b1 row t+4).
+static __device__ __forceinline__ GcA gc_frag_a(GcMat A, int r0, int k0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  GcA f;
+  gc_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
+  gc_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
+  gc_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
+  gc_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
+  return f;
+}
+static __device__ __forceinline__ GcB gc_frag_b(GcMat B, int k0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  GcB f;
+  gc_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
+  gc_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
+  return f;
+}
+
+static __device__ __forceinline__ void gc_mma8(float* c, const u32* a, const u32* b) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// gc_mma3 adds a·b to the m16n8 accumulator c (c0, c1 at row g, cols 2t,
+// 2t+1; c2, c3 at row g+8), the small products first.
+static __device__ __forceinline__ void gc_mma3(float* c, const GcA& a, const GcB& b) {
+  gc_mma8(c, a.lo, b.hi);
+  gc_mma8(c, a.hi, b.lo);
+  gc_mma8(c, a.hi, b.hi);
+}
+
+// The workspace, per (value head, block of tokens), GC_WS floats (a
+// multiple of 4, so each part is 16-byte aligned): W, γ·Q, the decayed K
+// and U at GC_C·GC_D apart, then the masked q·k (GC_C x GC_C), then
+// γ_{n-1} and 3 floats of padding.
+#define GC_WS 17412
+static_assert(GC_WS == 4 * GC_C * GC_D + GC_C * GC_C + 4, "GC_WS");
+#define GC_WS_M (4 * GC_C * GC_D)
+#define GC_WS_GL (GC_WS_M + GC_C * GC_C)
+
+#define GC_PREP_THREADS 128
+static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
+// shared memory: G (doubles), Kb, Qb [C][LK], Am [C][LC], beta, γ, dec [C]
+#define GC_PREP_SHARED (8 * GC_C + 4 * (2 * GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C))
+
+// gdn_chunk_prep computes the workspace of value head bid / nb and block
+// bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-extern "C" __global__ void __launch_bounds__(GC_THREADS)
-    gdn_chunk(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
-              const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ state,
-              float* __restrict__ out, int rows, int Hk, int Hv) {
+extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
+    gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+                   const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
+                   int Hk, int Hv) {
   pdl_begin();
-  extern __shared__ double gc_smem[];
-  if (gc_dyn_smem() < GC_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
-  double* Gd = gc_smem;
-  float* Kb = (float*)(gc_smem + GC_C);
+  extern __shared__ double gc_prep_smem[];
+  if (gc_dyn_smem() < GC_PREP_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
+  double* Gd = gc_prep_smem;
+  float* Kb = (float*)(gc_prep_smem + GC_C);
   float* Qb = Kb + GC_C * GC_LK;
-  float* Sb = Qb + GC_C * GC_LK;
-  float* Am = Sb + GC_VT * GC_LK;
-  float* Mm = Am + GC_C * GC_LC;
-  float* Rb = Mm + GC_C * GC_LC;
-  float* Vn = Rb + GC_C * GC_LV;
-  float* Wb = Vn + GC_C * GC_LV;
-  float* Ob = Wb + GC_C * GC_LV;
-  float* betaS = Ob + GC_C * GC_LV;
+  float* Am = Qb + GC_C * GC_LK;
+  float* betaS = Am + GC_C * GC_LC;
   float* gam = betaS + GC_C;
   float* dec = gam + GC_C;
+
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, tq = lane & 3;
+  const int nb = (rows + GC_C - 1) / GC_C;
+  const int j = PETAL_BID_X() / nb, blk = PETAL_BID_X() % nb;
+  if (j >= Hv) return;
+  const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
+  const int kh = j / (Hv / Hk);
+  const long long width = 2LL * Hk * GC_D + (long long)Hv * GC_D;
+  float* w = ws + ((long long)j * nb + blk) * GC_WS;
+
+  // this thread's column of the block's values, loaded first (used last)
+  float v[GC_C];
+#pragma unroll
+  for (int i = 0; i < GC_C; i++) v[i] = i < n ? qkv[(long long)(t0 + i) * width + 2LL * Hk * GC_D + j * GC_D + tid] : 0.f;
+  gc_gates(bb, aa, aLog, dtBias, t0, n, j, Hv, tid, Gd, betaS, gam, dec);
+
+  // the normalised queries and keys (zero rows past n), a warp a token;
+  // γ·Q and the decayed K go to the workspace
+  const float qscale = 1.f / __builtin_sqrtf((float)GC_D);
+  for (int i = warp; i < GC_C; i += GC_PREP_THREADS / 32) {
+    float q[GC_D / 32], k[GC_D / 32], qs = 0.f, ks = 0.f;
+    const float* row = qkv + (long long)(t0 + i) * width;
+#pragma unroll
+    for (int u = 0; u < GC_D / 32; u++) {
+      const int c = lane + 32 * u;
+      q[u] = i < n ? row[kh * GC_D + c] : 0.f;
+      k[u] = i < n ? row[(Hk + kh) * GC_D + c] : 0.f;
+      qs += q[u] * q[u];
+      ks += k[u] * k[u];
+    }
+    qs = warp_sum(qs), ks = warp_sum(ks);
+    const float qinv = qscale / __builtin_sqrtf(qs + 1e-6f), kinv = 1.f / __builtin_sqrtf(ks + 1e-6f);
+#pragma unroll
+    for (int u = 0; u < GC_D / 32; u++) {
+      const int c = lane + 32 * u;
+      const float qn = q[u] * qinv, kn = k[u] * kinv;
+      Qb[i * GC_LK + c] = qn;
+      Kb[i * GC_LK + c] = kn;
+      w[GC_C * GC_D + i * GC_D + c] = gam[i] * qn;
+      w[2 * GC_C * GC_D + i * GC_D + c] = dec[i] * kn;
+    }
+  }
+  __syncthreads();
+
+  // k·k → A (beta, decayed, strictly lower) and q·k → the workspace's M
+  // (decayed, m <= i): 16 tiles of 16x8, those above the diagonal zero
+  for (int item = warp; item < 16; item += GC_PREP_THREADS / 32) {
+    const int kind = item / 8, r0 = (item % 8) / 4 * 16, n0 = item % 4 * 8;
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    if (n0 <= r0 + 15) {
+      const GcMat A{kind ? Qb : Kb, GC_LK, 1}, B{Kb, 1, GC_LK};
+#pragma unroll 4
+      for (int k0 = 0; k0 < GC_D; k0 += 8) gc_mma3(c, gc_frag_a(A, r0, k0, lane), gc_frag_b(B, k0, n0, lane));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int r = r0 + g + (e >> 1) * 8, m = n0 + 2 * tq + (e & 1);
+      const float d = m <= r ? (float)dexp(Gd[r] - Gd[m]) : 0.f;
+      if (kind == 0)
+        Am[r * GC_LC + m] = m < r ? betaS[r] * c[e] * d : 0.f;
+      else
+        w[GC_WS_M + r * GC_C + m] = c[e] * d;
+    }
+  }
+  __syncthreads();
+
+  // (I + A)·[W U] = [beta·γ·K  beta·V] by forward substitution, this
+  // thread's column of each
+  float x[GC_C], y[GC_C];
+#pragma unroll
+  for (int i = 0; i < GC_C; i++) {
+    float sx = betaS[i] * gam[i] * Kb[i * GC_LK + tid], sy = betaS[i] * v[i];
+#pragma unroll
+    for (int m = 0; m < i; m++) {
+      const float a = Am[i * GC_LC + m];
+      sx = __builtin_fmaf(-a, x[m], sx);
+      sy = __builtin_fmaf(-a, y[m], sy);
+    }
+    x[i] = sx, y[i] = sy;
+    w[i * GC_D + tid] = sx;
+    w[3 * GC_C * GC_D + i * GC_D + tid] = sy;
+  }
+  if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
+}
+
+#define GC_STATE_THREADS 256
+static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
+#define GC_LKD (GC_D + 8)
+#define GC_LV (GC_VT + 8)
+// a buffer: W, γ·Q [C][LK], the decayed K [C][LKD], U's slice [C][LV], M [C][LC], γ_{n-1} and padding
+#define GC_BUF (2 * GC_C * GC_LK + GC_C * GC_LKD + GC_C * GC_LV + GC_C * GC_LC + 4)
+// shared memory: the state's slice [VT][LK], two buffers, Vn and γ·S0·q [C][LV]
+#define GC_STATE_SHARED (4 * (GC_VT * GC_LK + 2 * GC_BUF + 2 * GC_C * GC_LV))
+
+static __device__ __forceinline__ u32 gc_smem_u32(const void* p) {
+  u32 a;
+  asm("{.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
+  return a;
+}
+static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(gc_smem_u32(dst)), "l"(src) : "memory");
+}
+
+// gc_fetch starts copying one block's workspace src (the slice's
+// columns a0.. of U) into the buffer bf.
+static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
+  constexpr int part = GC_C * GC_D / 4;  // 16-byte pieces of W, γ·Q or the decayed K
+  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) {
+    const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
+    gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
+  }
+  float* U = bf + 2 * GC_C * GC_LK + GC_C * GC_LKD;
+  float* M = U + GC_C * GC_LV;
+  for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
+    const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
+    gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
+  }
+  for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
+    const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
+    gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
+  }
+  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
+}
+
+// gdn_chunk_state advances rows a0..a0+GC_VT of value head j's state
+// (bid = j·(128/GC_VT) + a0/GC_VT) over the blocks of the workspace that
+// gdn_chunk_prep wrote, and writes those rows' outputs.
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
+    gdn_chunk_state(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                    int Hv) {
+  pdl_begin();
+  extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
+  if (gc_dyn_smem() < GC_STATE_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
+  float* Sb = gc_state_smem;
+  float* bufs = Sb + GC_VT * GC_LK;
+  float* Vn = bufs + 2 * GC_BUF;
+  float* Og = Vn + GC_C * GC_LV;
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int slices = GC_D / GC_VT;
   const int j = PETAL_BID_X() / slices, a0 = (PETAL_BID_X() % slices) * GC_VT;
   if (j >= Hv) return;
-  const int kh = j / (Hv / Hk);
-  const long long width = 2LL * Hk * GC_D + (long long)Hv * GC_D;
+  const int nb = (rows + GC_C - 1) / GC_C;
+  const float* wsj = ws + (long long)j * nb * GC_WS;
   float* st = state + ((long long)j * GC_D + a0) * GC_D;
-  for (int i = tid; i < GC_VT * GC_D; i += GC_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = st[i];
-  const double decay = dexp((double)aLog[j]);
-  const float qscale = 1.f / __builtin_sqrtf((float)GC_D);
+  gc_fetch(wsj, bufs, a0, tid);
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = st[i];
 
-  for (int t0 = 0; t0 < rows; t0 += GC_C) {
-    const int n = imin(GC_C, rows - t0);
-    // the block's normalised queries and keys (zero rows past n), a warp a token
-    for (int i = warp; i < GC_C; i += GC_THREADS / 32) {
-      float q[GC_D / 32], k[GC_D / 32], qs = 0.f, ks = 0.f;
-      const float* row = qkv + (long long)(t0 + i) * width;
-#pragma unroll
-      for (int u = 0; u < GC_D / 32; u++) {
-        const int c = lane + 32 * u;
-        q[u] = i < n ? row[kh * GC_D + c] : 0.f;
-        k[u] = i < n ? row[(Hk + kh) * GC_D + c] : 0.f;
-        qs += q[u] * q[u];
-        ks += k[u] * k[u];
-      }
-      qs = warp_sum(qs), ks = warp_sum(ks);
-      const float qinv = qscale / __builtin_sqrtf(qs + 1e-6f), kinv = 1.f / __builtin_sqrtf(ks + 1e-6f);
-#pragma unroll
-      for (int u = 0; u < GC_D / 32; u++) {
-        const int c = lane + 32 * u;
-        Qb[i * GC_LK + c] = q[u] * qinv;
-        Kb[i * GC_LK + c] = k[u] * kinv;
-      }
-    }
-    // the gates: beta and the log-gate (0 past n, so G stays G[n-1])
-    if (tid < GC_C) {
-      float b = 0.f;
-      double lg = 0;
-      if (tid < n) {
-        const long long r = (long long)(t0 + tid) * Hv + j;
-        b = (float)dsigmoid((double)bb[r]);
-        lg = -decay * dsoftplus((double)aa[r] + (double)dtBias[j]);
-      }
-      betaS[tid] = b;
-      Gd[tid] = lg;
-    }
+  // warp w's tiles: rows r0.. of the block's tokens and columns n0.. of
+  // the slice for Vn, γ·S0·q and o; rows s0.. of the slice and columns
+  // c0..c0+31 of the state for its update
+  const int r0 = (warp >> 2) * 16, n0 = (warp & 3) * 8, s0 = (warp >> 2) * 16, c0 = (warp & 3) * 32;
+  for (int blk = 0; blk < nb; blk++) {
+    if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
     __syncthreads();
-    if (tid == 0) {
-      double s = 0;
-      for (int i = 0; i < GC_C; i++) s += Gd[i], Gd[i] = s;
-    }
-    __syncthreads();
-    if (tid < GC_C) {
-      gam[tid] = (float)dexp(Gd[tid]);
-      dec[tid] = (float)dexp(Gd[GC_C - 1] - Gd[tid]);
-    }
-    __syncthreads();
+    const float* W = bufs + (blk & 1) * GC_BUF;
+    const float* Qg = W + GC_C * GC_LK;
+    const float* Kd = Qg + GC_C * GC_LK;
+    const float* U = Kd + GC_C * GC_LKD;
+    const float* M = U + GC_C * GC_LV;
+    const float gl = M[GC_C * GC_LC];
 
-    // k·k → A and q·k → M (decayed, masked), S0·k → R and S0·q → O: 32
-    // tiles of 16x8, each with K = 128
-    for (int item = warp; item < 32; item += GC_THREADS / 32) {
-      const int kind = item / 8, r0 = (item % 8) / 4 * 16, n0 = item % 4 * 8;
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
-      if (kind < 2) {
-        if (n0 <= r0 + 15) gc_tile<GC_D>(c, GcMat{kind ? Qb : Kb, GC_LK, 1}, r0, GcMat{Kb, 1, GC_LK}, n0, lane);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int r = r0 + g + (e >> 1) * 8, m = n0 + 2 * tq + (e & 1);
-          const float d = m <= r ? (float)dexp(Gd[r] - Gd[m]) : 0.f;
-          if (kind == 0)
-            Am[r * GC_LC + m] = m < r ? betaS[r] * c[e] * d : 0.f;
-          else
-            Mm[r * GC_LC + m] = c[e] * d;
-        }
-      } else {
-        gc_tile<GC_D>(c, GcMat{kind == 2 ? Kb : Qb, GC_LK, 1}, r0, GcMat{Sb, 1, GC_LK}, n0, lane);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-          if (kind == 2) {
-            const float v = r < n ? qkv[(long long)(t0 + r) * width + 2LL * Hk * GC_D + j * GC_D + a0 + a] : 0.f;
-            Rb[r * GC_LV + a] = betaS[r] * (v - gam[r] * c[e]);
-          } else {
-            Ob[r * GC_LV + a] = gam[r] * c[e];
-          }
-        }
-      }
-    }
-    __syncthreads();
-
-    // Vn = (I + A)^-1 R by forward substitution: warp w owns columns
-    // 8w..8w+7, four lanes a column, each summing every fourth term.
+    // Vn = U - W·S0ᵀ and γ·S0·q, sharing S0's fragments
     {
-      const int a = warp * 8 + (lane & 7), part = lane >> 3;
-      for (int i = 0; i < GC_C; i++) {
-        float s = 0.f;
-        for (int m = part; m < i; m += 4) s += Am[i * GC_LC + m] * Vn[m * GC_LV + a];
-        s += __shfl_xor_sync(0xffffffffu, s, 8);
-        s += __shfl_xor_sync(0xffffffffu, s, 16);
-        const float x = Rb[i * GC_LV + a] - s;
-        if (part == 0) {
-          Vn[i * GC_LV + a] = x;
-          Wb[i * GC_LV + a] = dec[i] * x;
-        }
-        __syncwarp();
+      float cv[4] = {0.f, 0.f, 0.f, 0.f}, co[4] = {0.f, 0.f, 0.f, 0.f};
+      const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
+#pragma unroll 4
+      for (int k0 = 0; k0 < GC_D; k0 += 8) {
+        const GcB b = gc_frag_b(S, k0, n0, lane);
+        gc_mma3(cv, gc_frag_a(Wm, r0, k0, lane), b);
+        gc_mma3(co, gc_frag_a(Qm, r0, k0, lane), b);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
+        Vn[r * GC_LV + a] = U[r * GC_LV + a] - cv[e];
+        Og[r * GC_LV + a] = co[e];
       }
     }
     __syncthreads();
 
-    // o = O + M·Vn (8 tiles, written out for the block's n tokens), and
-    // S = γ_{n-1}·S + Wbᵀ·K (32 tiles): each of S's elements is read and
-    // written by one thread only.
-    for (int item = warp; item < 8 + 32; item += GC_THREADS / 32) {
-      float c[4];
-      if (item < 8) {
-        const int r0 = item / 4 * 16, n0 = item % 4 * 8;
-        c[0] = c[1] = c[2] = c[3] = 0.f;
-        gc_tile<GC_C>(c, GcMat{Mm, GC_LC, 1}, r0, GcMat{Vn, GC_LV, 1}, n0, lane);
+    // o = γ·S0·q + M·Vn for the block's n tokens, and S = γ_{n-1}·S0 +
+    // Vnᵀ·(decayed K): each of S's elements is read and written by one
+    // thread only
+    {
+      const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      const GcMat Mm{M, GC_LC, 1}, V{Vn, GC_LV, 1}, Vt{Vn, 1, GC_LV}, K{Kd, GC_LKD, 1};
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-          if (r < n) out[((long long)(t0 + r) * Hv + j) * GC_D + a0 + a] = Ob[r * GC_LV + a] + c[e];
-        }
-      } else {
-        const int it = item - 8, r0 = it / 16 * 16, n0 = it % 16 * 8;
-        const float gl = gam[GC_C - 1];
+      for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
 #pragma unroll
-        for (int e = 0; e < 4; e++) c[e] = gl * Sb[(r0 + g + (e >> 1) * 8) * GC_LK + n0 + 2 * tq + (e & 1)];
-        gc_tile<GC_C>(c, GcMat{Wb, 1, GC_LV}, r0, GcMat{Kb, GC_LK, 1}, n0, lane);
-#pragma unroll
-        for (int e = 0; e < 4; e++) Sb[(r0 + g + (e >> 1) * 8) * GC_LK + n0 + 2 * tq + (e & 1)] = c[e];
+      for (int e = 0; e < 4; e++) {
+        const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
+        if (r < n) out[((long long)(t0 + r) * Hv + j) * GC_D + a0 + a] = Og[r * GC_LV + a] + c[e];
       }
+      float cs[4][4];
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) cs[u][e] = gl * Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)];
+#pragma unroll
+      for (int k0 = 0; k0 < GC_C; k0 += 8) {
+        const GcA a = gc_frag_a(Vt, s0, k0, lane);
+#pragma unroll
+        for (int u = 0; u < 4; u++) gc_mma3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)] = cs[u][e];
     }
     __syncthreads();
   }
-  for (int i = tid; i < GC_VT * GC_D; i += GC_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
+  for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
