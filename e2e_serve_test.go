@@ -488,14 +488,16 @@ func TestServeBoundedLoad(t *testing.T) {
 		t.Errorf("%d served, %d refused: the load should both fill the queue and be served", served, refused)
 	}
 	// flat: the last quarter ends no higher than the highest before it,
-	// give or take the collector's swing; a leak of each request's state
-	// (several MB) would add hundreds of MB per quarter
+	// give or take the collector's swing (the heap in use is sampled
+	// between collections: it was seen 35 % above the earlier peak with
+	// nothing leaking, on a loaded 2-core machine); a leak of each
+	// request's state (several MB) would add hundreds of MB per quarter
 	var peak sample
 	for _, s := range samples[:len(samples)-1] {
 		peak = sample{max(peak.rss, s.rss), max(peak.heap, s.heap), max(peak.goroutines, s.goroutines)}
 	}
 	last := samples[len(samples)-1]
-	if last.rss > peak.rss*1.2+32e6 || last.heap > peak.heap*1.2+32e6 || last.goroutines > peak.goroutines+4 {
+	if last.rss > peak.rss*1.2+32e6 || last.heap > peak.heap*1.5+32e6 || last.goroutines > peak.goroutines+4 {
 		t.Errorf("memory or goroutines grew over the load: %s", strings.Join(trace, "; "))
 	}
 	if d := metric(t, p.url, "petal_queue_depth"); d != 0 {
