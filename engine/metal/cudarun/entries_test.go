@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 // metal2cu's (named as in the .metal source).
 func TestEntriesFound(t *testing.T) {
 	fams := Families()
-	if len(fams) != 5 {
-		t.Fatalf("families %v, want attn, gdn, moe, qmv, route", fams)
+	if len(fams) != 7 {
+		t.Fatalf("families %v, want attn, gdn, moe, ops, qmv, route, sample", fams)
 	}
 	total := 0
 	for _, f := range fams {
@@ -52,7 +52,7 @@ func TestEntriesFound(t *testing.T) {
 		}
 		total += len(names)
 	}
-	if total != 22 {
-		t.Errorf("%d entry points, want the 22 the tests launch", total)
+	if total != 46 {
+		t.Errorf("%d entry points, want the 46 the tests launch", total)
 	}
 }
