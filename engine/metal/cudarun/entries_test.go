@@ -5,6 +5,7 @@ package cudarun
 import (
 	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"petal/engine/cuda/cudatest"
@@ -13,8 +14,27 @@ import (
 // TestMain runs the tests, then, where a GPU ran all of them (no -run) and
 // they passed, checks that every entry point of every embedded PTX was
 // launched: a kernel added to a .metal file without a test here fails.
+//
+// Where the tests run in several processes (one per family, so that a
+// fault ends only its own), PETAL_CUDARUN_LAUNCHED=FILE makes each append
+// the entries it launched to FILE, and TestEntriesLaunchedAcrossRuns with
+// PETAL_CUDARUN_CHECK_LAUNCHED=FILE then checks their union.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if path := os.Getenv("PETAL_CUDARUN_LAUNCHED"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			launched.Range(func(k, _ any) bool {
+				f.WriteString(k.(string) + "\n")
+				return true
+			})
+			err = f.Close()
+		}
+		if err != nil {
+			println("cudarun: " + err.Error())
+			code = 1
+		}
+	}
 	if code == 0 && cudatest.Opened() && flag.Lookup("test.run").Value.String() == "" {
 		for _, fam := range Families() {
 			names, err := Entries(fam)
@@ -38,8 +58,8 @@ func TestMain(m *testing.M) {
 // metal2cu's (named as in the .metal source).
 func TestEntriesFound(t *testing.T) {
 	fams := Families()
-	if len(fams) != 5 {
-		t.Fatalf("families %v, want attn, gdn, moe, qmv, route", fams)
+	if len(fams) != 7 {
+		t.Fatalf("families %v, want attn, gdn, moe, ops, qmv, route, sample", fams)
 	}
 	total := 0
 	for _, f := range fams {
@@ -52,7 +72,41 @@ func TestEntriesFound(t *testing.T) {
 		}
 		total += len(names)
 	}
-	if total != 22 {
-		t.Errorf("%d entry points, want the 22 the tests launch", total)
+	if total != 46 {
+		t.Errorf("%d entry points, want the 46 the tests launch", total)
+	}
+}
+
+// TestEntriesLaunchedAcrossRuns: with PETAL_CUDARUN_CHECK_LAUNCHED=FILE
+// (the entries earlier processes launched, see TestMain), every entry point
+// of every family is in FILE; without it the test skips.
+func TestEntriesLaunchedAcrossRuns(t *testing.T) {
+	path := os.Getenv("PETAL_CUDARUN_CHECK_LAUNCHED")
+	if path == "" {
+		t.Skip("PETAL_CUDARUN_CHECK_LAUNCHED not set: no list of launched entries to check")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]bool{}
+	for _, n := range strings.Fields(string(b)) {
+		ran[n] = true
+	}
+	for _, fam := range Families() {
+		names, err := Entries(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for _, n := range names {
+			if !ran[n] {
+				t.Errorf("%s.metal entry %s was not run by any test", fam, n)
+				missing++
+			}
+		}
+		if missing == 0 {
+			t.Logf("%s.metal: every entry point ran (%d)", fam, len(names))
+		}
 	}
 }

@@ -27,18 +27,12 @@
 using namespace metal;
 #include "params.h"
 #include "qgroup.h"
+#include "rope.h"
 
 #define ATT_D 256
 #define ATT_G 8
 #define ATT_SIMDGROUPS 8
 #define ATT_TILE 4
-
-// f32_to_bf16 rounds to nearest even (a NaN stays a NaN).
-static inline ushort f32_to_bf16(float f) {
-  const uint u = as_type<uint>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ushort((u >> 16) | 0x40u);
-  return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 static inline void kv_store(device float* p, float v) { *p = v; }
 static inline void kv_store(device ushort* p, float v) { *p = f32_to_bf16(v); }
@@ -49,25 +43,6 @@ static inline void kv_row(device const float* p, thread float* o) {
 }
 static inline void kv_row(device const ushort* p, thread float* o) {
   for (int e = 0; e < 8; e++) o[e] = bf16_to_f32(p[e]);
-}
-
-// rope_sincos is the sine and cosine of pos·(hi+lo).
-static inline void rope_sincos(int pos, float hi, float lo, thread float& s, thread float& c) {
-  const float pf = float(pos);  // exact below 2^24
-  const float ah = pf * hi;
-  const float al = fma(pf, hi, -ah) + pf * lo;  // the rest of the angle
-  const float n = rint(ah * 0.63661977236758134f);
-  float r = fma(-n, 1.57079637050628662f, ah);  // pi/2 = C1 + C2 (+ 2.6e-15)
-  r = fma(-n, -4.37113900018624e-8f, r);
-  r += al;
-  const float r2 = r * r;
-  const float sr =
-      r + r * r2 * (-1.f / 6 + r2 * (1.f / 120 + r2 * (-1.f / 5040 + r2 * (1.f / 362880 + r2 * (-1.f / 39916800)))));
-  const float cr =
-      1.f + r2 * (-0.5f + r2 * (1.f / 24 + r2 * (-1.f / 720 + r2 * (1.f / 40320 + r2 * (-1.f / 3628800 + r2 * (1.f / 479001600))))));
-  const int q = int(n) & 3;
-  s = q == 0 ? sr : q == 1 ? cr : q == 2 ? -sr : -cr;
-  c = q == 0 ? cr : q == 1 ? -sr : q == 2 ? -cr : sr;
 }
 
 // qk_prep: QH+KVH threadgroups of ATT_D threads: threadgroup h < QH

@@ -14,13 +14,19 @@ var entryPoints = map[string][]string{
 	"gdn":   {"gdn_step_s1", "gdn_step_s2", "gdn_step_s4", "gdn_step_s8", "gdn_step_s16", "gdn_finish"},
 	"attn":  {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
 	"moe":   {"moe_gate_up_f32", "moe_gate_up_f32_sb", "moe_down_f32", "moe_down_f32_sb"},
+	"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "conv_silu", "delta_rule", "gated_rmsnorm",
+		"qk_prep_rows_f32", "qk_prep_rows_bf16",
+		"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
+		"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",
+		"route_select_rows", "experts_gate_up", "experts_down", "advance", "convert"},
+	"sample": {"sample_row", "logprobs_row"},
 }
 
 // TestSources: every family is embedded with its entry points, and its
 // source has the local headers inlined once (Metal compiles a string and
 // cannot open them).
 func TestSources(t *testing.T) {
-	if got := strings.Join(Families(), " "); got != "attn gdn moe qmv route" {
+	if got := strings.Join(Families(), " "); got != "attn gdn moe ops qmv route sample" {
 		t.Fatalf("families %q", got)
 	}
 	for family, entries := range entryPoints {

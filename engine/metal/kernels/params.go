@@ -26,3 +26,43 @@ type AttnCombineParams struct{ MaxSplits, MinChunk int32 }
 type MoeUpParams struct{ I, H, Team int32 }
 
 type MoeDownParams struct{ H, I, Team int32 }
+
+type QShape struct{ Rows, Cols, Bits, Group, Wpr, Gpr int32 }
+
+type NormParams struct {
+	Dim, HasDelta int32
+	Eps           float32
+}
+
+type GemmParams struct{ T, Ldy int32 }
+
+type ConvParams struct{ Rows, C, K int32 }
+
+type DeltaParams struct{ Rows, Hk, Dk, Hv, Dv int32 }
+
+type GatedNormParams struct {
+	Count, Dim int32
+	Eps        float32
+}
+
+type QKPrepRowsParams struct {
+	MaxPos, QH, KVH, D, Rot int32
+	Eps                     float32
+}
+
+type AttnRowsParams struct{ Rows, QH, KVH, D int32 }
+
+type RouteRowsParams struct{ E, TopK, Normalize int32 }
+
+type ExpertsParams struct{ Rows, Dim, TopK, Inter, Sinter int32 }
+
+type AdvanceParams struct{ By int32 }
+
+type ConvertParams struct {
+	N        uint32
+	From, To int32
+}
+
+type SampleParams struct{ V int32 }
+
+type LogprobsParams struct{ V, TopN int32 }

@@ -89,3 +89,142 @@ struct MoeDownParams {
 };
 PETAL_LAYOUT(MoeDownParams, 12);
 PETAL_FIELD(MoeDownParams, team, 8);
+
+// ops.metal and sample.metal: the generic kernels of every op at any
+// number of rows (ops.cu, sample.cu; there the values are separate
+// arguments).
+
+// A quantised matrix's shape, the QDesc of engine/cuda/kernels/rowmath.h
+// without its pointers (its codes, scales and biases are buffers of their
+// own): rows counts every row of an expert stack; wpr and gpr are the
+// 32-bit words and groups of a row.
+struct QShape {
+  int rows;
+  int cols;
+  int bits;
+  int group;
+  int wpr;
+  int gpr;
+};
+PETAL_LAYOUT(QShape, 24);
+PETAL_FIELD(QShape, gpr, 20);
+
+// add_rmsnorm: rows of dim; h += delta first where hasDelta is not 0.
+struct NormParams {
+  int dim;
+  int hasDelta;
+  float eps;
+};
+PETAL_LAYOUT(NormParams, 12);
+PETAL_FIELD(NormParams, eps, 8);
+
+// qgemm: T rows of x, y rows ldy apart.
+struct GemmParams {
+  int T;
+  int ldy;
+};
+PETAL_LAYOUT(GemmParams, 8);
+PETAL_FIELD(GemmParams, ldy, 4);
+
+// conv_silu: rows of C channels, K taps.
+struct ConvParams {
+  int rows;
+  int C;
+  int K;
+};
+PETAL_LAYOUT(ConvParams, 12);
+PETAL_FIELD(ConvParams, K, 8);
+
+// delta_rule: rows tokens, Hk key heads of Dk, Hv value heads of Dv.
+struct DeltaParams {
+  int rows;
+  int Hk;
+  int Dk;
+  int Hv;
+  int Dv;
+};
+PETAL_LAYOUT(DeltaParams, 20);
+PETAL_FIELD(DeltaParams, Dv, 16);
+
+// gated_rmsnorm: count (row, head) vectors of dim.
+struct GatedNormParams {
+  int count;
+  int dim;
+  float eps;
+};
+PETAL_LAYOUT(GatedNormParams, 12);
+PETAL_FIELD(GatedNormParams, eps, 8);
+
+// qk_prep_rows: QH query and KVH key heads of D, rot rotary dims.
+struct QKPrepRowsParams {
+  int maxPos;
+  int QH;
+  int KVH;
+  int D;
+  int rot;
+  float eps;
+};
+PETAL_LAYOUT(QKPrepRowsParams, 24);
+PETAL_FIELD(QKPrepRowsParams, eps, 20);
+
+// attn_rows: rows query rows of QH heads over KVH key heads of D.
+struct AttnRowsParams {
+  int rows;
+  int QH;
+  int KVH;
+  int D;
+};
+PETAL_LAYOUT(AttnRowsParams, 16);
+PETAL_FIELD(AttnRowsParams, D, 12);
+
+// route_select_rows: rows of E logits, the topK chosen.
+struct RouteRowsParams {
+  int E;
+  int topK;
+  int normalize;
+};
+PETAL_LAYOUT(RouteRowsParams, 12);
+PETAL_FIELD(RouteRowsParams, normalize, 8);
+
+// experts_gate_up, experts_down: rows of dim, topK routed experts of
+// inter rows and a shared one of sinter.
+struct ExpertsParams {
+  int rows;
+  int dim;
+  int topK;
+  int inter;
+  int sinter;
+};
+PETAL_LAYOUT(ExpertsParams, 20);
+PETAL_FIELD(ExpertsParams, sinter, 16);
+
+// advance: *pos += by.
+struct AdvanceParams {
+  int by;
+};
+PETAL_LAYOUT(AdvanceParams, 4);
+PETAL_FIELD(AdvanceParams, by, 0);
+
+// convert: n elements from type from to type to (0 f32, 1 bf16, 2 f16).
+struct ConvertParams {
+  uint n;
+  int from;
+  int to;
+};
+PETAL_LAYOUT(ConvertParams, 12);
+PETAL_FIELD(ConvertParams, to, 8);
+
+// sample_row: a row of V logits.
+struct SampleParams {
+  int V;
+};
+PETAL_LAYOUT(SampleParams, 4);
+PETAL_FIELD(SampleParams, V, 0);
+
+// logprobs_row: a row of V logits, the topN most likely reported.
+struct LogprobsParams {
+  int V;
+  int topN;
+};
+PETAL_LAYOUT(LogprobsParams, 8);
+PETAL_FIELD(LogprobsParams, topN, 4);

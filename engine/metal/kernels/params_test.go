@@ -19,6 +19,20 @@ var goParams = map[string]reflect.Type{
 	"AttnCombineParams": reflect.TypeFor[AttnCombineParams](),
 	"MoeUpParams":       reflect.TypeFor[MoeUpParams](),
 	"MoeDownParams":     reflect.TypeFor[MoeDownParams](),
+	"QShape":            reflect.TypeFor[QShape](),
+	"NormParams":        reflect.TypeFor[NormParams](),
+	"GemmParams":        reflect.TypeFor[GemmParams](),
+	"ConvParams":        reflect.TypeFor[ConvParams](),
+	"DeltaParams":       reflect.TypeFor[DeltaParams](),
+	"GatedNormParams":   reflect.TypeFor[GatedNormParams](),
+	"QKPrepRowsParams":  reflect.TypeFor[QKPrepRowsParams](),
+	"AttnRowsParams":    reflect.TypeFor[AttnRowsParams](),
+	"RouteRowsParams":   reflect.TypeFor[RouteRowsParams](),
+	"ExpertsParams":     reflect.TypeFor[ExpertsParams](),
+	"AdvanceParams":     reflect.TypeFor[AdvanceParams](),
+	"ConvertParams":     reflect.TypeFor[ConvertParams](),
+	"SampleParams":      reflect.TypeFor[SampleParams](),
+	"LogprobsParams":    reflect.TypeFor[LogprobsParams](),
 }
 
 var cTypes = map[string]reflect.Kind{"int": reflect.Int32, "uint": reflect.Uint32, "float": reflect.Float32}

@@ -11,6 +11,13 @@
 
 static inline float bf16_to_f32(ushort b) { return as_type<float>(uint(b) << 16); }
 
+// f32_to_bf16 rounds to nearest even (a NaN stays a NaN).
+static inline ushort f32_to_bf16(float f) {
+  const uint u = as_type<uint>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ushort((u >> 16) | 0x40u);
+  return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 // warp_sum is the butterfly of qgroup.h's warp_sum (offsets 16 down to 1):
 // the CUDA kernels' order, which simd_sum does not promise.
 static inline float warp_sum(float v) {

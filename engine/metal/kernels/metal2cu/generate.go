@@ -21,6 +21,7 @@ type Param struct {
 	Name     string
 	Buffer   int
 	Position string
+	Vector   bool // a uint2 position (x and y)
 }
 
 // positions maps each supported position attribute to its CUDA value
@@ -36,6 +37,16 @@ var positions = map[string]string{
 	"simdgroup_index_in_threadgroup": "(__nvvm_read_ptx_sreg_tid_x() >> 5)",
 	"threads_per_simdgroup":          "32u",
 	"simdgroups_per_threadgroup":     "((__nvvm_read_ptx_sreg_ntid_x() + 31u) >> 5)",
+}
+
+// positionsY are the y components of the attributes a kernel may declare
+// as uint2 (two-dimensional grids: a threadgroup position and a thread
+// position in the threadgroup, with their counts).
+var positionsY = map[string]string{
+	"thread_position_in_threadgroup": "__nvvm_read_ptx_sreg_tid_y()",
+	"threadgroup_position_in_grid":   "__nvvm_read_ptx_sreg_ctaid_y()",
+	"threads_per_threadgroup":        "__nvvm_read_ptx_sreg_ntid_y()",
+	"threadgroups_per_grid":          "__nvvm_read_ptx_sreg_nctaid_y()",
 }
 
 // scalarPositionTypes are the declared types a position may have here.
@@ -138,8 +149,14 @@ func parseParam(s string) (Param, error) {
 			return Param{}, fmt.Errorf("parameter %s: only constant references are supported", p.Name)
 		}
 	case positions[attr] != "":
-		if !scalarPositionTypes[typ] {
-			return Param{}, fmt.Errorf("parameter %s: [[%s]] must be a uint, ushort or int here (one-dimensional grids), not %q", p.Name, attr, typ)
+		switch {
+		case scalarPositionTypes[typ]:
+		case typ == "uint2" && positionsY[attr] != "":
+			p.Vector = true
+		case typ == "uint2":
+			return Param{}, fmt.Errorf("parameter %s: [[%s]] must be a uint, ushort or int (only thread and threadgroup positions and their counts may be uint2)", p.Name, attr)
+		default:
+			return Param{}, fmt.Errorf("parameter %s: [[%s]] must be a uint, ushort or int here (one-dimensional grids), or a uint2 for a thread or threadgroup position or count, not %q", p.Name, attr, typ)
 		}
 		p.Position = attr
 	case attr == "threadgroup":
@@ -213,7 +230,9 @@ func Generate(file, src string) (string, error) {
 		}
 		var args []string
 		for _, p := range k.Params {
-			if p.Position != "" {
+			if p.Vector {
+				args = append(args, "petal_uint2("+positions[p.Position]+", "+positionsY[p.Position]+")")
+			} else if p.Position != "" {
 				args = append(args, positions[p.Position])
 			} else {
 				args = append(args, p.Name)

@@ -34,6 +34,18 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+// TestGenerate2D: a uint2 position is built from the x and y ids.
+func TestGenerate2D(t *testing.T) {
+	out, err := Generate("k.metal", "kernel void k(device float* y [[buffer(0)]], uint2 b [[threadgroup_position_in_grid]], uint t [[thread_position_in_threadgroup]]) {}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "metal_k(y, petal_uint2(__nvvm_read_ptx_sreg_ctaid_x(), __nvvm_read_ptx_sreg_ctaid_y()), __nvvm_read_ptx_sreg_tid_x());"
+	if !strings.Contains(out, want) {
+		t.Errorf("missing %q in:\n%s", want, out)
+	}
+}
+
 // TestParseRefuses: what the dialect cannot translate is an error naming
 // the kernel and the parameter, not a silently wrong wrapper.
 func TestParseRefuses(t *testing.T) {
@@ -43,6 +55,7 @@ func TestParseRefuses(t *testing.T) {
 		"kernel void k(device float* y) {}":                                                        "no [[...]] attribute",
 		"kernel void k(device float* y [[buffer(0)]], device float* z [[buffer(2)]]) {}":           "not 0..1",
 		"kernel void k(device float* y [[buffer(0)]], uint3 i [[thread_position_in_grid]]) {}":     "one-dimensional",
+		"kernel void k(device float* y [[buffer(0)]], uint2 i [[thread_position_in_grid]]) {}":     "only thread and threadgroup positions",
 		"kernel void k(device float y [[buffer(0)]]) {}":                                           "pointer or a constant reference",
 		"void f() {}": "no kernel functions",
 		"kernel void k(constant P& p [[buffer(0)]], device float* y [[buffer(1)]]) {}": "last buffer index",
