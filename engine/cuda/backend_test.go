@@ -166,7 +166,8 @@ func fusedCases() []fusedCase {
 				got := read(t, b, o.Y)
 				at := 0
 				for i, R := range rows {
-					within(t, fmt.Sprintf("QLinearGroup matrix %d", i), got[at:at+R], backendtest.Linear(refs[i], R, C, x, 1))
+					withinBar(t, fmt.Sprintf("QLinearGroup matrix %d", i), got[at:at+R], backendtest.Linear(refs[i], R, C, x, 1),
+						backendtest.Tolerances["QLinearGroup"][backend.F32])
 					at += R
 				}
 				for i, v := range got[at:] {
@@ -368,7 +369,11 @@ func readInts(t *testing.T, b *Backend, buf backend.Buffer) []int32 {
 // bar for op.
 func within(t *testing.T, op string, got []float32, want []float64) {
 	t.Helper()
-	withinBar(t, op, got, want, backendtest.Tolerances[op][backend.F32])
+	bar, ok := backendtest.Tolerances[op][backend.F32]
+	if !ok {
+		t.Fatalf("no float32 tolerance for %q", op)
+	}
+	withinBar(t, op, got, want, bar)
 }
 
 // withinBar: the largest |got - want| over the RMS of want is at most bar,

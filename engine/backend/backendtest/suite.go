@@ -22,7 +22,10 @@ import (
 // holds exactly; QKPrep's BF16 bar is for the queries, and each key and
 // value it writes may be off by its BF16 bar of the output's RMS plus half
 // a bf16 unit in the last place of the element (the one rounding the cache
-// makes).
+// makes). Attention's output averages the values (its RMS about 1/30 of
+// theirs over a few hundred random rows), so float32's rounding of the
+// sums reads large against it: CUDA's float32 kernel gave up to 1.05e-5
+// on the H200, Metal's through the CUDA dialect 2e-5 at 1000 positions.
 var Tolerances = map[string]map[backend.DType]float64{
 	"Embed":        {backend.F32: 0},
 	"AddRMSNorm":   {backend.F32: 2e-6},
@@ -32,7 +35,7 @@ var Tolerances = map[string]map[backend.DType]float64{
 	"DeltaRule":    {backend.F32: 2e-5},
 	"GatedRMSNorm": {backend.F32: 2e-6},
 	"QKPrep":       {backend.F32: 2e-6, backend.BF16: 2e-6},
-	"Attention":    {backend.F32: 1e-5, backend.BF16: 1e-5},
+	"Attention":    {backend.F32: 3e-5, backend.BF16: 3e-5},
 	"Route":        {backend.F32: 2e-6},
 	"Experts":      {backend.F32: 2e-5},
 	"Advance":      {backend.I32: 0},

@@ -184,7 +184,10 @@ func (a *attnCase) checkPrep(t testing.TB, s *driver.Stream, pos int, label stri
 	gotQ := a.q.Floats(t, s, "q")
 	gotK, gotV := a.cacheRow(t, s, a.kcp, pos), a.cacheRow(t, s, a.vcp, pos)
 	eq := maxRelErr(gotQ, wantQ)
-	kTol := 1e-5
+	// per element with a floor of 1e-3, so keys near zero read large: past
+	// 128K positions the float-pair angle left 1.1e-5 and 1.6e-5 on the
+	// H200 (docs/bench/metal/2026-12-01-ops1) against a first bar of 1e-5
+	kTol := 3e-5
 	if a.bf16 {
 		kTol = 1.0 / 256
 	}
