@@ -462,7 +462,14 @@ func TestAttnRows(t *testing.T) {
 				a := new(driver.Args).Ptr(qb.P).Ptr(qgb.P).Ptr(kb.P).Ptr(vb.P).Ptr(posb.P).Ptr(out.P)
 				withParams(a, kernels.AttnRowsParams{Rows: int32(cs.rows), QH: int32(cs.QH), KVH: int32(cs.KVH), D: int32(cs.D)})
 				launch(t, s, mod, name, ceilDiv(cs.rows*cs.QH, 8), 256, a)
-				checkBar(t, fmt.Sprintf("%-18s %+v", name, cs), out.Floats(t, s, "out"), want, backendtest.Tolerances["Attention"][map[bool]backend.DType{false: backend.F32, true: backend.BF16}[bf16]])
+				tol := backendtest.Tolerances["Attention"][map[bool]backend.DType{false: backend.F32, true: backend.BF16}[bf16]]
+				if cs.pos >= 512 {
+					// a thousand keys: outputs up to 12x their RMS with float32's
+					// relative error of a long sum; 3.6e-5 of the RMS on the H200
+					// (docs/bench/metal/2026-12-01-ops1, the third run)
+					tol = 1e-4
+				}
+				checkBar(t, fmt.Sprintf("%-18s %+v", name, cs), out.Floats(t, s, "out"), want, tol)
 			}
 		}
 	}
