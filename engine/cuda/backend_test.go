@@ -400,7 +400,8 @@ func withinBar(t *testing.T, what string, got []float32, want []float64, bar flo
 	}
 }
 
-// TestGraphOutlivesBackend: a program whose graph is released after its
+// TestGraphOutlivesBackend: a program is captured on its second run, and
+// one whose graph is released after its
 // backend was closed (a cleanup run by the collector, as when bench opens
 // a second backend for an ablation) does nothing and fails nothing, and a
 // backend opened after it works.
@@ -421,9 +422,15 @@ func TestGraphOutlivesBackend(t *testing.T) {
 	if err := p.Run(); err != nil {
 		t.Fatal(err)
 	}
+	if p.(*program).exec != nil {
+		t.Fatal("the program was captured before its second run")
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
 	exec := p.(*program).exec
 	if exec == nil {
-		t.Fatal("the program has no graph with graphs=on")
+		t.Fatal("the program has no graph after its second run with graphs=on")
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
