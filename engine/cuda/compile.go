@@ -29,7 +29,7 @@ type program struct {
 	// the second run (docs/bench/cuda/2026-12-01-ttft1).
 	graph bool
 	runs  int
-	desc    string // for errors: the op count and the first and last labels
+	desc  string // for errors: the op count and the first and last labels
 
 	// Temporaries: each op's start at offset 0 of the backend's scratch
 	// (ops run one after another on one stream); the address is fixed
