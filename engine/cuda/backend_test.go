@@ -516,3 +516,166 @@ func TestPlainGEMMTiles(t *testing.T) {
 		})
 	}
 }
+
+// TestNormRouteMatchesApart: an AddRMSNorm of one row followed by the
+// Route that reads it runs as one route_norm launch under the defaults,
+// and leaves h, the normed row, the expert ids and their weights bit for
+// bit as norms=apart does (add_rmsnorm, then route), with and without a
+// delta, for 4- and 8-bit routers; the ids and weights also match the
+// float64 reference over the normed row.
+func TestNormRouteMatchesApart(t *testing.T) {
+	fused := testBackend(t, DefaultOptions())
+	o := DefaultOptions()
+	o.FusedNorms = false
+	apart := testBackend(t, o)
+	const E, C, K = 256, 2048, 8
+	for _, bits := range []int{8, 4} {
+		for _, withDelta := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%d-bit delta=%v", bits, withDelta), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(bits), map[bool]uint64{true: 1, false: 2}[withDelta]))
+				m := quant.RandomMatrix(rng, 1, E, C, bits, 64)
+				h, delta, w := randoms(rng, C, 2), randoms(rng, C, 1), randoms(rng, C, 1)
+				type result struct {
+					h, a, wts []float32
+					ids       []int32
+					kernels   []string
+				}
+				run := func(b *Backend) result {
+					router, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(C)), Rows: 1, Dim: C, Eps: 1e-6}
+					if withDelta {
+						n.Delta = floats(b, delta)
+					}
+					r := &backend.Route{X: n.Out, Router: router, Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+					p, err := b.Compile([]backend.Op{n, r})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for range 2 { // the second run replays the captured graph
+						if err := b.Write(n.H, h); err != nil {
+							t.Fatal(err)
+						}
+						if err := p.Run(); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.Sync(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					names := p.(*program).kernelNames()
+					return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), readInts(t, b, r.Idx), append(names[0], names[1]...)}
+				}
+				f, a := run(fused), run(apart)
+				if !slices.Equal(f.kernels, []string{normRouteKernel}) || slices.Contains(a.kernels, normRouteKernel) {
+					t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
+				}
+				same := func(what string, x, y []float32) {
+					for i := range x {
+						if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+							t.Errorf("%s[%d]: %v fused, %v apart", what, i, x[i], y[i])
+							return
+						}
+					}
+				}
+				same("h", f.h, a.h)
+				same("the normed row", f.a, a.a)
+				same("the weights", f.wts, a.wts)
+				if !slices.Equal(f.ids, a.ids) {
+					t.Errorf("experts %v fused, %v apart", f.ids, a.ids)
+				}
+				ids, wts := backendtest.Route(backendtest.Dequantize(&m), E, C, f.a, 1, K, true)
+				if !slices.Equal(f.ids, ids) {
+					t.Errorf("experts %v, the reference's %v", f.ids, ids)
+				}
+				within(t, "Route", f.wts, wts)
+			})
+		}
+	}
+}
+
+// TestNormGroupMatchesApart: an AddRMSNorm of one row followed by the
+// QLinearGroup that reads it runs as one qmv_group_norm launch under the
+// defaults, and leaves h, the normed row and every projection bit for bit
+// as norms=apart does (add_rmsnorm, then qmv_group), with and without a
+// delta, on replays too; the projections also match the float64
+// reference over the normed row.
+func TestNormGroupMatchesApart(t *testing.T) {
+	fused := testBackend(t, DefaultOptions())
+	o := DefaultOptions()
+	o.FusedNorms = false
+	apart := testBackend(t, o)
+	const C = 2048
+	rows := []int{1024, 301, 32, 3}
+	for _, withDelta := range []bool{true, false} {
+		t.Run(fmt.Sprintf("delta=%v", withDelta), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, map[bool]uint64{true: 1, false: 2}[withDelta]))
+			var ms []quant.Matrix
+			total := 0
+			for _, R := range rows {
+				ms = append(ms, quant.RandomMatrix(rng, 1, R, C, 4, 64))
+				total += R
+			}
+			h, delta, w := randoms(rng, C, 2), randoms(rng, C, 1), randoms(rng, C, 1)
+			type result struct {
+				h, a, y []float32
+				kernels []string
+			}
+			run := func(b *Backend) result {
+				var ws []backend.Matrix
+				for _, m := range ms {
+					u, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ws = append(ws, u)
+				}
+				n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(C)), Rows: 1, Dim: C, Eps: 1e-6}
+				if withDelta {
+					n.Delta = floats(b, delta)
+				}
+				g := &backend.QLinearGroup{X: n.Out, W: ws, Y: floats(b, nans(total)), Rows: 1}
+				p, err := b.Compile([]backend.Op{n, g})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 { // the second and third runs replay the captured graph
+					if err := b.Write(n.H, h); err != nil {
+						t.Fatal(err)
+					}
+					if err := p.Run(); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Sync(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				names := p.(*program).kernelNames()
+				return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), append(names[0], names[1]...)}
+			}
+			f, a := run(fused), run(apart)
+			if !slices.Equal(f.kernels, []string{normGroupKernel}) || slices.Contains(a.kernels, normGroupKernel) {
+				t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
+			}
+			same := func(what string, x, y []float32) {
+				for i := range x {
+					if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+						t.Errorf("%s[%d]: %v fused, %v apart", what, i, x[i], y[i])
+						return
+					}
+				}
+			}
+			same("h", f.h, a.h)
+			same("the normed row", f.a, a.a)
+			same("the projections", f.y, a.y)
+			at := 0
+			for j, R := range rows {
+				withinBar(t, fmt.Sprintf("matrix %d", j), f.y[at:at+R], backendtest.Linear(backendtest.Dequantize(&ms[j]), R, C, f.a, 1),
+					backendtest.Tolerances["QLinearGroup"][backend.F32])
+				at += R
+			}
+		})
+	}
+}

@@ -80,6 +80,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		var err error
 		if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
+		} else if st, ok := b.normRouteStep(p, i); ok {
+			steps = []step{st}
+		} else if st, ok := b.normGroupStep(p, i); ok {
+			steps = []step{st}
 		} else {
 			steps, err = b.lower(p, op)
 		}
@@ -93,6 +97,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		if len(steps) == 1 && steps[0].name == gdnKernel {
 			i += 2 // the step runs the two ops after this one too
+		}
+		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normGroupKernel) {
+			i++ // the step runs the op after this AddRMSNorm too
 		}
 	}
 	p.desc = fmt.Sprintf("of %d ops", len(ops))

@@ -546,6 +546,110 @@ func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
 	return false
 }
 
+// normRouteKernel names the add-and-norm and router of one token in one
+// launch (route.cu's route_norm).
+const normRouteKernel = "route_norm"
+
+// normRouteStep lowers ops[i:i+2] to route_norm when they are an
+// AddRMSNorm of one row and the Route of one token that reads its output
+// (the post-attention norm and the MoE's router), with the router's
+// shapes the decode kernel takes and Options.FusedNorms on. The kernel
+// writes all that both ops write, the normed row bit for bit as
+// add_rmsnorm does, so no later op can tell.
+func (b *Backend) normRouteStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !b.o.FusedNorms || i+1 >= len(p.ops) {
+		return step{}, false
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	r, ok2 := p.ops[i+1].(*backend.Route)
+	if !ok1 || !ok2 || n.Rows != 1 || r.Rows != 1 || n.Out != r.X {
+		return step{}, false
+	}
+	ch := &checks{b: b}
+	w := ch.mat("the router", r.Router)
+	if w == nil {
+		return step{}, false
+	}
+	q := w.q
+	E, C := q.Rows, q.Cols
+	if q.GroupSize != 64 || (q.Bits != 4 && q.Bits != 8) || r.TopK < 1 || r.TopK > 32 || r.TopK > E || E > 1024 ||
+		4*(C+E) > 48<<10 || n.Dim != C {
+		return step{}, false
+	}
+	rn := RouteNorm{H: ch.buf("h", n.H, backend.F32, C), W: ch.buf("the weight", n.Weight, backend.F32, C),
+		Out: ch.buf("the output", n.Out, backend.F32, C), Eps: n.Eps}
+	if n.Delta.Mem != nil {
+		rn.Delta = ch.buf("the delta", n.Delta, backend.F32, C)
+	}
+	idx := ch.buf("the expert ids", r.Idx, backend.I32, r.TopK)
+	wts := ch.buf("the weights", r.Weights, backend.F32, r.TopK)
+	if ch.err != nil {
+		return step{}, false // the plain lowering says what is wrong
+	}
+	var off int64
+	lOff := p.reserve(&off, 4*int64(E))
+	topK, normalize := r.TopK, r.Normalize
+	return step{kernels: 1, name: normRouteKernel, launch: func(s *driver.Stream) error {
+		bufs := RouteBuffers{Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
+		return b.route.LaunchNorm(s, q, bufs, rn, topK, normalize)
+	}}, true
+}
+
+// normGroupKernel names the add-and-norm and grouped mat-vec of one token
+// in one launch (qmv.cu's qmv_group_norm).
+const normGroupKernel = "qmv_group_norm"
+
+// normGroupStep lowers ops[i:i+2] to qmv_group_norm when they are an
+// AddRMSNorm of one row and the QLinearGroup of one token that reads its
+// output (a layer's input norm and its first projections) and the grouped
+// mat-vec takes the matrices, with Options.FusedNorms on. The kernel
+// writes all that both ops write, the normed row bit for bit as
+// add_rmsnorm does.
+func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !b.o.FusedNorms || !b.qmv.GroupedNorm() || i+1 >= len(p.ops) {
+		return step{}, false
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	g, ok2 := p.ops[i+1].(*backend.QLinearGroup)
+	if !ok1 || !ok2 || n.Rows != 1 || g.Rows != 1 || n.Out != g.X || len(g.W) < 2 || len(g.W) > QMVGroupMax {
+		return step{}, false
+	}
+	ch := &checks{b: b}
+	qs := make([]*QMatrix, len(g.W))
+	total := 0
+	for j, m := range g.W {
+		w := ch.mat(fmt.Sprintf("matrix %d", j), m)
+		if w == nil {
+			return step{}, false
+		}
+		qs[j] = w.q
+		total += w.q.Rows
+	}
+	cols := qs[0].Cols
+	off := g.Offsets()
+	y := ch.buf("y", g.Y, backend.F32, off[len(qs)])
+	qn := QMVNorm{H: ch.buf("h", n.H, backend.F32, n.Dim), W: ch.buf("the weight", n.Weight, backend.F32, n.Dim),
+		Out: ch.buf("the output", n.Out, backend.F32, n.Dim), Eps: n.Eps, Counter: b.counter}
+	if n.Delta.Mem != nil {
+		qn.Delta = ch.buf("the delta", n.Delta, backend.F32, n.Dim)
+	}
+	if ch.err != nil || n.Dim != cols || qn.H%16 != 0 {
+		return step{}, false
+	}
+	ys := make([]driver.Ptr, len(qs))
+	for j := range qs {
+		ys[j] = y.Add(4 * int64(off[j]))
+	}
+	table, err := QMVGroupTable(qs, ys)
+	if err != nil {
+		return step{}, false
+	}
+	tOff := p.constant(table)
+	return step{kernels: 1, name: normGroupKernel, launch: func(s *driver.Stream) error {
+		return b.qmv.LaunchGroupNorm(s, p.consts.Add(tOff), qn, total, cols)
+	}}, true
+}
+
 // gdnKernel names the fused Gated DeltaNet step.
 const gdnKernel = "gdn_step"
 

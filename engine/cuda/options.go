@@ -35,6 +35,11 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
+	// FusedNorms runs the add-and-norm of one token inside the kernel of
+	// the op that reads it (with Fused): before the MoE's router in
+	// route.cu's route_norm, before a layer's first projections in qmv.cu's
+	// qmv_group_norm; two launches fewer per layer, the same bits.
+	FusedNorms bool
 	// PDL launches every kernel with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -61,13 +66,14 @@ type Options struct {
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, FusedNorms: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
@@ -104,6 +110,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.Fused, err = onOff(kv)
 		case "pdl":
 			o.PDL, err = onOff(kv)
+		case "norms":
+			switch kv.Value {
+			case "fused":
+				o.FusedNorms = true
+			case "apart":
+				o.FusedNorms = false
+			default:
+				return Options{}, fmt.Errorf("cuda: norms=%q: want fused or apart", kv.Value)
+			}
 		case "verbose":
 			o.Verbose, err = onOff(kv)
 		case "qmv":

@@ -114,6 +114,19 @@ type QMV struct {
 	occ     occupancy
 	// groupOcc is the grouped kernel's occupancy
 	groupOcc occupancy
+	// groupNorm is qmv_group_norm_<kind>_r2 (with group), normOcc its
+	// occupancy
+	groupNorm *driver.Function
+	normOcc   occupancy
+}
+
+// QMVNorm is the add-and-norm LaunchGroupNorm does first (an AddRMSNorm
+// of one row before the mat-vecs): H += Delta (0: none), the row
+// H/rms(H)·W staged as x and written to Out, Eps in the rms; Counter a
+// u32 ticket (zero, and left so by every complete launch).
+type QMVNorm struct {
+	H, Delta, W, Out, Counter driver.Ptr
+	Eps                       float32
 }
 
 // QMVGroupMax is QMV_GROUP of qmv.cu: the most matrices of one grouped
@@ -154,6 +167,36 @@ func QMVGroupTable(ms []*QMatrix, ys []driver.Ptr) ([]byte, error) {
 // Grouped says whether LaunchGroup is there (the R=2 _sb variants).
 func (k *QMV) Grouped() bool { return k.group != nil }
 
+// GroupedNorm says whether LaunchGroupNorm is there.
+func (k *QMV) GroupedNorm() bool { return k.groupNorm != nil }
+
+// LaunchGroupNorm is LaunchGroup with the add-and-norm of n first, in the
+// same kernel: x is n's normed row (bit for bit add_rmsnorm's), written to
+// n.Out with the sum to n.H by the block that finishes last.
+func (k *QMV) LaunchGroupNorm(s *driver.Stream, table driver.Ptr, n QMVNorm, rows, cols int) error {
+	if k.groupNorm == nil {
+		return fmt.Errorf("cuda: mat-vec %v has no grouped form with a norm", k.variant)
+	}
+	if n.H%16 != 0 {
+		return fmt.Errorf("cuda: the row at %#x is not 16-byte aligned", uint64(n.H))
+	}
+	if rows == 0 {
+		return nil
+	}
+	groups := cols / 64
+	team := teamFor(groups)
+	shared := k.variant.Kind.stageBytes(groups)
+	perSM, err := k.normOcc.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	if err != nil {
+		return err
+	}
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
+	grid := min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM)
+	var a driver.Args
+	a.Ptr(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
+	return s.Launch(k.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
+}
+
 // LaunchGroup queues the mat-vecs of the QMVGroupTable at table (on the
 // device), rows in all, each cols wide, against x (float32, 16-byte
 // aligned), in one launch.
@@ -191,6 +234,9 @@ func NewQMV(c *driver.Context, mod *driver.Module, v QMVVariant) (*QMV, error) {
 	if v.R == 2 && v.SB {
 		if g, err := mod.Function("qmv_group_" + v.Kind.String() + "_r2"); err == nil {
 			k.group, k.groupOcc = g, newOccupancy(c, g)
+		}
+		if g, err := mod.Function("qmv_group_norm_" + v.Kind.String() + "_r2"); err == nil && k.group != nil {
+			k.groupNorm, k.normOcc = g, newOccupancy(c, g)
 		}
 	}
 	return k, nil

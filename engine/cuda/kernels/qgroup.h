@@ -76,12 +76,26 @@ struct QView {
   const float* gd;
 };
 
+// QNormIn is an add-and-norm for qstage to apply as it stages (an
+// AddRMSNorm of one row before the mat-vec): x = (h + delta)/rms·w, delta
+// optional (null), all 16-byte aligned.
+struct QNormIn {
+  const float* h;
+  const float* delta;
+  const float* w;
+  float eps;
+};
+
 // qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
 // shared memory. Every thread of the block calls it; it ends with a
 // barrier. The copy comes first, with sixteen 16-byte loads in flight per
 // thread, so that a block waits for memory about once, not once per group.
-template <int M>
-static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups) {
+// With NORM, x is n's add-and-norm of h, computed in add_rmsnorm's order
+// (each thread's elements tid, tid+256, ... summed in turn, then the
+// warps' sums in warp order) by a block of 256 threads: bit for bit what
+// add_rmsnorm (ops.cu) writes.
+template <int M, bool NORM = false>
+static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
   extern __shared__ u32 smem[];
   float* raw = (float*)smem;
   u32* st = smem + 64 * ngroups;
@@ -89,7 +103,7 @@ static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int 
   float* gd = gsum + ngroups;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
   {
-    const u32x4a* x4 = (const u32x4a*)x;
+    const u32x4a* x4 = (const u32x4a*)(NORM ? n.h : x);
     u32x4a* r4 = (u32x4a*)raw;
     const int n4 = 16 * ngroups;
     for (int b = 0; b < n4; b += 16 * nthreads) {
@@ -107,6 +121,28 @@ static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int 
     }
   }
   __syncthreads();
+  if (NORM) {
+    __shared__ float red[32];
+    const int cols = 64 * ngroups;
+    float ss = 0.f;
+    for (int i = tid; i < cols; i += nthreads) {
+      float v = raw[i];
+      if (n.delta) {
+        v += n.delta[i];
+        raw[i] = v;
+      }
+      ss += v * v;
+    }
+    ss = warp_sum(ss);
+    __syncthreads();
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+    for (int w = 0; w < nwarps; w++) tot += red[w];
+    const float inv = 1.f / __builtin_sqrtf(tot / cols + n.eps);
+    for (int i = tid; i < cols; i += nthreads) raw[i] = raw[i] * inv * n.w[i];
+    __syncthreads();
+  }
   // Eight lanes per group, four groups per warp at once, lane sl taking
   // elements sl, sl+8, ..., sl+56 (three shuffles reduce a group).
   const int sl = lane & 7, gw = lane >> 3;

@@ -36,13 +36,31 @@ struct QRow {
   int m;
 };
 
-template <int M, int R, int SB, bool G>
+// QMVNorm is the add-and-norm a grouped mat-vec does first (the input
+// norm of a layer): x staged from in (qstage's NORM); the block that
+// finishes last, once every block has read h, writes the sum to in.h and
+// the normed row to out, with a ticket from counter (a u32 that wraps by
+// itself, so the launch replays in a graph).
+struct QMVNorm {
+  QNormIn in;
+  float* out;
+  u32* counter;
+};
+
+static __device__ __forceinline__ u32 qmv_ticket(u32* p, u32 limit) {
+  u32 old;
+  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+static __device__ __forceinline__ void qmv_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team,
-                                           const QMVGroup* __restrict__ grp) {
+                                           const QMVGroup* __restrict__ grp, QMVNorm nrm = QMVNorm{}) {
   const int groups = cols / 64;
-  const QView q = qstage<M>(x, groups);
+  const QView q = qstage<M, N>(x, groups, nrm.in);
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub = lane / team, tl = lane % team;
@@ -94,6 +112,20 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       if (tl == 0 && r < rows) *row[j].y = acc[j];
     }
   }
+  if (N) {
+    __shared__ int last;
+    qmv_fence();
+    __syncthreads();
+    if (tid == 0) last = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
+    __syncthreads();
+    if (!last) return;
+    qmv_fence();
+    float* h = (float*)nrm.in.h;
+    for (int i = tid; i < cols; i += PETAL_NTID_X()) {
+      if (nrm.in.delta) h[i] += nrm.in.delta[i];
+      nrm.out[i] = q.raw[i];
+    }
+  }
 }
 
 // Entry points qmv_<kind>_r<R>[_sb]: sb takes the interleaved scale/bias
@@ -137,3 +169,18 @@ QMV_GROUPED(QM_I8X3, 2, 2, qmv_group_i8x3_r2)
 QMV_GROUPED(QM_I8X2, 2, 2, qmv_group_i8x2_r2)
 QMV_GROUPED(QM_F32, 2, 2, qmv_group_f32_r2)
 QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
+
+// Entry points qmv_group_norm_<kind>_r2: qmv_group with the add-and-norm
+// of a QMVNorm first (h, delta or null, the norm's weight, eps, the normed
+// row's output, a ticket counter), in one launch.
+#define QMV_GROUPED_NORM(M, R, B, NAME)                                                                   \
+  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
+      NAME(const QMVGroup* grp, float* h, const float* delta, const float* w, float eps, float* out,     \
+           u32* counter, int cols, int team) { pdl_begin();                                               \
+    qmv<M, R, 1, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp,            \
+                             QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                          \
+  }
+QMV_GROUPED_NORM(QM_I8X3, 2, 2, qmv_group_norm_i8x3_r2)
+QMV_GROUPED_NORM(QM_I8X2, 2, 2, qmv_group_norm_i8x2_r2)
+QMV_GROUPED_NORM(QM_F32, 2, 2, qmv_group_norm_f32_r2)
+QMV_GROUPED_NORM(QM_F16, 2, 2, qmv_group_norm_f16_r2)

@@ -11,7 +11,7 @@
 // replayed in a graph) reads them all back and selects. Selecting on the
 // logits, not on float32 probabilities, keeps the order of the float64
 // reference: exp is monotonic, but float32 exp of two close logits can tie.
-#include "qgroup.h"
+#include "rowmath.h"
 
 #define ROUTE_WARPS 8
 
@@ -70,19 +70,47 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
   return s * acc + b * xs;
 }
 
+// RouteNorm is the add-and-norm before the router (the post-attention
+// norm: h += delta where delta is given, x = h/rms(h)·w), done by route_norm
+// in the same launch: every block computes x from h and delta itself, in
+// add_rmsnorm's order with as many threads (ROUTE_WARPS*32 = 256), so x is
+// bit for bit add_rmsnorm's; the block that finishes last, once every block
+// has read h, writes h and x back, for the MoE that reads x next.
+struct RouteNorm {
+  float* h;
+  const float* delta;
+  const float* w;
+  float* out;
+  float eps;
+};
+
 // route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, (cols + experts) floats
-// of dynamic shared memory; counter a u32 the host zeroes once.
-template <int BITS>
+// of dynamic shared memory; counter a u32 the host zeroes once. With NORM, x is computed from nrm.
+template <int BITS, bool NORM>
 static __device__ __forceinline__ void route(const u32* __restrict__ words, const u16* __restrict__ scales,
                                              const u16* __restrict__ biases, const float* __restrict__ x,
                                              float* logits, int* ids, float* wts, u32* counter, int experts,
-                                             int cols, int topk, int normalize) {
+                                             int cols, int topk, int normalize, RouteNorm nrm) {
   extern __shared__ float rsm[];
   float* xs = rsm;
   float* ls = rsm + cols;
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
+  if (NORM) {
+    __shared__ float red[32];
+    float ss = 0.f;
+    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
+      float v = nrm.h[i];
+      if (nrm.delta) v += nrm.delta[i];
+      xs[i] = v;
+      ss += v * v;
+    }
+    ss = block_sum(ss, red);
+    const float inv = 1.f / __builtin_sqrtf(ss / cols + nrm.eps);
+    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = xs[i] * inv * nrm.w[i];
+  } else {
+    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
+  }
   __syncthreads();
   const int groups = cols / 64;
   const int wpg = BITS * 2;  // words per group
@@ -103,6 +131,13 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   __syncthreads();
   if (!last) return;
   fence_gpu();
+  if (NORM) {
+    // every block has read h: the sum and the normed x go back
+    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
+      if (nrm.delta) nrm.h[i] += nrm.delta[i];
+      nrm.out[i] = xs[i];
+    }
+  }
   for (int e = tid; e < experts; e += ROUTE_WARPS * 32) ls[e] = ((volatile float*)logits)[e];
   __syncthreads();
   // Expert e's rank is the number that beat it (a larger logit, or an equal
@@ -141,7 +176,22 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   extern "C" __global__ void __launch_bounds__(ROUTE_WARPS * 32)                                             \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* logits, int* ids, \
            float* wts, u32* counter, int experts, int cols, int topk, int normalize) { pdl_begin();          \
-    route<BITS>(words, scales, biases, x, logits, ids, wts, counter, experts, cols, topk, normalize);        \
+    route<BITS, false>(words, scales, biases, x, logits, ids, wts, counter, experts, cols, topk, normalize, \
+                       RouteNorm{});                                                                        \
   }
 ROUTE(4, route4)
 ROUTE(8, route8)
+
+// Entry points route_norm4 and route_norm8: the add-and-norm, then the
+// router, over h, delta (may be null), the norm's weight w and eps; x is
+// written to out.
+#define ROUTE_NORM(BITS, NAME)                                                                                \
+  extern "C" __global__ void __launch_bounds__(ROUTE_WARPS * 32)                                              \
+      NAME(const u32* words, const u16* scales, const u16* biases, float* h, const float* delta,             \
+           const float* w, float* out, float eps, float* logits, int* ids, float* wts, u32* counter,        \
+           int experts, int cols, int topk, int normalize) { pdl_begin();                                   \
+    route<BITS, true>(words, scales, biases, nullptr, logits, ids, wts, counter, experts, cols, topk,       \
+                      normalize, RouteNorm{h, delta, w, out, eps});                                          \
+  }
+ROUTE_NORM(4, route_norm4)
+ROUTE_NORM(8, route_norm8)
