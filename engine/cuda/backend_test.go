@@ -518,13 +518,16 @@ func TestPlainGEMMTiles(t *testing.T) {
 }
 
 // TestNormRouteMatchesApart: an AddRMSNorm of one row followed by the
-// Route that reads it runs as one route_norm launch under the defaults,
+// Route that reads it runs as one route_norm launch under norms=fused,
 // and leaves h, the normed row, the expert ids and their weights bit for
 // bit as norms=apart does (add_rmsnorm, then route), with and without a
 // delta, for 4- and 8-bit routers; the ids and weights also match the
-// float64 reference over the normed row.
+// float64 reference over the normed row. (norms=fused is not the default
+// until this has passed on a GPU.)
 func TestNormRouteMatchesApart(t *testing.T) {
-	fused := testBackend(t, DefaultOptions())
+	fo := DefaultOptions()
+	fo.FusedNorms = true
+	fused := testBackend(t, fo)
 	o := DefaultOptions()
 	o.FusedNorms = false
 	apart := testBackend(t, o)
@@ -597,13 +600,15 @@ func TestNormRouteMatchesApart(t *testing.T) {
 }
 
 // TestNormGroupMatchesApart: an AddRMSNorm of one row followed by the
-// QLinearGroup that reads it runs as one qmv_group_norm launch under the
-// defaults, and leaves h, the normed row and every projection bit for bit
+// QLinearGroup that reads it runs as one qmv_group_norm launch under
+// norms=fused, and leaves h, the normed row and every projection bit for bit
 // as norms=apart does (add_rmsnorm, then qmv_group), with and without a
 // delta, on replays too; the projections also match the float64
 // reference over the normed row.
 func TestNormGroupMatchesApart(t *testing.T) {
-	fused := testBackend(t, DefaultOptions())
+	fo := DefaultOptions()
+	fo.FusedNorms = true
+	fused := testBackend(t, fo)
 	o := DefaultOptions()
 	o.FusedNorms = false
 	apart := testBackend(t, o)

@@ -38,7 +38,8 @@ type Options struct {
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
-	// qmv_group_norm; two launches fewer per layer, the same bits.
+	// qmv_group_norm; two launches fewer per layer, the same bits. Off by
+	// default until it has run on a GPU.
 	FusedNorms bool
 	// PDL launches every kernel with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
@@ -66,14 +67,14 @@ type Options struct {
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, FusedNorms: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
+	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; fused: not yet run on a GPU; default apart), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
