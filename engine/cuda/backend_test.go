@@ -575,17 +575,9 @@ func TestNormRouteMatchesApart(t *testing.T) {
 				if !slices.Equal(f.kernels, []string{normRouteKernel}) || slices.Contains(a.kernels, normRouteKernel) {
 					t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
 				}
-				same := func(what string, x, y []float32) {
-					for i := range x {
-						if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
-							t.Errorf("%s[%d]: %v fused, %v apart", what, i, x[i], y[i])
-							return
-						}
-					}
-				}
-				same("h", f.h, a.h)
-				same("the normed row", f.a, a.a)
-				same("the weights", f.wts, a.wts)
+				sameBits(t, "h", f.h, a.h)
+				sameBits(t, "the normed row", f.a, a.a)
+				sameBits(t, "the weights", f.wts, a.wts)
 				if !slices.Equal(f.ids, a.ids) {
 					t.Errorf("experts %v fused, %v apart", f.ids, a.ids)
 				}
@@ -664,17 +656,9 @@ func TestNormGroupMatchesApart(t *testing.T) {
 			if !slices.Equal(f.kernels, []string{normGroupKernel}) || slices.Contains(a.kernels, normGroupKernel) {
 				t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
 			}
-			same := func(what string, x, y []float32) {
-				for i := range x {
-					if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
-						t.Errorf("%s[%d]: %v fused, %v apart", what, i, x[i], y[i])
-						return
-					}
-				}
-			}
-			same("h", f.h, a.h)
-			same("the normed row", f.a, a.a)
-			same("the projections", f.y, a.y)
+			sameBits(t, "h", f.h, a.h)
+			sameBits(t, "the normed row", f.a, a.a)
+			sameBits(t, "the projections", f.y, a.y)
 			at := 0
 			for j, R := range rows {
 				withinBar(t, fmt.Sprintf("matrix %d", j), f.y[at:at+R], backendtest.Linear(backendtest.Dequantize(&ms[j]), R, C, f.a, 1),
@@ -682,5 +666,21 @@ func TestNormGroupMatchesApart(t *testing.T) {
 				at += R
 			}
 		})
+	}
+}
+
+// sameBits fails t where fused and apart differ in any bit (the first
+// element that does).
+func sameBits(t *testing.T, what string, fused, apart []float32) {
+	t.Helper()
+	if len(fused) != len(apart) {
+		t.Errorf("%s: %d values fused, %d apart", what, len(fused), len(apart))
+		return
+	}
+	for i := range fused {
+		if math.Float32bits(fused[i]) != math.Float32bits(apart[i]) {
+			t.Errorf("%s[%d]: %v fused, %v apart", what, i, fused[i], apart[i])
+			return
+		}
 	}
 }

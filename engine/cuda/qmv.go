@@ -183,15 +183,10 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table driver.Ptr, n QMVNorm, row
 	if rows == 0 {
 		return nil
 	}
-	groups := cols / 64
-	team := teamFor(groups)
-	shared := k.variant.Kind.stageBytes(groups)
-	perSM, err := k.normOcc.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	grid, team, shared, err := k.groupShape(k.normOcc, rows, cols)
 	if err != nil {
 		return err
 	}
-	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
-	grid := min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM)
 	var a driver.Args
 	a.Ptr(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
 	return s.Launch(k.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
@@ -210,18 +205,27 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table, x driver.Ptr, rows, cols int)
 	if rows == 0 {
 		return nil
 	}
-	groups := cols / 64
-	team := teamFor(groups)
-	shared := k.variant.Kind.stageBytes(groups)
-	perSM, err := k.groupOcc.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	grid, team, shared, err := k.groupShape(k.groupOcc, rows, cols)
 	if err != nil {
 		return err
 	}
-	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
-	grid := min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM)
 	var a driver.Args
 	a.Ptr(table).Ptr(x).I32(int32(cols)).I32(int32(team))
 	return s.Launch(k.group, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
+}
+
+// groupShape is a grouped launch's grid, team and shared memory for rows
+// rows of cols columns, on the kernel of occupancy occ.
+func (k *QMV) groupShape(occ occupancy, rows, cols int) (grid, team, shared int, err error) {
+	groups := cols / 64
+	team = teamFor(groups)
+	shared = k.variant.Kind.stageBytes(groups)
+	perSM, err := occ.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
+	return min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM), team, shared, nil
 }
 
 // NewQMV finds variant v in mod.
