@@ -51,35 +51,6 @@ func (l *lineReader) next() (line []byte, terminated bool, err error) {
 	}
 }
 
-// skip consumes the next line without keeping it.
-func (l *lineReader) skip() error {
-	if l.done {
-		return io.EOF
-	}
-	read := 0
-	for {
-		chunk, err := l.br.ReadSlice('\n')
-		read += len(chunk)
-		l.off += int64(len(chunk))
-		switch {
-		case err == nil:
-			l.n++
-			return nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			l.done = true
-			if read == 0 {
-				return io.EOF
-			}
-			l.n++
-			return nil
-		default:
-			return err
-		}
-	}
-}
-
 // isBlank reports a line holding only JSON whitespace.
 func isBlank(line []byte) bool {
 	return len(bytes.Trim(line, " \t\r\n")) == 0

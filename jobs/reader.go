@@ -18,9 +18,11 @@ type Reader struct {
 	// envelopes gets Batch-shaped error lines throughout.
 	envelopes bool
 
-	// Take, when set, selects the lines to decode (by physical line number);
-	// the others are consumed without being parsed, e.g. ShardSpec.Takes.
-	// Duplicate custom_ids are only detected among taken lines.
+	// Take, when set, selects the lines to serve (by physical line number),
+	// e.g. ShardSpec.Takes. The others are parsed only for their
+	// custom_id, so that a duplicate is found across shards as in one run:
+	// the later of two lines with one custom_id fails in whichever shard
+	// takes it.
 	Take func(line int) bool
 }
 
@@ -41,9 +43,11 @@ func (r *Reader) Next() (*Job, *LineError, error) {
 	for {
 		n := r.lines.n + 1
 		if r.Take != nil && !r.Take(n) {
-			if err := r.lines.skip(); err != nil {
+			line, _, err := r.lines.next()
+			if err != nil {
 				return nil, nil, readError(err, n)
 			}
+			r.noteID(jobBytes(line, n), n)
 			continue
 		}
 		line, _, err := r.lines.next()
@@ -85,6 +89,23 @@ func (r *Reader) Next() (*Job, *LineError, error) {
 			r.seen[job.CustomID] = n
 		}
 		return job, nil, nil
+	}
+}
+
+// noteID records the custom_id of line n, a line not served here, as used
+// where no earlier line used it (as Next does for a line it serves).
+func (r *Reader) noteID(line []byte, n int) {
+	if isBlank(line) {
+		return
+	}
+	var id string
+	if job, lerr := ParseLine(line, n); job != nil {
+		id = job.CustomID
+	} else {
+		id = lerr.CustomID
+	}
+	if _, dup := r.seen[id]; id != "" && !dup {
+		r.seen[id] = n
 	}
 }
 

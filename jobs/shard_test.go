@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,53 @@ func TestShardsOverReader(t *testing.T) {
 	}
 	if len(seen) != 6 {
 		t.Errorf("lines read: %v", seen)
+	}
+}
+
+// TestShardsFindDuplicateIDs: over all shards, the lines that fail as
+// duplicates are those that fail in one unsharded run (the later of two
+// with one custom_id, wherever the earlier lies; a bad line's id counts),
+// and no other.
+func TestShardsFindDuplicateIDs(t *testing.T) {
+	env := func(id, content string) string {
+		return `{"custom_id":"` + id + `","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"` + content + `"}]}}`
+	}
+	input := strings.Join([]string{
+		env("a", "1"),
+		env("b", "2"),
+		env("a", "3"),                       // a's second: fails
+		`{"custom_id":"c","method":"POST"}`, // bad, but c is used
+		env("c", "5"),                       // fails
+		env("d", "6"),
+		env("b", "7"), // fails
+		"",
+		env("e", "9"),
+	}, "\n") + "\n"
+	dups := func(r *Reader) []int {
+		_, lerrs := readAll(t, r)
+		var lines []int
+		for _, e := range lerrs {
+			if e.Code == CodeDuplicateID {
+				lines = append(lines, e.Line)
+			}
+		}
+		return lines
+	}
+	want := dups(NewReader(strings.NewReader(input)))
+	if !slices.Equal(want, []int{3, 5, 7}) {
+		t.Fatalf("one run: duplicates on lines %v, want 3, 5, 7", want)
+	}
+	for _, n := range []int{2, 3, 4} {
+		var got []int
+		for i := range n {
+			r := NewReader(strings.NewReader(input))
+			r.Take = ShardSpec{Index: i, Count: n}.Takes
+			got = append(got, dups(r)...)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%d shards: duplicates on lines %v, want %v", n, got, want)
+		}
 	}
 }
 
