@@ -119,6 +119,10 @@ type Prefill struct {
 	Seconds         float64   `json:"seconds"` // median of Runs
 	TokensPerSecond float64   `json:"tokens_per_second"`
 	Runs            []float64 `json:"runs_seconds"`
+	// DeviceBytes is the device memory in use right after the prompt,
+	// its state still held (a backend on a GPU; 0 elsewhere): the memory a
+	// prompt of Tokens needs, the chunk's temporaries included.
+	DeviceBytes int64 `json:"device_bytes,omitempty"`
 	Floor
 }
 

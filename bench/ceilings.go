@@ -116,18 +116,21 @@ func (sw *sweep) countKernels(d *Decode, s *model.State) error {
 	return nil
 }
 
-// sampleMemory keeps the most device memory in use seen so far.
-func (sw *sweep) sampleMemory() {
-	if sw.r == nil {
-		return
-	}
+// sampleMemory keeps the most device memory in use seen so far and
+// returns what is in use now (0 where the backend does not say).
+func (sw *sweep) sampleMemory() int64 {
 	dm, ok := sw.m.Backend().(backend.DeviceMemory)
 	if !ok {
-		return
+		return 0
 	}
-	if used, err := dm.DeviceMemoryUsed(); err == nil && used > sw.r.PeakDeviceBytes {
+	used, err := dm.DeviceMemoryUsed()
+	if err != nil {
+		return 0
+	}
+	if sw.r != nil && used > sw.r.PeakDeviceBytes {
 		sw.r.PeakDeviceBytes = used
 	}
+	return used
 }
 
 // SetLoad records how long making the model ready took and what that was.

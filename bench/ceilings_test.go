@@ -75,11 +75,20 @@ func TestFloorsInReport(t *testing.T) {
 	if r.PeakDeviceBytes != be.samples<<20 || be.samples != 4 {
 		t.Errorf("peak device memory %d after %d samples", r.PeakDeviceBytes, be.samples)
 	}
+	// each prefill has the memory sampled after it: distinct samples
+	seen := map[int64]bool{}
+	for _, e := range r.Results {
+		b := e.Prefill.DeviceBytes
+		if b <= 0 || b%(1<<20) != 0 || b > r.PeakDeviceBytes || seen[b] {
+			t.Errorf("length %d: prefill device memory %d (peak %d, seen %v)", e.Length, b, r.PeakDeviceBytes, seen)
+		}
+		seen[b] = true
+	}
 	var out bytes.Buffer
 	if err := WriteTable(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ceilings measured in this run: read 2.0 GB/s, matrix 50.0 GFLOP/s", "prefill % floor", "decode % floor", "kernels/token", "peak device memory in use"} {
+	for _, want := range []string{"ceilings measured in this run: read 2.0 GB/s, matrix 50.0 GFLOP/s", "prefill % floor", "decode % floor", "kernels/token", "peak device memory in use", "prefill GiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

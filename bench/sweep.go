@@ -69,7 +69,7 @@ func (sw *sweep) prefill(ctx context.Context, n int) (*Prefill, error) {
 			return nil, err
 		}
 		p.Runs = append(p.Runs, elapsed.Seconds())
-		sw.sampleMemory()
+		p.DeviceBytes = max(p.DeviceBytes, sw.sampleMemory())
 		if keep && r == sw.o.Repeats-1 {
 			sw.kept = s
 		} else {

@@ -26,17 +26,21 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(w, "load: %.2f s (%s)\n", r.LoadSeconds, r.LoadIs)
 	}
 	if r.PeakDeviceBytes > 0 {
-		fmt.Fprintf(w, "peak device memory in use: %.2f GiB\n", float64(r.PeakDeviceBytes)/(1<<30))
+		fmt.Fprintf(w, "peak device memory in use: %.2f GiB (prefill GiB: in use right after each prompt, its state held)\n", float64(r.PeakDeviceBytes)/(1<<30))
 	}
 	fmt.Fprintln(w)
-	floors, kernels := r.Ceilings != nil, false
+	floors, kernels, memory := r.Ceilings != nil, false, false
 	for _, e := range r.Results {
 		kernels = kernels || e.Decode != nil && e.Decode.KernelsPerToken > 0
+		memory = memory || e.Prefill != nil && e.Prefill.DeviceBytes > 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
 	head := []string{"length", "prefill s", "prefill tok/s"}
 	if floors {
 		head = append(head, "prefill % floor")
+	}
+	if memory {
+		head = append(head, "prefill GiB")
 	}
 	head = append(head, "decode ms/token", "decode tok/s")
 	if floors {
@@ -57,6 +61,13 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		if floors {
 			cells = append(cells, percent(p != nil, func() float64 { return p.ShareOfFloor }))
+		}
+		if memory {
+			cell := "-"
+			if p != nil && p.DeviceBytes > 0 {
+				cell = fmt.Sprintf("%.2f", float64(p.DeviceBytes)/(1<<30))
+			}
+			cells = append(cells, cell)
 		}
 		switch {
 		case d != nil:
