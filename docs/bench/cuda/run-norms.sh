@@ -16,6 +16,6 @@ for v in norms=fused norms=apart; do
 	./petal run --backend cuda:$v --raw --temperature 0 --max-tokens 64 'def fibonacci(n):' > greedy-$v.txt 2>/dev/null
 done
 cmp -s greedy-norms=fused.txt greedy-norms=apart.txt && echo "greedy: the same 64 tokens" | tee -a "$O/bench.txt" || echo "greedy: they differ" | tee -a "$O/bench.txt"
-timeout 60 ./petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 8192 --prompt-lengths 4K \
+timeout 60 ./petal bench --backend cuda:norms=fused --synthetic qwen3.6-35b-a3b --max-context 8192 --prompt-lengths 4K \
 	--context-lengths 256,4K --decode-tokens 64 --ablate norms=apart >> "$O/bench.txt" 2>&1
 grep -E '^ +(256|4K) |norms|kernel' "$O/bench.txt"
