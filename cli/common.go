@@ -339,6 +339,7 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 		State:      bench.StateBytes(d),
 		Workspace:  bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, chunk),
 		Context:    context,
+		Chunk:      chunk,
 		KV:         kv,
 	}
 	n.KVCache = n.KVPerToken * int64(context)

@@ -18,6 +18,7 @@ type Need struct {
 	Workspace  int64         // one prefill chunk's activations and temporaries, logits
 	KVPerToken int64         // K and V of one token in every full-attention layer, in KV's type
 	Context    int           // tokens the KV cache is sized for
+	Chunk      int           // tokens of the prefill chunk the workspace is sized for (0: not said)
 	KV         backend.DType // the KV cache's element type
 }
 
@@ -85,6 +86,9 @@ func (e *FitError) Error() string {
 			half.KV, half.KVPerToken, half.KVCache = backend.BF16, n.KVPerToken/2, n.KVCache/2
 			fixes = append(fixes, fmt.Sprintf("--backend cuda:kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(e.Free)))
 		}
+	}
+	if n.Chunk > 512 {
+		fixes = append(fixes, fmt.Sprintf("a smaller --chunk (the workspace of %d-token chunks is %s)", n.Chunk, gib(n.Workspace)))
 	}
 	if e.Free < e.Total*9/10 {
 		fixes = append(fixes, fmt.Sprintf("freeing the GPU (%s is in use by other processes)", gib(e.Total-e.Free)))

@@ -36,6 +36,14 @@ func TestFit(t *testing.T) {
 	if strings.Contains(msg, "in use by other processes") {
 		t.Errorf("an idle GPU is said to be in use: %s", msg)
 	}
+	if strings.Contains(msg, "--chunk") {
+		t.Errorf("a chunk the need does not name is suggested smaller: %s", msg)
+	}
+	chunked := n
+	chunked.Chunk = 4096
+	if msg := Fit(chunked, 24*gb, 24*gb, "GPU 1").Error(); !strings.Contains(msg, "a smaller --chunk (the workspace of 4096-token chunks is 1.00 GiB)") {
+		t.Errorf("the chunk's workspace is not named: %s", msg)
+	}
 	fit := n.FittingContext(24 * gb)
 	shorter := n
 	shorter.Context, shorter.KVCache = fit, n.KVPerToken*int64(fit)
