@@ -9,7 +9,7 @@ R=$(pwd); D=${RUN_DIR:-$R/devrun/norms}; O=${OUT:-/tmp/out}; mkdir -p "$O"
 cd "$D" && xz -d -f petal.xz && gunzip -f cuda.test.gz && chmod +x petal cuda.test
 mkdir -p oracle && tar xzf ref.tgz -C oracle && ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
 export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
-(cd "$R/engine/cuda" && timeout 80 "$D/cuda.test" -test.v -test.run 'TestNormRouteMatchesApart|TestNormGroupMatchesApart|TestFusedMatchReferences|TestConformance/default|TestOracleOnGPU' > "$O/tests.txt" 2>&1; echo "tests: rc=$?" | tee -a "$O/tests.txt")
+(cd "$R/engine/cuda" && timeout 80 "$D/cuda.test" -test.v -test.run 'TestNormRouteMatchesApart|TestNormGroupMatchesApart|TestFusedMatchReferences|TestConformance/default|TestOracleOnGPU|TestSnapshotRoundTripOnGPU' > "$O/tests.txt" 2>&1; echo "tests: rc=$?" | tee -a "$O/tests.txt")
 grep -E '^(--- FAIL|    --- FAIL|panic)' "$O/tests.txt" | head -20
 grep -A8 -- '--- FAIL' "$O/tests.txt" | grep -v PASS | head -30
 for v in norms=fused norms=apart; do
