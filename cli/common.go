@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +17,8 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/cuda"
 	"petal/engine/cuda/driver"
+	"petal/engine/metal"
+	"petal/engine/metal/device"
 	"petal/engine/model"
 )
 
@@ -33,7 +37,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: backendUsage},
 		&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to run on, from 0 (for cuda and auto; default 0); on a machine of several GPUs, one process per GPU (batch --shard I/N splits the jobs)"},
-		&cli.IntFlag{Name: "chunk", Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts (default: the backend's, 512 on cpu, 4096 on cuda)"},
+		&cli.IntFlag{Name: "chunk", Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts (default: the backend's, 512 on cpu and metal, 4096 on cuda)"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
 	}
@@ -46,9 +50,10 @@ func readModelOptions(c *cli.Context) modelOptions {
 	}
 }
 
-const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cuda where a usable NVIDIA GPU is present, else cpu); cpu, with options " + cpu.OptionsHelp +
+const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cuda where a usable NVIDIA GPU is present, else metal on macOS with Apple silicon where a Metal device opens, else cpu); cpu, with options " + cpu.OptionsHelp +
 	" (e.g. cpu:delta=chunked); cuda (an NVIDIA GPU of compute capability 9.0 or newer, through the driver alone), with options " +
-	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal is not available yet"
+	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal (macOS with Apple silicon; not yet run on Apple hardware: petal doctor checks it), with options " +
+	metal.OptionsHelp + " (e.g. metal:kv=bf16)"
 
 // gpuFlag is --device: the GPU's ordinal, and whether it was given.
 type gpuFlag struct {
@@ -114,9 +119,20 @@ func newBackendOn(spec string, dev gpuFlag, warn func(string)) (backend.Backend,
 		}
 		return b, nil
 	case "metal":
-		return nil, usageErr("--backend %s: this backend is not built yet; use --backend cpu or cuda", spec)
+		if dev.Set && dev.N != 0 {
+			return nil, usageErr("--device %d: --backend %s runs on the Mac's own GPU, which has none to choose; --device is for cuda (and auto)", dev.N, spec)
+		}
+		o, err := metal.ParseOptions(sp.Options)
+		if err != nil {
+			return nil, usageErr("--backend %s: %v", spec, err)
+		}
+		b, err := newMetal(o)
+		if err != nil {
+			return nil, usageErr("--backend %s: %s", spec, strings.TrimPrefix(err.Error(), "metal: "))
+		}
+		return b, nil
 	}
-	return nil, usageErr("--backend %s: unknown backend (auto, cpu, cuda)", spec)
+	return nil, usageErr("--backend %s: unknown backend (auto, cpu, cuda, metal)", spec)
 }
 
 func deviceOption(sp backend.Spec) bool {
@@ -150,12 +166,13 @@ var gpuCount = func() (int, error) {
 	return len(devs), err
 }
 
-// autoBackend is CUDA where a usable NVIDIA GPU is present, else the CPU.
-// A machine without CUDA at all (no driver, no GPU, not Linux) gets the
-// CPU quietly; a GPU that is there but cannot be used (too old, a driver
-// fault) gets the CPU with a warning that says why. A --device other than
-// 0 must be a GPU that can be used: the CPU has none to choose. Metal
-// joins here once it is built.
+// autoBackend is CUDA where a usable NVIDIA GPU is present, else Metal on
+// macOS with Apple silicon where a Metal device opens, else the CPU. A
+// machine without CUDA at all (no driver, no GPU, not Linux) goes on
+// quietly; a GPU that is there but cannot be used (too old, a driver
+// fault) gets a warning that says why, and so does a Mac whose Metal
+// device does not open. A --device other than 0 must be a GPU that can be
+// used: neither the CPU nor a Mac has one to choose.
 func autoBackend(dev gpuFlag, warn func(string)) (backend.Backend, error) {
 	o := cuda.DefaultOptions()
 	if dev.Set {
@@ -174,7 +191,29 @@ func autoBackend(dev gpuFlag, warn func(string)) (backend.Backend, error) {
 	if !driver.Unavailable(err) && warn != nil {
 		warn(fmt.Sprintf("--backend auto: the NVIDIA GPU cannot be used (%v); running on the CPU", err))
 	}
+	if autoMetal {
+		b, err := newMetal(metal.DefaultOptions())
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, device.ErrUnsupported) && warn != nil {
+			warn(fmt.Sprintf("--backend auto: the Metal device cannot be used (%v); running on the CPU", err))
+		}
+	}
 	return cpu.New(), nil
+}
+
+// autoMetal: auto tries Metal, on macOS with Apple silicon only.
+var autoMetal = runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+
+// newMetal opens the Metal backend on the system default device; a
+// variable so tests can stand in for a Mac.
+var newMetal = func(o metal.Options) (backend.Backend, error) {
+	b, err := metal.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // newCUDA opens the CUDA backend; a variable so tests can stand in for a

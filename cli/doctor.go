@@ -23,6 +23,7 @@ import (
 	"petal/engine/cuda"
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
+	"petal/engine/metal"
 	"petal/engine/model"
 	"petal/engine/oracle"
 	"petal/engine/sample"
@@ -46,7 +47,8 @@ model on each usable backend against the CPU (the logits of a fixed 32-token pro
 relative L2 bar, and the same 16 greedy tokens after it), and the oracle model against --oracle
 (default ../shared/oracle) when that folder is there, each backend held to the bars it is
 built for (cuda's tensor-core prefill to the bfloat16 bars), and the conformance suite (every op
-against its float64 reference, outputs poisoned) on the CPU and on the GPU backend.
+against its float64 reference, outputs poisoned) on the CPU and on the GPU backend auto
+chose (cuda, or metal on a Mac).
 
 The exit code is 0 when every check that could run passed, 1 when one failed. --json prints
 the same report as JSON. This report is what to send with a bug report or from a first run on
@@ -206,7 +208,7 @@ func runDoctor(st *Streams, o doctorOptions) error {
 	}
 	speed := "petal bench --backend " + r.Auto.Backend
 	if runtime.GOOS == "darwin" {
-		speed = "petal bench --backend metal (once the Metal backend is built; today: petal bench --backend cpu)"
+		speed = "petal bench --backend metal"
 	}
 	r.Next = []string{
 		"for speed: " + speed,
@@ -395,8 +397,16 @@ func chooseAuto() (autoReport, backend.Backend) {
 		return autoReport{Backend: "cuda", Reason: "a usable NVIDIA GPU: " + name}, b
 	}
 	why := "no usable NVIDIA GPU (" + err.Error() + ")"
-	if runtime.GOOS == "darwin" {
-		why += "; auto does not pick metal: the Metal backend is not built yet"
+	if autoMetal {
+		m, err := newMetal(metal.DefaultOptions())
+		if err == nil {
+			name := "the default device"
+			if d, ok := m.(interface{ Device() string }); ok {
+				name = d.Device()
+			}
+			return autoReport{Backend: "metal", Reason: why + "; a Metal device: " + name}, m
+		}
+		why += "; no usable Metal device (" + err.Error() + ")"
 	}
 	return autoReport{Backend: "cpu", Reason: why}, nil
 }
@@ -416,14 +426,19 @@ func runDoctorChecks(st *Streams, o doctorOptions, gpu backend.Backend) ([]docto
 		cs = append(cs, doctorCheck{Name: "cpu runs the embedded model", Status: checkPass,
 			Detail: fmt.Sprintf("%d prompt tokens, logits finite, greedy continuation %v", len(doctorPrompt), ref.tokens)})
 	}
-	cudaBars := barsFor("cuda")
+	// the GPU backend auto chose: cuda, or metal on a Mac
+	gpuName := "cuda"
+	if gpu != nil {
+		gpuName = gpu.Name()
+	}
+	gpuBars := barsFor(gpuName)
 	if gpu != nil && err == nil {
-		cs = append(cs, compareWithCPU("cuda", gpu, dir, ref, cudaBars))
+		cs = append(cs, compareWithCPU(gpuName, gpu, dir, ref, gpuBars))
 	} else if gpu == nil {
 		cs = append(cs, doctorCheck{Name: "cuda against the cpu", Status: checkSkip, Detail: "no usable NVIDIA GPU"})
-	}
-	if runtime.GOOS == "darwin" {
-		cs = append(cs, doctorCheck{Name: "metal against the cpu", Status: checkSkip, Detail: "the Metal backend is not built yet: the device and libraries are checked above"})
+		if runtime.GOOS == "darwin" {
+			cs = append(cs, doctorCheck{Name: "metal against the cpu", Status: checkSkip, Detail: "no usable Metal device (see what auto chose, and why)"})
+		}
 	}
 
 	// the oracle
@@ -437,7 +452,7 @@ func runDoctorChecks(st *Streams, o doctorOptions, gpu backend.Backend) ([]docto
 	type run struct{ backend, bars string }
 	runs := []run{{"cpu", "float32"}}
 	if gpu != nil {
-		runs = append(runs, run{"cuda", cudaBars})
+		runs = append(runs, run{gpuName, gpuBars})
 	}
 	for _, rn := range runs {
 		b, _ := oracleBars(rn.bars)

@@ -11,6 +11,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/cpu"
 	"petal/engine/cuda"
+	"petal/engine/metal"
 	"petal/engine/model"
 	"petal/engine/oracle"
 	"petal/engine/sample"
@@ -87,6 +88,10 @@ func barsFor(spec string) string {
 		}
 	case "cpu":
 		if o, err := cpu.ParseOptions(sp.Options); err == nil && o.KV == backend.BF16 {
+			return "bfloat16"
+		}
+	case "metal":
+		if o, err := metal.ParseOptions(sp.Options); err == nil && o.KV == backend.BF16 {
 			return "bfloat16"
 		}
 	}

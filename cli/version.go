@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// builtBackends are the backends newBackend accepts in this build; the
-// others it names are refused as not built yet.
-var builtBackends = []string{"cpu", "cuda"}
+// builtBackends are the backends newBackend accepts in this build (metal
+// opens on macOS with Apple silicon only, cuda where an NVIDIA GPU is).
+var builtBackends = []string{"cpu", "cuda", "metal"}
 
 // versionText is what --version prints: petal's version, the commit it was
 // built from (stamped by go build from a git checkout), the Go toolchain and

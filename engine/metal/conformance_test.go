@@ -1,0 +1,26 @@
+package metal_test
+
+import (
+	"fmt"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/metal"
+)
+
+// TestConformance runs the conformance suite on the Metal backend (over
+// Metal on a Mac, over the CUDA dialect on an NVIDIA GPU elsewhere), with
+// the decode kernels and without (every op on ops.metal's generic
+// kernels), with f32 and bf16 KV caches.
+func TestConformance(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		for _, kv := range []backend.DType{backend.F32, backend.BF16} {
+			t.Run(fmt.Sprintf("fused=%v,kv=%s", fused, kv), func(t *testing.T) {
+				o := metal.DefaultOptions()
+				o.Fused, o.KV = fused, kv
+				backendtest.Run(t, openBackend(t, o))
+			})
+		}
+	}
+}

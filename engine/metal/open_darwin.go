@@ -1,0 +1,216 @@
+//go:build darwin
+
+package metal
+
+import (
+	"fmt"
+
+	"petal/engine/metal/device"
+	"petal/engine/metal/dispatch"
+	"petal/engine/metal/kernels"
+)
+
+// Open opens the system default Metal device and makes a backend on it.
+// Where there is none the error wraps device.ErrUnsupported.
+func Open(o Options) (*Backend, error) {
+	dev, err := device.Open()
+	if err != nil {
+		return nil, err
+	}
+	b, err := New(&deviceDispatcher{dev: dev, libs: map[string]*device.Library{}}, o)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// compileOptions are the settings every library is compiled with, both
+// read back by device.Compile: MSL 3.1, and safe math (the kernels rely on
+// fma kept and nothing reassociated: rowmath.h's exp_acc, rope.h).
+var compileOptions = device.CompileOptions{Language: device.MSL31, Math: device.MathSafe}
+
+// deviceDispatcher is the dispatch.Dispatcher of a Metal device: buffers
+// in shared storage (the CPU copies into and out of them once the GPU is
+// done with the work before), a library per kernel family compiled from
+// the embedded MSL on first use, a command buffer per Submit with a
+// concurrent compute encoder, waited for with waitUntilCompleted.
+type deviceDispatcher struct {
+	dev     *device.Device
+	libs    map[string]*device.Library
+	pending []*device.Pending
+}
+
+type deviceMem struct {
+	b *device.Buffer
+	n int64
+}
+
+func (m *deviceMem) Size() int64 { return m.n }
+
+func (d *deviceDispatcher) Device() string {
+	return fmt.Sprintf("%s (Apple GPU family %d)", d.dev.Info.Name, d.dev.Info.AppleFamily)
+}
+
+func (d *deviceDispatcher) Alloc(n int64) (dispatch.Mem, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("metal: an allocation of %d bytes", n)
+	}
+	b, err := d.dev.NewBuffer(uint64(n))
+	if err != nil {
+		return nil, err
+	}
+	clear(b.Bytes())
+	return &deviceMem{b, n}, nil
+}
+
+func (d *deviceDispatcher) Free(m dispatch.Mem) {
+	if dm, ok := m.(*deviceMem); ok && dm.b != nil {
+		dm.b.Release()
+		dm.b = nil
+	}
+}
+
+// bytes is n bytes of a's allocation from a's offset, as the CPU sees them.
+func bytesAt(a dispatch.Arg, n int64) ([]byte, error) {
+	dm, ok := a.Mem.(*deviceMem)
+	switch {
+	case !ok || dm == nil:
+		return nil, fmt.Errorf("metal: a buffer that is not this device's")
+	case dm.b == nil:
+		return nil, fmt.Errorf("metal: a freed buffer")
+	case a.Off < 0 || a.Off+n > dm.n:
+		return nil, fmt.Errorf("metal: bytes [%d, %d) of a %d-byte buffer", a.Off, a.Off+n, dm.n)
+	}
+	return dm.b.Bytes()[a.Off : a.Off+n], nil
+}
+
+// The host's copies wait for the GPU first: the memory is shared, and the
+// work before a copy may read or write it.
+
+func (d *deviceDispatcher) Upload(dst dispatch.Arg, src []byte) error {
+	if err := d.Wait(); err != nil {
+		return err
+	}
+	b, err := bytesAt(dst, int64(len(src)))
+	if err != nil {
+		return err
+	}
+	copy(b, src)
+	return nil
+}
+
+func (d *deviceDispatcher) Download(dst []byte, src dispatch.Arg) error {
+	if err := d.Wait(); err != nil {
+		return err
+	}
+	b, err := bytesAt(src, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
+	return nil
+}
+
+func (d *deviceDispatcher) Copy(dst, src dispatch.Arg, n int64) error {
+	if err := d.Wait(); err != nil {
+		return err
+	}
+	to, err := bytesAt(dst, n)
+	if err != nil {
+		return err
+	}
+	from, err := bytesAt(src, n)
+	if err != nil {
+		return err
+	}
+	copy(to, from)
+	return nil
+}
+
+type pipeline struct{ p *device.Pipeline }
+
+func (p pipeline) Name() string { return p.p.Name }
+
+func (d *deviceDispatcher) Kernel(family, entry string) (dispatch.Kernel, error) {
+	lib, ok := d.libs[family]
+	if !ok {
+		src, err := kernels.Source(family)
+		if err != nil {
+			return nil, err
+		}
+		if lib, err = d.dev.Compile(src, compileOptions); err != nil {
+			return nil, fmt.Errorf("metal: %s.metal: %w", family, err)
+		}
+		d.libs[family] = lib
+	}
+	p, err := lib.Pipeline(entry)
+	if err != nil {
+		return nil, err
+	}
+	return pipeline{p}, nil
+}
+
+// Submit checks every command, then encodes them into one command buffer
+// and commits it.
+func (d *deviceDispatcher) Submit(cmds []dispatch.Command) error {
+	for i := range cmds {
+		c := &cmds[i]
+		if c.Barrier {
+			continue
+		}
+		if err := c.Check(); err != nil {
+			return err
+		}
+		if _, ok := c.Kernel.(pipeline); !ok {
+			return fmt.Errorf("metal: kernel %s was not prepared by this device", c.Kernel.Name())
+		}
+		for _, a := range c.Buffers {
+			if dm, ok := a.Mem.(*deviceMem); !ok || dm.b == nil {
+				return fmt.Errorf("metal: %s: a buffer that is not this device's, or a freed one", c.Kernel.Name())
+			}
+		}
+	}
+	size := func(s dispatch.Size) device.Size { return device.Size{X: s.X, Y: s.Y, Z: s.Z} }
+	var args []device.Arg
+	p, err := d.dev.Submit(func(e *device.Encoder) {
+		for i := range cmds {
+			c := &cmds[i]
+			if c.Barrier {
+				e.Barrier()
+				continue
+			}
+			args = args[:0]
+			for _, a := range c.Buffers {
+				args = append(args, device.Arg{Buf: a.Mem.(*deviceMem).b, Off: uint64(a.Off)})
+			}
+			e.Dispatch(c.Kernel.(pipeline).p, size(c.Groups), size(c.Threads), args, c.Params)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	d.pending = append(d.pending, p)
+	return nil
+}
+
+func (d *deviceDispatcher) Wait() error {
+	var first error
+	for _, p := range d.pending {
+		if _, err := p.Wait(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.pending = d.pending[:0]
+	return first
+}
+
+func (d *deviceDispatcher) Close() error {
+	err := d.Wait()
+	for _, l := range d.libs {
+		l.Release()
+	}
+	d.libs = nil
+	d.dev.Close()
+	return err
+}

@@ -1,0 +1,65 @@
+package metal
+
+import (
+	"fmt"
+
+	"petal/engine/backend"
+)
+
+// Options choose, for ablations and checks, among kernels that compute the
+// same thing.
+type Options struct {
+	// Fused lets one-row ops run on the decode kernels (qmv, route, moe,
+	// attn, gdn) where their shapes fit, as engine/cuda's lowering does;
+	// off, every op takes the generic kernels of ops.metal.
+	Fused bool
+	// KV is the element type of the KV caches: F32 (also 0) or BF16.
+	KV backend.DType
+	// SyncEach waits after every op, so that an error of the device names
+	// the op that caused it (slow).
+	SyncEach bool
+}
+
+// DefaultOptions are the settings of "--backend metal".
+func DefaultOptions() Options { return Options{Fused: true, KV: backend.F32} }
+
+// OptionsHelp lists the options of "--backend metal:KEY=VALUE,...".
+const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
+	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run)`
+
+// ParseOptions reads the options of a backend Spec named metal.
+func ParseOptions(opts []backend.Option) (Options, error) {
+	o := DefaultOptions()
+	for _, kv := range opts {
+		switch kv.Key {
+		case "fused":
+			switch kv.Value {
+			case "on", "true", "1":
+				o.Fused = true
+			case "off", "false", "0":
+				o.Fused = false
+			default:
+				return Options{}, fmt.Errorf("metal: fused=%q: want on or off", kv.Value)
+			}
+		case "kv":
+			t, err := backend.ParseDType(kv.Value)
+			if err != nil || t != backend.F32 && t != backend.BF16 {
+				return Options{}, fmt.Errorf("metal: kv=%q: the KV cache is f32 or bf16", kv.Value)
+			}
+			o.KV = t
+		case "sync":
+			switch kv.Value {
+			case "run":
+				o.SyncEach = false
+			case "op":
+				o.SyncEach = true
+			default:
+				return Options{}, fmt.Errorf("metal: sync=%q: want run or op", kv.Value)
+			}
+		default:
+			return Options{}, fmt.Errorf("metal: unknown option %q (the options are %s)", kv.Key, OptionsHelp)
+		}
+	}
+	return o, nil
+}
