@@ -91,3 +91,28 @@ func TestMetalBackendSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorChecksMetalAutoDoesNotPick: on a Mac, auto stays on the CPU
+// (the Metal backend has not run on Apple hardware) and says why, while
+// doctor still opens Metal to check it; with auto's Metal rule on, auto
+// reports metal.
+func TestDoctorChecksMetalAutoDoesNotPick(t *testing.T) {
+	mac := cpu.New() // stands in for an opened Metal backend
+	noCUDA := func(cuda.Options) (backend.Backend, error) { return nil, driver.ErrUnsupportedOS }
+	openMetal := func(metal.Options) (backend.Backend, error) { return mac, nil }
+	oldMac := onMac
+	t.Cleanup(func() { onMac = oldMac })
+	onMac = true
+	standIn(t, false, noCUDA, openMetal)
+	if be, err := newBackend("auto", nil); err != nil || be == mac {
+		t.Errorf("auto on a Mac: %v, %v; want the CPU", be, err)
+	}
+	r, check := chooseAuto()
+	if r.Backend != "cpu" || !strings.Contains(r.Reason, "does not pick") || check != mac {
+		t.Errorf("doctor on a Mac: auto %+v, checks %v; want cpu, saying why, and metal checked", r, check)
+	}
+	standIn(t, true, noCUDA, openMetal)
+	if r, check := chooseAuto(); r.Backend != "metal" || check != mac {
+		t.Errorf("with auto's Metal rule on: %+v, %v", r, check)
+	}
+}

@@ -50,7 +50,7 @@ func readModelOptions(c *cli.Context) modelOptions {
 	}
 }
 
-const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cuda where a usable NVIDIA GPU is present, else metal on macOS with Apple silicon where a Metal device opens, else cpu); cpu, with options " + cpu.OptionsHelp +
+const backendUsage = "where to run, NAME[:KEY=VALUE,...]: auto (the default: cuda where a usable NVIDIA GPU is present, else cpu; not yet metal, which has not run on Apple hardware); cpu, with options " + cpu.OptionsHelp +
 	" (e.g. cpu:delta=chunked); cuda (an NVIDIA GPU of compute capability 9.0 or newer, through the driver alone), with options " +
 	cuda.OptionsHelp + " (e.g. cuda:kv=bf16); metal (macOS with Apple silicon; not yet run on Apple hardware: petal doctor checks it), with options " +
 	metal.OptionsHelp + " (e.g. metal:kv=bf16)"
@@ -203,8 +203,15 @@ func autoBackend(dev gpuFlag, warn func(string)) (backend.Backend, error) {
 	return cpu.New(), nil
 }
 
-// autoMetal: auto tries Metal, on macOS with Apple silicon only.
-var autoMetal = runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+// onMac: macOS with Apple silicon, where the Metal backend opens (and
+// petal doctor checks it).
+var onMac = runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+
+// autoMetal: auto tries Metal after CUDA (on a Mac: the rule is tested with
+// it on). Off until the Metal backend has run on Apple hardware: auto does
+// not choose a backend that has never run; --backend metal opts in and
+// petal doctor checks it.
+var autoMetal = false
 
 // newMetal opens the Metal backend on the system default device; a
 // variable so tests can stand in for a Mac.

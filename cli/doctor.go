@@ -47,8 +47,9 @@ model on each usable backend against the CPU (the logits of a fixed 32-token pro
 relative L2 bar, and the same 16 greedy tokens after it), and the oracle model against --oracle
 (default ../shared/oracle) when that folder is there, each backend held to the bars it is
 built for (cuda's tensor-core prefill to the bfloat16 bars), and the conformance suite (every op
-against its float64 reference, outputs poisoned) on the CPU and on the GPU backend auto
-chose (cuda, or metal on a Mac).
+against its float64 reference, outputs poisoned) on the CPU and on the GPU backend: cuda, or
+metal on a Mac (which auto does not pick until it has run on Apple hardware: this report is how
+it gets to run).
 
 The exit code is 0 when every check that could run passed, 1 when one failed. --json prints
 the same report as JSON. This report is what to send with a bug report or from a first run on
@@ -386,7 +387,8 @@ func metalChecks(m metalReport) []doctorCheck {
 }
 
 // chooseAuto is what --backend auto would pick (autoBackend's rule), with
-// the opened GPU backend for the checks to reuse.
+// the opened GPU backend for the checks to reuse: cuda, or on a Mac metal,
+// which auto does not pick yet but doctor checks.
 func chooseAuto() (autoReport, backend.Backend) {
 	b, err := newCUDA(cuda.DefaultOptions())
 	if err == nil {
@@ -397,14 +399,19 @@ func chooseAuto() (autoReport, backend.Backend) {
 		return autoReport{Backend: "cuda", Reason: "a usable NVIDIA GPU: " + name}, b
 	}
 	why := "no usable NVIDIA GPU (" + err.Error() + ")"
-	if autoMetal {
+	if onMac || autoMetal {
 		m, err := newMetal(metal.DefaultOptions())
 		if err == nil {
 			name := "the default device"
 			if d, ok := m.(interface{ Device() string }); ok {
 				name = d.Device()
 			}
-			return autoReport{Backend: "metal", Reason: why + "; a Metal device: " + name}, m
+			if autoMetal {
+				return autoReport{Backend: "metal", Reason: why + "; a Metal device: " + name}, m
+			}
+			// checked below all the same: this report is how it gets to run
+			return autoReport{Backend: "cpu", Reason: why + "; a Metal device (" + name +
+				"), which auto does not pick until the Metal backend has run on Apple hardware (--backend metal does)"}, m
 		}
 		why += "; no usable Metal device (" + err.Error() + ")"
 	}
@@ -426,7 +433,7 @@ func runDoctorChecks(st *Streams, o doctorOptions, gpu backend.Backend) ([]docto
 		cs = append(cs, doctorCheck{Name: "cpu runs the embedded model", Status: checkPass,
 			Detail: fmt.Sprintf("%d prompt tokens, logits finite, greedy continuation %v", len(doctorPrompt), ref.tokens)})
 	}
-	// the GPU backend auto chose: cuda, or metal on a Mac
+	// the GPU backend: cuda, or metal on a Mac (checked though auto does not pick it yet)
 	gpuName := "cuda"
 	if gpu != nil {
 		gpuName = gpu.Name()
