@@ -363,11 +363,16 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		norm = 1
 	}
 	gemm, grid := b.qgemmShape(E, rows)
+	threads := 256
+	if b.o.RouterTF32 && C%32 == 0 {
+		// the logits on the tensor cores, float32's error kept
+		gemm, grid, threads = "qgemm_tf32", grid2(ceil(E, 64), ceil(rows, 64)), 128
+	}
 	return []step{
 		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
 			var a driver.Args
 			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff)).I32(int32(rows)).I32(int32(E))
-			return s.Launch(b.fn[gemm], grid, driver.D1(256), 0, &a)
+			return s.Launch(b.fn[gemm], grid, driver.D1(threads), 0, &a)
 		}},
 		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
 			var a driver.Args

@@ -35,6 +35,11 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
+	// RouterTF32 computes the router's logits of several tokens (prefill)
+	// on the tensor cores with float32's error (ops.cu's qgemm_tf32: three
+	// tf32 products per product); off, the float32 kernels qgemm and
+	// qgemm_s. Off by default until it has run on a GPU.
+	RouterTF32 bool
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
@@ -74,6 +79,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`router=tf32|plain (prefill's router logits on the tensor cores with float32's error, or the float32 kernels; tf32: not yet run on a GPU; default plain), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; fused: not yet run on a GPU; default apart), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
@@ -111,6 +117,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.Fused, err = onOff(kv)
 		case "pdl":
 			o.PDL, err = onOff(kv)
+		case "router":
+			switch kv.Value {
+			case "tf32":
+				o.RouterTF32 = true
+			case "plain":
+				o.RouterTF32 = false
+			default:
+				return Options{}, fmt.Errorf("cuda: router=%q: want tf32 or plain", kv.Value)
+			}
 		case "norms":
 			switch kv.Value {
 			case "fused":

@@ -53,16 +53,17 @@ func TestOracleOnGPU(t *testing.T) {
 	for _, v := range []struct {
 		kv   backend.DType
 		gemm string
-	}{{backend.F32, "tc"}, {backend.F32, "pdl"}, {backend.F32, "norms"}, {backend.BF16, "tc"}, {backend.F32, "tc-only"}, {backend.F32, "plain"}, {backend.BF16, "plain"}} {
+	}{{backend.F32, "tc"}, {backend.F32, "pdl"}, {backend.F32, "norms"}, {backend.F32, "router"}, {backend.BF16, "tc"}, {backend.F32, "tc-only"}, {backend.F32, "plain"}, {backend.BF16, "plain"}} {
 		kv := v.kv
-		name := map[string]string{"tc": "defaults", "pdl": "defaults,pdl=on", "norms": "defaults,norms=fused", "tc-only": "attn=plain,delta=sequential", "plain": "gemm=plain,attn=plain,delta=sequential"}[v.gemm]
+		name := map[string]string{"tc": "defaults", "pdl": "defaults,pdl=on", "norms": "defaults,norms=fused", "router": "defaults,router=tf32", "tc-only": "attn=plain,delta=sequential", "plain": "gemm=plain,attn=plain,delta=sequential"}[v.gemm]
 		t.Run("kv="+kv.String()+","+name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.KV = kv
 			o.TensorCores = v.gemm != "plain"
 			o.PDL = v.gemm == "pdl"
 			o.FusedNorms = v.gemm == "norms"
-			if v.gemm != "tc" && v.gemm != "pdl" && v.gemm != "norms" {
+			o.RouterTF32 = v.gemm == "router"
+			if v.gemm != "tc" && v.gemm != "pdl" && v.gemm != "norms" && v.gemm != "router" {
 				o.FlashAttention, o.ChunkedDelta = false, false
 			}
 			be := testBackend(t, o)

@@ -41,6 +41,7 @@
 // (149 KB of shared memory) small; GC_VT = 32 makes Hv·4 = 128 blocks for
 // the 35B model's 32 value heads, about one per multiprocessor of an H200.
 #include "rowmath.h"
+#include "tf32.h"
 
 #define GC_D 128
 #define GC_C 32
@@ -94,61 +95,26 @@ static __device__ __forceinline__ void gc_gates(const float* __restrict__ bb, co
   __syncthreads();
 }
 
-// The tf32 products. gc_tf32 rounds x to tf32 (nearest, ties away), in a
-// float32 register with the low 13 bits zero.
-static __device__ __forceinline__ u32 gc_tf32(float x) {
-  u32 r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// GcA and GcB are the hi and lo parts of a warp's m16n8k8 fragments.
-struct GcA {
-  u32 hi[4], lo[4];
-};
-struct GcB {
-  u32 hi[2], lo[2];
-};
-
-static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
-  hi = gc_tf32(x);
-  lo = gc_tf32(x - __uint_as_float(hi));
-}
-
 // gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
 // col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
 // b1 row t+4).
-static __device__ __forceinline__ GcA gc_frag_a(GcMat A, int r0, int k0, int lane) {
+static __device__ __forceinline__ TfA gc_frag_a(GcMat A, int r0, int k0, int lane) {
   const int g = lane >> 2, t = lane & 3;
-  GcA f;
-  gc_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
-  gc_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
-  gc_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
-  gc_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
+  TfA f;
+  tf32_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
+  tf32_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
+  tf32_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
+  tf32_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
   return f;
 }
-static __device__ __forceinline__ GcB gc_frag_b(GcMat B, int k0, int n0, int lane) {
+static __device__ __forceinline__ TfB gc_frag_b(GcMat B, int k0, int n0, int lane) {
   const int g = lane >> 2, t = lane & 3;
-  GcB f;
-  gc_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
-  gc_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
+  TfB f;
+  tf32_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
+  tf32_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
   return f;
 }
 
-static __device__ __forceinline__ void gc_mma8(float* c, const u32* a, const u32* b) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// gc_mma3 adds a·b to the m16n8 accumulator c (c0, c1 at row g, cols 2t,
-// 2t+1; c2, c3 at row g+8), the small products first.
-static __device__ __forceinline__ void gc_mma3(float* c, const GcA& a, const GcB& b) {
-  gc_mma8(c, a.lo, b.hi);
-  gc_mma8(c, a.hi, b.lo);
-  gc_mma8(c, a.hi, b.hi);
-}
 
 // The workspace, per (value head, block of tokens), GC_WS floats (a
 // multiple of 4, so each part is 16-byte aligned): W, γ·Q, the decayed K
@@ -234,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     if (n0 <= r0 + 15) {
       const GcMat A{kind ? Qb : Kb, GC_LK, 1}, B{Kb, 1, GC_LK};
 #pragma unroll 4
-      for (int k0 = 0; k0 < GC_D; k0 += 8) gc_mma3(c, gc_frag_a(A, r0, k0, lane), gc_frag_b(B, k0, n0, lane));
+      for (int k0 = 0; k0 < GC_D; k0 += 8) mma_tf32x3(c, gc_frag_a(A, r0, k0, lane), gc_frag_b(B, k0, n0, lane));
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) {
@@ -354,9 +320,9 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
       const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
 #pragma unroll 4
       for (int k0 = 0; k0 < GC_D; k0 += 8) {
-        const GcB b = gc_frag_b(S, k0, n0, lane);
-        gc_mma3(cv, gc_frag_a(Wm, r0, k0, lane), b);
-        gc_mma3(co, gc_frag_a(Qm, r0, k0, lane), b);
+        const TfB b = gc_frag_b(S, k0, n0, lane);
+        mma_tf32x3(cv, gc_frag_a(Wm, r0, k0, lane), b);
+        mma_tf32x3(co, gc_frag_a(Qm, r0, k0, lane), b);
       }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -375,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
       float c[4] = {0.f, 0.f, 0.f, 0.f};
       const GcMat Mm{M, GC_LC, 1}, V{Vn, GC_LV, 1}, Vt{Vn, 1, GC_LV}, K{Kd, GC_LKD, 1};
 #pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+      for (int k0 = 0; k0 < GC_C; k0 += 8) mma_tf32x3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
@@ -388,9 +354,9 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
         for (int e = 0; e < 4; e++) cs[u][e] = gl * Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)];
 #pragma unroll
       for (int k0 = 0; k0 < GC_C; k0 += 8) {
-        const GcA a = gc_frag_a(Vt, s0, k0, lane);
+        const TfA a = gc_frag_a(Vt, s0, k0, lane);
 #pragma unroll
-        for (int u = 0; u < 4; u++) gc_mma3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+        for (int u = 0; u < 4; u++) mma_tf32x3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
       }
 #pragma unroll
       for (int u = 0; u < 4; u++)

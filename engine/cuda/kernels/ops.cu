@@ -6,6 +6,7 @@
 // Matrices come as QDesc tables (rowmath.h).
 #include "rope.h"
 #include "rowmath.h"
+#include "tf32.h"
 
 // embed_rows: grid rows, block 256. out[r] = table row tokens[r]; an id
 // outside the vocabulary gives a row of NaN.
@@ -112,6 +113,78 @@ extern "C" __global__ void __launch_bounds__(256)
     qgemm_s(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
   pdl_begin();
   qgemm_tiles<32, 32>(wd, x, y, T, ldy);
+}
+
+// qgemm_tf32: y[T, R] = x[T, C] · Wᵀ as qgemm computes it, on the tensor
+// cores with float32's error (tf32.h: three tf32 products per float32
+// product): for the products whose outputs must stay float32 (the router's
+// logits, which choose the experts) and that the 4-bit bf16 GEMMs of
+// gemm.cu do not take (8-bit weights). Grid (ceil(R/64), ceil(T/64)),
+// block 128 (4 warps, each 32 tokens x 32 weight rows), C a multiple of
+// 32. Each k-step of 32 columns stages x and the dequantised weights in
+// shared memory (qweight: the same float32 values qgemm multiplies), then
+// each warp runs 4 x (2 x 4) m16n8k8 products of three passes.
+#define QT_M 64
+#define QT_N 64
+#define QT_K 32
+#define QT_LD (QT_K + 4)
+extern "C" __global__ void __launch_bounds__(128)
+    qgemm_tf32(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
+  __shared__ float xs[QT_M][QT_LD];
+  __shared__ float ws[QT_N][QT_LD];
+  const QDesc d = *wd;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;  // the warp's tokens and weight rows in the tile
+  const long long n0 = (long long)PETAL_BID_X() * QT_N;
+  const int m0 = bid_y() * QT_M;
+  float acc[2][4][4] = {};
+  for (int k0 = 0; k0 < d.cols; k0 += QT_K) {
+    for (int e = tid; e < QT_M * QT_K; e += 128) {
+      const int m = e / QT_K, k = e % QT_K;
+      xs[m][k] = m0 + m < T ? x[(long long)(m0 + m) * d.cols + k0 + k] : 0.f;
+    }
+    for (int e = tid; e < QT_N * QT_K; e += 128) {
+      const int n = e / QT_K, k = e % QT_K;
+      ws[n][k] = n0 + n < d.rows ? qweight(d, n0 + n, k0 + k) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < QT_K; kk += 8) {
+      TfA a[2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const int r = wm + 16 * i + g;
+        tf32_split(xs[r][kk + t], a[i].hi[0], a[i].lo[0]);
+        tf32_split(xs[r + 8][kk + t], a[i].hi[1], a[i].lo[1]);
+        tf32_split(xs[r][kk + t + 4], a[i].hi[2], a[i].lo[2]);
+        tf32_split(xs[r + 8][kk + t + 4], a[i].hi[3], a[i].lo[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        TfB b;
+        const int c = wn + 8 * j + g;  // B[k][n] = W[n][k]
+        tf32_split(ws[c][kk + t], b.hi[0], b.lo[0]);
+        tf32_split(ws[c][kk + t + 4], b.hi[1], b.lo[1]);
+#pragma unroll
+        for (int i = 0; i < 2; i++) mma_tf32x3(acc[i][j], a[i], b);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int m = m0 + wm + 16 * i + g + 8 * h;
+        const long long n = n0 + wn + 8 * j + 2 * t;
+        if (m >= T) continue;
+        if (n < d.rows) y[(long long)m * ldy + n] = acc[i][j][2 * h];
+        if (n + 1 < d.rows) y[(long long)m * ldy + n + 1] = acc[i][j][2 * h + 1];
+      }
 }
 
 // conv_silu: grid (ceil(C/256), ceil(rows/CONV_ROWS)), a thread per
