@@ -34,6 +34,7 @@ type Backend struct {
 
 	kernels map[string]dispatch.Kernel // "family.entry"
 	scratch grower                     // temporaries of the ops (see program.scratchNeed)
+	zeros   grower                     // never written: the residual of moe.metal's down (expertsOne)
 	ropes   map[ropeKey]dispatch.Mem   // (hi, lo) inverse frequency pairs per (rotary dims, theta)
 	held    []dispatch.Mem             // freed at Close
 	last    *program                   // the last program run, named in errors that surface later
@@ -90,8 +91,10 @@ func (b *Backend) Close() error {
 	for _, m := range b.held {
 		b.d.Free(m)
 	}
-	if b.scratch.m != nil {
-		b.d.Free(b.scratch.m)
+	for _, g := range []grower{b.scratch, b.zeros} {
+		if g.m != nil {
+			b.d.Free(g.m)
+		}
 	}
 	for _, m := range b.ropes {
 		b.d.Free(m)

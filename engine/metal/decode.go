@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"fmt"
+
 	"petal/engine/backend"
 	"petal/engine/metal/dispatch"
 	"petal/engine/metal/kernels"
@@ -10,7 +12,10 @@ import (
 // moe.metal, gdn.metal), taken where engine/cuda's lowering takes its
 // siblings (engine/cuda/lower.go's conditions, with the Metal kernels'
 // own limits); every other op, and these where the shapes do not fit,
-// runs the generic kernels of ops.metal, which compute the same.
+// runs the generic kernels of ops.metal, which compute the same. Where a
+// CUDA kernel hands work to its last block through atomic tickets, the
+// Metal kernel is two dispatches with a barrier between them (the op's
+// own barrier, lowering.barrier).
 
 // qmvSimdgroups is QMV_SIMDGROUPS of qmv.metal.
 const qmvSimdgroups = 8
@@ -44,33 +49,244 @@ func (l *lowering) qmv(w *matrix, x, y dispatch.Arg) bool {
 	return true
 }
 
+// attn.metal's shape: heads of ATT_D values, ATT_G query heads per KV head
+// (every model of the family), threadgroups of 256 threads.
+const (
+	attnHeadDim = 256
+	attnGroup   = 8
+	attnThreads = 256
+)
+
+// attnMaxSplits bounds the chunks of the cache per KV head, and
+// attnMinChunk is the fewest rows a chunk takes (the chunks are
+// ceil(n/attnMinChunk), at most attnMaxSplits, chosen on the device from
+// the position). engine/cuda takes half its multiprocessors, filling the
+// GPU once for two KV heads; Metal reports no core count, so this is half
+// the 40 GPU cores of the largest M4 and M5 chips (as gemmWideGroups).
+const (
+	attnMaxSplits = 20
+	attnMinChunk  = 64
+)
+
+// attnFits: attn.metal takes the heads (the same limit as engine/cuda's
+// attention kernels).
+func attnFits(QH, KVH, D int) bool { return D == attnHeadDim && KVH >= 1 && QH == attnGroup*KVH }
+
+// kvSuffix names an entry's KV element type.
+func kvSuffix(t backend.DType) string {
+	if t == backend.BF16 {
+		return "bf16"
+	}
+	return "f32"
+}
+
 // qkPrepOne is QKPrep of one row on attn.metal's qk_prep; false where it
 // does not apply.
 func (l *lowering) qkPrepOne(o *backend.QKPrep, qg, k, v, qn, kn, inv, q, kc, vc, pos dispatch.Arg, maxPos int) bool {
-	return false // not built yet: the generic qk_prep_rows runs
+	if !attnFits(o.QHeads, o.KVHeads, o.HeadDim) {
+		return false
+	}
+	l.dispatch("attn", "qk_prep_"+kvSuffix(o.KCache.Type), dispatch.D1(o.QHeads+o.KVHeads), dispatch.D1(attnThreads),
+		params(kernels.QKPrepParams{MaxPos: int32(maxPos), QH: int32(o.QHeads), KVH: int32(o.KVHeads), Rot: int32(o.RotaryDim), Eps: o.Eps}),
+		qg, k, v, qn, kn, q, kc, vc, pos, inv)
+	return true
 }
 
-// attentionOne is Attention of one row on attn.metal's split kernels;
-// false where it does not apply.
+// attentionOne is Attention of one row on attn.metal's split kernels
+// (each chunk's softmax state into the scratch, a barrier, the merge with
+// the output gate); false where it does not apply.
 func (l *lowering) attentionOne(o *backend.Attention, q, qg, kc, vc, pos, out dispatch.Arg) bool {
-	return false // not built yet: the generic attn_rows runs
+	if !attnFits(o.QHeads, o.KVHeads, o.HeadDim) {
+		return false
+	}
+	parts := int64(o.KVHeads * attnMaxSplits * attnGroup)
+	po := l.scratch(4 * parts * attnHeadDim)
+	pml := l.scratch(4 * parts * 2)
+	l.dispatch("attn", "attn_split_"+kvSuffix(o.KCache.Type), dispatch.D1(o.KVHeads*attnMaxSplits), dispatch.D1(attnThreads),
+		params(kernels.AttnSplitParams{KVH: int32(o.KVHeads), MaxSplits: attnMaxSplits, MinChunk: attnMinChunk}),
+		q, kc, vc, pos, po, pml)
+	l.barrier()
+	l.dispatch("attn", "attn_combine", dispatch.D1(o.QHeads), dispatch.D1(attnThreads),
+		params(kernels.AttnCombineParams{MaxSplits: attnMaxSplits, MinChunk: attnMinChunk}),
+		po, pml, qg, pos, out)
+	return true
 }
 
-// routeOne is Route of one row on route.metal; false where it does not
-// apply.
+// route.metal's limits: ROUTE_MAX_EXPERTS, ROUTE_MAX_TOPK, and its
+// ROUTE_SIMDGROUPS simdgroups a threadgroup (one expert row each).
+const (
+	routeMaxExperts = 1024
+	routeMaxTopK    = 32
+	routeSimdgroups = 8
+)
+
+// routeOne is Route of one row on route.metal: the logits (a simdgroup per
+// expert) into the scratch, a barrier, the selection in one threadgroup;
+// false where it does not apply.
 func (l *lowering) routeOne(o *backend.Route, w *matrix, x, idx, wts dispatch.Arg, norm int32) bool {
-	return false // not built yet: the generic qgemm and route_select_rows run
+	E, C := w.rows(), w.cols()
+	if w.q.Group != 64 || (w.q.Bits != 4 && w.q.Bits != 8) || o.TopK > routeMaxTopK || E > routeMaxExperts {
+		return false
+	}
+	logits := l.scratch(4 * int64(E))
+	p := params(kernels.RouteParams{Experts: int32(E), Cols: int32(C), Topk: int32(o.TopK), Normalize: norm})
+	l.dispatch("route", fmt.Sprintf("route_logits%d", w.q.Bits), dispatch.D1(ceil(E, routeSimdgroups)), dispatch.D1(routeSimdgroups*32), p,
+		dispatch.Arg{Mem: w.words}, dispatch.Arg{Mem: w.scales}, dispatch.Arg{Mem: w.biases}, x, logits)
+	l.barrier()
+	l.dispatch("route", "route_select", dispatch.D1(1), dispatch.D1(routeSimdgroups*32), p, logits, idx, wts)
+	return true
 }
 
-// expertsOne is Experts of one row on moe.metal; false where it does not
-// apply.
+// moe.metal's shape: MOE_TOPK routed experts, threadgroups of
+// MOE_UP_SIMDGROUPS and MOE_DOWN_SIMDGROUPS simdgroups.
+const (
+	moeTopK          = 8
+	moeUpSimdgroups  = 8
+	moeDownSimdgroup = 4
+)
+
+// expertsOne is Experts of one row on moe.metal: gate and up of the routed
+// and shared experts (and the shared expert gate's logit) into the
+// scratch, a barrier, down and the weighted sum; false where it does not
+// apply. The conditions are engine/cuda's: top-8 routing, a shared expert
+// as wide as a routed one (it is the ninth slot of the activations), 4-bit
+// matrices in groups of 64 and an 8-bit shared expert gate.
 func (l *lowering) expertsOne(o *backend.Experts, ws []*matrix, x, idx, wts, out dispatch.Arg) bool {
-	return false // not built yet: the generic experts kernels run
+	gate, up, sg, su, seg, down, sd := ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+	H, I := gate.cols(), o.Inter
+	if o.TopK != moeTopK || o.SharedInter != I || H%64 != 0 || I%64 != 0 ||
+		!gate.fourBit64() || !up.fourBit64() || !down.fourBit64() || !sg.fourBit64() || !su.fourBit64() || !sd.fourBit64() ||
+		seg.q.Bits != 8 || seg.q.Group != 64 {
+		return false
+	}
+	zeros, err := l.b.grow(&l.b.zeros, 4*int64(H))
+	if err != nil {
+		l.fail("%w", err)
+		return true
+	}
+	h := l.scratch(4 * int64((moeTopK+1)*I))
+	logit := l.scratch(16)
+	sb := func(w *matrix) []dispatch.Arg { return []dispatch.Arg{{Mem: w.words}, {Mem: w.sb}, {Mem: w.biases}} }
+	upTeam, downTeam := teamFor(H/64), teamFor(I/64)
+	tasks := (moeTopK+1)*I + 1 // the last task is the shared expert gate
+	l.dispatch("moe", "moe_gate_up_f32_sb", dispatch.D1(ceil(tasks, moeUpSimdgroups*(32/upTeam))), dispatch.D1(moeUpSimdgroups*32),
+		params(kernels.MoeUpParams{I: int32(I), H: int32(H), Team: int32(upTeam)}),
+		join(sb(gate), sb(up), sb(sg), sb(su), qbufs(seg), []dispatch.Arg{idx, x, h, logit})...)
+	l.barrier()
+	// the residual is zeros: the op's output is the block's alone
+	l.dispatch("moe", "moe_down_f32_sb", dispatch.D1(ceil(H, moeDownSimdgroup*(32/downTeam))), dispatch.D1(moeDownSimdgroup*32),
+		params(kernels.MoeDownParams{H: int32(H), I: int32(I), Team: int32(downTeam)}),
+		join(sb(down), sb(sd), []dispatch.Arg{idx, wts, logit, h, {Mem: zeros}, out})...)
+	return true
+}
+
+// gdn.metal's shape: heads of GDN_D values, a conv of width 4, threadgroups
+// of GDN_THREADS; gdnSplit is the threadgroups per value head
+// (gdn_step_s<split>), engine/cuda's default.
+const (
+	gdnHeadDim = 128
+	gdnConvK   = 4
+	gdnThreads = 256
+	gdnSplit   = 4
+)
+
+// gdnFusible reports whether ops[i:i+3] is a Gated DeltaNet step gdn.metal
+// takes: ConvSiLU, DeltaRule and GatedRMSNorm of one row chained through
+// their outputs, heads of 128, a conv of width 4, and the two intermediate
+// outputs, which the kernel never writes, read by no other op (engine/cuda's
+// gdnFusible).
+func gdnFusible(ops []backend.Op, i int) bool {
+	if i+2 >= len(ops) {
+		return false
+	}
+	c, ok1 := ops[i].(*backend.ConvSiLU)
+	d, ok2 := ops[i+1].(*backend.DeltaRule)
+	g, ok3 := ops[i+2].(*backend.GatedRMSNorm)
+	if !ok1 || !ok2 || !ok3 || c.Rows != 1 || d.Rows != 1 || g.Rows != 1 || c.Out != d.QKV || d.Out != g.X ||
+		c.K != gdnConvK || d.KeyDim != gdnHeadDim || d.ValueDim != gdnHeadDim || g.Dim != gdnHeadDim ||
+		d.KeyHeads < 1 || d.ValueHeads < d.KeyHeads || d.ValueHeads%d.KeyHeads != 0 || g.Heads != d.ValueHeads ||
+		c.Chans != (2*d.KeyHeads+d.ValueHeads)*gdnHeadDim {
+		return false
+	}
+	// The intermediates are dead if every op that reads them (this run's
+	// later ops, the next run's earlier ones: the model's layers share
+	// these buffers) reads what the op just before it wrote, as the rule
+	// and the norm of such a step do.
+	for j, other := range ops {
+		if j == i+1 || j == i+2 {
+			continue
+		}
+		r, _ := other.Access()
+		for _, buf := range r {
+			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
+// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
+func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
+	if j == 0 {
+		return false
+	}
+	switch o := ops[j].(type) {
+	case *backend.DeltaRule:
+		prev, ok := ops[j-1].(*backend.ConvSiLU)
+		return ok && buf == o.QKV && prev.Out == o.QKV
+	case *backend.GatedRMSNorm:
+		prev, ok := ops[j-1].(*backend.DeltaRule)
+		return ok && buf == o.X && prev.Out == o.X
+	}
+	return false
+}
+
+// fused is the ops a fused step covers, as one op: its accesses are all
+// theirs, so that the barriers around it are placed as for the three.
+type fused []backend.Op
+
+func (f fused) Name() string { return f[0].Name() + "+" + f[len(f)-1].Name() }
+
+func (f fused) Access() (r, w []backend.Buffer) {
+	for _, op := range f {
+		or, ow := op.Access()
+		r, w = append(r, or...), append(w, ow...)
+	}
+	return r, w
 }
 
 // lowerFused lowers ops[i:] as one fused step where a decode kernel takes
 // several ops (gdn.metal: a Gated DeltaNet step's conv, delta rule and
 // gated norm), returning how many ops it covers.
 func (b *Backend) lowerFused(ops []backend.Op, i int) (lowered, int, bool, error) {
-	return lowered{}, 0, false, nil // not built yet: the ops run one by one
+	if !b.o.Fused || !gdnFusible(ops, i) {
+		return lowered{}, 0, false, nil
+	}
+	c, d, g := ops[i].(*backend.ConvSiLU), ops[i+1].(*backend.DeltaRule), ops[i+2].(*backend.GatedRMSNorm)
+	C, Hk, Hv := c.Chans, d.KeyHeads, d.ValueHeads
+	l := &lowering{b: b}
+	bufs := []dispatch.Arg{
+		l.buf("qkv", c.X, backend.F32, C), l.buf("z", g.Z, backend.F32, Hv*gdnHeadDim),
+		l.buf("b", d.B, backend.F32, Hv), l.buf("a", d.A, backend.F32, Hv),
+		l.buf("the conv weights", c.Weight, backend.F32, C*gdnConvK),
+		l.buf("the conv state", c.State, backend.F32, (gdnConvK-1)*C),
+		l.buf("A_log", d.ALog, backend.F32, Hv), l.buf("dt_bias", d.DtBias, backend.F32, Hv),
+		l.buf("the norm weight", g.Weight, backend.F32, gdnHeadDim),
+		l.buf("the state", d.State, backend.F32, Hv*gdnHeadDim*gdnHeadDim),
+		l.buf("the output", g.Out, backend.F32, Hv*gdnHeadDim),
+	}
+	if l.err != nil {
+		return lowered{}, 0, false, nil // the ops one by one say what is wrong
+	}
+	p := params(kernels.GdnParams{Hk: int32(Hk), Hv: int32(Hv), Eps: g.Eps})
+	l.dispatch("gdn", fmt.Sprintf("gdn_step_s%d", gdnSplit), dispatch.D1(Hv*gdnSplit), dispatch.D1(gdnThreads), p, bufs...)
+	l.barrier()
+	l.dispatch("gdn", "gdn_finish", dispatch.D1(Hv), dispatch.D1(gdnThreads), p, bufs...)
+	if l.err != nil {
+		return lowered{}, 0, false, l.err
+	}
+	l.out.op = fused(ops[i : i+3])
+	return l.out, 3, true, nil
 }

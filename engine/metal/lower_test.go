@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -173,69 +174,82 @@ func signatures(t *testing.T, family string) (map[string]signature, map[string]i
 	return sigs, sizes
 }
 
+// sourceCheck checks dispatches against their kernels' sources, reading
+// each family's once.
+type sourceCheck struct {
+	fams map[string]family
+	seen map[string]bool // "family.entry" of every dispatch checked
+}
+
+type family struct {
+	sigs  map[string]signature
+	sizes map[string]int
+}
+
+func newSourceCheck() *sourceCheck {
+	return &sourceCheck{fams: map[string]family{}, seen: map[string]bool{}}
+}
+
+// program checks every dispatch of p: the entry point exists in its
+// family, the buffers bound are the ones it declares before its parameter
+// struct, the parameter bytes are that struct's size in params.h, at most
+// 31 bindings, at most 1024 threads.
+func (sc *sourceCheck) program(t *testing.T, p *program, what string) {
+	t.Helper()
+	for i, c := range p.cmds {
+		if c.Barrier {
+			continue
+		}
+		e := c.Kernel.(entry)
+		fm, ok := sc.fams[e.family]
+		if !ok {
+			s, z := signatures(t, e.family)
+			fm = family{s, z}
+			sc.fams[e.family] = fm
+		}
+		label := fmt.Sprintf("%s: %s (op %d, %s)", what, e.name, p.opOf[i], backend.LabelOf(p.ops[p.opOf[i]]))
+		sig, ok := fm.sigs[e.name]
+		if !ok {
+			t.Errorf("%s: %s.metal has no kernel %s", label, e.family, e.name)
+			continue
+		}
+		sc.seen[e.family+"."+e.name] = true
+		bound := len(c.Buffers)
+		if sig.params != "" {
+			bound++
+			if want := fm.sizes[sig.params]; len(c.Params) != want {
+				t.Errorf("%s: %d parameter bytes, %s is %d", label, len(c.Params), sig.params, want)
+			}
+		} else if len(c.Params) != 0 {
+			t.Errorf("%s: %d parameter bytes for a kernel without a parameter struct", label, len(c.Params))
+		}
+		if bound != sig.buffers {
+			t.Errorf("%s: %d bindings, the kernel declares %d", label, bound, sig.buffers)
+		}
+		if bound > dispatch.MaxBuffers || c.Threads.Threads() > 1024 {
+			t.Errorf("%s: %d bindings, %d threads", label, bound, c.Threads.Threads())
+		}
+	}
+}
+
+func (sc *sourceCheck) entries() []string { return slices.Sorted(maps.Keys(sc.seen)) }
+
 // TestDispatchesMatchKernelSources lowers every op at several rows and at
 // one, fused and not, with f32 and bf16 caches, and checks each dispatch
-// against its kernel's source: the entry point exists in its family, the
-// buffers bound are the ones it declares before its parameter struct, the
-// parameter bytes are that struct's size in params.h, at most 31
-// bindings, at most 1024 threads.
+// against its kernel's source (sourceCheck.program).
 func TestDispatchesMatchKernelSources(t *testing.T) {
-	type fam struct {
-		sigs  map[string]signature
-		sizes map[string]int
-	}
-	fams := map[string]fam{}
-	seen := map[string]bool{}
+	sc := newSourceCheck()
 	for _, fused := range []bool{true, false} {
 		for _, kv := range []backend.DType{backend.F32, backend.BF16} {
 			for _, rows := range []int{1, 5, 300} {
 				b, _ := newRecorded(t, Options{Fused: fused, KV: kv})
 				f := fixture{t, b, rand.New(rand.NewPCG(1, uint64(rows)))}
 				p := compile(t, b, everyOp(f, rows, kv)...)
-				for i, c := range p.cmds {
-					if c.Barrier {
-						continue
-					}
-					e := c.Kernel.(entry)
-					fm, ok := fams[e.family]
-					if !ok {
-						s, z := signatures(t, e.family)
-						fm = fam{s, z}
-						fams[e.family] = fm
-					}
-					label := fmt.Sprintf("rows %d fused %v kv %s: %s (op %d, %s)", rows, fused, kv, e.name, p.opOf[i], backend.LabelOf(p.ops[p.opOf[i]]))
-					sig, ok := fm.sigs[e.name]
-					if !ok {
-						t.Errorf("%s: %s.metal has no kernel %s", label, e.family, e.name)
-						continue
-					}
-					seen[e.family+"."+e.name] = true
-					bound := len(c.Buffers)
-					if sig.params != "" {
-						bound++
-						if want := fm.sizes[sig.params]; len(c.Params) != want {
-							t.Errorf("%s: %d parameter bytes, %s is %d", label, len(c.Params), sig.params, want)
-						}
-					} else if len(c.Params) != 0 {
-						t.Errorf("%s: %d parameter bytes for a kernel without a parameter struct", label, len(c.Params))
-					}
-					if bound != sig.buffers {
-						t.Errorf("%s: %d bindings, the kernel declares %d", label, bound, sig.buffers)
-					}
-					if bound > dispatch.MaxBuffers || c.Threads.Threads() > 1024 {
-						t.Errorf("%s: %d bindings, %d threads", label, bound, c.Threads.Threads())
-					}
-				}
+				sc.program(t, p, fmt.Sprintf("rows %d fused %v kv %s", rows, fused, kv))
 			}
 		}
 	}
-	t.Logf("entry points lowered to: %v", slices.Sorted(func(yield func(string) bool) {
-		for k := range seen {
-			if !yield(k) {
-				return
-			}
-		}
-	}))
+	t.Logf("entry points lowered to: %v", sc.entries())
 }
 
 // paramsOf decodes a command's parameter bytes into a params.go struct.
@@ -475,7 +489,7 @@ func TestBarriers(t *testing.T) {
 }
 
 // checkOrdered: for every pair of conflicting ops, a barrier lies between
-// their dispatches.
+// their dispatches (an op fused into a step, between the step's).
 func checkOrdered(t *testing.T, p *program) {
 	t.Helper()
 	last := map[int]int{}  // op: its last command
@@ -500,14 +514,18 @@ func checkOrdered(t *testing.T, p *program) {
 	}
 	for j := range p.ops {
 		for i := range j {
-			if _, ok := last[i]; !ok {
+			si, sj := p.stepOf[i], p.stepOf[j]
+			if si == sj {
 				continue
 			}
-			if _, ok := first[j]; !ok {
+			if _, ok := last[si]; !ok {
 				continue
 			}
-			if len(backend.Dependencies([]backend.Op{p.ops[i], p.ops[j]})[1]) > 0 && !barrierBetween(last[i], first[j]) {
-				t.Errorf("ops %d (%s) and %d (%s) conflict with no barrier between them", i, p.ops[i].Name(), j, p.ops[j].Name())
+			if _, ok := first[sj]; !ok {
+				continue
+			}
+			if len(backend.Dependencies([]backend.Op{p.ops[i], p.ops[j]})[1]) > 0 && !barrierBetween(last[si], first[sj]) {
+				t.Errorf("ops %d (%s) and %d (%s) conflict with no barrier between them", i, backend.LabelOf(p.ops[i]), j, backend.LabelOf(p.ops[j]))
 			}
 		}
 	}

@@ -20,6 +20,7 @@ type program struct {
 	ops      []backend.Op
 	cmds     []dispatch.Command
 	opOf     []int // the op of each command (-1: a barrier between ops)
+	stepOf   []int // the op whose dispatches do op i's work: i, or the first op of a fused step
 	barriers int
 	desc     string // for errors: the op count and the first and last labels
 	// scratchNeed is the most temporary memory an op takes: each op's
@@ -49,6 +50,9 @@ var scratchAccess = backend.Buffer{Mem: scratchBuf{}, Len: 1, Type: backend.F32}
 type lowered struct {
 	cmds    []dispatch.Command
 	scratch int64 // bytes of temporaries
+	// op stands for the ops a fused step covers in the dependency
+	// analysis (nil: the op lowered alone)
+	op backend.Op
 }
 
 // withScratch is an op whose accesses include a write of the scratch.
@@ -78,12 +82,17 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	}
 	p := &program{b: b, ops: slices.Clone(ops)}
 	low := make([]lowered, len(ops))
+	p.stepOf = make([]int, len(ops))
 	for i := 0; i < len(ops); i++ {
+		p.stepOf[i] = i
 		if l, n, ok, err := b.lowerFused(p.ops, i); err != nil {
 			return nil, fmt.Errorf("metal: op %d (%s): %w", i, backend.LabelOf(ops[i]), err)
 		} else if ok {
 			low[i] = l
-			i += n - 1 // the ops it covers run inside op i's dispatches
+			for j := i + 1; j < i+n; j++ {
+				p.stepOf[j] = i // the ops it covers run inside op i's dispatches
+			}
+			i += n - 1
 			continue
 		}
 		l, err := b.lower(p.ops[i])
@@ -131,6 +140,9 @@ func (p *program) place(low []lowered) {
 		}
 		live = append(live, i)
 		op := p.ops[i]
+		if l.op != nil {
+			op = l.op
+		}
 		if l.scratch > 0 {
 			op = withScratch{op}
 			p.scratchNeed = max(p.scratchNeed, l.scratch)
