@@ -40,7 +40,8 @@ func doctorCommand(st *Streams) *cli.Command {
          capability and free/total memory, and whether every embedded PTX module of petal's
          kernels loads (with the driver's JIT message when one does not);
   Metal  on macOS the device, its GPU family, the MSL version and math mode read back from
-         the compiler, and every embedded Metal library compiled with each of its kernels;
+         the compiler, every embedded Metal library compiled with each of its kernels, and
+         whether each object petal messages responds to every selector it is sent;
          elsewhere that Metal is only available on macOS with Apple silicon;
 then which backend --backend auto would choose and why. Checks that compute: the embedded
 model on each usable backend against the CPU (the logits of a fixed 32-token prompt within a
@@ -128,6 +129,10 @@ type metalReport struct {
 	MathMode       string         `json:"math_mode,omitempty"`
 	Libraries      []metalLibrary `json:"libraries,omitempty"`
 	Selectors      string         `json:"selectors,omitempty"`
+	// SelectorsChecked: every message's receiver was asked (respondsToSelector:);
+	// SelectorsMissing the required ones that do not respond.
+	SelectorsChecked bool     `json:"selectors_checked,omitempty"`
+	SelectorsMissing []string `json:"selectors_missing,omitempty"`
 }
 
 type metalLibrary struct {
@@ -368,7 +373,7 @@ func probeGPU(d driver.Device) gpuReport {
 }
 
 // metalChecks turns the Metal probe's findings into checks: every library
-// compiling, and the selector table (not checkable yet).
+// compiling, and whether every selector of the message table responds.
 func metalChecks(m metalReport) []doctorCheck {
 	if !m.Available {
 		return nil
@@ -382,7 +387,14 @@ func metalChecks(m metalReport) []doctorCheck {
 		}
 		cs = append(cs, c)
 	}
-	cs = append(cs, doctorCheck{Name: "metal selectors respond", Status: checkSkip, Detail: m.Selectors})
+	sc := doctorCheck{Name: "metal selectors respond", Status: checkSkip, Detail: m.Selectors}
+	if m.SelectorsChecked {
+		sc.Status = checkPass
+		if len(m.SelectorsMissing) > 0 {
+			sc.Status = checkFail
+		}
+	}
+	cs = append(cs, sc)
 	return cs
 }
 

@@ -24,8 +24,8 @@ func probeMetal() metalReport {
 	}
 	defer d.Close()
 	r := metalReport{Available: true, Device: d.Info.Name, UnifiedMemory: d.Info.UnifiedMemory,
-		MaxBufferBytes: d.Info.MaxBufferLength, WorkingSet: d.Info.WorkingSet,
-		Selectors: "not checked: engine/metal/device does not export a respondsToSelector: check over its message table yet"}
+		MaxBufferBytes: d.Info.MaxBufferLength, WorkingSet: d.Info.WorkingSet}
+	r.Selectors, r.SelectorsChecked, r.SelectorsMissing = checkSelectors(d)
 	r.GPUFamily = "no MTLGPUFamilyApple family"
 	if d.Info.AppleFamily > 0 {
 		r.GPUFamily = fmt.Sprintf("MTLGPUFamilyApple%d", d.Info.AppleFamily)
@@ -59,4 +59,32 @@ func probeMetal() metalReport {
 		r.MSLVersion, r.MathMode = "unknown (no library compiled)", "unknown"
 	}
 	return r
+}
+
+// checkSelectors asks every object petal messages whether it responds to
+// each selector: a line for the report, whether it could ask, and the
+// required ones missing (receiver and selector).
+func checkSelectors(d *device.Device) (detail string, checked bool, missing []string) {
+	rs, err := d.CheckSelectors()
+	if err != nil {
+		return "not checked: " + err.Error(), false, nil
+	}
+	var optional []string
+	for _, r := range rs {
+		switch {
+		case r.Responds:
+		case r.Optional:
+			optional = append(optional, r.Selector)
+		default:
+			missing = append(missing, fmt.Sprintf("%s %s", r.On, r.Selector))
+		}
+	}
+	detail = fmt.Sprintf("%d of %d selectors respond", len(rs)-len(missing)-len(optional), len(rs))
+	if len(missing) > 0 {
+		detail += "; missing: " + strings.Join(missing, ", ")
+	}
+	if len(optional) > 0 {
+		detail += "; not on this macOS (optional, asked before use): " + strings.Join(optional, ", ")
+	}
+	return detail, true, missing
 }

@@ -23,6 +23,7 @@ var (
 
 	classNSString       id
 	classCompileOptions id
+	classNSError        id
 )
 
 func load() error {
@@ -72,8 +73,9 @@ func bind() error {
 	}
 	classNSString = id(objc.GetClass("NSString"))
 	classCompileOptions = id(objc.GetClass("MTLCompileOptions"))
-	if classNSString == 0 || classCompileOptions == 0 {
-		return fmt.Errorf("%w: the NSString or MTLCompileOptions class is missing", ErrUnsupported)
+	classNSError = id(objc.GetClass("NSError"))
+	if classNSString == 0 || classCompileOptions == 0 || classNSError == 0 {
+		return fmt.Errorf("%w: the NSString, MTLCompileOptions or NSError class is missing", ErrUnsupported)
 	}
 	return nil
 }

@@ -201,3 +201,26 @@ func TestWrapMapped(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectorsRespond: every object petal sends a message to responds to
+// its selector on this Mac (the optional ones are reported, not required),
+// and every message of the table was asked.
+func TestSelectorsRespond(t *testing.T) {
+	d := openDevice(t)
+	rs, err := d.CheckSelectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := messageTable()
+	if len(rs) != len(names) {
+		t.Fatalf("%d selectors checked of %d", len(rs), len(names))
+	}
+	for _, r := range rs {
+		switch {
+		case !r.Responds && r.Optional:
+			t.Logf("%s (%s): not on this macOS (optional)", r.Selector, r.On)
+		case !r.Responds:
+			t.Errorf("the %s does not respond to %s", r.On, r.Selector)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package device
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,5 +64,22 @@ func TestCheckSignatureCatches(t *testing.T) {
 	}
 	if checkSignature("length", reflect.TypeFor[func(id, sel) uint64](), idType, selType) != "" {
 		t.Error("a correct signature was refused")
+	}
+}
+
+// TestSelectorReceivers: every message names the object it is sent to,
+// one of receivers, so that CheckSelectors can ask that object on a Mac.
+func TestSelectorReceivers(t *testing.T) {
+	names, _ := messageTable()
+	on, _ := messageReceivers()
+	for i, name := range names {
+		if !slices.Contains(receivers, on[i]) {
+			t.Errorf("%s: receiver %q is not one of %v", name, on[i], receivers)
+		}
+	}
+	for _, r := range receivers {
+		if !slices.Contains(on, r) {
+			t.Errorf("receiver %q has no message", r)
+		}
 	}
 }
