@@ -27,7 +27,7 @@ struct QMVGroup {
   int n;
 };
 
-// qmv_rows is where one launch row lives: its codes, its group's scales
+// QRow is where one launch row lives: its codes, its group's scales
 // and biases (index of its first group), its output element.
 struct QRow {
   const u32* words;
