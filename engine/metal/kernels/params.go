@@ -66,3 +66,5 @@ type ConvertParams struct {
 type SampleParams struct{ V int32 }
 
 type LogprobsParams struct{ V, TopN int32 }
+
+type MmaCheckParams struct{ Col0, Transpose int32 }

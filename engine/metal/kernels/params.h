@@ -228,3 +228,12 @@ struct LogprobsParams {
 };
 PETAL_LAYOUT(LogprobsParams, 8);
 PETAL_FIELD(LogprobsParams, topN, 4);
+
+// gemm.metal's gemm_mma8_check: b's 8x8 block at column col0 of an 8x16
+// tile, read transposed where transpose is not 0.
+struct MmaCheckParams {
+  int col0;
+  int transpose;
+};
+PETAL_LAYOUT(MmaCheckParams, 8);
+PETAL_FIELD(MmaCheckParams, transpose, 4);

@@ -33,6 +33,7 @@ var goParams = map[string]reflect.Type{
 	"ConvertParams":     reflect.TypeFor[ConvertParams](),
 	"SampleParams":      reflect.TypeFor[SampleParams](),
 	"LogprobsParams":    reflect.TypeFor[LogprobsParams](),
+	"MmaCheckParams":    reflect.TypeFor[MmaCheckParams](),
 }
 
 var cTypes = map[string]reflect.Kind{"int": reflect.Int32, "uint": reflect.Uint32, "float": reflect.Float32}
