@@ -23,4 +23,13 @@ func TestConformance(t *testing.T) {
 			})
 		}
 	}
+	// gemm=simd: the suite's matrices of 67 rows and its top-3 experts are
+	// off gemm.metal's shapes, so its ops keep ops.metal's kernels and must
+	// meet the float32 bars still; the simdgroup GEMMs themselves are
+	// checked by TestSimdGEMMOpsMatchReferences and engine/metal/cudarun.
+	t.Run("gemm=simd", func(t *testing.T) {
+		o := metal.DefaultOptions()
+		o.SimdGEMM = true
+		backendtest.Run(t, openBackend(t, o))
+	})
 }

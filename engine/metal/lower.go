@@ -266,12 +266,16 @@ func ws0cols(ws []*matrix, w *matrix) int {
 }
 
 // linear is y[rows, R] = x[rows, C]·Wᵀ: the 4-bit mat-vec for one row
-// where it applies (decode.go), else ops.metal's GEMM.
+// where it applies (decode.go), under gemm=simd gemm.metal's GEMM for
+// several rows where it applies (prefill.go), else ops.metal's GEMM.
 func (l *lowering) linear(w *matrix, x, y dispatch.Arg, rows int) {
 	if l.err != nil || rows == 0 || w.rows() == 0 {
 		return
 	}
 	if l.b.o.Fused && rows == 1 && l.qmv(w, x, y) {
+		return
+	}
+	if l.b.o.SimdGEMM && rows > 1 && l.gemmDense(w, x, y, rows) {
 		return
 	}
 	R := w.rows()
@@ -422,6 +426,9 @@ func (l *lowering) experts(o *backend.Experts) {
 		return
 	}
 	if l.b.o.Fused && o.Rows == 1 && l.expertsOne(o, ws, x, idx, wts, out) {
+		return
+	}
+	if l.b.o.SimdGEMM && o.Rows > 1 && l.expertsSimd(o, ws, x, idx, wts, out) {
 		return
 	}
 	var table []byte

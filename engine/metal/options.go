@@ -15,6 +15,13 @@ type Options struct {
 	Fused bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
+	// SimdGEMM lets ops of several rows (prefill chunks) run on
+	// gemm.metal's simdgroup-matrix GEMMs where their matrices fit (4-bit
+	// in groups of 64; for Experts top-8 with every width a multiple of
+	// 64), as engine/cuda's gemm=tc takes gemm.cu's; off, they take
+	// ops.metal's plain tiled GEMM and MoE. Off by default until the
+	// kernels have run on a GPU.
+	SimdGEMM bool
 	// SyncEach waits after every op, so that an error of the device names
 	// the op that caused it (slow).
 	SyncEach bool
@@ -25,6 +32,8 @@ func DefaultOptions() Options { return Options{Fused: true, KV: backend.F32} }
 
 // OptionsHelp lists the options of "--backend metal:KEY=VALUE,...".
 const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default on), ` +
+	`gemm=simd|plain (simd: prefill's 4-bit GEMMs and MoE on gemm.metal's simdgroup matrices, bf16 inputs with float32 sums; ` +
+	`not yet run on any GPU, so the default is plain: ops.metal's float32 tiled GEMM), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run)`
 
@@ -41,6 +50,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Fused = false
 			default:
 				return Options{}, fmt.Errorf("metal: fused=%q: want on or off", kv.Value)
+			}
+		case "gemm":
+			switch kv.Value {
+			case "simd":
+				o.SimdGEMM = true
+			case "plain":
+				o.SimdGEMM = false
+			default:
+				return Options{}, fmt.Errorf("metal: gemm=%q: want simd or plain", kv.Value)
 			}
 		case "kv":
 			t, err := backend.ParseDType(kv.Value)

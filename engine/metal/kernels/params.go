@@ -66,3 +66,15 @@ type ConvertParams struct {
 type SampleParams struct{ V int32 }
 
 type LogprobsParams struct{ V, TopN int32 }
+
+type MmaCheckParams struct{ Col0, Transpose int32 }
+
+type GemmDenseParams struct{ M, N, K int32 }
+
+type GemmGroupParams struct{ N, K int32 }
+
+type MoeRouteParams struct{ T, E, BM int32 }
+
+type MoeCombineParams struct{ N, Add int32 }
+
+type SharedSwigluParams struct{ Inter, N int32 }

@@ -228,3 +228,56 @@ struct LogprobsParams {
 };
 PETAL_LAYOUT(LogprobsParams, 8);
 PETAL_FIELD(LogprobsParams, topN, 4);
+
+// gemm.metal's gemm_mma8_check: b's 8x8 block at column col0 of an 8x16
+// tile, read transposed where transpose is not 0.
+struct MmaCheckParams {
+  int col0;
+  int transpose;
+};
+PETAL_LAYOUT(MmaCheckParams, 8);
+PETAL_FIELD(MmaCheckParams, transpose, 4);
+
+// gemm.metal's gemm_dense_*: Y[M, N] = X[M, K]·Wᵀ.
+struct GemmDenseParams {
+  int M;
+  int N;
+  int K;
+};
+PETAL_LAYOUT(GemmDenseParams, 12);
+PETAL_FIELD(GemmDenseParams, K, 8);
+
+// gemm.metal's grouped gemm_gateup (N: an expert's inter rows, K: hidden)
+// and gemm_down (N: hidden, K: inter).
+struct GemmGroupParams {
+  int N;
+  int K;
+};
+PETAL_LAYOUT(GemmGroupParams, 8);
+PETAL_FIELD(GemmGroupParams, K, 4);
+
+// gemm.metal's moe_route: T tokens' top-8 ids over E experts, in tiles of
+// BM rows.
+struct MoeRouteParams {
+  int T;
+  int E;
+  int BM;
+};
+PETAL_LAYOUT(MoeRouteParams, 12);
+PETAL_FIELD(MoeRouteParams, BM, 8);
+
+// gemm.metal's moe_combine: rows of N, added to out where add is not 0.
+struct MoeCombineParams {
+  int N;
+  int add;
+};
+PETAL_LAYOUT(MoeCombineParams, 8);
+PETAL_FIELD(MoeCombineParams, add, 4);
+
+// gemm.metal's moe_shared_swiglu: n values, rows of inter.
+struct SharedSwigluParams {
+  int inter;
+  int n;
+};
+PETAL_LAYOUT(SharedSwigluParams, 8);
+PETAL_FIELD(SharedSwigluParams, n, 4);
