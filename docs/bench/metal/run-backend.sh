@@ -1,9 +1,10 @@
 #!/bin/bash
 # run-backend.sh: the first run of the Metal backend (engine/metal) through
 # the CUDA dialect on an NVIDIA GPU: the conformance suite, the oracle model
-# and the one-token decode kernels against the CPU backend, each in its own
-# process; then engine/metal/cudarun's kernel tests again (prefill
-# attention's bar over 1000 positions is new). Run from the repository root
+# the one-token decode kernels and gemm=simd against the CPU backend, each
+# in its own process; then engine/metal/cudarun's kernel tests again, with
+# gemm.metal's (run-ops2.sh; prefill attention's bar over 1000 positions is
+# new). Run from the repository root
 # with RUN_DIR (default devrun/metalbe) holding metal.test.gz and
 # cudarun.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c
 # -ldflags='-s -w' ./engine/metal and ./engine/metal/cudarun) and ref.tgz
@@ -17,7 +18,7 @@ mkdir -p oracle && tar xzf ref.tgz -C oracle && ln -sfn "$R/fixtures/tiny-qwen36
 export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > "$O/env.txt" 2>&1
 cd "$R/engine/metal"
-for t in TestConformance TestDecodeKernels TestOracle; do
+for t in TestConformance TestDecodeKernels TestSimdGEMMOpsMatchReferences TestOracle; do
 	s=$(date +%s)
 	echo "==== $t" >> "$O/backend.txt"
 	timeout 150 "$D/metal.test" -test.v -test.run "^$t\$" >> "$O/backend.txt" 2>&1
@@ -26,6 +27,6 @@ done
 grep -E '^(--- FAIL|    --- FAIL|panic)' "$O/backend.txt" | head -30
 cd "$R"
 mkdir -p "$O/cudarun"
-OUT=$O/cudarun bash docs/bench/metal/run-ops1.sh "$D/cudarun.test" | tail -12
+OUT=$O/cudarun bash docs/bench/metal/run-ops2.sh "$D/cudarun.test" | tail -12
 tar czf "$O/cudarun-logs.tgz" -C "$O" cudarun && rm -rf "$O/cudarun"
 exit 0
