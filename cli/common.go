@@ -237,7 +237,8 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 	if o.Chunk < 0 {
 		return nil, "", usageErr("--chunk %d: want at least 1", o.Chunk)
 	}
-	if o.Chunk == 0 {
+	chunkAsked := o.Chunk > 0
+	if !chunkAsked {
 		o.Chunk = backend.DefaultChunk(be)
 	}
 	if o.MaxContext < 0 {
@@ -246,6 +247,9 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 	dir, name, err := resolveModel(o.Model, st.Getenv)
 	if err != nil {
 		return nil, "", usageErr("%v", err)
+	}
+	if !chunkAsked {
+		o.Chunk = fittingChunk(be, dir, o, warn)
 	}
 	if err := checkDeviceFit(be, dir, o, warn); err != nil {
 		return nil, "", err
@@ -301,6 +305,29 @@ func refuseSameFile(in io.Reader, inName, outPath string) error {
 type deviceMemory interface {
 	Device() driver.Device
 	MemInfo() (free, total int64, err error)
+}
+
+// fittingChunk is the backend's default prefill chunk where the model
+// fits on its GPU with it, else the largest of half, a quarter, ... down to
+// 512 that does, saying so: a GPU with room for the weights but not for a
+// 4096-token chunk's workspace (a 24 GB card and the 35B model) still runs,
+// in smaller chunks. Where none fits, the default, for checkDeviceFit to
+// refuse with the numbers.
+func fittingChunk(be backend.Backend, dir string, o modelOptions, warn func(string)) int {
+	if _, ok := be.(deviceMemory); !ok || o.Chunk <= 512 {
+		return o.Chunk
+	}
+	first := o.Chunk
+	for c := first; c >= 512; c /= 2 {
+		o.Chunk = c
+		if checkDeviceFit(be, dir, o, nil) == nil {
+			if c != first && warn != nil {
+				warn(fmt.Sprintf("prefill in chunks of %d tokens: with chunks of %d the model does not fit in the GPU's free memory (--chunk N chooses)", c, first))
+			}
+			return c
+		}
+	}
+	return first
 }
 
 // checkDeviceFit refuses, before any weight is uploaded, a model that does

@@ -30,6 +30,7 @@ type fakeGPU struct {
 }
 
 func (g *fakeGPU) Device() driver.Device { return driver.Device{Ordinal: g.ordinal, Name: "Fake H200"} }
+func (g *fakeGPU) PrefillChunk() int     { return cuda.PrefillChunkTokens }
 func (g *fakeGPU) MemInfo() (int64, int64, error) {
 	return g.free, g.total, nil
 }
@@ -194,5 +195,34 @@ func TestDeviceFit(t *testing.T) {
 	gpu.free = full.Weights / 2
 	if _, _, err := openEngine(st, o); !errors.As(err, &fe) {
 		t.Errorf("weights past the free memory: %v", err)
+	}
+
+	// no --chunk: the backend's 4096 where it fits, else the largest
+	// smaller one that does, said on stderr; an asked --chunk is kept
+	o.MaxContext, o.Chunk = ctx, 0
+	for _, tc := range []struct {
+		free  int64
+		chunk int
+		note  bool
+	}{
+		{tinyNeed(t, 4096, ctx, backend.F32).Total(), 4096, false},
+		{tinyNeed(t, 1024, ctx, backend.F32).Total(), 1024, true},
+		{tinyNeed(t, 512, ctx, backend.F32).Total(), 512, true},
+	} {
+		gpu.free = tc.free
+		errs.Reset()
+		e, _, err := openEngine(st, o)
+		if err != nil {
+			t.Fatalf("%d bytes free: %v", tc.free, err)
+		}
+		if e.Model.Chunk != tc.chunk || strings.Contains(errs.String(), "prefill in chunks of") != tc.note {
+			t.Errorf("%d bytes free: chunks of %d, stderr %q; want %d", tc.free, e.Model.Chunk, errs.String(), tc.chunk)
+		}
+		e.Close()
+	}
+	o.Chunk = 4096
+	gpu.free = tinyNeed(t, 1024, ctx, backend.F32).Total()
+	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "--chunk") {
+		t.Errorf("--chunk 4096 asked, room for 1024: %v, want a FitError naming --chunk", err)
 	}
 }
