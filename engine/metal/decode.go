@@ -49,6 +49,79 @@ func (l *lowering) qmv(w *matrix, x, y dispatch.Arg) bool {
 	return true
 }
 
+// qmv.metal's QMV_GROUP (the most matrices of one grouped dispatch) and
+// QMV_NORM_MAX_COLS (the longest row qmv_group_norm stages).
+const (
+	qmvGroupMax     = 4
+	qmvNormMaxCols  = 4096
+	qmvGroupThreads = qmvSimdgroups * 32
+)
+
+// qmvGroupFits: qmv_group_f32_r2_sb takes ws in one dispatch: two to
+// qmvGroupMax matrices of the same width, each one qmv would take
+// (engine/cuda's qmvGroup conditions).
+func qmvGroupFits(ws []*matrix) bool {
+	if len(ws) < 2 || len(ws) > qmvGroupMax {
+		return false
+	}
+	for _, w := range ws {
+		if !w.fourBit64() || w.cols() != ws[0].cols() {
+			return false
+		}
+	}
+	return true
+}
+
+// qmvGroupLaunch is the grid, the bindings of the matrices (words0..3,
+// sb0..3, y0..3: the slots past ws bound to matrix 0's buffers, which the
+// kernel does not read) and the parameters of a grouped mat-vec of ws
+// into ys.
+func qmvGroupLaunch(ws []*matrix, ys []dispatch.Arg) (dispatch.Size, []dispatch.Arg, kernels.QmvGroupParams) {
+	cols := ws[0].cols()
+	team := teamFor(cols / 64)
+	var start [qmvGroupMax + 1]int32
+	total := 0
+	for m := range qmvGroupMax {
+		start[m] = int32(total)
+		if m < len(ws) {
+			total += ws[m].rows()
+		}
+	}
+	start[qmvGroupMax] = int32(total)
+	slot := func(m int) int {
+		if m < len(ws) {
+			return m
+		}
+		return 0
+	}
+	var bufs []dispatch.Arg
+	for m := range qmvGroupMax {
+		bufs = append(bufs, dispatch.Arg{Mem: ws[slot(m)].words})
+	}
+	for m := range qmvGroupMax {
+		bufs = append(bufs, dispatch.Arg{Mem: ws[slot(m)].sb})
+	}
+	for m := range qmvGroupMax {
+		bufs = append(bufs, ys[slot(m)])
+	}
+	p := kernels.QmvGroupParams{Start0: start[0], Start1: start[1], Start2: start[2], Start3: start[3], End: start[4],
+		N: int32(len(ws)), Cols: int32(cols), Team: int32(team)}
+	perGroup := qmvSimdgroups * (32 / team) * qmvRows
+	return dispatch.D1(ceil(total, perGroup)), bufs, p
+}
+
+// qmvGroup is the mat-vecs of a QLinearGroup of one row in one dispatch of
+// qmv_group_f32_r2_sb (engine/cuda's qmv_group); false where it does not
+// apply (then each matrix takes its own qmv).
+func (l *lowering) qmvGroup(ws []*matrix, x dispatch.Arg, ys []dispatch.Arg) bool {
+	if !qmvGroupFits(ws) {
+		return false
+	}
+	grid, bufs, p := qmvGroupLaunch(ws, ys)
+	l.dispatch("qmv", "qmv_group_f32_r2_sb", grid, dispatch.D1(qmvGroupThreads), params(p), append(bufs, x)...)
+	return true
+}
+
 // attn.metal's shape: heads of ATT_D values, ATT_G query heads per KV head
 // (every model of the family), threadgroups of 256 threads.
 const (
@@ -112,20 +185,27 @@ func (l *lowering) attentionOne(o *backend.Attention, q, qg, kc, vc, pos, out di
 	return true
 }
 
-// route.metal's limits: ROUTE_MAX_EXPERTS, ROUTE_MAX_TOPK, and its
-// ROUTE_SIMDGROUPS simdgroups a threadgroup (one expert row each).
+// route.metal's limits: ROUTE_MAX_EXPERTS, ROUTE_MAX_TOPK, its
+// ROUTE_SIMDGROUPS simdgroups a threadgroup (one expert row each), and
+// ROUTE_NORM_MAX_COLS (the longest row route_logits_norm stages).
 const (
-	routeMaxExperts = 1024
-	routeMaxTopK    = 32
-	routeSimdgroups = 8
+	routeMaxExperts  = 1024
+	routeMaxTopK     = 32
+	routeSimdgroups  = 8
+	routeNormMaxCols = 4096
 )
+
+// routeFits: route.metal takes a router of w for top-k.
+func routeFits(w *matrix, topK int) bool {
+	return w.q.Group == 64 && (w.q.Bits == 4 || w.q.Bits == 8) && topK <= routeMaxTopK && w.rows() <= routeMaxExperts
+}
 
 // routeOne is Route of one row on route.metal: the logits (a simdgroup per
 // expert) into the scratch, a barrier, the selection in one threadgroup;
 // false where it does not apply.
 func (l *lowering) routeOne(o *backend.Route, w *matrix, x, idx, wts dispatch.Arg, norm int32) bool {
 	E, C := w.rows(), w.cols()
-	if w.q.Group != 64 || (w.q.Bits != 4 && w.q.Bits != 8) || o.TopK > routeMaxTopK || E > routeMaxExperts {
+	if !routeFits(w, o.TopK) {
 		return false
 	}
 	logits := l.scratch(4 * int64(E))
@@ -259,9 +339,21 @@ func (f fused) Access() (r, w []backend.Buffer) {
 
 // lowerFused lowers ops[i:] as one fused step where a decode kernel takes
 // several ops (gdn.metal: a Gated DeltaNet step's conv, delta rule and
-// gated norm), returning how many ops it covers.
+// gated norm; under norms=fused an add-and-norm with the router or the
+// grouped mat-vec reading it, norms.go), returning how many ops it
+// covers.
 func (b *Backend) lowerFused(ops []backend.Op, i int) (lowered, int, bool, error) {
-	if !b.o.Fused || !gdnFusible(ops, i) {
+	if !b.o.Fused {
+		return lowered{}, 0, false, nil
+	}
+	if b.o.FusedNorms {
+		for _, step := range []func([]backend.Op, int) (lowered, bool, error){b.normRouteStep, b.normGroupStep} {
+			if l, ok, err := step(ops, i); err != nil || ok {
+				return l, 2, ok, err
+			}
+		}
+	}
+	if !gdnFusible(ops, i) {
 		return lowered{}, 0, false, nil
 	}
 	c, d, g := ops[i].(*backend.ConvSiLU), ops[i+1].(*backend.DeltaRule), ops[i+2].(*backend.GatedRMSNorm)

@@ -186,50 +186,68 @@ func TestDecodeKernels(t *testing.T) {
 	}
 	for _, kv := range []backend.DType{backend.F32, backend.BF16} {
 		t.Run("kv="+kv.String(), func(t *testing.T) {
-			o := metal.DefaultOptions()
-			o.KV = kv
-			dev := openBackend(t, o)
-			ref, err := cpu.NewWithOptions(cpu.Options{KV: kv})
-			if err != nil {
-				t.Fatal(err)
-			}
+			dev, ref := decodeBackends(t, kv)
 			for i, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					seed := uint64(100 + i)
-					gotOps, gotOut := c.build(gen{t, dev, rand.New(rand.NewPCG(seed, 1))}, kv)
-					refOps, refOut := c.build(gen{t, ref, rand.New(rand.NewPCG(seed, 1))}, kv)
-					p, err := dev.Compile(gotOps)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var want []string
-					for _, e := range c.entries {
-						if e[len(e)-2:] == "%s" {
-							e = fmt.Sprintf(e, kv)
-						}
-						want = append(want, e)
-					}
-					if got := metal.Entries(p); !slices.Equal(got, want) {
-						t.Fatalf("dispatches %q, want the decode kernels %q", got, want)
-					}
-					q, err := ref.Compile(refOps)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for range c.steps {
-						if err := p.Run(); err != nil {
-							t.Fatal(err)
-						}
-						if err := q.Run(); err != nil {
-							t.Fatal(err)
-						}
-					}
-					for k, o := range gotOut {
-						compareOutput(t, dev, ref, o, refOut[k])
-					}
-				})
+				t.Run(c.name, func(t *testing.T) { runDecodeCaseOn(t, dev, ref, c, kv, uint64(100+i)) })
 			}
 		})
+	}
+}
+
+// decodeBackends are the Metal backend (fused=on) and the CPU backend,
+// with KV caches of kv.
+func decodeBackends(t *testing.T, kv backend.DType) (*metal.Backend, backend.Backend) {
+	o := metal.DefaultOptions()
+	o.KV = kv
+	dev := openBackend(t, o)
+	ref, err := cpu.NewWithOptions(cpu.Options{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, ref
+}
+
+// runDecodeCase runs c on backends of its own with an f32 KV cache (for
+// cases whose ops have none).
+func runDecodeCase(t *testing.T, c decodeCase) {
+	dev, ref := decodeBackends(t, backend.F32)
+	runDecodeCaseOn(t, dev, ref, c, backend.F32, 300)
+}
+
+// runDecodeCaseOn runs c on dev and on ref from the same data (seed),
+// checking that dev's program dispatches c's entries and comparing c's
+// outputs.
+func runDecodeCaseOn(t *testing.T, dev *metal.Backend, ref backend.Backend, c decodeCase, kv backend.DType, seed uint64) {
+	gotOps, gotOut := c.build(gen{t, dev, rand.New(rand.NewPCG(seed, 1))}, kv)
+	refOps, refOut := c.build(gen{t, ref, rand.New(rand.NewPCG(seed, 1))}, kv)
+	p, err := dev.Compile(gotOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range c.entries {
+		if e[len(e)-2:] == "%s" {
+			e = fmt.Sprintf(e, kv)
+		}
+		want = append(want, e)
+	}
+	if got := metal.Entries(p); !slices.Equal(got, want) {
+		t.Fatalf("dispatches %q, want the decode kernels %q", got, want)
+	}
+	q, err := ref.Compile(refOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range c.steps {
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, o := range gotOut {
+		compareOutput(t, dev, ref, o, refOut[k])
 	}
 }
 

@@ -192,8 +192,15 @@ func (b *Backend) lower(op backend.Op) (lowered, error) {
 			off := o.Offsets()
 			x := l.buf("x", o.X, backend.F32, o.Rows*ws[0].cols())
 			y := l.buf("y", o.Y, backend.F32, off[len(ws)])
+			ys := make([]dispatch.Arg, len(ws))
+			for i := range ws {
+				ys[i] = y.Add(4 * int64(off[i]))
+			}
+			if l.err == nil && l.b.o.Fused && o.Rows == 1 && l.qmvGroup(ws, x, ys) {
+				break
+			}
 			for i, w := range ws {
-				l.linear(w, x, y.Add(4*int64(off[i])), o.Rows)
+				l.linear(w, x, ys[i], o.Rows)
 			}
 		}
 	case *backend.ConvSiLU:

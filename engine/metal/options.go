@@ -22,6 +22,14 @@ type Options struct {
 	// ops.metal's plain tiled GEMM and MoE. Off by default until the
 	// kernels have run on a GPU.
 	SimdGEMM bool
+	// FusedNorms runs the add-and-norm of one token inside the kernels of
+	// the op that reads it (with Fused), as engine/cuda's norms=fused:
+	// before the MoE's router on route.metal's route_logits_norm and
+	// route_select_norm (one dispatch and one barrier fewer), before a
+	// layer's first projections on qmv.metal's qmv_group_norm, the normed
+	// row bit for bit add_rmsnorm's. Off by default until the kernels have
+	// run on a GPU.
+	FusedNorms bool
 	// SyncEach waits after every op, so that an error of the device names
 	// the op that caused it (slow).
 	SyncEach bool
@@ -34,6 +42,8 @@ func DefaultOptions() Options { return Options{Fused: true, KV: backend.F32} }
 const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`gemm=simd|plain (simd: prefill's 4-bit GEMMs and MoE on gemm.metal's simdgroup matrices, bf16 inputs with float32 sums; ` +
 	`not yet run on any GPU, so the default is plain: ops.metal's float32 tiled GEMM), ` +
+	`norms=fused|apart (fused: the norms of one token inside the kernels of the router and of the first projections; ` +
+	`not yet run on any GPU, so the default is apart), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run)`
 
@@ -59,6 +69,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.SimdGEMM = false
 			default:
 				return Options{}, fmt.Errorf("metal: gemm=%q: want simd or plain", kv.Value)
+			}
+		case "norms":
+			switch kv.Value {
+			case "fused":
+				o.FusedNorms = true
+			case "apart":
+				o.FusedNorms = false
+			default:
+				return Options{}, fmt.Errorf("metal: norms=%q: want fused or apart", kv.Value)
 			}
 		case "kv":
 			t, err := backend.ParseDType(kv.Value)

@@ -5,6 +5,7 @@ package cudarun
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"petal/engine/backend/backendtest"
@@ -95,6 +96,91 @@ func TestRouteMatchesReference(t *testing.T) {
 			}
 			if !(werr <= 1e-5) {
 				t.Errorf("%s: weights off by %.2g (tolerance 1e-5): got %v, want %v", label, werr, gotW, wantW)
+			}
+		}
+	}
+}
+
+// TestRouteNormMatchesApart runs route_logits_norm<bits> then
+// route_select_norm (the add-and-norm inside the router, h and x written
+// back by the selection) against add_rmsnorm, route_logits<bits> and
+// route_select, with and without a delta, on a full grid and on one
+// threadgroup: logits, ids, weights, h and the normed row bit for bit,
+// every output poisoned first; and against the float64 references (the
+// normed row: AddRMSNorm; the logits and weights: Route of that row, within
+// 1e-5).
+func TestRouteNormMatchesApart(t *testing.T) {
+	c := gpu(t)
+	s := newStream(t, c)
+	mod, ops := module(t, c, "route"), module(t, c, "ops")
+	rng := freshRNG(t)
+	const eps = 1e-6
+	for _, sh := range routeShapes {
+		m := quant.RandomMatrix(rng, 1, sh.experts, sh.cols, sh.bits, 64)
+		q := uploadQ(t, c, s, &m, sh.name)
+		dense := backendtest.Dequantize(&m)
+		norm := int32(0)
+		if sh.normalize {
+			norm = 1
+		}
+		for _, withDelta := range []bool{false, true} {
+			h, w := randScaled(rng, sh.cols, 2), randScaled(rng, sh.cols, 1)
+			delta := make([]float32, sh.cols)
+			var refDelta []float32
+			hasDelta := int32(0)
+			if withDelta {
+				delta, hasDelta = randScaled(rng, sh.cols, 1), 1
+				refDelta = delta
+			}
+			db, wb := upBuf(t, c, s, delta, "delta"), upBuf(t, c, s, w, "w")
+			p := kernels.RouteParams{Experts: int32(sh.experts), Cols: int32(sh.cols), Topk: int32(sh.k), Normalize: norm}
+			pn := kernels.RouteNormParams{Experts: p.Experts, Cols: p.Cols, Topk: p.Topk, Normalize: norm, HasDelta: hasDelta, Eps: eps}
+
+			// apart: add_rmsnorm, route_logits, route_select
+			hA, xA := upBuf(t, c, s, h, "h apart"), newBuf(t, c, s, sh.cols, "x apart")
+			lA, idA, wA := newBuf(t, c, s, sh.experts, "logits"), newBuf(t, c, s, sh.k, "ids"), newBuf(t, c, s, sh.k, "weights")
+			launch(t, s, ops, "add_rmsnorm", 1, 256, withParams(new(driver.Args).Ptr(hA.P).Ptr(db.P).Ptr(wb.P).Ptr(xA.P),
+				kernels.NormParams{Dim: int32(sh.cols), HasDelta: hasDelta, Eps: eps}))
+			launch(t, s, mod, fmt.Sprintf("route_logits%d", sh.bits), ceilDiv(sh.experts, 8), 256,
+				withParams(new(driver.Args).Ptr(q.words.P).Ptr(q.scales.P).Ptr(q.biases.P).Ptr(xA.P).Ptr(lA.P), p))
+			launch(t, s, mod, "route_select", 1, 256, withParams(new(driver.Args).Ptr(lA.P).Ptr(idA.P).Ptr(wA.P), p))
+
+			entry := fmt.Sprintf("route_logits_norm%d", sh.bits)
+			for _, grid := range []int{ceilDiv(sh.experts, 8), 1} {
+				label := fmt.Sprintf("%-38s %s grid %d delta %v", sh.name, entry, grid, withDelta)
+				hF, xF := upBuf(t, c, s, h, "h fused"), newBuf(t, c, s, sh.cols, "x fused")
+				lF, idF, wF := newBuf(t, c, s, sh.experts, "logits"), newBuf(t, c, s, sh.k, "ids"), newBuf(t, c, s, sh.k, "weights")
+				launch(t, s, mod, entry, grid, 256,
+					withParams(new(driver.Args).Ptr(q.words.P).Ptr(q.scales.P).Ptr(q.biases.P).Ptr(hF.P).Ptr(db.P).Ptr(wb.P).Ptr(lF.P), pn))
+				if !slices.Equal(hF.Words(t, s, "h"), bitsOf(h)) {
+					t.Errorf("%s: the logits wrote h, which other threadgroups may not have read yet", label)
+				}
+				launch(t, s, mod, "route_select_norm", 1, 256,
+					withParams(new(driver.Args).Ptr(lF.P).Ptr(idF.P).Ptr(wF.P).Ptr(hF.P).Ptr(db.P).Ptr(wb.P).Ptr(xF.P), pn))
+				for _, b := range []struct {
+					what      string
+					got, want devBuf
+				}{{"logits", lF, lA}, {"ids", idF, idA}, {"weights", wF, wA}, {"h", hF, hA}, {"x", xF, xA}} {
+					if !slices.Equal(b.got.Words(t, s, b.what), b.want.Words(t, s, b.what)) {
+						t.Errorf("%s: %s not bit for bit add_rmsnorm + route_logits + route_select's", label, b.what)
+					}
+				}
+				hRef := slices.Clone(h)
+				wantX := backendtest.AddRMSNorm(hRef, refDelta, w, 1, sh.cols, eps)
+				xGot := xF.Floats(t, s, "x")
+				checkBar(t, label+" x", xGot, wantX, bar("AddRMSNorm"))
+				checkBar(t, label+" h", hF.Floats(t, s, "h"), widen64(hRef), 0)
+				wantL := backendtest.Linear(dense, sh.experts, sh.cols, xGot, 1)
+				_, wantW := backendtest.Route(dense, sh.experts, sh.cols, xGot, 1, sh.k, sh.normalize)
+				if e := maxRelErr(lF.Floats(t, s, "logits"), wantL); !(e <= 1e-5) {
+					t.Errorf("%s: logits off by %.2g of max|logit| (tolerance 1e-5)", label, e)
+				}
+				gotW := wF.Floats(t, s, "weights")
+				for i := range gotW {
+					if e := math.Abs(float64(gotW[i]) - wantW[i]); !(e <= 1e-5) {
+						t.Errorf("%s: weight %d off by %.2g (tolerance 1e-5)", label, i, e)
+					}
+				}
 			}
 		}
 	}

@@ -40,18 +40,7 @@ kernel void add_rmsnorm(device float* h [[buffer(0)]], device const float* delta
                         uint bid [[threadgroup_position_in_grid]], uint ntid [[threads_per_threadgroup]]) {
   threadgroup float red[32];
   const ulong base = ulong(bid) * ulong(p.dim);
-  float ss = 0.f;
-  for (int i = int(tid); i < p.dim; i += int(ntid)) {
-    float v = h[base + i];
-    if (p.hasDelta != 0) {
-      v += delta[base + i];
-      h[base + i] = v;
-    }
-    ss += v * v;
-  }
-  ss = block_sum(ss, red, int(tid), int(ntid));
-  const float inv = 1.f / sqrt(ss / p.dim + p.eps);
-  for (int i = int(tid); i < p.dim; i += int(ntid)) out[base + i] = h[base + i] * inv * w[i];
+  add_rmsnorm_row(h + base, delta + base, w, out + base, p.dim, p.hasDelta != 0, p.eps, red, int(tid), int(ntid));
 }
 
 // qgemm: y[T, R] = x[T, C] · Wᵀ, a plain tiled GEMM with the weights

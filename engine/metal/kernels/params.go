@@ -7,7 +7,17 @@ package kernels
 
 type QmvParams struct{ Rows, Cols, Team int32 }
 
+type QmvGroupParams struct {
+	Start0, Start1, Start2, Start3, End, N, Cols, Team, HasDelta int32
+	Eps                                                          float32
+}
+
 type RouteParams struct{ Experts, Cols, Topk, Normalize int32 }
+
+type RouteNormParams struct {
+	Experts, Cols, Topk, Normalize, HasDelta int32
+	Eps                                      float32
+}
 
 type GdnParams struct {
 	Hk, Hv int32

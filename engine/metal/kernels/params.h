@@ -24,6 +24,28 @@ struct QmvParams {
 PETAL_LAYOUT(QmvParams, 12);
 PETAL_FIELD(QmvParams, team, 8);
 
+// qmv.metal's grouped entries: up to four matrices of cols inputs in one
+// dispatch (a QLinearGroup), matrix m's rows being launch rows start<m> ..
+// start<m+1>-1, the last's ending at end; starts past the n matrices are
+// end. hasDelta and eps are qmv_group_norm's add-and-norm (h += delta
+// where hasDelta is not 0, x = h/rms(h)·w), unused by qmv_group.
+struct QmvGroupParams {
+  int start0;
+  int start1;
+  int start2;
+  int start3;
+  int end;
+  int n;
+  int cols;
+  int team;
+  int hasDelta;
+  float eps;
+};
+PETAL_LAYOUT(QmvGroupParams, 40);
+PETAL_FIELD(QmvGroupParams, end, 16);
+PETAL_FIELD(QmvGroupParams, team, 28);
+PETAL_FIELD(QmvGroupParams, eps, 36);
+
 // route.metal: the router of one token over experts rows of cols inputs.
 struct RouteParams {
   int experts;
@@ -33,6 +55,21 @@ struct RouteParams {
 };
 PETAL_LAYOUT(RouteParams, 16);
 PETAL_FIELD(RouteParams, normalize, 12);
+
+// route.metal's route_logits_norm and route_select_norm: the router of
+// one token with the add-and-norm before it (h += delta where hasDelta is
+// not 0, x = h/rms(h)·w over cols).
+struct RouteNormParams {
+  int experts;
+  int cols;
+  int topk;
+  int normalize;
+  int hasDelta;
+  float eps;
+};
+PETAL_LAYOUT(RouteNormParams, 24);
+PETAL_FIELD(RouteNormParams, normalize, 12);
+PETAL_FIELD(RouteNormParams, eps, 20);
 
 // gdn.metal: the Gated DeltaNet step, Hk key heads, Hv value heads.
 struct GdnParams {

@@ -12,7 +12,9 @@ import (
 // goParams are the Go twins of params.h, by struct name.
 var goParams = map[string]reflect.Type{
 	"QmvParams":          reflect.TypeFor[QmvParams](),
+	"QmvGroupParams":     reflect.TypeFor[QmvGroupParams](),
 	"RouteParams":        reflect.TypeFor[RouteParams](),
+	"RouteNormParams":    reflect.TypeFor[RouteNormParams](),
 	"GdnParams":          reflect.TypeFor[GdnParams](),
 	"QKPrepParams":       reflect.TypeFor[QKPrepParams](),
 	"AttnSplitParams":    reflect.TypeFor[AttnSplitParams](),

@@ -27,8 +27,10 @@ static inline float warp_sum(float v) {
 
 // group_sum is sum(x) over 64 inputs: lane-like partial sums of x[s],
 // x[s+8], ..., x[s+56] for s = 0..7, combined as the three shuffles of the
-// CUDA staging combine them.
-static inline float group_sum(device const float* x) {
+// CUDA staging combine them. X is a pointer to the inputs in device or
+// threadgroup memory (a kernel that forms x itself stages it there).
+template <typename X>
+static inline float group_sum(X x) {
   float p[8];
   for (int s = 0; s < 8; s++) {
     float a = 0.f;
@@ -39,20 +41,22 @@ static inline float group_sum(device const float* x) {
 }
 
 // qdot_f32 is sum(q*x) over one group: w its 8 code words (element 8i+k in
-// bits 4k..4k+3 of word i), x its 64 inputs.
-static inline float qdot_f32(device const uint* w, device const float* x) {
+// bits 4k..4k+3 of word i), x its 64 inputs (device or threadgroup
+// memory, as group_sum's).
+template <typename X>
+static inline float qdot_f32(device const uint* w, X x) {
   float s0 = 0.f, s1 = 0.f;
   for (int i = 0; i < 8; i++) {
     const uint lo = w[i], hi = w[i] >> 16;
-    device const float* xc = x + 8 * i;
-    s0 += (as_type<float>((lo & 0xFu) | 0x4B000000u) - 8388608.f) * xc[0];
-    s1 += (as_type<float>((lo & 0xF0u) | 0x49000000u) - 524288.f) * xc[1];
-    s0 += (as_type<float>((lo & 0xF00u) | 0x47000000u) - 32768.f) * xc[2];
-    s1 += (as_type<float>((lo & 0xF000u) | 0x45000000u) - 2048.f) * xc[3];
-    s0 += (as_type<float>((hi & 0xFu) | 0x4B000000u) - 8388608.f) * xc[4];
-    s1 += (as_type<float>((hi & 0xF0u) | 0x49000000u) - 524288.f) * xc[5];
-    s0 += (as_type<float>((hi & 0xF00u) | 0x47000000u) - 32768.f) * xc[6];
-    s1 += (as_type<float>((hi & 0xF000u) | 0x45000000u) - 2048.f) * xc[7];
+    const int c = 8 * i;
+    s0 += (as_type<float>((lo & 0xFu) | 0x4B000000u) - 8388608.f) * x[c + 0];
+    s1 += (as_type<float>((lo & 0xF0u) | 0x49000000u) - 524288.f) * x[c + 1];
+    s0 += (as_type<float>((lo & 0xF00u) | 0x47000000u) - 32768.f) * x[c + 2];
+    s1 += (as_type<float>((lo & 0xF000u) | 0x45000000u) - 2048.f) * x[c + 3];
+    s0 += (as_type<float>((hi & 0xFu) | 0x4B000000u) - 8388608.f) * x[c + 4];
+    s1 += (as_type<float>((hi & 0xF0u) | 0x49000000u) - 524288.f) * x[c + 5];
+    s0 += (as_type<float>((hi & 0xF00u) | 0x47000000u) - 32768.f) * x[c + 6];
+    s1 += (as_type<float>((hi & 0xF000u) | 0x45000000u) - 2048.f) * x[c + 7];
   }
   return s0 + s1;
 }

@@ -58,6 +58,49 @@ static inline float block_sum(float v, threadgroup float* scratch, int t, int nt
   return s;
 }
 
+// add_rmsnorm_row is add_rmsnorm (ops.metal) on one row of dim by a
+// threadgroup of nt threads: h += delta where hasDelta, then out =
+// h/rms(h)·w, thread t taking elements t, t+nt, ... and the sum of
+// squares reduced by block_sum. The fused kernels that write a norm's
+// results back (route_select_norm) call it with the same nt (256), so
+// their bits are add_rmsnorm's.
+static inline void add_rmsnorm_row(device float* h, device const float* delta, device const float* w, device float* out,
+                                   int dim, bool hasDelta, float eps, threadgroup float* red, int t, int nt) {
+  float ss = 0.f;
+  for (int i = t; i < dim; i += nt) {
+    float v = h[i];
+    if (hasDelta) {
+      v += delta[i];
+      h[i] = v;
+    }
+    ss += v * v;
+  }
+  ss = block_sum(ss, red, t, nt);
+  const float inv = 1.f / sqrt(ss / dim + eps);
+  for (int i = t; i < dim; i += nt) out[i] = h[i] * inv * w[i];
+}
+
+// norm_stage is add_rmsnorm_row's out, written to xs (threadgroup memory)
+// and nothing written to device memory: for a fused kernel whose every
+// threadgroup forms the normed row it reads (route_logits_norm,
+// qmv_group_norm) while another threadgroup may still be reading h. The
+// same order of operations with the same nt, so xs is bit for bit what
+// add_rmsnorm writes. Ends with a threadgroup barrier.
+static inline void norm_stage(device const float* h, device const float* delta, device const float* w, int dim,
+                              bool hasDelta, float eps, threadgroup float* xs, threadgroup float* red, int t, int nt) {
+  float ss = 0.f;
+  for (int i = t; i < dim; i += nt) {
+    float v = h[i];
+    if (hasDelta) v += delta[i];
+    xs[i] = v;
+    ss += v * v;
+  }
+  ss = block_sum(ss, red, t, nt);
+  const float inv = 1.f / sqrt(ss / dim + eps);
+  for (int i = t; i < dim; i += nt) xs[i] = xs[i] * inv * w[i];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
 static inline int block_sum_int(int v, threadgroup int* scratch, int t, int nt) {
   const int lane = t & 31, warp = t >> 5, warps = nt >> 5;
   for (ushort o = 16; o > 0; o >>= 1) v += simd_shuffle_xor(v, o);
