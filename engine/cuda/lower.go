@@ -501,56 +501,6 @@ func (b *Backend) logprobsOp(c *checks, o *backend.Logprobs) ([]step, error) {
 	})}, nil
 }
 
-// gdnFusible reports whether ops[i:i+3] is a Gated DeltaNet step the
-// kernel takes (see gdnStep).
-func gdnFusible(ops []backend.Op, i int) bool {
-	if i+2 >= len(ops) {
-		return false
-	}
-	c, ok1 := ops[i].(*backend.ConvSiLU)
-	d, ok2 := ops[i+1].(*backend.DeltaRule)
-	g, ok3 := ops[i+2].(*backend.GatedRMSNorm)
-	if !ok1 || !ok2 || !ok3 || c.Rows != 1 || d.Rows != 1 || g.Rows != 1 || c.Out != d.QKV || d.Out != g.X ||
-		c.K != GDNConvK || d.KeyDim != GDNHeadDim || d.ValueDim != GDNHeadDim || g.Dim != GDNHeadDim ||
-		d.KeyHeads < 1 || d.ValueHeads%d.KeyHeads != 0 || g.Heads != d.ValueHeads ||
-		c.Chans != (2*d.KeyHeads+d.ValueHeads)*GDNHeadDim {
-		return false
-	}
-	// The intermediates are dead if every op that reads them (this run's
-	// later ops, the next run's earlier ones: the model's layers share
-	// these buffers) reads what the op just before it wrote, as the rule
-	// and the norm of such a step do.
-	for j, other := range ops {
-		if j == i+1 || j == i+2 {
-			continue
-		}
-		r, _ := other.Access()
-		for _, buf := range r {
-			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
-// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
-func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
-	if j == 0 {
-		return false
-	}
-	switch o := ops[j].(type) {
-	case *backend.DeltaRule:
-		prev, ok := ops[j-1].(*backend.ConvSiLU)
-		return ok && buf == o.QKV && prev.Out == o.QKV
-	case *backend.GatedRMSNorm:
-		prev, ok := ops[j-1].(*backend.DeltaRule)
-		return ok && buf == o.X && prev.Out == o.X
-	}
-	return false
-}
-
 // normRouteKernel names the add-and-norm and router of one token in one
 // launch (route.cu's route_norm).
 const normRouteKernel = "route_norm"
@@ -665,10 +615,13 @@ const gdnKernel = "gdn_step"
 // and no later op of the program reading the two intermediate outputs,
 // which the kernel never writes.
 func (b *Backend) gdnStep(p *program, i int) (step, bool) {
-	if !b.o.Fused || !gdnFusible(p.ops, i) {
+	if !b.o.Fused {
 		return step{}, false
 	}
-	c, d, g := p.ops[i].(*backend.ConvSiLU), p.ops[i+1].(*backend.DeltaRule), p.ops[i+2].(*backend.GatedRMSNorm)
+	c, d, g, ok := backend.DeltaNetStep(p.ops, i, GDNHeadDim, GDNConvK)
+	if !ok {
+		return step{}, false
+	}
 	ch := &checks{b: b}
 	C, Hk, Hv := c.Chans, d.KeyHeads, d.ValueHeads
 	bufs := GDNBuffers{

@@ -270,59 +270,6 @@ const (
 	gdnSplit   = 4
 )
 
-// gdnFusible reports whether ops[i:i+3] is a Gated DeltaNet step gdn.metal
-// takes: ConvSiLU, DeltaRule and GatedRMSNorm of one row chained through
-// their outputs, heads of 128, a conv of width 4, and the two intermediate
-// outputs, which the kernel never writes, read by no other op (engine/cuda's
-// gdnFusible).
-func gdnFusible(ops []backend.Op, i int) bool {
-	if i+2 >= len(ops) {
-		return false
-	}
-	c, ok1 := ops[i].(*backend.ConvSiLU)
-	d, ok2 := ops[i+1].(*backend.DeltaRule)
-	g, ok3 := ops[i+2].(*backend.GatedRMSNorm)
-	if !ok1 || !ok2 || !ok3 || c.Rows != 1 || d.Rows != 1 || g.Rows != 1 || c.Out != d.QKV || d.Out != g.X ||
-		c.K != gdnConvK || d.KeyDim != gdnHeadDim || d.ValueDim != gdnHeadDim || g.Dim != gdnHeadDim ||
-		d.KeyHeads < 1 || d.ValueHeads < d.KeyHeads || d.ValueHeads%d.KeyHeads != 0 || g.Heads != d.ValueHeads ||
-		c.Chans != (2*d.KeyHeads+d.ValueHeads)*gdnHeadDim {
-		return false
-	}
-	// The intermediates are dead if every op that reads them (this run's
-	// later ops, the next run's earlier ones: the model's layers share
-	// these buffers) reads what the op just before it wrote, as the rule
-	// and the norm of such a step do.
-	for j, other := range ops {
-		if j == i+1 || j == i+2 {
-			continue
-		}
-		r, _ := other.Access()
-		for _, buf := range r {
-			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
-// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
-func readsOwnProducer(ops []backend.Op, j int, buf backend.Buffer) bool {
-	if j == 0 {
-		return false
-	}
-	switch o := ops[j].(type) {
-	case *backend.DeltaRule:
-		prev, ok := ops[j-1].(*backend.ConvSiLU)
-		return ok && buf == o.QKV && prev.Out == o.QKV
-	case *backend.GatedRMSNorm:
-		prev, ok := ops[j-1].(*backend.DeltaRule)
-		return ok && buf == o.X && prev.Out == o.X
-	}
-	return false
-}
-
 // fused is the ops a fused step covers, as one op: its accesses are all
 // theirs, so that the barriers around it are placed as for the three.
 type fused []backend.Op
@@ -353,10 +300,10 @@ func (b *Backend) lowerFused(ops []backend.Op, i int) (lowered, int, bool, error
 			}
 		}
 	}
-	if !gdnFusible(ops, i) {
+	c, d, g, ok := backend.DeltaNetStep(ops, i, gdnHeadDim, gdnConvK)
+	if !ok {
 		return lowered{}, 0, false, nil
 	}
-	c, d, g := ops[i].(*backend.ConvSiLU), ops[i+1].(*backend.DeltaRule), ops[i+2].(*backend.GatedRMSNorm)
 	C, Hk, Hv := c.Chans, d.KeyHeads, d.ValueHeads
 	l := &lowering{b: b}
 	bufs := []dispatch.Arg{

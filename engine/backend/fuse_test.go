@@ -1,4 +1,4 @@
-package cuda
+package backend_test
 
 import (
 	"testing"
@@ -10,41 +10,52 @@ type fakeMem struct{ _ byte } // not zero-sized: distinct allocations compare un
 
 func (*fakeMem) Backend() string { return "fake" }
 
-// TestGDNFusible: a Gated DeltaNet step of one token is fused where its
-// conv and rule outputs are dead: in a program of two layers that share
+// TestDeltaNetStep: a Gated DeltaNet step of one token may be fused where
+// its conv and rule outputs are dead: in a program of two layers that share
 // those buffers (as the model's do), each layer's step fuses; an op that
-// reads the rule's output elsewhere, a chunk of two rows, or heads of 64
+// reads the rule's output elsewhere (later, or earlier: the next run's), a
+// chunk of two rows, heads other than asked, or a conv of another width
 // keep the ops apart.
-func TestGDNFusible(t *testing.T) {
-	const Hk, Hv, D = 2, 4, GDNHeadDim
+func TestDeltaNetStep(t *testing.T) {
+	const Hk, Hv, D, K = 2, 4, 128, 4
 	C, VW := (2*Hk+Hv)*D, Hv*D
 	buf := func(n int) backend.Buffer { return backend.Buffer{Mem: &fakeMem{}, Len: n, Type: backend.F32} }
 	conv, core, x, z, normed := buf(C), buf(VW), buf(C), buf(VW), buf(VW)
 	layer := func(rows, dim int) []backend.Op {
 		return []backend.Op{
-			&backend.ConvSiLU{X: x, State: buf(3 * C), Weight: buf(4 * C), Out: conv, Rows: rows, Chans: C, K: 4},
+			&backend.ConvSiLU{X: x, State: buf(3 * C), Weight: buf(4 * C), Out: conv, Rows: rows, Chans: C, K: K},
 			&backend.DeltaRule{QKV: conv, B: buf(Hv), A: buf(Hv), ALog: buf(Hv), DtBias: buf(Hv), State: buf(Hv * D * D), Out: core,
 				Rows: rows, KeyHeads: Hk, KeyDim: dim, ValueHeads: Hv, ValueDim: dim},
 			&backend.GatedRMSNorm{X: core, Z: z, Weight: buf(D), Out: normed, Rows: rows, Heads: Hv, Dim: dim},
 			&backend.QLinear{X: normed, Rows: rows},
 		}
 	}
+	fusible := func(ops []backend.Op, i int) bool {
+		_, _, _, ok := backend.DeltaNetStep(ops, i, D, K)
+		return ok
+	}
 	two := append(layer(1, D), layer(1, D)...)
-	if !gdnFusible(two, 0) || !gdnFusible(two, 4) {
+	if !fusible(two, 0) || !fusible(two, 4) {
 		t.Error("the steps of two layers sharing their buffers are not fused")
 	}
-	if gdnFusible(two, 1) || gdnFusible(two, 3) {
-		t.Error("a triple fused from the middle of a step")
+	if c, d, g, _ := backend.DeltaNetStep(two, 0, D, K); c != two[0] || d != two[1] || g != two[2] {
+		t.Error("the step's ops are not the program's")
+	}
+	if fusible(two, 1) || fusible(two, 3) || fusible(two, -1) || fusible(two, 6) {
+		t.Error("a triple fused from the middle of a step, or out of range")
 	}
 	reader := append(layer(1, D), &backend.QLinear{X: core, Rows: 1})
-	if gdnFusible(reader, 0) {
+	if fusible(reader, 0) {
 		t.Error("fused although a later op reads the delta rule's output")
 	}
 	early := append([]backend.Op{&backend.QLinear{X: conv, Rows: 1}}, layer(1, D)...)
-	if gdnFusible(early, 1) {
+	if fusible(early, 1) {
 		t.Error("fused although an earlier op (the next run's) reads the conv's output")
 	}
-	if gdnFusible(layer(2, D), 0) || gdnFusible(layer(1, 64), 0) {
+	if fusible(layer(2, D), 0) || fusible(layer(1, 64), 0) {
 		t.Error("fused a chunk of two rows, or heads of 64")
+	}
+	if _, _, _, ok := backend.DeltaNetStep(layer(1, D), 0, D, 3); ok {
+		t.Error("fused a conv of width 4 where 3 was asked")
 	}
 }
