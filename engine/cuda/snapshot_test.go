@@ -8,6 +8,7 @@ import (
 	"petal/engine"
 	"petal/engine/backend"
 	"petal/engine/model"
+	"petal/engine/oracle/oracletest"
 )
 
 // TestSnapshotRoundTripOnGPU: a session's state read from the GPU
@@ -52,8 +53,8 @@ func TestSnapshotRoundTripOnGPU(t *testing.T) {
 			}
 			// a chunk of 13 tokens, then single tokens
 			for _, span := range [][2]int{{41, 54}, {54, 55}, {55, 56}, {56, 60}} {
-				a := allLogits(t, m, orig, ids[span[0]:span[1]])
-				b := allLogits(t, m, copied, ids[span[0]:span[1]])
+				a := oracletest.AllLogits(t, m, orig, ids[span[0]:span[1]])
+				b := oracletest.AllLogits(t, m, copied, ids[span[0]:span[1]])
 				for i := range a {
 					if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
 						t.Fatalf("tokens %d..%d: logit %d is %v after the round trip, %v without", span[0], span[1], i, b[i], a[i])
