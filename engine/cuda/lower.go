@@ -349,8 +349,7 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	var off int64
 	q := w.q
-	if b.o.Fused && o.Rows == 1 && q.GroupSize == 64 && (q.Bits == 4 || q.Bits == 8) && o.TopK <= 32 && E <= 1024 &&
-		4*(C+E) <= 48<<10 && x%16 == 0 {
+	if b.o.Fused && o.Rows == 1 && routeFits(q, o.TopK) && x%16 == 0 {
 		lOff := p.reserve(&off, 4*int64(E))
 		return []step{{kernels: 1, name: "route", launch: func(s *driver.Stream) error {
 			bufs := RouteBuffers{X: x, Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
@@ -527,8 +526,7 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool) {
 	}
 	q := w.q
 	E, C := q.Rows, q.Cols
-	if q.GroupSize != 64 || (q.Bits != 4 && q.Bits != 8) || r.TopK < 1 || r.TopK > 32 || r.TopK > E || E > 1024 ||
-		4*(C+E) > 48<<10 || n.Dim != C {
+	if !routeFits(q, r.TopK) || n.Dim != C {
 		return step{}, false
 	}
 	rn := RouteNorm{H: ch.buf("h", n.H, backend.F32, C), W: ch.buf("the weight", n.Weight, backend.F32, C),
@@ -570,36 +568,30 @@ func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
 		return step{}, false
 	}
 	ch := &checks{b: b}
-	qs := make([]*QMatrix, len(g.W))
-	total := 0
+	ws := make([]*matrix, len(g.W))
 	for j, m := range g.W {
-		w := ch.mat(fmt.Sprintf("matrix %d", j), m)
-		if w == nil {
+		if ws[j] = ch.mat(fmt.Sprintf("matrix %d", j), m); ws[j] == nil {
 			return step{}, false
 		}
-		qs[j] = w.q
-		total += w.q.Rows
 	}
-	cols := qs[0].Cols
 	off := g.Offsets()
-	y := ch.buf("y", g.Y, backend.F32, off[len(qs)])
+	y := ch.buf("y", g.Y, backend.F32, off[len(ws)])
 	qn := QMVNorm{H: ch.buf("h", n.H, backend.F32, n.Dim), W: ch.buf("the weight", n.Weight, backend.F32, n.Dim),
 		Out: ch.buf("the output", n.Out, backend.F32, n.Dim), Eps: n.Eps, Counter: b.counter}
 	if n.Delta.Mem != nil {
 		qn.Delta = ch.buf("the delta", n.Delta, backend.F32, n.Dim)
 	}
-	if ch.err != nil || n.Dim != cols || qn.H%16 != 0 {
+	if ch.err != nil || n.Dim != ws[0].q.Cols || qn.H%16 != 0 {
 		return step{}, false
 	}
-	ys := make([]driver.Ptr, len(qs))
-	for j := range qs {
+	ys := make([]driver.Ptr, len(ws))
+	for j := range ws {
 		ys[j] = y.Add(4 * int64(off[j]))
 	}
-	table, err := QMVGroupTable(qs, ys)
-	if err != nil {
+	tOff, total, cols, ok := groupTable(p, ws, ys)
+	if !ok {
 		return step{}, false
 	}
-	tOff := p.constant(table)
 	return step{kernels: 1, name: normGroupKernel, launch: func(s *driver.Stream) error {
 		return b.qmv.LaunchGroupNorm(s, p.consts.Add(tOff), qn, total, cols)
 	}}, true

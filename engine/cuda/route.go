@@ -96,6 +96,15 @@ func (k *Route) Launch(s *driver.Stream, router *QMatrix, b RouteBuffers, topK i
 	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), 4*(C+E), &a)
 }
 
+// routeFits says whether the router kernels take a router and a top-k:
+// 4- or 8-bit weights in groups of 64, 1 to min(32, experts) chosen of at
+// most 1024 experts, x and the logits within 48 KB of shared memory.
+func routeFits(router *QMatrix, topK int) bool {
+	E, C := router.Rows, router.Cols
+	return router.GroupSize == 64 && (router.Bits == 4 || router.Bits == 8) && topK >= 1 && topK <= 32 && topK <= E &&
+		E <= 1024 && 4*(C+E) <= 48<<10
+}
+
 // shape checks a routing the kernels take and gives the plain kernel for
 // the router's bits, the grid and the normalize flag.
 func (k *Route) shape(router *QMatrix, topK int, normalize bool) (*driver.Function, int, int32, error) {
