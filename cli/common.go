@@ -248,10 +248,7 @@ func openEngine(st *Streams, o modelOptions) (*engine.Engine, string, error) {
 	if err != nil {
 		return nil, "", usageErr("%v", err)
 	}
-	if !chunkAsked {
-		o.Chunk = fittingChunk(be, dir, o, warn)
-	}
-	if err := checkDeviceFit(be, dir, o, warn); err != nil {
+	if o.Chunk, err = checkDeviceFit(be, dir, o, !chunkAsked, warn); err != nil {
 		return nil, "", err
 	}
 	e, err := engine.Open(dir, engine.Options{Backend: be, Chunk: o.Chunk, MaxContext: o.MaxContext, ChatTemplate: o.ChatTemplate})
@@ -307,74 +304,77 @@ type deviceMemory interface {
 	MemInfo() (free, total int64, err error)
 }
 
-// fittingChunk is the backend's default prefill chunk where the model
-// fits on its GPU with it, else the largest of half, a quarter, ... down to
-// 512 that does, saying so: a GPU with room for the weights but not for a
-// 4096-token chunk's workspace (a 24 GB card and the 35B model) still runs,
-// in smaller chunks. Where none fits, the default, for checkDeviceFit to
-// refuse with the numbers.
-func fittingChunk(be backend.Backend, dir string, o modelOptions, warn func(string)) int {
-	if _, ok := be.(deviceMemory); !ok || o.Chunk <= 512 {
-		return o.Chunk
-	}
-	first := o.Chunk
-	for c := first; c >= 512; c /= 2 {
-		o.Chunk = c
-		if checkDeviceFit(be, dir, o, nil) == nil {
-			if c != first && warn != nil {
-				warn(fmt.Sprintf("prefill in chunks of %d tokens: with chunks of %d the model does not fit in the GPU's free memory (--chunk N chooses)", c, first))
-			}
-			return c
-		}
-	}
-	return first
-}
-
 // checkDeviceFit refuses, before any weight is uploaded, a model that does
 // not fit in the free memory of the backend's GPU at --max-context. Without
 // --max-context the KV cache grows with each sequence: then only the
 // weights, state and workspace must fit, and a warning gives the longest
-// context that does where the model's positions do not. Backends in host
-// memory are not checked here. A checkpoint that cannot be read is left
-// to engine.Open to report.
-func checkDeviceFit(be backend.Backend, dir string, o modelOptions, warn func(string)) error {
+// context that does where the model's positions do not. With chooseChunk
+// (no --chunk given) it returns the largest of o.Chunk, its half, quarter,
+// ... down to 512 with which the model fits, saying so where that is not
+// o.Chunk (a GPU with room for the weights but not for a 4096-token
+// chunk's workspace, a 24 GB card and the 35B model, still runs in smaller
+// chunks); else o.Chunk. Backends in host memory are not checked here. A
+// checkpoint that cannot be read is left to engine.Open to report.
+func checkDeviceFit(be backend.Backend, dir string, o modelOptions, chooseChunk bool, warn func(string)) (int, error) {
 	dm, ok := be.(deviceMemory)
 	if !ok {
-		return nil
+		return o.Chunk, nil
 	}
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
-		return nil
+		return o.Chunk, nil
 	}
 	defer ck.Close()
 	d, err := model.NewDims(&ck.Config)
 	if err != nil {
-		return nil
+		return o.Chunk, nil
 	}
 	context := o.MaxContext
 	if context <= 0 {
 		context = modelPositions(&ck.Config)
 	}
-	need := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
 	free, total, err := dm.MemInfo()
 	if err != nil {
-		return fmt.Errorf("reading the free memory of the GPU: %w", err)
+		return o.Chunk, fmt.Errorf("reading the free memory of the GPU: %w", err)
 	}
 	dev := dm.Device()
 	gpu := fmt.Sprintf("GPU %d (%s)", dev.Ordinal, dev.Name)
+	base := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
+	needAt := func(chunk int) cuda.Need {
+		n := base
+		n.Chunk, n.Workspace = chunk, deviceWorkspace(&d, chunk)
+		return n
+	}
+	// fits: all of it, or without --max-context at least a short sequence
+	fits := func(n cuda.Need) bool {
+		return cuda.Fit(n, free, total, gpu) == nil || o.MaxContext <= 0 && n.FittingContext(free) >= 1
+	}
+	chunk := o.Chunk
+	if chooseChunk {
+		for c := chunk; c >= 512; c /= 2 {
+			if fits(needAt(c)) {
+				if c != chunk && warn != nil {
+					warn(fmt.Sprintf("prefill in chunks of %d tokens: with chunks of %d the model does not fit in the GPU's free memory (--chunk N chooses)", c, chunk))
+				}
+				chunk = c
+				break
+			}
+		}
+	}
+	need := needAt(chunk)
 	err = cuda.Fit(need, free, total, gpu)
 	if err == nil || o.MaxContext > 0 {
-		return err
+		return chunk, err
 	}
 	fit := need.FittingContext(free)
 	if fit < 1 {
-		return err // not even a short sequence fits
+		return chunk, err // not even a short sequence fits
 	}
 	if warn != nil {
 		warn(fmt.Sprintf("%s has room for a KV cache of at most %d tokens (%s free), not the model's %d positions: the cache grows with each sequence, and a longer one will fail; --max-context %d sizes it up front",
 			gpu, fit, gib(free), context, fit))
 	}
-	return nil
+	return chunk, nil
 }
 
 // modelPositions is the context a model supports, as engine.Open takes it.
@@ -410,13 +410,19 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 		Weights:    deviceWeightBytes(ck),
 		KVPerToken: bench.KVBytesPerToken(d, kv.Size()),
 		State:      bench.StateBytes(d),
-		Workspace:  bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, chunk),
+		Workspace:  deviceWorkspace(d, chunk),
 		Context:    context,
 		Chunk:      chunk,
 		KV:         kv,
 	}
 	n.KVCache = n.KVPerToken * int64(context)
 	return n
+}
+
+// deviceWorkspace is one chunk's activations and temporaries and the logits
+// of every position of it (deviceNeed's workspace).
+func deviceWorkspace(d *model.Dims, chunk int) int64 {
+	return bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, chunk)
 }
 
 // deviceWeightBytes is the text model's weights as the CUDA backend's
