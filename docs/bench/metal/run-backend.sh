@@ -3,7 +3,7 @@
 # the CUDA dialect on an NVIDIA GPU: the conformance suite, the oracle model
 # the one-token decode kernels and gemm=simd against the CPU backend, each
 # in its own process; then engine/metal/cudarun's kernel tests again, with
-# gemm.metal's (run-ops2.sh; prefill attention's bar over 1000 positions is
+# gemm.metal's (run-ops1.sh; prefill attention's bar over 1000 positions is
 # new). Run from the repository root
 # with RUN_DIR (default devrun/metalbe) holding metal.test.gz and
 # cudarun.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c
@@ -27,6 +27,6 @@ done
 grep -E '^(--- FAIL|    --- FAIL|panic)' "$O/backend.txt" | head -30
 cd "$R"
 mkdir -p "$O/cudarun"
-OUT=$O/cudarun bash docs/bench/metal/run-ops2.sh "$D/cudarun.test" | tail -12
+OUT=$O/cudarun bash docs/bench/metal/run-ops1.sh "$D/cudarun.test" | tail -12
 tar czf "$O/cudarun-logs.tgz" -C "$O" cudarun && rm -rf "$O/cudarun"
 exit 0
