@@ -18,28 +18,30 @@ import (
 // prompt, the hidden states stage by stage, and the greedy continuations
 // through the decode loop (sampling on the device).
 //
-// Each runs with the defaults for the chunks (the tensor-core GEMMs, flash
-// attention and the chunked delta rule: bf16 inputs, the float32 bars are
-// not theirs to meet), with the tensor-core GEMMs alone, and with the
-// plain float32 kernels throughout (gemm=plain,attn=plain,delta=sequential).
+// Each runs under one --backend cuda:SPEC: the defaults for the chunks
+// (the tensor-core GEMMs, flash attention and the chunked delta rule: bf16
+// inputs, the float32 bars are not theirs to meet) and the switches not
+// yet on by default added to them, the tensor-core GEMMs alone, and the
+// plain float32 kernels throughout (gemm=plain,attn=plain,delta=sequential),
+// each KV element type.
 func TestOracleOnGPU(t *testing.T) {
 	modelDir, refDir := oracletest.Dir(t)
-	for _, v := range []struct {
-		kv   backend.DType
-		gemm string
-	}{{backend.F32, "tc"}, {backend.F32, "pdl"}, {backend.F32, "norms"}, {backend.F32, "router"}, {backend.BF16, "tc"}, {backend.F32, "tc-only"}, {backend.F32, "plain"}, {backend.BF16, "plain"}} {
-		kv := v.kv
-		name := map[string]string{"tc": "defaults", "pdl": "defaults,pdl=on", "norms": "defaults,norms=fused", "router": "defaults,router=tf32", "tc-only": "attn=plain,delta=sequential", "plain": "gemm=plain,attn=plain,delta=sequential"}[v.gemm]
-		t.Run("kv="+kv.String()+","+name, func(t *testing.T) {
-			o := DefaultOptions()
-			o.KV = kv
-			o.TensorCores = v.gemm != "plain"
-			o.PDL = v.gemm == "pdl"
-			o.FusedNorms = v.gemm == "norms"
-			o.RouterTF32 = v.gemm == "router"
-			if v.gemm != "tc" && v.gemm != "pdl" && v.gemm != "norms" && v.gemm != "router" {
-				o.FlashAttention, o.ChunkedDelta = false, false
+	for _, spec := range []string{"", "pdl=on", "norms=fused", "router=tf32", "kv=bf16", "attn=plain,delta=sequential",
+		"gemm=plain,attn=plain,delta=sequential", "kv=bf16,gemm=plain,attn=plain,delta=sequential"} {
+		name := spec
+		if name == "" {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
+			sp, err := backend.ParseSpec("cuda:" + spec)
+			if err != nil {
+				t.Fatal(err)
 			}
+			o, err := ParseOptions(sp.Options)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := o.KV
 			be := testBackend(t, o)
 			e, err := engine.Open(modelDir, engine.Options{Backend: be, Chunk: 64})
 			if err != nil {
