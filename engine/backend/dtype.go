@@ -139,3 +139,31 @@ func Round(t DType, f float32) float32 {
 	}
 	return f
 }
+
+// Narrow rounds src into dst, the 16-bit float type t's bits (BF16 or F16,
+// as Round does); dst is as long as src.
+func Narrow(t DType, src []float32, dst []uint16) {
+	if t == BF16 {
+		for i, v := range src {
+			dst[i] = BF16FromFloat32(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = F16FromFloat32(v)
+	}
+}
+
+// Widen is the float32 values of src, the 16-bit float type t's bits (BF16
+// or F16), into dst; dst is as long as src. It is exact.
+func Widen(t DType, src []uint16, dst []float32) {
+	if t == BF16 {
+		for i, v := range src {
+			dst[i] = Float32FromBF16(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = Float32FromF16(v)
+	}
+}

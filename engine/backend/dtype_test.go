@@ -88,3 +88,20 @@ func TestParseDType(t *testing.T) {
 		t.Error("f8 was accepted")
 	}
 }
+
+// TestNarrowWiden: Narrow rounds as Round does and Widen gives the values
+// back exactly, for both 16-bit float types.
+func TestNarrowWiden(t *testing.T) {
+	src := []float32{0, -0.5, 1.0 / 3, 65504, 70000, 1e-8, -3.4e38, float32(math.Inf(1))}
+	for _, dt := range []DType{BF16, F16} {
+		h := make([]uint16, len(src))
+		Narrow(dt, src, h)
+		back := make([]float32, len(src))
+		Widen(dt, h, back)
+		for i, v := range src {
+			if want := Round(dt, v); math.Float32bits(back[i]) != math.Float32bits(want) {
+				t.Errorf("%s: %v narrowed and widened is %v, Round gives %v", dt, v, back[i], want)
+			}
+		}
+	}
+}

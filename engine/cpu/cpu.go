@@ -169,16 +169,8 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 	switch dst.Type {
 	case backend.F32:
 		copy(F(dst), src)
-	case backend.BF16:
-		h := H(dst)
-		for i, v := range src {
-			h[i] = backend.BF16FromFloat32(v)
-		}
-	case backend.F16:
-		h := H(dst)
-		for i, v := range src {
-			h[i] = backend.F16FromFloat32(v)
-		}
+	case backend.BF16, backend.F16:
+		backend.Narrow(dst.Type, src, H(dst))
 	}
 	return nil
 }
@@ -262,18 +254,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 }
 
 // narrow rounds src into the 16-bit float buffer dst.
-func narrow(src []float32, dst backend.Buffer) {
-	h := H(dst)
-	if dst.Type == backend.BF16 {
-		for i, v := range src {
-			h[i] = backend.BF16FromFloat32(v)
-		}
-		return
-	}
-	for i, v := range src {
-		h[i] = backend.F16FromFloat32(v)
-	}
-}
+func narrow(src []float32, dst backend.Buffer) { backend.Narrow(dst.Type, src, H(dst)) }
 
 // F is the float32 slice behind a CPU buffer.
 func F(b backend.Buffer) []float32 {

@@ -307,13 +307,7 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 		raw = bytesOf(src)
 	default:
 		h := make([]uint16, len(src))
-		for i, v := range src {
-			if dst.Type == backend.BF16 {
-				h[i] = backend.BF16FromFloat32(v)
-			} else {
-				h[i] = backend.F16FromFloat32(v)
-			}
-		}
+		backend.Narrow(dst.Type, src, h)
 		raw = bytesOf(h)
 	}
 	return b.surfaced(b.s.CopyToDevice(p, raw))
@@ -340,13 +334,7 @@ func (b *Backend) Read(src backend.Buffer, dst []float32) error {
 	if err := b.surfaced(b.s.CopyToHost(bytesOf(h), p)); err != nil {
 		return err
 	}
-	for i, v := range h {
-		if src.Type == backend.BF16 {
-			dst[i] = backend.Float32FromBF16(v)
-		} else {
-			dst[i] = backend.Float32FromF16(v)
-		}
-	}
+	backend.Widen(src.Type, h, dst)
 	return nil
 }
 

@@ -14,7 +14,6 @@
 package metal
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -220,11 +219,14 @@ func (b *Backend) Read(src backend.Buffer, dst []float32) error {
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	raw := make([]byte, len(dst)*src.Type.Size())
-	if err := b.surfaced(b.d.Download(raw, a)); err != nil {
+	if src.Type == backend.F32 {
+		return b.surfaced(b.d.Download(bytesOf(dst), a))
+	}
+	h := make([]uint16, len(dst))
+	if err := b.surfaced(b.d.Download(bytesOf(h), a)); err != nil {
 		return err
 	}
-	decodeFloats(src.Type, raw, dst)
+	backend.Widen(src.Type, h, dst)
 	return nil
 }
 
@@ -243,28 +245,8 @@ func encodeFloats(t backend.DType, src []float32) []byte {
 		return bytesOf(src)
 	}
 	h := make([]uint16, len(src))
-	for i, v := range src {
-		if t == backend.BF16 {
-			h[i] = backend.BF16FromFloat32(v)
-		} else {
-			h[i] = backend.F16FromFloat32(v)
-		}
-	}
+	backend.Narrow(t, src, h)
 	return bytesOf(h)
-}
-
-func decodeFloats(t backend.DType, raw []byte, dst []float32) {
-	le := binary.LittleEndian
-	for i := range dst {
-		switch t {
-		case backend.F32:
-			dst[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		case backend.BF16:
-			dst[i] = backend.Float32FromBF16(le.Uint16(raw[2*i:]))
-		default:
-			dst[i] = backend.Float32FromF16(le.Uint16(raw[2*i:]))
-		}
-	}
 }
 
 // dtypeCode is a float type as the convert kernel names it.
