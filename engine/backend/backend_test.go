@@ -56,3 +56,29 @@ func TestParseSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionReaders: Is, On and KVType read their values and name the
+// backend, the option and what they want otherwise.
+func TestOptionReaders(t *testing.T) {
+	o := Option{Key: "gemm", Value: "plain"}
+	if v, err := o.Is("cuda", "tc", "plain"); v || err != nil {
+		t.Errorf("gemm=plain as tc|plain: %v, %v", v, err)
+	}
+	if _, err := (Option{Key: "gemm", Value: "fast"}).Is("cuda", "tc", "plain"); err == nil || err.Error() != `cuda: gemm="fast": want tc or plain` {
+		t.Errorf("gemm=fast: %v", err)
+	}
+	for v, want := range map[string]bool{"on": true, "true": true, "1": true, "off": false, "false": false, "0": false} {
+		if got, err := (Option{Key: "graphs", Value: v}).On("cuda"); got != want || err != nil {
+			t.Errorf("graphs=%s: %v, %v", v, got, err)
+		}
+	}
+	if _, err := (Option{Key: "graphs", Value: "yes"}).On("metal"); err == nil || err.Error() != `metal: graphs="yes": want on or off` {
+		t.Errorf("graphs=yes: %v", err)
+	}
+	if kv, err := (Option{Key: "kv", Value: "bf16"}).KVType("cpu"); kv != BF16 || err != nil {
+		t.Errorf("kv=bf16: %v, %v", kv, err)
+	}
+	if _, err := (Option{Key: "kv", Value: "f16"}).KVType("cpu"); err == nil || err.Error() != `cpu: kv="f16": the KV cache is f32 or bf16` {
+		t.Errorf("kv=f16: %v", err)
+	}
+}

@@ -42,3 +42,38 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	return sp, nil
 }
+
+// Is reads o, an option of the backend named by, as a choice between two
+// values, first and second (listed in that order in the error): whether
+// it is first.
+func (o Option) Is(by, first, second string) (bool, error) {
+	switch o.Value {
+	case first:
+		return true, nil
+	case second:
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %s=%q: want %s or %s", by, o.Key, o.Value, first, second)
+}
+
+// On reads o, an option of the backend named by, as a switch: on, true or
+// 1; off, false or 0.
+func (o Option) On(by string) (bool, error) {
+	switch o.Value {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %s=%q: want on or off", by, o.Key, o.Value)
+}
+
+// KVType reads o, an option of the backend named by, as the element type
+// of the KV cache: f32 or bf16.
+func (o Option) KVType(by string) (DType, error) {
+	t, err := ParseDType(o.Value)
+	if err != nil || t != F32 && t != BF16 {
+		return 0, fmt.Errorf("%s: %s=%q: the KV cache is f32 or bf16", by, o.Key, o.Value)
+	}
+	return t, nil
+}

@@ -29,9 +29,9 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 			o.DeltaChunk = n
 		case "kv":
-			t, err := backend.ParseDType(kv.Value)
-			if err != nil || t != backend.F32 && t != backend.BF16 {
-				return Options{}, fmt.Errorf("cpu: kv=%q: the KV cache is f32 or bf16", kv.Value)
+			t, err := kv.KVType("cpu")
+			if err != nil {
+				return Options{}, err
 			}
 			o.KV = t
 		default:

@@ -93,17 +93,9 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 // ParseOptions reads the options of a backend Spec named cuda.
 func ParseOptions(opts []backend.Option) (Options, error) {
 	o := DefaultOptions()
-	onOff := func(kv backend.Option) (bool, error) {
-		switch kv.Value {
-		case "on", "true", "1":
-			return true, nil
-		case "off", "false", "0":
-			return false, nil
-		}
-		return false, fmt.Errorf("cuda: %s=%q: want on or off", kv.Key, kv.Value)
-	}
 	for _, kv := range opts {
 		var err error
+		var first bool // for the options whose field is the second of its choice
 		switch kv.Key {
 		case "device":
 			n, e := strconv.Atoi(kv.Value)
@@ -112,82 +104,31 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 			o.Device = n
 		case "graphs":
-			o.Graphs, err = onOff(kv)
+			o.Graphs, err = kv.On("cuda")
 		case "fused":
-			o.Fused, err = onOff(kv)
+			o.Fused, err = kv.On("cuda")
 		case "pdl":
-			o.PDL, err = onOff(kv)
-		case "router":
-			switch kv.Value {
-			case "tf32":
-				o.RouterTF32 = true
-			case "plain":
-				o.RouterTF32 = false
-			default:
-				return Options{}, fmt.Errorf("cuda: router=%q: want tf32 or plain", kv.Value)
-			}
-		case "norms":
-			switch kv.Value {
-			case "fused":
-				o.FusedNorms = true
-			case "apart":
-				o.FusedNorms = false
-			default:
-				return Options{}, fmt.Errorf("cuda: norms=%q: want fused or apart", kv.Value)
-			}
+			o.PDL, err = kv.On("cuda")
 		case "verbose":
-			o.Verbose, err = onOff(kv)
+			o.Verbose, err = kv.On("cuda")
+		case "router":
+			o.RouterTF32, err = kv.Is("cuda", "tf32", "plain")
+		case "norms":
+			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "qmv":
-			switch kv.Value {
-			case "exact":
-				o.FastQMV = false
-			case "fast":
-				o.FastQMV = true
-			default:
-				return Options{}, fmt.Errorf("cuda: qmv=%q: want exact or fast", kv.Value)
-			}
+			first, err = kv.Is("cuda", "exact", "fast")
+			o.FastQMV = !first
 		case "gemm":
-			switch kv.Value {
-			case "tc":
-				o.TensorCores = true
-			case "plain":
-				o.TensorCores = false
-			default:
-				return Options{}, fmt.Errorf("cuda: gemm=%q: want tc or plain", kv.Value)
-			}
+			o.TensorCores, err = kv.Is("cuda", "tc", "plain")
 		case "delta":
-			switch kv.Value {
-			case "chunked":
-				o.ChunkedDelta = true
-			case "sequential":
-				o.ChunkedDelta = false
-			default:
-				return Options{}, fmt.Errorf("cuda: delta=%q: want chunked or sequential", kv.Value)
-			}
+			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "attn":
-			switch kv.Value {
-			case "flash":
-				o.FlashAttention = true
-			case "plain":
-				o.FlashAttention = false
-			default:
-				return Options{}, fmt.Errorf("cuda: attn=%q: want flash or plain", kv.Value)
-			}
+			o.FlashAttention, err = kv.Is("cuda", "flash", "plain")
 		case "kv":
-			t, e := backend.ParseDType(kv.Value)
-			if e != nil || t != backend.F32 && t != backend.BF16 {
-				return Options{}, fmt.Errorf("cuda: kv=%q: the KV cache is f32 or bf16", kv.Value)
-			}
-			o.KV = t
+			o.KV, err = kv.KVType("cuda")
 		case "sync":
-			switch kv.Value {
-			case "run":
-				o.SyncEach = false
-			case "op":
-				o.SyncEach = true
-			default:
-				return Options{}, fmt.Errorf("cuda: sync=%q: want run or op", kv.Value)
-			}
+			first, err = kv.Is("cuda", "run", "op")
+			o.SyncEach = !first
 		default:
 			return Options{}, fmt.Errorf("cuda: unknown option %q (the options are %s)", kv.Key, OptionsHelp)
 		}

@@ -51,51 +51,25 @@ const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default
 func ParseOptions(opts []backend.Option) (Options, error) {
 	o := DefaultOptions()
 	for _, kv := range opts {
+		var err error
+		var run bool
 		switch kv.Key {
 		case "fused":
-			switch kv.Value {
-			case "on", "true", "1":
-				o.Fused = true
-			case "off", "false", "0":
-				o.Fused = false
-			default:
-				return Options{}, fmt.Errorf("metal: fused=%q: want on or off", kv.Value)
-			}
+			o.Fused, err = kv.On("metal")
 		case "gemm":
-			switch kv.Value {
-			case "simd":
-				o.SimdGEMM = true
-			case "plain":
-				o.SimdGEMM = false
-			default:
-				return Options{}, fmt.Errorf("metal: gemm=%q: want simd or plain", kv.Value)
-			}
+			o.SimdGEMM, err = kv.Is("metal", "simd", "plain")
 		case "norms":
-			switch kv.Value {
-			case "fused":
-				o.FusedNorms = true
-			case "apart":
-				o.FusedNorms = false
-			default:
-				return Options{}, fmt.Errorf("metal: norms=%q: want fused or apart", kv.Value)
-			}
+			o.FusedNorms, err = kv.Is("metal", "fused", "apart")
 		case "kv":
-			t, err := backend.ParseDType(kv.Value)
-			if err != nil || t != backend.F32 && t != backend.BF16 {
-				return Options{}, fmt.Errorf("metal: kv=%q: the KV cache is f32 or bf16", kv.Value)
-			}
-			o.KV = t
+			o.KV, err = kv.KVType("metal")
 		case "sync":
-			switch kv.Value {
-			case "run":
-				o.SyncEach = false
-			case "op":
-				o.SyncEach = true
-			default:
-				return Options{}, fmt.Errorf("metal: sync=%q: want run or op", kv.Value)
-			}
+			run, err = kv.Is("metal", "run", "op")
+			o.SyncEach = !run
 		default:
 			return Options{}, fmt.Errorf("metal: unknown option %q (the options are %s)", kv.Key, OptionsHelp)
+		}
+		if err != nil {
+			return Options{}, err
 		}
 	}
 	return o, nil
