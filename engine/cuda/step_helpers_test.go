@@ -24,18 +24,6 @@ func upBuf[T any](t testing.TB, c *driver.Context, s *driver.Stream, v []T, labe
 	return cudatest.UpBuf(t, c, s, v, label)
 }
 
-// devBuf is a test's device vector of 4-byte elements with guard elements
-// past its end that a kernel must leave poisoned.
-
-// newBuf allocates n elements (and the guard) and poisons them all.
-
-// upBuf allocates a vector holding v (its guard poisoned).
-
-// words reads the buffer's raw elements, failing if a guard was written.
-
-// floats reads the buffer as float32, failing on a written guard or on a
-// NaN inside (an element the kernel did not write, or a wrong one).
-
 // maxRelErr is max|got - want| / max|want|.
 func maxRelErr(got []float32, want []float64) float64 {
 	var e, m float64
