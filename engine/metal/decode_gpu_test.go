@@ -83,7 +83,7 @@ type decodeCase struct {
 }
 
 func attentionCase(name string, QH, KVH, pos int) decodeCase {
-	return decodeCase{name: name, steps: 3, entries: []string{"qk_prep_%s", "attn_split_%s", "attn_combine"},
+	return decodeCase{name: name, steps: 3, entries: []string{"qk_prep_%s", "attn_split_%s", "attn_combine", "advance"},
 		build: func(g gen, kv backend.DType) ([]backend.Op, []output) {
 			const D, rot = 256, 64
 			maxPos := pos + 8
@@ -234,6 +234,7 @@ func runDecodeCaseOn(t *testing.T, dev *metal.Backend, ref backend.Backend, c de
 	if got := metal.Entries(p); !slices.Equal(got, want) {
 		t.Fatalf("dispatches %q, want the decode kernels %q", got, want)
 	}
+	recordLaunched(t, want)
 	q, err := ref.Compile(refOps)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestQLinearGroupDecode(t *testing.T) {
 // normPair is an AddRMSNorm of one row and the op of one token reading its
 // output: the router (route) or the projections; outs are every buffer
 // either writes.
-func normPair(g gen, route, withDelta bool) ([]backend.Op, []backend.Buffer) {
+func normPair(g gen, route bool, routerBits int, withDelta bool) ([]backend.Op, []backend.Buffer) {
 	const H = 2048
 	h, x := g.f32(H, 2), g.f32(H, 0)
 	n := &backend.AddRMSNorm{H: h, Weight: g.f32(H, 1), Out: x, Rows: 1, Dim: H, Eps: 1e-6}
@@ -46,7 +46,7 @@ func normPair(g gen, route, withDelta bool) ([]backend.Op, []backend.Buffer) {
 	}
 	if route {
 		idx, wts := g.ints(make([]int32, 8)...), g.f32(8, 0)
-		r := &backend.Route{X: x, Router: g.mat(1, 256, H, 8), Idx: idx, Weights: wts, Rows: 1, TopK: 8, Normalize: true}
+		r := &backend.Route{X: x, Router: g.mat(1, 256, H, routerBits), Idx: idx, Weights: wts, Rows: 1, TopK: 8, Normalize: true}
 		return []backend.Op{n, r}, []backend.Buffer{h, x, idx, wts}
 	}
 	y := g.f32(8192+4096+64, 0)
@@ -65,15 +65,17 @@ func TestNormsFusedMatchApart(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		route   bool
+		bits    int
 		entries []string
 	}{
-		{"norm and router", true, []string{"route_logits_norm8", "route_select_norm"}},
-		{"norm and projections", false, []string{"qmv_group_norm_f32_r2_sb", "add_rmsnorm"}},
+		{"norm and router", true, 8, []string{"route_logits_norm8", "route_select_norm"}},
+		{"norm and 4-bit router", true, 4, []string{"route_logits_norm4", "route_select_norm"}},
+		{"norm and projections", false, 4, []string{"qmv_group_norm_f32_r2_sb", "add_rmsnorm"}},
 	} {
 		for _, withDelta := range []bool{true, false} {
-			seed := uint64(200 + len(c.entries[0]))
-			fops, fouts := normPair(gen{t, fused, rand.New(rand.NewPCG(seed, 2))}, c.route, withDelta)
-			aops, aouts := normPair(gen{t, apart, rand.New(rand.NewPCG(seed, 2))}, c.route, withDelta)
+			seed := uint64(200 + len(c.entries[0]) + c.bits)
+			fops, fouts := normPair(gen{t, fused, rand.New(rand.NewPCG(seed, 2))}, c.route, c.bits, withDelta)
+			aops, aouts := normPair(gen{t, apart, rand.New(rand.NewPCG(seed, 2))}, c.route, c.bits, withDelta)
 			p, err := fused.Compile(fops)
 			if err != nil {
 				t.Fatal(err)
@@ -81,6 +83,7 @@ func TestNormsFusedMatchApart(t *testing.T) {
 			if got := metal.Entries(p); !slices.Equal(got, c.entries) {
 				t.Fatalf("%s: dispatches %q, want %q", c.name, got, c.entries)
 			}
+			recordLaunched(t, c.entries)
 			q, err := apart.Compile(aops)
 			if err != nil {
 				t.Fatal(err)

@@ -14,11 +14,13 @@ R=$(pwd); D=${RUN_DIR:-$R/devrun/metalbe}; O=${OUT:-/tmp/out}; mkdir -p "$O"
 cd "$D" || exit 1
 for f in metal.test.gz cudarun.test.gz; do [ -f $f ] && gunzip -f $f; done
 chmod +x metal.test cudarun.test
-mkdir -p oracle && tar xzf ref.tgz -C oracle && ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
+REF=$(ls "$D"/ref.t*z "$R"/devrun/*/ref.t*z 2>/dev/null | head -1) # or an earlier call's, while the machine is warm
+mkdir -p oracle && tar xf "$REF" -C oracle && ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
 export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } > "$O/env.txt" 2>&1
 cd "$R/engine/metal"
-for t in TestConformance TestDecodeKernels TestSimdGEMMOpsMatchReferences TestOracle; do
+mkdir -p "$O/cudarun"; export PETAL_CUDARUN_LAUNCHED=$O/cudarun/launched.txt; : > $PETAL_CUDARUN_LAUNCHED
+for t in TestConformance TestDecodeKernels TestQLinearGroupDecode TestNormsFusedMatchApart TestSimdGEMMOpsMatchReferences TestOracle; do
 	s=$(date +%s)
 	echo "==== $t" >> "$O/backend.txt"
 	timeout 150 "$D/metal.test" -test.v -test.run "^$t\$" >> "$O/backend.txt" 2>&1
@@ -26,7 +28,6 @@ for t in TestConformance TestDecodeKernels TestSimdGEMMOpsMatchReferences TestOr
 done
 grep -E '^(--- FAIL|    --- FAIL|panic)' "$O/backend.txt" | head -30
 cd "$R"
-mkdir -p "$O/cudarun"
-OUT=$O/cudarun bash docs/bench/metal/run-ops1.sh "$D/cudarun.test" | tail -12
+KEEP_LAUNCHED=1 OUT=$O/cudarun bash docs/bench/metal/run-ops1.sh "$D/cudarun.test" | tail -12
 tar czf "$O/cudarun-logs.tgz" -C "$O" cudarun && rm -rf "$O/cudarun"
 exit 0

@@ -11,7 +11,7 @@ set -o pipefail
 BIN=${1:-devrun/metal/cudarun.test}
 OUT=${OUT:-.}
 LAUNCHED="$OUT/launched.txt"
-: >"$LAUNCHED"
+[ -n "$KEEP_LAUNCHED" ] || : >"$LAUNCHED" # KEEP_LAUNCHED: add to what engine/metal's tests recorded
 families=(
 	"entries:^TestEntriesFound$"
 	"qmv:^TestQMVMatchesReference$"
