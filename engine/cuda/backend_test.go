@@ -686,41 +686,44 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 }
 
 // TestRouterTF32MatchesReference: under router=tf32 the Route of several
-// tokens computes its logits with qgemm_tf32 (then route_select), and its
+// tokens computes its logits with qgemm_codes (then route_select), and its
 // expert ids are the float64 reference's and its weights within Route's
-// bar, 8- and 4-bit routers, rows off the 64-token tiles.
+// bar, 8- and 4-bit routers, the 35B and tiny widths, rows off the tiles.
 func TestRouterTF32MatchesReference(t *testing.T) {
 	o := DefaultOptions()
 	o.RouterTF32 = true
 	b := testBackend(t, o)
-	const E, C, K = 256, 2048, 8
-	for _, bits := range []int{8, 4} {
-		for _, rows := range []int{7, 100, 512} {
-			t.Run(fmt.Sprintf("%d-bit %d rows", bits, rows), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(bits), uint64(rows)))
-				w, ref := upload(b, rng, 1, E, C, bits)
-				x := randoms(rng, rows*C, 1)
-				r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
-					Rows: rows, TopK: K, Normalize: true}
-				p, err := b.Compile([]backend.Op{r})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{"qgemm_tf32", "route_select"}) {
-					t.Errorf("kernels %v", got)
-				}
-				if err := p.Run(); err != nil {
-					t.Fatal(err)
-				}
-				if err := b.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				ids, wts := backendtest.Route(ref, E, C, x, rows, K, true)
-				if got := readInts(t, b, r.Idx); !slices.Equal(got, ids) {
-					t.Errorf("experts differ from the reference's")
-				}
-				within(t, "Route", read(t, b, r.Weights), wts)
-			})
+	const K = 8
+	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}} { // the 35B model's router, the tiny model's
+		for _, bits := range []int{8, 4} {
+			for _, rows := range []int{7, 100, 512} {
+				E, C := sh.E, sh.C
+				t.Run(fmt.Sprintf("%dx%d %d-bit %d rows", E, C, bits, rows), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(bits), uint64(rows)))
+					w, ref := upload(b, rng, 1, E, C, bits)
+					x := randoms(rng, rows*C, 1)
+					r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
+						Rows: rows, TopK: K, Normalize: true}
+					p, err := b.Compile([]backend.Op{r})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{"qgemm_codes", "route_select"}) {
+						t.Errorf("kernels %v", got)
+					}
+					if err := p.Run(); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					ids, wts := backendtest.Route(ref, E, C, x, rows, K, true)
+					if got := readInts(t, b, r.Idx); !slices.Equal(got, ids) {
+						t.Errorf("experts differ from the reference's")
+					}
+					within(t, "Route", read(t, b, r.Weights), wts)
+				})
+			}
 		}
 	}
 }

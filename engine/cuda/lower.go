@@ -363,9 +363,9 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	gemm, grid := b.qgemmShape(E, rows)
 	threads := 256
-	if b.o.RouterTF32 && C%32 == 0 {
+	if b.o.RouterTF32 && q.GroupSize == 64 && C%64 == 0 {
 		// the logits on the tensor cores, float32's error kept
-		gemm, grid, threads = "qgemm_tf32", grid2(ceil(E, 64), ceil(rows, 64)), 128
+		gemm, grid, threads = "qgemm_codes", grid2(ceil(E, 64), ceil(rows, 32)), 128
 	}
 	return []step{
 		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {

@@ -36,9 +36,10 @@ type Options struct {
 	// kernel of ops.cu.
 	FlashAttention bool
 	// RouterTF32 computes the router's logits of several tokens (prefill)
-	// on the tensor cores with float32's error (ops.cu's qgemm_tf32: three
-	// tf32 products per product); off, the float32 kernels qgemm and
-	// qgemm_s. Off by default until it has run on a GPU.
+	// on the tensor cores with float32's error (ops.cu's qgemm_codes: the
+	// codes exact in tf32, x in two tf32 parts, each group's sum apart);
+	// off, the float32 kernels qgemm and qgemm_s. Off by default until it
+	// has run on a GPU.
 	RouterTF32 bool
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in

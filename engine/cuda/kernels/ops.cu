@@ -115,76 +115,109 @@ extern "C" __global__ void __launch_bounds__(256)
   qgemm_tiles<32, 32>(wd, x, y, T, ldy);
 }
 
-// qgemm_tf32: y[T, R] = x[T, C] · Wᵀ as qgemm computes it, on the tensor
-// cores with float32's error (tf32.h: three tf32 products per float32
-// product): for the products whose outputs must stay float32 (the router's
-// logits, which choose the experts) and that the 4-bit bf16 GEMMs of
-// gemm.cu do not take (8-bit weights). Grid (ceil(R/64), ceil(T/64)),
-// block 128 (4 warps, each 32 tokens x 32 weight rows), C a multiple of
-// 32. Each k-step of 32 columns stages x and the dequantised weights in
-// shared memory (qweight: the same float32 values qgemm multiplies), then
-// each warp runs 4 x (2 x 4) m16n8k8 products of three passes.
-#define QT_M 64
-#define QT_N 64
-#define QT_K 32
-#define QT_LD (QT_K + 4)
+// qgemm_codes: y[T, R] = x[T, C] · Wᵀ for weights of groups of 64 (4- or
+// 8-bit), on the tensor cores with float32's error: the router's logits of
+// a prefill chunk, which choose the experts. The codes are small integers,
+// exact in tf32, so a row's product is Σ_g s_g·(Σ_k q_k x_k) + b_g·(Σ_k
+// x_k) over its groups, with x split into two tf32 parts (hi + lo, 22 bits:
+// every product exact in float32) and the codes centred on zero (q - 2^(bits-1),
+// the bias moved by as many scales) so that the sums stay small. Each
+// 8-column product starts from zero in the tensor cores and is added in
+// float32: they truncate what they add to, and three-product tf32 through
+// the whole row (run pending1) lost 1.5e-4 of the weights' RMS, one
+// accumulator per group (router1) 2.4e-5.
+// Grid (ceil(R/64), ceil(T/32)), block 128: four warps, each 16 tokens x 32
+// rows (4 m16n8k8 tiles); C a multiple of 64.
+#define QC_M 32
+#define QC_N 64
+#define QC_K 64
+#define QC_LD (QC_K + 4)
 extern "C" __global__ void __launch_bounds__(128)
-    qgemm_tf32(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+    qgemm_codes(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
   pdl_begin();
-  __shared__ float xs[QT_M][QT_LD];
-  __shared__ float ws[QT_N][QT_LD];
+  __shared__ u32 xh[QC_M][QC_LD], xl[QC_M][QC_LD];
+  __shared__ float wq[QC_N][QC_LD];
+  __shared__ float xsum[QC_M], sc[QC_N], bi[QC_N];
   const QDesc d = *wd;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;  // the warp's tokens and weight rows in the tile
-  const long long n0 = (long long)PETAL_BID_X() * QT_N;
-  const int m0 = bid_y() * QT_M;
-  float acc[2][4][4] = {};
-  for (int k0 = 0; k0 < d.cols; k0 += QT_K) {
-    for (int e = tid; e < QT_M * QT_K; e += 128) {
-      const int m = e / QT_K, k = e % QT_K;
-      xs[m][k] = m0 + m < T ? x[(long long)(m0 + m) * d.cols + k0 + k] : 0.f;
+  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 32;  // the warp's tokens and weight rows in the tile
+  const long long n0 = (long long)PETAL_BID_X() * QC_N;
+  const int m0 = bid_y() * QC_M;
+  const int per = 32 / d.bits, wpg = QC_K / per;  // codes per word, words per group
+  const u32 mask = (1u << d.bits) - 1u;
+  const int half = 1 << (d.bits - 1);  // the codes centred (q - half, bias + half·scale): smaller sums to round
+  float acc[4][4] = {};
+  for (int grp = 0; grp < d.cols / QC_K; grp++) {
+    const int k0 = grp * QC_K;
+    // x: a warp per 8 tokens, a lane per two columns; the group's sum of x
+    // over the warp.
+    for (int r = warp * 8; r < warp * 8 + 8; r++) {
+      float v0 = 0.f, v1 = 0.f;
+      if (m0 + r < T) {
+        const float* xr = x + (long long)(m0 + r) * d.cols + k0;
+        v0 = xr[lane];
+        v1 = xr[lane + 32];
+      }
+      u32 h, l;
+      tf32_split(v0, h, l);
+      xh[r][lane] = h, xl[r][lane] = l;
+      tf32_split(v1, h, l);
+      xh[r][lane + 32] = h, xl[r][lane + 32] = l;
+      float sum = v0 + v1;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) xsum[r] = sum;
     }
-    for (int e = tid; e < QT_N * QT_K; e += 128) {
-      const int n = e / QT_K, k = e % QT_K;
-      ws[n][k] = n0 + n < d.rows ? qweight(d, n0 + n, k0 + k) : 0.f;
+    // the codes as floats, and each row's scale and bias of the group
+    for (int e = tid; e < QC_N * wpg; e += 128) {
+      const int n = e / wpg, wi = e % wpg;
+      const u32 word = n0 + n < d.rows ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
+      for (int c = 0; c < per; c++) wq[n][wi * per + c] = (float)((int)((word >> (d.bits * c)) & mask) - half);
+    }
+    if (tid < QC_N) {
+      const bool in = n0 + tid < d.rows;
+      const float s = in ? bf16_to_f32(d.s[(n0 + tid) * d.gpr + grp]) : 0.f;
+      sc[tid] = s;
+      bi[tid] = in ? __builtin_fmaf((float)half, s, bf16_to_f32(d.b[(n0 + tid) * d.gpr + grp])) : 0.f;
     }
     __syncthreads();
+    float part[4][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < QT_K; kk += 8) {
-      TfA a[2];
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const int r = wm + 16 * i + g;
-        tf32_split(xs[r][kk + t], a[i].hi[0], a[i].lo[0]);
-        tf32_split(xs[r + 8][kk + t], a[i].hi[1], a[i].lo[1]);
-        tf32_split(xs[r][kk + t + 4], a[i].hi[2], a[i].lo[2]);
-        tf32_split(xs[r + 8][kk + t + 4], a[i].hi[3], a[i].lo[3]);
-      }
+    for (int kk = 0; kk < QC_K; kk += 8) {
+      TfA a;
+      a.hi[0] = xh[wm + g][kk + t], a.lo[0] = xl[wm + g][kk + t];
+      a.hi[1] = xh[wm + g + 8][kk + t], a.lo[1] = xl[wm + g + 8][kk + t];
+      a.hi[2] = xh[wm + g][kk + t + 4], a.lo[2] = xl[wm + g][kk + t + 4];
+      a.hi[3] = xh[wm + g + 8][kk + t + 4], a.lo[3] = xl[wm + g + 8][kk + t + 4];
 #pragma unroll
       for (int j = 0; j < 4; j++) {
-        TfB b;
-        const int c = wn + 8 * j + g;  // B[k][n] = W[n][k]
-        tf32_split(ws[c][kk + t], b.hi[0], b.lo[0]);
-        tf32_split(ws[c][kk + t + 4], b.hi[1], b.lo[1]);
+        const int c = wn + 8 * j + g;  // B[k][n] = code[n][k]
+        const u32 b[2] = {__float_as_uint(wq[c][kk + t]), __float_as_uint(wq[c][kk + t + 4])};
+        float p[4] = {};  // from zero each k-step: the tensor cores truncate what they add to
+        mma_tf32(p, a.lo, b);
+        mma_tf32(p, a.hi, b);
 #pragma unroll
-        for (int i = 0; i < 2; i++) mma_tf32x3(acc[i][j], a[i], b);
+        for (int i = 0; i < 4; i++) part[j][i] += p[i];
       }
     }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int i = 0; i < 2; i++)
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        const int m = m0 + wm + 16 * i + g + 8 * h;
-        const long long n = n0 + wn + 8 * j + 2 * t;
-        if (m >= T) continue;
-        if (n < d.rows) y[(long long)m * ldy + n] = acc[i][j][2 * h];
-        if (n + 1 < d.rows) y[(long long)m * ldy + n + 1] = acc[i][j][2 * h + 1];
+      for (int i = 0; i < 4; i++) {
+        const int m = wm + g + 8 * (i >> 1), n = wn + 8 * j + 2 * t + (i & 1);
+        acc[j][i] += __builtin_fmaf(sc[n], part[j][i], bi[n] * xsum[m]);
       }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int m = m0 + wm + g + 8 * (i >> 1);
+      const long long n = n0 + wn + 8 * j + 2 * t + (i & 1);
+      if (m < T && n < d.rows) y[(long long)m * ldy + n] = acc[j][i];
+    }
 }
 
 // conv_silu: grid (ceil(C/256), ceil(rows/CONV_ROWS)), a thread per
