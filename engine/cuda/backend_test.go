@@ -522,8 +522,7 @@ func TestPlainGEMMTiles(t *testing.T) {
 // and leaves h, the normed row, the expert ids and their weights bit for
 // bit as norms=apart does (add_rmsnorm, then route), with and without a
 // delta, for 4- and 8-bit routers; the ids and weights also match the
-// float64 reference over the normed row. (norms=fused is not the default
-// until this has passed on a GPU.)
+// float64 reference over the normed row.
 func TestNormRouteMatchesApart(t *testing.T) {
 	fo := DefaultOptions()
 	fo.FusedNorms = true

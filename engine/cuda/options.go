@@ -37,15 +37,13 @@ type Options struct {
 	FlashAttention bool
 	// RouterTF32 computes the router's logits of several tokens (prefill)
 	// on the tensor cores with float32's error (ops.cu's qgemm_codes: the
-	// codes exact in tf32, x in two tf32 parts, each group's sum apart);
-	// off, the float32 kernels qgemm and qgemm_s. Off by default until it
-	// has run on a GPU.
+	// codes exact in tf32 and centred, x in two tf32 parts, each k-step's
+	// product added in float32); off, the float32 kernels qgemm and qgemm_s.
 	RouterTF32 bool
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
-	// qmv_group_norm; two launches fewer per layer, the same bits. Off by
-	// default until it has run on a GPU.
+	// qmv_group_norm; two launches fewer per layer, the same bits.
 	FusedNorms bool
 	// PDL launches every kernel with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
@@ -73,15 +71,15 @@ type Options struct {
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, RouterTF32: true, FusedNorms: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=tf32|plain (prefill's router logits on the tensor cores with float32's error, or the float32 kernels; tf32: not yet run on a GPU; default plain), ` +
-	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; fused: not yet run on a GPU; default apart), ` +
+	`router=tf32|plain (prefill's router logits on the tensor cores with float32's error, or the float32 kernels; default tf32), ` +
+	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +

@@ -108,3 +108,50 @@ func TestRouteMatchesReference(t *testing.T) {
 		qm.Free()
 	}
 }
+
+// TestRouteNaNKeepsIDsInRange: an x holding NaN makes some or all logits
+// NaN; the router still names topk distinct experts in range (the MoE
+// kernels index weights by them), numbers before NaNs, the lower id first
+// among NaNs.
+func TestRouteNaNKeepsIDsInRange(t *testing.T) {
+	c := gpu(t)
+	s := newTestStream(t, c)
+	up, err := c.NewUploader(s, 32<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	k, err := NewRoute(loadModule(t, LoadRouteModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const E, C, K = 256, 2048, 8
+	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
+	qm, err := UploadQMatrix(c, up, &m, "router")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qm.Free()
+	counter := newBuf(t, c, s, 1, "counter")
+	if err := s.Fill32(counter.P, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	x := randomVector(rng, C)
+	x[5] = float32(math.NaN())
+	xb := upBuf(t, c, s, x, "x")
+	logits := newBuf(t, c, s, E, "logits")
+	ids, wts := newBuf(t, c, s, K, "ids"), newBuf(t, c, s, K, "weights")
+	ids.Poison(t, s)
+	b := RouteBuffers{X: xb.P, Logits: logits.P, Counter: counter.P, IDs: ids.P, Weights: wts.P}
+	if err := k.Launch(s, qm, b, K, true); err != nil {
+		t.Fatal(err)
+	}
+	got := ids.Ints(t, s, "ids")
+	for i, id := range got {
+		if id != int32(i) {
+			t.Errorf("every logit NaN: ids %v, want 0..%d (the lower id first)", got, K-1)
+			break
+		}
+	}
+}
