@@ -121,11 +121,13 @@ extern "C" __global__ void __launch_bounds__(256)
 // exact in tf32, so a row's product is Σ_g s_g·(Σ_k q_k x_k) + b_g·(Σ_k
 // x_k) over its groups, with x split into two tf32 parts (hi + lo, 22 bits:
 // every product exact in float32) and the codes centred on zero (q - 2^(bits-1),
-// the bias moved by as many scales) so that the sums stay small. Each
-// 8-column product starts from zero in the tensor cores and is added in
-// float32: they truncate what they add to, and three-product tf32 through
-// the whole row (run pending1) lost 1.5e-4 of the weights' RMS, one
-// accumulator per group (router1) 2.4e-5.
+// the bias moved by as many scales), an 8-bit code further as 16·high +
+// low, so that what the tensor cores add stays small: each 8-column product
+// starts from zero there and is added in float32, since their sums keep
+// fewer bits than float32's relative to the largest addend. Three-product
+// tf32 through the whole row (run pending1) lost 1.5e-4 of the weights'
+// RMS, one accumulator per group (router1) 2.4e-5, whole 8-bit codes
+// (route2) 1.4e-5 where 4-bit ones kept within 1.8e-6.
 // Grid (ceil(R/64), ceil(T/32)), block 128: four warps, each 16 tokens x 32
 // rows (4 m16n8k8 tiles); C a multiple of 64.
 #define QC_M 32
@@ -136,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(128)
     qgemm_codes(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
   pdl_begin();
   __shared__ u32 xh[QC_M][QC_LD], xl[QC_M][QC_LD];
-  __shared__ float wq[QC_N][QC_LD];
+  __shared__ unsigned char wc[QC_N][QC_LD];  // the codes
   __shared__ float xsum[QC_M], sc[QC_N], bi[QC_N];
   const QDesc d = *wd;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
@@ -173,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(128)
     for (int e = tid; e < QC_N * wpg; e += 128) {
       const int n = e / wpg, wi = e % wpg;
       const u32 word = n0 + n < d.rows ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-      for (int c = 0; c < per; c++) wq[n][wi * per + c] = (float)((int)((word >> (d.bits * c)) & mask) - half);
+      for (int c = 0; c < per; c++) wc[n][wi * per + c] = (unsigned char)((word >> (d.bits * c)) & mask);
     }
     if (tid < QC_N) {
       const bool in = n0 + tid < d.rows;
@@ -193,12 +195,26 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         const int c = wn + 8 * j + g;  // B[k][n] = code[n][k]
-        const u32 b[2] = {__float_as_uint(wq[c][kk + t]), __float_as_uint(wq[c][kk + t + 4])};
-        float p[4] = {};  // from zero each k-step: the tensor cores truncate what they add to
-        mma_tf32(p, a.lo, b);
-        mma_tf32(p, a.hi, b);
+        const int v0 = (int)wc[c][kk + t] - half, v1 = (int)wc[c][kk + t + 4] - half;
+        if (d.bits == 8) {
+          // 8-bit codes as 16·high + low, each as small as a 4-bit code
+          const u32 bh[2] = {__float_as_uint((float)(v0 >> 4)), __float_as_uint((float)(v1 >> 4))};
+          const u32 bl[2] = {__float_as_uint((float)(v0 & 15)), __float_as_uint((float)(v1 & 15))};
+          float ph[4] = {}, pl[4] = {};  // from zero each k-step: the tensor cores truncate what they add to
+          mma_tf32(ph, a.lo, bh);
+          mma_tf32(ph, a.hi, bh);
+          mma_tf32(pl, a.lo, bl);
+          mma_tf32(pl, a.hi, bl);
 #pragma unroll
-        for (int i = 0; i < 4; i++) part[j][i] += p[i];
+          for (int i = 0; i < 4; i++) part[j][i] += __builtin_fmaf(16.f, ph[i], pl[i]);
+        } else {
+          const u32 b[2] = {__float_as_uint((float)v0), __float_as_uint((float)v1)};
+          float p[4] = {};
+          mma_tf32(p, a.lo, b);
+          mma_tf32(p, a.hi, b);
+#pragma unroll
+          for (int i = 0; i < 4; i++) part[j][i] += p[i];
+        }
       }
     }
 #pragma unroll
