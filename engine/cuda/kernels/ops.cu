@@ -116,18 +116,18 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // qgemm_codes: y[T, R] = x[T, C] · Wᵀ for weights of groups of 64 (4- or
-// 8-bit), on the tensor cores with float32's error: the router's logits of
-// a prefill chunk, which choose the experts. The codes are small integers,
-// exact in tf32, so a row's product is Σ_g s_g·(Σ_k q_k x_k) + b_g·(Σ_k
-// x_k) over its groups, with x split into two tf32 parts (hi + lo, 22 bits:
-// every product exact in float32) and the codes centred on zero (q - 2^(bits-1),
-// the bias moved by as many scales), an 8-bit code further as 16·high +
-// low, so that what the tensor cores add stays small: each 8-column product
-// starts from zero there and is added in float32, since their sums keep
-// fewer bits than float32's relative to the largest addend. Three-product
-// tf32 through the whole row (run pending1) lost 1.5e-4 of the weights'
-// RMS, one accumulator per group (router1) 2.4e-5, whole 8-bit codes
-// (route2) 1.4e-5 where 4-bit ones kept within 1.8e-6.
+// 8-bit), on the tensor cores: the router's logits of a prefill chunk,
+// which choose the experts, more exactly than the float32 kernels qgemm and
+// qgemm_s. The codes are small integers, exact in tf32, so a row's product
+// is Σ_g s_g·(Σ_k q_k x_k) + b_g·(Σ_k x_k) over its groups, with x split in
+// two tf32 parts (hi + lo, 22 bits: every product exact in float32) and the
+// codes centred on zero (q - 2^(bits-1), the bias moved by as many scales).
+// Each 8-column product starts from zero on the tensor cores and comes out
+// rounded to float32; everything after that (the group's sum, x's sum, the
+// row's total) is float64. Measured and emulated: summing in float32 left
+// 1.5e-5 of the weights' RMS for an 8-bit router of 2048 columns, as qgemm
+// does (1.9e-5 emulated); float64 after the tensor cores, 3e-6 emulated,
+// the float32 rounding of the 8-column products.
 // Grid (ceil(R/64), ceil(T/32)), block 128: four warps, each 16 tokens x 32
 // rows (4 m16n8k8 tiles); C a multiple of 64.
 #define QC_M 32
@@ -139,7 +139,8 @@ extern "C" __global__ void __launch_bounds__(128)
   pdl_begin();
   __shared__ u32 xh[QC_M][QC_LD], xl[QC_M][QC_LD];
   __shared__ unsigned char wc[QC_N][QC_LD];  // the codes
-  __shared__ float xsum[QC_M], sc[QC_N], bi[QC_N];
+  __shared__ double xsum[QC_M];
+  __shared__ float sc[QC_N], bi[QC_N];
   const QDesc d = *wd;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -149,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(128)
   const int per = 32 / d.bits, wpg = QC_K / per;  // codes per word, words per group
   const u32 mask = (1u << d.bits) - 1u;
   const int half = 1 << (d.bits - 1);  // the codes centred (q - half, bias + half·scale): smaller sums to round
-  float acc[4][4] = {};
+  double acc[4][4] = {};
   for (int grp = 0; grp < d.cols / QC_K; grp++) {
     const int k0 = grp * QC_K;
     // x: a warp per 8 tokens, a lane per two columns; the group's sum of x
@@ -166,9 +167,9 @@ extern "C" __global__ void __launch_bounds__(128)
       xh[r][lane] = h, xl[r][lane] = l;
       tf32_split(v1, h, l);
       xh[r][lane + 32] = h, xl[r][lane + 32] = l;
-      float sum = v0 + v1;
+      double sum = (double)v0 + (double)v1;
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      for (int o = 16; o > 0; o >>= 1) sum += shfl_xor_double(sum, o);
       if (lane == 0) xsum[r] = sum;
     }
     // the codes as floats, and each row's scale and bias of the group
@@ -184,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(128)
       bi[tid] = in ? __builtin_fmaf((float)half, s, bf16_to_f32(d.b[(n0 + tid) * d.gpr + grp])) : 0.f;
     }
     __syncthreads();
-    float part[4][4] = {};
+    double part[4][4] = {};
 #pragma unroll
     for (int kk = 0; kk < QC_K; kk += 8) {
       TfA a;
@@ -195,26 +196,13 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         const int c = wn + 8 * j + g;  // B[k][n] = code[n][k]
-        const int v0 = (int)wc[c][kk + t] - half, v1 = (int)wc[c][kk + t + 4] - half;
-        if (d.bits == 8) {
-          // 8-bit codes as 16·high + low, each as small as a 4-bit code
-          const u32 bh[2] = {__float_as_uint((float)(v0 >> 4)), __float_as_uint((float)(v1 >> 4))};
-          const u32 bl[2] = {__float_as_uint((float)(v0 & 15)), __float_as_uint((float)(v1 & 15))};
-          float ph[4] = {}, pl[4] = {};  // from zero each k-step: the tensor cores truncate what they add to
-          mma_tf32(ph, a.lo, bh);
-          mma_tf32(ph, a.hi, bh);
-          mma_tf32(pl, a.lo, bl);
-          mma_tf32(pl, a.hi, bl);
+        const u32 b[2] = {__float_as_uint((float)((int)wc[c][kk + t] - half)),
+                          __float_as_uint((float)((int)wc[c][kk + t + 4] - half))};
+        float p[4] = {};  // from zero each k-step
+        mma_tf32(p, a.lo, b);
+        mma_tf32(p, a.hi, b);
 #pragma unroll
-          for (int i = 0; i < 4; i++) part[j][i] += __builtin_fmaf(16.f, ph[i], pl[i]);
-        } else {
-          const u32 b[2] = {__float_as_uint((float)v0), __float_as_uint((float)v1)};
-          float p[4] = {};
-          mma_tf32(p, a.lo, b);
-          mma_tf32(p, a.hi, b);
-#pragma unroll
-          for (int i = 0; i < 4; i++) part[j][i] += p[i];
-        }
+        for (int i = 0; i < 4; i++) part[j][i] += (double)p[i];
       }
     }
 #pragma unroll
@@ -222,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         const int m = wm + g + 8 * (i >> 1), n = wn + 8 * j + 2 * t + (i & 1);
-        acc[j][i] += __builtin_fmaf(sc[n], part[j][i], bi[n] * xsum[m]);
+        acc[j][i] += (double)sc[n] * part[j][i] + (double)bi[n] * xsum[m];
       }
     __syncthreads();
   }
@@ -232,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(128)
     for (int i = 0; i < 4; i++) {
       const int m = m0 + wm + g + 8 * (i >> 1);
       const long long n = n0 + wn + 8 * j + 2 * t + (i & 1);
-      if (m < T && n < d.rows) y[(long long)m * ldy + n] = acc[j][i];
+      if (m < T && n < d.rows) y[(long long)m * ldy + n] = (float)acc[j][i];
     }
 }
 

@@ -43,3 +43,11 @@ static __device__ __forceinline__ void mma_tf32x3(float* c, const TfA& a, const 
   mma_tf32(c, a.hi, b.lo);
   mma_tf32(c, a.hi, b.hi);
 }
+
+// shfl_xor_double is __shfl_xor_sync for a double, as its two 32-bit halves.
+static __device__ __forceinline__ double shfl_xor_double(double v, int lane) {
+  const unsigned long long b = __builtin_bit_cast(unsigned long long, v);
+  const u32 lo = __nvvm_shfl_sync_bfly_i32(0xffffffffu, (u32)b, lane, 0x1f);
+  const u32 hi = __nvvm_shfl_sync_bfly_i32(0xffffffffu, (u32)(b >> 32), lane, 0x1f);
+  return __builtin_bit_cast(double, (unsigned long long)hi << 32 | lo);
+}
