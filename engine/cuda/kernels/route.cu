@@ -34,48 +34,48 @@ static __device__ __forceinline__ int shfl_xor_i(int v, int m) {
   return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, m, 0x1f);
 }
 
-// group_load fetches one group of 64 of a row: 8 words of 4-bit codes or
-// 16 of 8-bit ones at p (w[2], w[3] unused for 4 bits).
+// group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
+// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs.
 template <int BITS>
-static __device__ __forceinline__ void group_load(const u32* __restrict__ p, u32x4* w) {
-#pragma unroll
-  for (int i = 0; i < BITS / 2; i++) w[i] = ld_stream_16(p + 4 * i);
-}
-
-// group_dot is s*sum(q*x) + b*sum(x) over one group loaded by group_load, x
-// the matching 64 inputs.
-template <int BITS>
-static __device__ __forceinline__ float group_dot(const u32x4* w, const float* x, float s, float b) {
+static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
   float acc = 0.f, xs = 0.f;
-  constexpr int per = 32 / BITS;          // codes per word
-  constexpr u32 mask = (1u << BITS) - 1u;
+  if (BITS == 8) {
+    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
 #pragma unroll
-  for (int i = 0; i < BITS / 2; i++) {
-    const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+    for (int i = 0; i < 4; i++) {
+      const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
 #pragma unroll
-    for (int k = 0; k < 4 * per; k++) {
-      // A code OR-ed into 2^23's bits is the float 2^23 + q, exactly.
-      const float q = __uint_as_float(((ws[k / per] >> (BITS * (k % per))) & mask) | 0x4B000000u) - 8388608.f;
-      const float xv = x[4 * per * i + k];
-      acc += q * xv;
-      xs += xv;
+      for (int k = 0; k < 16; k++) {
+        // A byte OR-ed into 2^23's bits is the float 2^23 + q, exactly.
+        const float q = __uint_as_float(((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) | 0x4B000000u) - 8388608.f;
+        const float xv = x[16 * i + k];
+        acc += q * xv;
+        xs += xv;
+      }
+    }
+  } else {
+    u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+      for (int k = 0; k < 32; k++) {
+        const float q = __uint_as_float(((ws[k >> 3] >> (4 * (k & 7))) & 0xFu) | 0x4B000000u) - 8388608.f;
+        const float xv = x[32 * i + k];
+        acc += q * xv;
+        xs += xv;
+      }
     }
   }
   return s * acc + b * xs;
 }
 
-#define ROUTE_NONE 0x7fffffff
-
-// route_better says whether expert e of logit v goes before expert bi of
-// logit bv (ROUTE_NONE: no expert): a number before NaN, a larger logit
-// first, the lower id on ties (two NaNs too), so that every lane of a warp
-// agrees on the order.
-static __device__ __forceinline__ bool route_better(float v, int e, float bv, int bi) {
-  if (e == ROUTE_NONE || bi == ROUTE_NONE) return bi == ROUTE_NONE && e != ROUTE_NONE;
-  const bool vn = v != v, bn = bv != bv;
-  if (vn != bn) return bn;
-  if (!vn && v != bv) return v > bv;
-  return e < bi;
+// route_key orders logits as ints: a larger logit a larger key, -0 as +0,
+// NaN below every number.
+static __device__ __forceinline__ int route_key(float v) {
+  if (v != v) return (int)0x80000000;
+  const int b = (int)__float_as_uint(v + 0.f);
+  return b >= 0 ? b : (int)(0x80000000u - (u32)b);
 }
 
 // RouteNorm is the add-and-norm before the router (the post-attention
@@ -104,18 +104,6 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   float* ls = rsm + cols;
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int groups = cols / 64;
-  const int wpg = BITS * 2;  // words per group
-  const long long wpr = (long long)groups * wpg;
-  // The weights do not wait for x: this lane's first group is on its way
-  // while x is made.
-  const int r0 = PETAL_BID_X() * ROUTE_WARPS + warp;
-  u32x4 w0[4];
-  float s0 = 0.f, b0 = 0.f;
-  if (r0 < experts && lane < groups) {
-    group_load<BITS>(words + r0 * wpr + lane * wpg, w0);
-    s0 = bf16_to_f32(scales[(long long)r0 * groups + lane]), b0 = bf16_to_f32(biases[(long long)r0 * groups + lane]);
-  }
   if (NORM) {
     __shared__ float red[32];
     float ss = 0.f;
@@ -132,30 +120,25 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
   }
   __syncthreads();
-  for (int r = r0; r < experts; r += PETAL_NCTAID_X() * ROUTE_WARPS) {
+  const int groups = cols / 64;
+  const int wpg = BITS * 2;  // words per group
+  const long long wpr = (long long)groups * wpg;
+  for (int r = PETAL_BID_X() * ROUTE_WARPS + warp; r < experts; r += PETAL_NCTAID_X() * ROUTE_WARPS) {
     float acc = 0.f;
     for (int g = lane; g < groups; g += 32) {
-      if (r != r0 || g != lane) {
-        const long long gi = (long long)r * groups + g;
-        group_load<BITS>(words + r * wpr + g * wpg, w0);
-        s0 = bf16_to_f32(scales[gi]), b0 = bf16_to_f32(biases[gi]);
-      }
-      acc += group_dot<BITS>(w0, xs + 64 * g, s0, b0);
+      const long long gi = (long long)r * groups + g;
+      acc += group_dot<BITS>(words + r * wpr + g * wpg, xs + 64 * g, bf16_to_f32(scales[gi]), bf16_to_f32(biases[gi]));
     }
     acc = warp_sum(acc);
     if (lane == 0) logits[r] = acc;
   }
   // Publish this block's logits, then take a ticket: the last block selects.
-  // (The barrier orders the block's writes before thread 0's fence, which
-  // is cumulative: one fence per block, not one per thread.)
+  fence_gpu();
   __syncthreads();
-  if (tid == 0) {
-    fence_gpu();
-    last = atomic_inc_wrap(counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
-    fence_gpu();
-  }
+  if (tid == 0) last = atomic_inc_wrap(counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
   __syncthreads();
   if (!last) return;
+  fence_gpu();
   if (NORM) {
     // every block has read h: the sum and the normed x go back
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
@@ -165,31 +148,26 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   }
   for (int e = tid; e < experts; e += ROUTE_WARPS * 32) ls[e] = ((volatile float*)logits)[e];
   __syncthreads();
-  if (warp != 0) return;
-  // Selection by warp 0 alone: topk rounds of a warp-wide choice, each lane
-  // offering its best untaken expert of e = lane, lane+32, ... (a larger
-  // logit, or an equal one with the lower id); NaN is never chosen over a
-  // number, and an expert is always chosen, so the ids stay in range.
+  // Expert e's rank is the number that beat it (a larger logit, or an equal
+  // one with a lower id); the topk of rank < topk land in rank order, every
+  // thread ranking its own experts at once.
   __shared__ float selV[32];
   __shared__ int selI[32];
-  u32 taken = 0;  // bit i: expert lane + 32i is chosen
-  for (int k = 0; k < topk; k++) {
-    float bv = 0.f;
-    int bi = ROUTE_NONE;
-    for (int i = 0, e = lane; e < experts; i++, e += 32) {
-      const float v = ls[e];
-      if (!(taken >> i & 1u) && route_better(v, e, bv, bi)) bv = v, bi = e;
+  // The ranks are over order keys (NaN below every number, every NaN
+  // equal), so that they are distinct even for NaN logits and every slot
+  // of the topk gets an expert in range.
+  for (int e = tid; e < experts; e += ROUTE_WARPS * 32) {
+    const float v = ls[e];
+    const int kv = route_key(v);
+    int rank = 0;
+    for (int f = 0; f < experts; f++) {
+      const int ku = route_key(ls[f]);
+      rank += ku > kv || (ku == kv && f < e);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = shfl_xor_i(bi, o);
-      if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
-    }
-    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
-    if (lane == 0) selV[k] = bv, selI[k] = bi;
+    if (rank < topk) selV[rank] = v, selI[rank] = e;
   }
-  __syncwarp();
+  __syncthreads();
+  if (warp != 0) return;
   const float m = selV[0];
   const float mine = lane < topk ? route_exp(selV[lane] - m) : 0.f;
   float denom = 0.f;
