@@ -70,7 +70,7 @@ func (k *Route) LaunchNorm(s *driver.Stream, router *QMatrix, b RouteBuffers, n 
 	var a driver.Args
 	a.Ptr(router.Words).Ptr(router.Scales).Ptr(router.Biases).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).Ptr(n.Out).F32(n.Eps).
 		Ptr(b.Logits).Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Counter).I32(int32(E)).I32(int32(C)).I32(int32(topK)).I32(norm)
-	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), 4*(C+E), &a)
+	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), routeShared(C, E), &a)
 }
 
 // RouteBuffers are the device vectors of one routing: the input X [Cols],
@@ -93,17 +93,21 @@ func (k *Route) Launch(s *driver.Stream, router *QMatrix, b RouteBuffers, topK i
 	var a driver.Args
 	a.Ptr(router.Words).Ptr(router.Scales).Ptr(router.Biases).Ptr(b.X).Ptr(b.Logits).Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Counter).
 		I32(int32(E)).I32(int32(C)).I32(int32(topK)).I32(norm)
-	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), 4*(C+E), &a)
+	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), routeShared(C, E), &a)
 }
 
 // routeFits says whether the router kernels take a router and a top-k:
 // 4- or 8-bit weights in groups of 64, 1 to min(32, experts) chosen of at
-// most 1024 experts, x and the logits within 48 KB of shared memory.
+// most 1024 experts, x, the logits and their keys within 48 KB of shared memory.
 func routeFits(router *QMatrix, topK int) bool {
 	E, C := router.Rows, router.Cols
 	return router.GroupSize == 64 && (router.Bits == 4 || router.Bits == 8) && topK >= 1 && topK <= 32 && topK <= E &&
-		E <= 1024 && 4*(C+E) <= 48<<10
+		E <= 1024 && routeShared(C, E) <= 48<<10
 }
+
+// routeShared is the dynamic shared memory of the router kernels: x, the
+// logits and their order keys.
+func routeShared(C, E int) int { return 4 * (C + 2*E) }
 
 // shape checks a routing the kernels take and gives the plain kernel for
 // the router's bits, the grid and the normalize flag.

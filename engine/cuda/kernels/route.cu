@@ -92,7 +92,7 @@ struct RouteNorm {
   float eps;
 };
 
-// route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, (cols + experts) floats
+// route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, cols + 2·experts floats
 // of dynamic shared memory; counter a u32 the host zeroes once. With NORM, x is computed from nrm.
 template <int BITS, bool NORM>
 static __device__ __forceinline__ void route(const u32* __restrict__ words, const u16* __restrict__ scales,
@@ -102,6 +102,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   extern __shared__ float rsm[];
   float* xs = rsm;
   float* ls = rsm + cols;
+  int* ks = (int*)(ls + experts);  // the logits' order keys
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   if (NORM) {
@@ -146,7 +147,10 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
       nrm.out[i] = xs[i];
     }
   }
-  for (int e = tid; e < experts; e += ROUTE_WARPS * 32) ls[e] = ((volatile float*)logits)[e];
+  for (int e = tid; e < experts; e += ROUTE_WARPS * 32) {
+    ls[e] = ((volatile float*)logits)[e];
+    ks[e] = route_key(ls[e]);
+  }
   __syncthreads();
   // Expert e's rank is the number that beat it (a larger logit, or an equal
   // one with a lower id); the topk of rank < topk land in rank order, every
@@ -158,10 +162,10 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   // of the topk gets an expert in range.
   for (int e = tid; e < experts; e += ROUTE_WARPS * 32) {
     const float v = ls[e];
-    const int kv = route_key(v);
+    const int kv = ks[e];
     int rank = 0;
     for (int f = 0; f < experts; f++) {
-      const int ku = route_key(ls[f]);
+      const int ku = ks[f];
       rank += ku > kv || (ku == kv && f < e);
     }
     if (rank < topk) selV[rank] = v, selI[rank] = e;
