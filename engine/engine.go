@@ -38,7 +38,8 @@ type Engine struct {
 	MaxContext int
 	LoadTime   time.Duration
 
-	ahead *bool // the decode loop's choice to issue steps ahead; nil: the backend's (tests set it)
+	ahead  *bool        // the decode loop's choice to issue steps ahead; nil: the backend's (tests set it)
+	unwrap func() error // lets the backend go of the checkpoint's maps (mapRegions); before they are unmapped
 }
 
 // Open loads the model folder dir.
@@ -51,19 +52,22 @@ func Open(dir string, opt Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(ck, opt.Backend, opt.Chunk)
-	if err != nil {
+	e := &Engine{Dir: dir, Checkpoint: ck, StopIDs: map[int32]bool{}}
+	if e.unwrap, err = mapRegions(opt.Backend, ck); err != nil {
 		ck.Close()
 		return nil, err
 	}
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		ck.Close()
+	if e.Model, err = model.Load(ck, opt.Backend, opt.Chunk); err != nil {
+		e.Close()
 		return nil, err
 	}
-	e := &Engine{Dir: dir, Checkpoint: ck, Model: m, Tokenizer: tok, StopIDs: map[int32]bool{}}
+	if e.Tokenizer, err = tokenizer.Load(dir); err != nil {
+		e.Close()
+		return nil, err
+	}
+	m, tok := e.Model, e.Tokenizer
 	if e.Template, err = loadTemplate(dir, opt.ChatTemplate); err != nil {
-		ck.Close()
+		e.Close()
 		return nil, err
 	}
 	// stop on generation_config's eos list, else config's, else the tokenizer's
@@ -117,8 +121,36 @@ func hasTemplate(dir string) bool {
 	return err == nil && gjson.GetBytes(data, "chat_template").Exists()
 }
 
-// Close releases the memory map.
-func (e *Engine) Close() error { return e.Checkpoint.Close() }
+// mapRegions hands the checkpoint's memory maps to a backend that binds
+// weights in place (backend.RegionMapper), before any matrix is uploaded;
+// the function returned lets the backend go of them.
+func mapRegions(be backend.Backend, ck *checkpoint.Checkpoint) (func() error, error) {
+	rm, ok := be.(backend.RegionMapper)
+	if !ok {
+		return nil, nil
+	}
+	var regions []backend.MappedRegion
+	for _, m := range ck.Mappings() {
+		regions = append(regions, backend.MappedRegion{Name: m.File, Data: m.Data, Largest: m.Largest})
+	}
+	if len(regions) == 0 {
+		return nil, nil
+	}
+	return rm.MapRegions(regions)
+}
+
+// Close releases the memory map, after the backend has let go of it.
+func (e *Engine) Close() error {
+	var err error
+	if e.unwrap != nil {
+		err = e.unwrap()
+		e.unwrap = nil
+	}
+	if cerr := e.Checkpoint.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // NewState starts an empty sequence.
 func (e *Engine) NewState() *model.State { return e.Model.NewState(e.MaxContext) }

@@ -13,6 +13,7 @@ type File struct {
 	tensors []*Tensor // sorted by name
 	byName  map[string]*Tensor
 	data    []byte  // the whole file
+	mapped  bool    // data is a memory map (whole pages), not a copy
 	id      *fileID // nil for a file read from an fs.FS
 	unmap   func() error
 }
@@ -33,7 +34,7 @@ func openFile(name, label string, src source) (*File, error) {
 		unmap()
 		return nil, err
 	}
-	f := &File{Path: name, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), data: data, id: id, unmap: unmap}
+	f := &File{Path: name, Metadata: meta, tensors: tensors, byName: make(map[string]*Tensor, len(tensors)), data: data, mapped: src.mapped() && len(data) > 0, id: id, unmap: unmap}
 	for _, t := range tensors {
 		f.byName[t.Name] = t
 	}
@@ -62,6 +63,6 @@ func (f *File) Close() error {
 	}
 	err := f.unmap()
 	f.unmap = nil
-	f.tensors, f.byName, f.data = nil, nil, nil
+	f.tensors, f.byName, f.data, f.mapped = nil, nil, nil, false
 	return err
 }

@@ -8,6 +8,9 @@ import (
 	"os"
 )
 
+// filesMapped: mapFile's data is a copy in the Go heap.
+const filesMapped = false
+
 // mapFile reads the whole file where no memory map is available.
 func mapFile(path string) (data []byte, id *fileID, unmap func() error, err error) {
 	f, err := os.Open(path)

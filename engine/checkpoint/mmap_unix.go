@@ -9,6 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// filesMapped: mapFile's data is a memory map.
+const filesMapped = true
+
 // mapFile maps a whole file read-only and shared, so the page cache backs
 // the weights and nothing is copied into the Go heap. id identifies the
 // version of the file that was mapped.

@@ -15,6 +15,8 @@ type source interface {
 	readFile(name string) ([]byte, error)
 	// mapFile's id identifies the file on disk; nil for an fs.FS.
 	mapFile(name string) (data []byte, id *fileID, unmap func() error, err error)
+	// mapped: mapFile's data is a memory map (whole pages), not a copy.
+	mapped() bool
 	exists(name string) bool
 }
 
@@ -31,6 +33,8 @@ func (d dirSource) readFile(name string) ([]byte, error) {
 func (d dirSource) mapFile(name string) ([]byte, *fileID, func() error, error) {
 	return mapFile(filepath.Join(string(d), name))
 }
+
+func (d dirSource) mapped() bool { return filesMapped }
 
 func (d dirSource) exists(name string) bool {
 	_, err := os.Stat(filepath.Join(string(d), name))
@@ -54,6 +58,8 @@ func (s fsSource) mapFile(name string) ([]byte, *fileID, func() error, error) {
 	b, err := s.readFile(name)
 	return b, nil, func() error { return nil }, err
 }
+
+func (s fsSource) mapped() bool { return false }
 
 func (s fsSource) exists(name string) bool {
 	_, err := fs.Stat(s.fsys, path.Join(s.dir, name))

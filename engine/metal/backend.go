@@ -36,8 +36,11 @@ type Backend struct {
 	zeros   grower                     // never written: the residual of moe.metal's down (expertsOne)
 	ropes   map[ropeKey]dispatch.Mem   // (hi, lo) inverse frequency pairs per (rotary dims, theta)
 	held    []dispatch.Mem             // freed at Close
+	regions []*region                  // memory maps wrapped in place (MapRegions), released at Close at the latest
 	last    *program                   // the last program run, named in errors that surface later
 	closed  bool
+
+	inPlaceBytes, copiedBytes int64 // of the matrices' codes, scales and biases (WeightBytes)
 }
 
 type ropeKey struct {
@@ -87,6 +90,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	err := b.d.Wait()
+	b.releaseRegions(b.regions) // before the caller unmaps them, with the work reading them done
 	for _, m := range b.held {
 		b.d.Free(m)
 	}
@@ -314,7 +318,7 @@ type matrix struct {
 	b                     *Backend
 	shape                 quant.Matrix // slices nil: the weights live on the device only
 	q                     kernels.QShape
-	words, scales, biases dispatch.Mem
+	words, scales, biases dispatch.Arg // copies at offset 0, or in place in a wrapped memory map
 	sb                    dispatch.Mem // nil unless 4-bit, groups of 64
 	table                 dispatch.Mem // the QShape
 }
@@ -333,7 +337,10 @@ func shapeOf(m *quant.Matrix) kernels.QShape {
 		Group: int32(m.GroupSize), Wpr: int32(m.WordsPerRow()), Gpr: int32(m.GroupsPerRow())}
 }
 
-// Upload copies a quantised matrix to the device.
+// Upload puts a quantised matrix on the device: its codes, scales and
+// biases bound in place where they lie in a region of MapRegions (see
+// inPlace), else copied; the tables made from them (the interleaved
+// scale/bias words, the QShape) are always copied.
 func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -353,14 +360,25 @@ func (b *Backend) Upload(m quant.Matrix) (backend.Matrix, error) {
 		}
 		return mem, nil
 	}
+	// bind is raw in place, or a copy; align is the size of the element
+	// the kernels read it as.
+	bind := func(raw []byte, align int64) (dispatch.Arg, error) {
+		if a, ok := b.inPlace(raw, align); ok {
+			b.inPlaceBytes += int64(len(raw))
+			return a, nil
+		}
+		mem, err := up(raw)
+		b.copiedBytes += int64(len(raw))
+		return dispatch.Arg{Mem: mem}, err
+	}
 	var err error
-	if w.words, err = up(bytesOf(m.Words)); err != nil {
+	if w.words, err = bind(bytesOf(m.Words), 4); err != nil {
 		return nil, err
 	}
-	if w.scales, err = up(bytesOf(m.Scales)); err != nil {
+	if w.scales, err = bind(bytesOf(m.Scales), 2); err != nil {
 		return nil, err
 	}
-	if w.biases, err = up(bytesOf(m.Biases)); err != nil {
+	if w.biases, err = bind(bytesOf(m.Biases), 2); err != nil {
 		return nil, err
 	}
 	if m.Bits == 4 && m.GroupSize == 64 {

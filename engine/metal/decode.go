@@ -45,7 +45,7 @@ func (l *lowering) qmv(w *matrix, x, y dispatch.Arg) bool {
 	perGroup := qmvSimdgroups * (32 / team) * qmvRows
 	l.dispatch("qmv", "qmv_f32_r2_sb", dispatch.D1(ceil(rows, perGroup)), dispatch.D1(qmvSimdgroups*32),
 		params(kernels.QmvParams{Rows: int32(rows), Cols: int32(cols), Team: int32(team)}),
-		dispatch.Arg{Mem: w.words}, dispatch.Arg{Mem: w.sb}, dispatch.Arg{Mem: w.biases}, x, y)
+		w.words, dispatch.Arg{Mem: w.sb}, w.biases, x, y)
 	return true
 }
 
@@ -96,7 +96,7 @@ func qmvGroupLaunch(ws []*matrix, ys []dispatch.Arg) (dispatch.Size, []dispatch.
 	}
 	var bufs []dispatch.Arg
 	for m := range qmvGroupMax {
-		bufs = append(bufs, dispatch.Arg{Mem: ws[slot(m)].words})
+		bufs = append(bufs, ws[slot(m)].words)
 	}
 	for m := range qmvGroupMax {
 		bufs = append(bufs, dispatch.Arg{Mem: ws[slot(m)].sb})
@@ -211,7 +211,7 @@ func (l *lowering) routeOne(o *backend.Route, w *matrix, x, idx, wts dispatch.Ar
 	logits := l.scratch(4 * int64(E))
 	p := params(kernels.RouteParams{Experts: int32(E), Cols: int32(C), Topk: int32(o.TopK), Normalize: norm})
 	l.dispatch("route", fmt.Sprintf("route_logits%d", w.q.Bits), dispatch.D1(ceil(E, routeSimdgroups)), dispatch.D1(routeSimdgroups*32), p,
-		dispatch.Arg{Mem: w.words}, dispatch.Arg{Mem: w.scales}, dispatch.Arg{Mem: w.biases}, x, logits)
+		w.words, w.scales, w.biases, x, logits)
 	l.barrier()
 	l.dispatch("route", "route_select", dispatch.D1(1), dispatch.D1(routeSimdgroups*32), p, logits, idx, wts)
 	return true
@@ -246,7 +246,7 @@ func (l *lowering) expertsOne(o *backend.Experts, ws []*matrix, x, idx, wts, out
 	}
 	h := l.scratch(4 * int64((moeTopK+1)*I))
 	logit := l.scratch(16)
-	sb := func(w *matrix) []dispatch.Arg { return []dispatch.Arg{{Mem: w.words}, {Mem: w.sb}, {Mem: w.biases}} }
+	sb := func(w *matrix) []dispatch.Arg { return []dispatch.Arg{w.words, {Mem: w.sb}, w.biases} }
 	upTeam, downTeam := teamFor(H/64), teamFor(I/64)
 	tasks := (moeTopK+1)*I + 1 // the last task is the shared expert gate
 	l.dispatch("moe", "moe_gate_up_f32_sb", dispatch.D1(ceil(tasks, moeUpSimdgroups*(32/upTeam))), dispatch.D1(moeUpSimdgroups*32),

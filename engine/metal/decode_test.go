@@ -36,7 +36,8 @@ func (f fixture) shaped(experts, rows, cols, bits int) backend.Matrix {
 		f.b.held = append(f.b.held, m)
 		return m
 	}
-	w.words, w.scales, w.biases, w.table = small(), small(), small(), small()
+	w.words, w.scales, w.biases = dispatch.Arg{Mem: small()}, dispatch.Arg{Mem: small()}, dispatch.Arg{Mem: small()}
+	w.table = small()
 	if bits == 4 {
 		w.sb = small()
 	}
@@ -244,7 +245,7 @@ func TestDecodeKernelParams(t *testing.T) {
 	check("route_select", paramsOf[kernels.RouteParams](t, rt[1]), kernels.RouteParams{Experts: 256, Cols: 2048, Topk: 8, Normalize: 1})
 	check("route_select reads the logits", rt[1].Buffers[0], rt[0].Buffers[4])
 	router := l.route.Router.(*matrix)
-	check("route_logits8 scales and biases", rt[0].Buffers[1:3], []dispatch.Arg{{Mem: router.scales}, {Mem: router.biases}})
+	check("route_logits8 scales and biases", rt[0].Buffers[1:3], []dispatch.Arg{router.scales, router.biases})
 
 	moe := commandsOf(p, 7)
 	check("moe_gate_up", paramsOf[kernels.MoeUpParams](t, moe[0]), kernels.MoeUpParams{I: 512, H: 2048, Team: 32})

@@ -114,7 +114,7 @@ func (l *lowering) constant(data []byte) dispatch.Arg {
 
 // qbufs are a matrix's codes, scales and biases, as ops.metal binds them.
 func qbufs(w *matrix) []dispatch.Arg {
-	return []dispatch.Arg{{Mem: w.words}, {Mem: w.scales}, {Mem: w.biases}}
+	return []dispatch.Arg{w.words, w.scales, w.biases}
 }
 
 func join(groups ...[]dispatch.Arg) []dispatch.Arg {

@@ -128,11 +128,14 @@ func everyOp(f fixture, rows int, kv backend.DType) []backend.Op {
 }
 
 // signature is a kernel's bindings as its .metal source declares them:
-// the number of [[buffer(n)]] parameters and the params.h struct taken by
-// constant reference ("" for none).
+// the number of [[buffer(n)]] parameters, the params.h struct taken by
+// constant reference ("" for none), and each buffer's address space and
+// access ("device const", "device" for one the kernel may write,
+// "constant"), by index.
 type signature struct {
 	buffers int
 	params  string
+	spaces  []string
 }
 
 var (
@@ -166,6 +169,24 @@ func signatures(t *testing.T, family string) (map[string]signature, map[string]i
 		}
 		list := src[m[1]:end]
 		s := signature{buffers: len(bufferAttr.FindAllString(list, -1))}
+		s.spaces = make([]string, s.buffers)
+		for _, b := range bufferAttr.FindAllStringSubmatchIndex(list, -1) {
+			i, _ := strconv.Atoi(list[b[2]:b[3]])
+			param := strings.TrimSpace(list[strings.LastIndex(list[:b[0]], ",")+1 : b[0]])
+			if i >= len(s.spaces) {
+				t.Fatalf("%s.metal: %s binds buffer %d of %d", family, name, i, s.buffers)
+			}
+			switch {
+			case strings.HasPrefix(param, "device const "), strings.HasPrefix(param, "const device "):
+				s.spaces[i] = "device const"
+			case strings.HasPrefix(param, "device "):
+				s.spaces[i] = "device"
+			case strings.HasPrefix(param, "constant "):
+				s.spaces[i] = "constant"
+			default:
+				t.Fatalf("%s.metal: %s: buffer %d has no address space I know: %q", family, name, i, param)
+			}
+		}
 		if c := constantRef.FindStringSubmatch(list); c != nil {
 			s.params = c[1]
 		}
@@ -534,7 +555,7 @@ func checkOrdered(t *testing.T, p *program) {
 // TestCommandLimits: a dispatch of more than 31 bindings, too many
 // threads or an empty grid is refused before a device sees it.
 func TestCommandLimits(t *testing.T) {
-	m := &hostMem{make([]byte, 64)}
+	m := &hostMem{b: make([]byte, 64)}
 	args := func(n int) []dispatch.Arg { return slices.Repeat([]dispatch.Arg{{Mem: m}}, n) }
 	ok := dispatch.Command{Kernel: entry{"ops", "k"}, Buffers: args(30), Params: []byte{1, 2, 3, 4}, Groups: dispatch.D1(1), Threads: dispatch.D1(1024)}
 	if err := ok.Check(); err != nil {
@@ -645,8 +666,8 @@ func TestUploadLayout(t *testing.T) {
 		if w.Shape().Words != nil || w.Shape().Rows != 5 || w.Shape().Experts != 3 {
 			t.Errorf("%d-bit: shape %+v", bits, w.Shape())
 		}
-		read := func(mem dispatch.Mem, n int) []byte {
-			raw, err := at(dispatch.Arg{Mem: mem}, n)
+		read := func(a dispatch.Arg, n int) []byte {
+			raw, err := at(a, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -660,7 +681,7 @@ func TestUploadLayout(t *testing.T) {
 			t.Errorf("%d-bit: interleaved words %v", bits, w.sb != nil)
 		}
 		if w.sb != nil {
-			sb := read(w.sb, 4*len(m.Scales))
+			sb := read(dispatch.Arg{Mem: w.sb}, 4*len(m.Scales))
 			for i := range m.Scales {
 				if v := binary.LittleEndian.Uint32(sb[4*i:]); v != uint32(m.Scales[i])|uint32(m.Biases[i])<<16 {
 					t.Fatalf("interleaved word %d: %#x", i, v)
@@ -668,8 +689,8 @@ func TestUploadLayout(t *testing.T) {
 			}
 		}
 		want := kernels.QShape{Rows: 15, Cols: 128, Bits: int32(bits), Group: 64, Wpr: int32(128 * bits / 32), Gpr: 2}
-		if !bytes.Equal(read(w.table, 24), params(want)) {
-			t.Errorf("%d-bit: QShape %x, want %+v", bits, read(w.table, 24), want)
+		if !bytes.Equal(read(dispatch.Arg{Mem: w.table}, 24), params(want)) {
+			t.Errorf("%d-bit: QShape %x, want %+v", bits, read(dispatch.Arg{Mem: w.table}, 24), want)
 		}
 	}
 }

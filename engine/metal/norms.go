@@ -66,7 +66,7 @@ func (b *Backend) normRouteStep(ops []backend.Op, i int) (lowered, bool, error) 
 	p := params(kernels.RouteNormParams{Experts: int32(E), Cols: int32(C), Topk: int32(r.TopK), Normalize: norm, HasDelta: has, Eps: n.Eps})
 	logits := l.scratch(4 * int64(E))
 	l.dispatch("route", fmt.Sprintf("route_logits_norm%d", w.q.Bits), dispatch.D1(ceil(E, routeSimdgroups)), dispatch.D1(routeSimdgroups*32), p,
-		dispatch.Arg{Mem: w.words}, dispatch.Arg{Mem: w.scales}, dispatch.Arg{Mem: w.biases}, h, delta, nw, logits)
+		w.words, w.scales, w.biases, h, delta, nw, logits)
 	l.barrier()
 	l.dispatch("route", "route_select_norm", dispatch.D1(1), dispatch.D1(routeSimdgroups*32), p, logits, idx, wts, h, delta, nw, out)
 	if l.err != nil {

@@ -53,7 +53,7 @@ func wantGroupBindings(t *testing.T, b *Backend, g *backend.QLinearGroup) []disp
 	}
 	var out []dispatch.Arg
 	for m := range 4 {
-		out = append(out, dispatch.Arg{Mem: g.W[slot(m)].(*matrix).words})
+		out = append(out, g.W[slot(m)].(*matrix).words)
 	}
 	for m := range 4 {
 		out = append(out, dispatch.Arg{Mem: g.W[slot(m)].(*matrix).sb})
@@ -214,7 +214,7 @@ func TestNormsFusedChoice(t *testing.T) {
 			delta = argOf(t, b, n.Delta)
 		}
 		router := r.Router.(*matrix)
-		wantLg := []dispatch.Arg{{Mem: router.words}, {Mem: router.scales}, {Mem: router.biases}, h, delta, argOf(t, b, n.Weight), lg.Buffers[6]}
+		wantLg := []dispatch.Arg{router.words, router.scales, router.biases, h, delta, argOf(t, b, n.Weight), lg.Buffers[6]}
 		if !reflect.DeepEqual(lg.Buffers, wantLg) {
 			t.Errorf("route_logits_norm8 bindings %+v, want %+v", lg.Buffers, wantLg)
 		}

@@ -44,6 +44,9 @@ type deviceDispatcher struct {
 type deviceMem struct {
 	b *device.Buffer
 	n int64
+	// view: a no-copy view of a memory map (MapHost), read-only, released
+	// with its mappedViews, never by Free
+	view bool
 }
 
 func (m *deviceMem) Size() int64 { return m.n }
@@ -61,24 +64,27 @@ func (d *deviceDispatcher) Alloc(n int64) (dispatch.Mem, error) {
 		return nil, err
 	}
 	clear(b.Bytes())
-	return &deviceMem{b, n}, nil
+	return &deviceMem{b: b, n: n}, nil
 }
 
 func (d *deviceDispatcher) Free(m dispatch.Mem) {
-	if dm, ok := m.(*deviceMem); ok && dm.b != nil {
+	if dm, ok := m.(*deviceMem); ok && dm.b != nil && !dm.view {
 		dm.b.Release()
 		dm.b = nil
 	}
 }
 
-// bytes is n bytes of a's allocation from a's offset, as the CPU sees them.
-func bytesAt(a dispatch.Arg, n int64) ([]byte, error) {
+// bytesAt is n bytes of a's allocation from a's offset, as the CPU sees
+// them, to be written where write is set (never a view of a memory map).
+func bytesAt(a dispatch.Arg, n int64, write bool) ([]byte, error) {
 	dm, ok := a.Mem.(*deviceMem)
 	switch {
 	case !ok || dm == nil:
 		return nil, fmt.Errorf("metal: a buffer that is not this device's")
 	case dm.b == nil:
 		return nil, fmt.Errorf("metal: a freed buffer")
+	case write && dm.view:
+		return nil, fmt.Errorf("metal: a write into a read-only view of the checkpoint's memory map")
 	case a.Off < 0 || a.Off+n > dm.n:
 		return nil, fmt.Errorf("metal: bytes [%d, %d) of a %d-byte buffer", a.Off, a.Off+n, dm.n)
 	}
@@ -92,7 +98,7 @@ func (d *deviceDispatcher) Upload(dst dispatch.Arg, src []byte) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	b, err := bytesAt(dst, int64(len(src)))
+	b, err := bytesAt(dst, int64(len(src)), true)
 	if err != nil {
 		return err
 	}
@@ -104,7 +110,7 @@ func (d *deviceDispatcher) Download(dst []byte, src dispatch.Arg) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	b, err := bytesAt(src, int64(len(dst)))
+	b, err := bytesAt(src, int64(len(dst)), false)
 	if err != nil {
 		return err
 	}
@@ -116,16 +122,67 @@ func (d *deviceDispatcher) Copy(dst, src dispatch.Arg, n int64) error {
 	if err := d.Wait(); err != nil {
 		return err
 	}
-	to, err := bytesAt(dst, n)
+	to, err := bytesAt(dst, n, true)
 	if err != nil {
 		return err
 	}
-	from, err := bytesAt(src, n)
+	from, err := bytesAt(src, n, false)
 	if err != nil {
 		return err
 	}
 	copy(to, from)
 	return nil
+}
+
+var _ dispatch.HostMapper = (*deviceDispatcher)(nil)
+
+// MapHost wraps a memory map as no-copy buffers in shared storage, views
+// of 16 KiB pages under the device's maxBufferLength (device.WrapMapped):
+// the GPU reads the weights where the page cache holds them.
+func (d *deviceDispatcher) MapHost(region []byte, span int64) (dispatch.Mapped, error) {
+	if span < 1 {
+		return nil, fmt.Errorf("metal: wrapping a memory map for tensors of %d bytes", span)
+	}
+	m, err := d.dev.WrapMapped(region, uint64(span))
+	if err != nil {
+		return nil, err
+	}
+	v := &mappedViews{m: m}
+	for _, b := range m.Buffers {
+		v.views = append(v.views, &deviceMem{b: b, n: int64(b.Len()), view: true})
+	}
+	return v, nil
+}
+
+// mappedViews is a memory map wrapped by MapHost.
+type mappedViews struct {
+	m     *device.Mapped
+	views []*deviceMem // m.Buffers, as this dispatcher's memory
+}
+
+func (v *mappedViews) Locate(off, n int64) (dispatch.Arg, error) {
+	if off < 0 || n < 1 {
+		return dispatch.Arg{}, fmt.Errorf("metal: bytes [%d, %d) of a memory map", off, off+n)
+	}
+	k, within, err := v.m.Plan.Locate(uint64(off), uint64(n))
+	if err != nil {
+		return dispatch.Arg{}, err
+	}
+	if k >= len(v.views) || v.views[k].b == nil {
+		return dispatch.Arg{}, fmt.Errorf("metal: a memory map whose views were released")
+	}
+	return dispatch.Arg{Mem: v.views[k], Off: int64(within)}, nil
+}
+
+func (v *mappedViews) Views() int { return len(v.views) }
+
+// Release releases the views; a dispatch still binding one is refused
+// (Submit's check of freed buffers).
+func (v *mappedViews) Release() {
+	for _, dm := range v.views {
+		dm.b = nil
+	}
+	v.m.Release()
 }
 
 type pipeline struct{ p *device.Pipeline }

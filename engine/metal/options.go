@@ -30,6 +30,13 @@ type Options struct {
 	// row bit for bit add_rmsnorm's. Off by default until the kernels have
 	// run on a GPU.
 	FusedNorms bool
+	// CopyWeights copies every matrix's codes, scales and biases into
+	// buffers of their own; off (weights=mapped, the default), those lying
+	// in the checkpoint's memory maps are bound there as no-copy buffers
+	// (MapRegions), so that a Mac does not hold the weights twice while
+	// loading (about 20 GB for the 35B model). On, for an ablation and as
+	// a way out where wrapping fails.
+	CopyWeights bool
 	// SyncEach waits after every op, so that an error of the device names
 	// the op that caused it (slow).
 	SyncEach bool
@@ -45,6 +52,8 @@ const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default
 	`norms=fused|apart (fused: the norms of one token inside the kernels of the router and of the first projections; ` +
 	`not yet run on any GPU, so the default is apart), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
+	`weights=mapped|copy (mapped: the weights bound in place in the checkpoint's memory maps, as no-copy buffers; ` +
+	`copy: copied into buffers of their own, the checkpoint then held twice while loading; default mapped), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run)`
 
 // ParseOptions reads the options of a backend Spec named metal.
@@ -62,6 +71,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FusedNorms, err = kv.Is("metal", "fused", "apart")
 		case "kv":
 			o.KV, err = kv.KVType("metal")
+		case "weights":
+			var mapped bool
+			mapped, err = kv.Is("metal", "mapped", "copy")
+			o.CopyWeights = !mapped
 		case "sync":
 			run, err = kv.Is("metal", "run", "op")
 			o.SyncEach = !run

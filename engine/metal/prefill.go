@@ -49,7 +49,7 @@ func (l *lowering) gemmDense(w *matrix, x, y dispatch.Arg, rows int) bool {
 func (l *lowering) denseGEMM(entry string, w *matrix, x, y dispatch.Arg, rows int) {
 	N, K := w.rows(), w.cols()
 	l.dispatch("gemm", entry, dispatch.D2(ceil(N, gemmBN), ceil(rows, gemmBM)), dispatch.D1(gemmThreads),
-		params(kernels.GemmDenseParams{M: int32(rows), N: int32(N), K: int32(K)}), x, dispatch.Arg{Mem: w.words}, dispatch.Arg{Mem: w.sb}, y)
+		params(kernels.GemmDenseParams{M: int32(rows), N: int32(N), K: int32(K)}), x, w.words, dispatch.Arg{Mem: w.sb}, y)
 }
 
 // expertsSimd lowers an Experts op of several rows to gemm.metal where it
@@ -81,7 +81,7 @@ func (l *lowering) expertsSimd(o *backend.Experts, ws []*matrix, x, idx, wts, ou
 	hb, ys := l.scratch(2*int64(pairs*I)), l.scratch(4*int64(pairs*H))
 	gs, us := l.scratch(4*int64(rows*SI)), l.scratch(4*int64(rows*SI))
 	hs, logit := l.scratch(2*int64(rows*SI)), l.scratch(4*int64(rows))
-	sbw := func(w *matrix) []dispatch.Arg { return []dispatch.Arg{{Mem: w.words}, {Mem: w.sb}} }
+	sbw := func(w *matrix) []dispatch.Arg { return []dispatch.Arg{w.words, {Mem: w.sb}} }
 
 	l.dispatch("gemm", "moe_route", dispatch.D1(1), dispatch.D1(gemmRouteThreads),
 		params(kernels.MoeRouteParams{T: int32(rows), E: int32(E), BM: gemmBM}),

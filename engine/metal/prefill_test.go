@@ -133,7 +133,7 @@ func TestSimdGEMMParams(t *testing.T) {
 	}
 	sbw := func(m backend.Matrix) []dispatch.Arg {
 		w := m.(*matrix)
-		return []dispatch.Arg{{Mem: w.words}, {Mem: w.sb}}
+		return []dispatch.Arg{w.words, {Mem: w.sb}}
 	}
 
 	ql := ops[0].(*backend.QLinear)

@@ -124,3 +124,30 @@ type Dispatcher interface {
 	// Close waits for the device and releases what the dispatcher holds.
 	Close() error
 }
+
+// HostMapper is a Dispatcher that can also wrap host memory as device
+// buffers without copying it (Metal's no-copy buffers over a memory-mapped
+// checkpoint, which Apple silicon's GPU reads where it lies). A dispatcher
+// without it gets every weight copied.
+type HostMapper interface {
+	// MapHost wraps region, which starts on a page and stays mapped until
+	// the result is released, as read-only buffers: views under the
+	// device's longest buffer, overlapping so that every range of up to
+	// span bytes lies wholly inside one of them.
+	MapHost(region []byte, span int64) (Mapped, error)
+}
+
+// Mapped is host memory a HostMapper wrapped.
+type Mapped interface {
+	// Locate is the position, in the view that wholly holds them, of bytes
+	// [off, off+n) of the region. A kernel may only read there: the
+	// buffers are never the destination of an Upload or a Copy, nor bound
+	// where a kernel writes.
+	Locate(off, n int64) (Arg, error)
+	// Views is the number of buffers the region was wrapped in.
+	Views() int
+	// Release releases the buffers; the caller waits first for the work
+	// that reads them. The region may be unmapped afterwards, and a
+	// dispatch binding them fails.
+	Release()
+}
