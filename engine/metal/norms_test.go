@@ -340,7 +340,7 @@ func TestParseNormsOption(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "norms", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "norms") {
 		t.Errorf("norms=on: %v", err)
 	}
-	if !strings.Contains(OptionsHelp, "norms=fused|apart") || !strings.Contains(OptionsHelp, "not yet run") {
-		t.Errorf("the help does not say norms=fused|apart and that it has not run: %s", OptionsHelp)
+	if !strings.Contains(OptionsHelp, "norms=fused|apart") || !strings.Contains(OptionsHelp, "default is apart") {
+		t.Errorf("the help does not say norms=fused|apart and its default: %s", OptionsHelp)
 	}
 }

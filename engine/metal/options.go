@@ -48,9 +48,10 @@ func DefaultOptions() Options { return Options{Fused: true, KV: backend.F32} }
 // OptionsHelp lists the options of "--backend metal:KEY=VALUE,...".
 const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`gemm=simd|plain (simd: prefill's 4-bit GEMMs and MoE on gemm.metal's simdgroup matrices, bf16 inputs with float32 sums; ` +
-	`not yet run on any GPU, so the default is plain: ops.metal's float32 tiled GEMM), ` +
+	`run on an NVIDIA GPU through the CUDA dialect's emulated simdgroup matrices, not yet on Apple hardware, ` +
+	`so the default is plain: ops.metal's float32 tiled GEMM), ` +
 	`norms=fused|apart (fused: the norms of one token inside the kernels of the router and of the first projections; ` +
-	`not yet run on any GPU, so the default is apart), ` +
+	`without a grid-wide ticket it saves no dispatch on Metal, so the default is apart), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`weights=mapped|copy (mapped: the weights bound in place in the checkpoint's memory maps, as no-copy buffers; ` +
 	`copy: copied into buffers of their own, the checkpoint then held twice while loading; default mapped), ` +
