@@ -733,7 +733,7 @@ func TestRouterTF32MatchesReference(t *testing.T) {
 					if !slices.Equal(gotIDs, ids) {
 						t.Errorf("experts differ from the reference's")
 					}
-					e, ep := rmsError(got, wts), rmsError(plainW, wts)
+					e, ep := relErr(got, wts), relErr(plainW, wts)
 					t.Logf("weights: error %.3g of the RMS under router=tf32, %.3g under router=plain", e, ep)
 					if e > max(ep, routerTF32Bar) {
 						t.Errorf("router=tf32: error %.3g of the RMS, above router=plain's %.3g and the bar %g", e, ep, routerTF32Bar)
@@ -749,13 +749,3 @@ func TestRouterTF32MatchesReference(t *testing.T) {
 // the 8-bit router of 2048 columns at 512 rows; router=plain's float32
 // sums 1.9e-5).
 const routerTF32Bar = 5e-6
-
-// rmsError is the largest |got - want| over the RMS of want.
-func rmsError(got []float32, want []float64) float64 {
-	var ss, worst float64
-	for i, w := range want {
-		ss += w * w
-		worst = max(worst, math.Abs(float64(got[i])-w))
-	}
-	return worst / math.Sqrt(ss/float64(len(want)))
-}

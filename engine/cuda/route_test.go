@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/driver"
 	"petal/engine/quant"
 )
 
@@ -29,22 +30,8 @@ var routeShapes = []routeShape{
 // the weights; outputs poisoned, guards checked, run twice to check that
 // the block counter is left as found.
 func TestRouteMatchesReference(t *testing.T) {
-	c := gpu(t)
-	s := newTestStream(t, c)
-	up, err := c.NewUploader(s, 32<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	k, err := NewRoute(loadModule(t, LoadRouteModule, c))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s, up, k, counter := routeRig(t)
 	rng := freshRNG(t)
-	counter := newBuf(t, c, s, 1, "counter")
-	if err := s.Fill32(counter.P, 0, 1); err != nil {
-		t.Fatal(err)
-	}
 	for _, sh := range routeShapes {
 		m := quant.RandomMatrix(rng, 1, sh.experts, sh.cols, sh.bits, 64)
 		if sh.pairedTies {
@@ -114,17 +101,7 @@ func TestRouteMatchesReference(t *testing.T) {
 // kernels index weights by them), numbers before NaNs, the lower id first
 // among NaNs.
 func TestRouteNaNKeepsIDsInRange(t *testing.T) {
-	c := gpu(t)
-	s := newTestStream(t, c)
-	up, err := c.NewUploader(s, 32<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	k, err := NewRoute(loadModule(t, LoadRouteModule, c))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s, up, k, counter := routeRig(t)
 	rng := freshRNG(t)
 	const E, C, K = 256, 2048, 8
 	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
@@ -133,10 +110,6 @@ func TestRouteNaNKeepsIDsInRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qm.Free()
-	counter := newBuf(t, c, s, 1, "counter")
-	if err := s.Fill32(counter.P, 0, 1); err != nil {
-		t.Fatal(err)
-	}
 	x := randomVector(rng, C)
 	x[5] = float32(math.NaN())
 	xb := upBuf(t, c, s, x, "x")
@@ -154,4 +127,26 @@ func TestRouteNaNKeepsIDsInRange(t *testing.T) {
 			break
 		}
 	}
+}
+
+// routeRig is what a router kernel test needs: the context, a stream, an
+// uploader, the kernels and a zeroed block counter.
+func routeRig(t *testing.T) (*driver.Context, *driver.Stream, *driver.Uploader, *Route, devBuf) {
+	t.Helper()
+	c := gpu(t)
+	s := newTestStream(t, c)
+	up, err := c.NewUploader(s, 32<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	k, err := NewRoute(loadModule(t, LoadRouteModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := newBuf(t, c, s, 1, "counter")
+	if err := s.Fill32(counter.P, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	return c, s, up, k, counter
 }

@@ -61,7 +61,9 @@ func TestRouterCodesRounding(t *testing.T) {
 			codes[tok*E+n], tiled[tok*E+n] = float64(float32(acc)), float64(accF)
 		}
 	}
-	ec, et := rmsError(weightsOf(codes, rows, E, K), want), rmsError(weightsOf(tiled, rows, E, K), want)
+	_, wc := backendtest.RouteLogits(codes, E, rows, K, true)
+	_, wt := backendtest.RouteLogits(tiled, E, rows, K, true)
+	ec, et := relErr(widen32(wc), want), relErr(widen32(wt), want)
 	t.Logf("emulated weights error over the RMS: qgemm_codes %.3g, qgemm %.3g", ec, et)
 	if ec > routerTF32Bar || et <= routerTF32Bar {
 		t.Errorf("qgemm_codes %.3g, qgemm %.3g: want the first within the bar %g and the second not", ec, et, routerTF32Bar)
@@ -75,32 +77,3 @@ func tf32Round(x float32) float32 {
 }
 
 func bf16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
-
-// weightsOf is the top-k softmax weights of each row of logits,
-// renormalised (backendtest.Route's, from given logits), as float32.
-func weightsOf(logits []float64, rows, E, K int) []float32 {
-	var out []float32
-	for tok := range rows {
-		l := logits[tok*E : (tok+1)*E]
-		taken := make([]bool, E)
-		var sel []float64
-		for range K {
-			best := -1
-			for e := range l {
-				if !taken[e] && (best < 0 || l[e] > l[best]) {
-					best = e
-				}
-			}
-			taken[best] = true
-			sel = append(sel, l[best])
-		}
-		var total float64
-		for _, v := range sel {
-			total += math.Exp(v - sel[0])
-		}
-		for _, v := range sel {
-			out = append(out, float32(math.Exp(v-sel[0])/total))
-		}
-	}
-	return out
-}

@@ -276,7 +276,11 @@ func Attention(q, qg, kc, vc []float32, pos, rows, QH, KVH, D int) []float64 {
 // (the lower index first on ties), their probabilities, renormalised when
 // normalize.
 func Route(router []float64, E, C int, x []float32, rows, topK int, normalize bool) (idx []int32, wts []float64) {
-	logits := Linear(router, E, C, x, rows)
+	return RouteLogits(Linear(router, E, C, x, rows), E, rows, topK, normalize)
+}
+
+// RouteLogits is Route from given logits [rows, E].
+func RouteLogits(logits []float64, E, rows, topK int, normalize bool) (idx []int32, wts []float64) {
 	for t := range rows {
 		l := logits[t*E : (t+1)*E]
 		m := math.Inf(-1)
