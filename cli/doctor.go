@@ -141,6 +141,11 @@ type metalLibrary struct {
 	Kernels  []string `json:"kernels"`
 	Error    string   `json:"error,omitempty"`
 	Warnings string   `json:"warnings,omitempty"`
+	// MSL is the language version it was compiled as, where not the
+	// report's (gemm_tensor: 4.0); Skipped why it was not compiled (a
+	// device without Metal 4's tensor operations).
+	MSL     string `json:"msl_version,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
 }
 
 type autoReport struct {
@@ -380,9 +385,16 @@ func metalChecks(m metalReport) []doctorCheck {
 	}
 	var cs []doctorCheck
 	for _, l := range m.Libraries {
+		msl := m.MSLVersion
+		if l.MSL != "" {
+			msl = l.MSL
+		}
 		c := doctorCheck{Name: "metal library " + l.Family + " compiles", Status: checkPass,
-			Detail: fmt.Sprintf("MSL %s, %s math, kernels: %s", m.MSLVersion, m.MathMode, strings.Join(l.Kernels, " "))}
-		if !l.Compiled {
+			Detail: fmt.Sprintf("MSL %s, %s math, kernels: %s", msl, m.MathMode, strings.Join(l.Kernels, " "))}
+		switch {
+		case l.Skipped != "":
+			c.Status, c.Detail = checkSkip, l.Skipped
+		case !l.Compiled:
 			c.Status, c.Detail = checkFail, l.Error
 		}
 		cs = append(cs, c)

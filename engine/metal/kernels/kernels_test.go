@@ -71,3 +71,20 @@ func TestInlinedSourcesTypeCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedsMSL4: exactly the families whose source includes <metal_tensor>
+// are compiled as MSL 4.0.
+func TestNeedsMSL4(t *testing.T) {
+	for _, f := range Families() {
+		src, err := Source(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uses := strings.Contains(src, "#include <metal_tensor>"); uses != NeedsMSL4(f) {
+			t.Errorf("%s: includes <metal_tensor> %v, NeedsMSL4 %v", f, uses, NeedsMSL4(f))
+		}
+	}
+	if !NeedsMSL4(TensorFamily) {
+		t.Errorf("%s is not MSL 4.0", TensorFamily)
+	}
+}
