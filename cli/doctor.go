@@ -40,7 +40,8 @@ func doctorCommand(st *Streams) *cli.Command {
          capability and free/total memory, and whether every embedded PTX module of petal's
          kernels loads (with the driver's JIT message when one does not);
   Metal  on macOS the device, its GPU family, the MSL version and math mode read back from
-         the compiler, every embedded Metal library compiled with each of its kernels, and
+         the compiler, every embedded Metal library compiled with each of its kernels
+         (gemm_tensor, on Metal 4's tensor operations, only where the device has them), and
          whether each object petal messages responds to every selector it is sent;
          elsewhere that Metal is only available on macOS with Apple silicon;
 then which backend --backend auto would choose and why. Checks that compute: the embedded
