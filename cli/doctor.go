@@ -40,7 +40,8 @@ func doctorCommand(st *Streams) *cli.Command {
          capability and free/total memory, and whether every embedded PTX module of petal's
          kernels loads (with the driver's JIT message when one does not);
   Metal  on macOS the device, its GPU family, the MSL version and math mode read back from
-         the compiler, every embedded Metal library compiled with each of its kernels, and
+         the compiler, every embedded Metal library compiled with each of its kernels
+         (gemm_tensor, on Metal 4's tensor operations, only where the device has them), and
          whether each object petal messages responds to every selector it is sent;
          elsewhere that Metal is only available on macOS with Apple silicon;
 then which backend --backend auto would choose and why. Checks that compute: the embedded
@@ -141,6 +142,11 @@ type metalLibrary struct {
 	Kernels  []string `json:"kernels"`
 	Error    string   `json:"error,omitempty"`
 	Warnings string   `json:"warnings,omitempty"`
+	// MSL is the language version it was compiled as, where not the
+	// report's (gemm_tensor: 4.0); Skipped why it was not compiled (a
+	// device without Metal 4's tensor operations).
+	MSL     string `json:"msl_version,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
 }
 
 type autoReport struct {
@@ -380,9 +386,16 @@ func metalChecks(m metalReport) []doctorCheck {
 	}
 	var cs []doctorCheck
 	for _, l := range m.Libraries {
+		msl := m.MSLVersion
+		if l.MSL != "" {
+			msl = l.MSL
+		}
 		c := doctorCheck{Name: "metal library " + l.Family + " compiles", Status: checkPass,
-			Detail: fmt.Sprintf("MSL %s, %s math, kernels: %s", m.MSLVersion, m.MathMode, strings.Join(l.Kernels, " "))}
-		if !l.Compiled {
+			Detail: fmt.Sprintf("MSL %s, %s math, kernels: %s", msl, m.MathMode, strings.Join(l.Kernels, " "))}
+		switch {
+		case l.Skipped != "":
+			c.Status, c.Detail = checkSkip, l.Skipped
+		case !l.Compiled:
 			c.Status, c.Detail = checkFail, l.Error
 		}
 		cs = append(cs, c)

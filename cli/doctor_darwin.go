@@ -15,8 +15,10 @@ import (
 var kernelName = regexp.MustCompile(`(?m)^\s*kernel\s+void\s+(\w+)\s*\(`)
 
 // probeMetal opens the default device and compiles every embedded library
-// with the options petal compiles with (MSL 3.1, safe math), reading both
-// back, and makes the pipeline of every kernel.
+// with the options petal compiles with (MSL 3.1, safe math; the
+// tensor-operation family MSL 4.0 where the device has Metal 4 and the
+// M5's neural accelerators, else skipped), reading both back, and makes
+// the pipeline of every kernel.
 func probeMetal() metalReport {
 	d, err := device.Open()
 	if err != nil {
@@ -30,14 +32,31 @@ func probeMetal() metalReport {
 	if d.Info.AppleFamily > 0 {
 		r.GPUFamily = fmt.Sprintf("MTLGPUFamilyApple%d", d.Info.AppleFamily)
 	}
-	opt := device.CompileOptions{Language: device.MSL31, Math: device.MathSafe}
+	if d.Info.Metal4 {
+		r.GPUFamily += ", MTLGPUFamilyMetal4"
+	}
 	for _, fam := range kernels.Families() {
 		l := metalLibrary{Family: fam}
+		opt := device.CompileOptions{Language: device.MSL31, Math: device.MathSafe}
+		if kernels.NeedsMSL4(fam) {
+			// Metal 4's tensor operations (gemm=tensor), compiled as MSL 4.0
+			// where the device takes them.
+			if err := device.TensorOps(d.Info.AppleFamily, d.Info.Metal4); err != nil {
+				l.Skipped = err.Error() + ": gemm=tensor keeps gemm=simd's kernels here"
+				r.Libraries = append(r.Libraries, l)
+				continue
+			}
+			opt.Language = device.MSL40
+		}
 		src, err := kernels.Source(fam)
 		if err == nil {
 			var lib *device.Library
 			if lib, err = d.Compile(src, opt); err == nil {
-				r.MSLVersion, r.MathMode = lib.Language.String(), lib.Math.String()
+				if kernels.NeedsMSL4(fam) {
+					l.MSL = lib.Language.String()
+				} else {
+					r.MSLVersion, r.MathMode = lib.Language.String(), lib.Math.String()
+				}
 				l.Warnings = lib.Warnings
 				for _, m := range kernelName.FindAllStringSubmatch(src, -1) {
 					if _, perr := lib.Pipeline(m[1]); perr != nil {

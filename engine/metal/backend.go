@@ -15,7 +15,9 @@ package metal
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"unsafe"
 
 	"petal/engine/backend"
@@ -65,7 +67,26 @@ func New(d dispatch.Dispatcher, o Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("metal: KV caches of element type %s, want f32 or bf16", o.KV)
 	}
+	if o.TensorGEMM {
+		o.SimdGEMM = true
+		if err := tensorOps(d); err != nil {
+			o.TensorGEMM = false
+			fmt.Fprintf(stderr, "metal: gemm=tensor: %v; prefill's GEMMs take gemm=simd (simdgroup matrices) instead\n", err)
+		}
+	}
 	return &Backend{o: o, d: d, kernels: map[string]dispatch.Kernel{}, ropes: map[ropeKey]dispatch.Mem{}}, nil
+}
+
+// stderr receives the backend's notes (the fallback from gemm=tensor).
+var stderr io.Writer = os.Stderr
+
+// tensorOps is nil where d runs Metal 4's tensor operations, else why not.
+func tensorOps(d dispatch.Dispatcher) error {
+	t, ok := d.(dispatch.TensorOps)
+	if !ok {
+		return fmt.Errorf("%s has no tensor operations", d.Device())
+	}
+	return t.TensorOps()
 }
 
 func (b *Backend) Name() string { return "metal" }

@@ -32,4 +32,12 @@ func TestConformance(t *testing.T) {
 		o.SimdGEMM = true
 		backendtest.Run(t, openBackend(t, o))
 	})
+	// gemm=tensor: the same, with gemm_tensor.metal in place of gemm.metal's
+	// GEMMs (through the CUDA dialect, its emulated matmul2d; on a Mac
+	// without tensor operations, gemm=simd's lowering).
+	t.Run("gemm=tensor", func(t *testing.T) {
+		o := metal.DefaultOptions()
+		o.TensorGEMM = true
+		backendtest.Run(t, openBackend(t, o))
+	})
 }

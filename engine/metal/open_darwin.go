@@ -27,8 +27,17 @@ func Open(o Options) (*Backend, error) {
 
 // compileOptions are the settings every library is compiled with, both
 // read back by device.Compile: MSL 3.1, and safe math (the kernels rely on
-// fma kept and nothing reassociated: rowmath.h's exp_acc, rope.h).
+// fma kept and nothing reassociated: rowmath.h's exp_acc, rope.h); the
+// tensor-operation family (kernels.NeedsMSL4) MSL 4.0.
 var compileOptions = device.CompileOptions{Language: device.MSL31, Math: device.MathSafe}
+
+func compileOptionsFor(family string) device.CompileOptions {
+	o := compileOptions
+	if kernels.NeedsMSL4(family) {
+		o.Language = device.MSL40
+	}
+	return o
+}
 
 // deviceDispatcher is the dispatch.Dispatcher of a Metal device: buffers
 // in shared storage (the CPU copies into and out of them once the GPU is
@@ -52,7 +61,11 @@ type deviceMem struct {
 func (m *deviceMem) Size() int64 { return m.n }
 
 func (d *deviceDispatcher) Device() string {
-	return fmt.Sprintf("%s (Apple GPU family %d)", d.dev.Info.Name, d.dev.Info.AppleFamily)
+	metal4 := ""
+	if d.dev.Info.Metal4 {
+		metal4 = ", Metal 4"
+	}
+	return fmt.Sprintf("%s (Apple GPU family %d%s)", d.dev.Info.Name, d.dev.Info.AppleFamily, metal4)
 }
 
 func (d *deviceDispatcher) Alloc(n int64) (dispatch.Mem, error) {
@@ -189,17 +202,50 @@ type pipeline struct{ p *device.Pipeline }
 
 func (p pipeline) Name() string { return p.p.Name }
 
+// library is family's library, compiled on first use.
+func (d *deviceDispatcher) library(family string) (*device.Library, error) {
+	if lib, ok := d.libs[family]; ok {
+		return lib, nil
+	}
+	src, err := kernels.Source(family)
+	if err != nil {
+		return nil, err
+	}
+	lib, err := d.dev.Compile(src, compileOptionsFor(family))
+	if err != nil {
+		return nil, fmt.Errorf("metal: %s.metal: %w", family, err)
+	}
+	d.libs[family] = lib
+	return lib, nil
+}
+
+var _ dispatch.TensorOps = (*deviceDispatcher)(nil)
+
+// TensorOps is nil where the device takes gemm=tensor: in
+// MTLGPUFamilyMetal4 and an Apple10 GPU (device.TensorOps), and its
+// compiler builds gemm_tensor.metal at MSL 4.0 with a pipeline for each of
+// its kernels, done here, at open, so that a refusal falls back to
+// gemm=simd rather than failing the first prefill.
+func (d *deviceDispatcher) TensorOps() error {
+	if err := device.TensorOps(d.dev.Info.AppleFamily, d.dev.Info.Metal4); err != nil {
+		return fmt.Errorf("%s: %w", d.Device(), err)
+	}
+	lib, err := d.library(kernels.TensorFamily)
+	if err != nil {
+		return err
+	}
+	for _, e := range []string{"gemm_tensor_dense_f32", "gemm_tensor_dense_bf16", "gemm_tensor_gateup", "gemm_tensor_down"} {
+		if _, err := lib.Pipeline(e); err != nil {
+			return fmt.Errorf("metal: %s.metal: %w", kernels.TensorFamily, err)
+		}
+	}
+	return nil
+}
+
 func (d *deviceDispatcher) Kernel(family, entry string) (dispatch.Kernel, error) {
-	lib, ok := d.libs[family]
-	if !ok {
-		src, err := kernels.Source(family)
-		if err != nil {
-			return nil, err
-		}
-		if lib, err = d.dev.Compile(src, compileOptions); err != nil {
-			return nil, fmt.Errorf("metal: %s.metal: %w", family, err)
-		}
-		d.libs[family] = lib
+	lib, err := d.library(family)
+	if err != nil {
+		return nil, err
 	}
 	p, err := lib.Pipeline(entry)
 	if err != nil {

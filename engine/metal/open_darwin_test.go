@@ -88,3 +88,35 @@ func TestDeviceMapHost(t *testing.T) {
 		t.Error("a dispatch binding a released view was submitted")
 	}
 }
+
+// TestDeviceTensorOps asks the Metal device for tensor operations: where it
+// has them, gemm_tensor.metal compiled at MSL 4.0 (read back) and every
+// other family stays 3.1; where not, the reason names the device. It skips
+// without a device.
+func TestDeviceTensorOps(t *testing.T) {
+	dev, err := device.Open()
+	if err != nil {
+		if errors.Is(err, device.ErrUnsupported) {
+			t.Skipf("no Metal device: %v", err)
+		}
+		t.Fatal(err)
+	}
+	d := &deviceDispatcher{dev: dev, libs: map[string]*device.Library{}}
+	defer d.Close()
+	if err := d.TensorOps(); err != nil {
+		t.Logf("no tensor operations: %v", err)
+		if !dev.Info.Metal4 || dev.Info.AppleFamily < 10 {
+			return
+		}
+		t.Fatalf("a Metal 4, Apple%d device refused gemm_tensor.metal: %v", dev.Info.AppleFamily, err)
+	}
+	if got := d.libs[kernels.TensorFamily].Language; got != device.MSL40 {
+		t.Errorf("%s.metal compiled as MSL %s", kernels.TensorFamily, got)
+	}
+	if _, err := d.Kernel("gemm", "moe_route"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.libs["gemm"].Language; got != device.MSL31 {
+		t.Errorf("gemm.metal compiled as MSL %s", got)
+	}
+}

@@ -22,6 +22,13 @@ type Options struct {
 	// ops.metal's plain tiled GEMM and MoE. Off by default until the
 	// kernels have run on a GPU.
 	SimdGEMM bool
+	// TensorGEMM (with SimdGEMM; gemm=tensor) takes those GEMMs on
+	// gemm_tensor.metal's Metal 4 tensor operations (matmul2d, the M5's
+	// neural accelerators) instead of simdgroup matrices, where the device
+	// has them (dispatch.TensorOps, asked at New); where it has not, New
+	// clears it, says so on stderr, and prefill keeps gemm=simd. Off by
+	// default: nothing of it has run on Apple hardware.
+	TensorGEMM bool
 	// FusedNorms runs the add-and-norm of one token inside the kernels of
 	// the op that reads it (with Fused), as engine/cuda's norms=fused:
 	// before the MoE's router on route.metal's route_logits_norm and
@@ -47,8 +54,10 @@ func DefaultOptions() Options { return Options{Fused: true, KV: backend.F32} }
 
 // OptionsHelp lists the options of "--backend metal:KEY=VALUE,...".
 const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`gemm=simd|plain (simd: prefill's 4-bit GEMMs and MoE on gemm.metal's simdgroup matrices, bf16 inputs with float32 sums; ` +
-	`run on an NVIDIA GPU through the CUDA dialect's emulated simdgroup matrices, not yet on Apple hardware, ` +
+	`gemm=tensor|simd|plain (simd: prefill's 4-bit GEMMs and MoE on gemm.metal's simdgroup matrices, bf16 inputs with float32 sums; ` +
+	`tensor: the same on Metal 4's tensor operations, gemm_tensor.metal's matmul2d, the M5's neural accelerators, ` +
+	`where the device has them (an Apple10 GPU in MTLGPUFamilyMetal4, MSL 4.0), else simd, saying so on stderr; ` +
+	`both run on an NVIDIA GPU through the CUDA dialect's emulation, not yet on Apple hardware, ` +
 	`so the default is plain: ops.metal's float32 tiled GEMM), ` +
 	`norms=fused|apart (fused: the norms of one token inside the kernels of the router and of the first projections; ` +
 	`without a grid-wide ticket it saves no dispatch on Metal, so the default is apart), ` +
@@ -67,7 +76,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "fused":
 			o.Fused, err = kv.On("metal")
 		case "gemm":
-			o.SimdGEMM, err = kv.Is("metal", "simd", "plain")
+			switch kv.Value {
+			case "tensor":
+				o.SimdGEMM, o.TensorGEMM = true, true
+			case "simd", "plain":
+				o.SimdGEMM, o.TensorGEMM = kv.Value == "simd", false
+			default:
+				err = fmt.Errorf("metal: gemm=%q: want tensor, simd or plain", kv.Value)
+			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("metal", "fused", "apart")
 		case "kv":

@@ -13,7 +13,8 @@ import (
 // TestOracle runs the oracle model on the Metal backend (over Metal on a
 // Mac, over the CUDA dialect on an NVIDIA GPU elsewhere) against the
 // reference, with each KV element type, with the decode kernels on and
-// off, and with prefill's GEMMs on gemm.metal (gemm=simd): every sequence teacher-forced in chunks of 64 (the bfloat16 bars of
+// off, and with prefill's GEMMs on gemm.metal (gemm=simd) and on
+// gemm_tensor.metal (gemm=tensor): every sequence teacher-forced in chunks of 64 (the bfloat16 bars of
 // shared/oracle/README.md must hold: top-1 >= 97 %, the same argmax
 // wherever the reference margin is >= 0.25, rel-L2 <= 3e-2 and per
 // position <= 0.1, mean KL <= 2e-3, NLL within 0.01; the float32 bars are
@@ -24,19 +25,23 @@ import (
 func TestOracle(t *testing.T) {
 	modelDir, refDir := oracletest.Dir(t)
 	for _, v := range []struct {
-		kv          backend.DType
-		fused, simd bool
-	}{{backend.F32, true, false}, {backend.BF16, true, false}, {backend.F32, false, false}, {backend.F32, true, true}} {
+		kv                  backend.DType
+		fused, simd, tensor bool
+	}{{backend.F32, true, false, false}, {backend.BF16, true, false, false}, {backend.F32, false, false, false},
+		{backend.F32, true, true, false}, {backend.F32, true, true, true}} {
 		name := "kv=" + v.kv.String()
 		if !v.fused {
 			name += ",fused=off"
 		}
-		if v.simd {
+		switch {
+		case v.tensor:
+			name += ",gemm=tensor"
+		case v.simd:
 			name += ",gemm=simd"
 		}
 		t.Run(name, func(t *testing.T) {
 			o := metal.DefaultOptions()
-			o.KV, o.Fused, o.SimdGEMM = v.kv, v.fused, v.simd
+			o.KV, o.Fused, o.SimdGEMM, o.TensorGEMM = v.kv, v.fused, v.simd, v.tensor
 			be := openBackend(t, o)
 			e, err := engine.Open(modelDir, engine.Options{Backend: be, Chunk: 64})
 			if err != nil {

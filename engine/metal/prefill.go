@@ -1,12 +1,16 @@
 package metal
 
 import (
+	"strings"
+
 	"petal/engine/backend"
 	"petal/engine/metal/dispatch"
 	"petal/engine/metal/kernels"
 )
 
-// Prefill on simdgroup matrices (Options.SimdGEMM, gemm=simd): ops of
+// Prefill on simdgroup matrices (Options.SimdGEMM, gemm=simd), or on Metal
+// 4's tensor operations (Options.TensorGEMM, gemm=tensor: the same entries
+// in gemm_tensor.metal, launched alike): ops of
 // several rows whose matrices gemm.metal's GEMMs take run there, where
 // engine/cuda's gemm=tc takes gemm.cu's (engine/cuda/prefill.go's
 // conditions); the others keep ops.metal's plain kernels. The GEMMs take
@@ -44,11 +48,22 @@ func (l *lowering) gemmDense(w *matrix, x, y dispatch.Arg, rows int) bool {
 	return true
 }
 
+// gemmEntry is the family and entry of gemm.metal's GEMM entry, or under
+// gemm=tensor (Options.TensorGEMM) its sibling in gemm_tensor.metal, which
+// takes the same buffers, parameters, grid and threadgroup.
+func (l *lowering) gemmEntry(entry string) (family, name string) {
+	if l.b.o.TensorGEMM {
+		return "gemm_tensor", "gemm_tensor_" + strings.TrimPrefix(entry, "gemm_")
+	}
+	return "gemm", entry
+}
+
 // denseGEMM dispatches a dense entry (gemm_dense_f32 or _bf16) of w over
 // rows rows of x.
 func (l *lowering) denseGEMM(entry string, w *matrix, x, y dispatch.Arg, rows int) {
 	N, K := w.rows(), w.cols()
-	l.dispatch("gemm", entry, dispatch.D2(ceil(N, gemmBN), ceil(rows, gemmBM)), dispatch.D1(gemmThreads),
+	family, entry := l.gemmEntry(entry)
+	l.dispatch(family, entry, dispatch.D2(ceil(N, gemmBN), ceil(rows, gemmBM)), dispatch.D1(gemmThreads),
 		params(kernels.GemmDenseParams{M: int32(rows), N: int32(N), K: int32(K)}), x, w.words, dispatch.Arg{Mem: w.sb}, y)
 }
 
@@ -95,12 +110,14 @@ func (l *lowering) expertsSimd(o *backend.Experts, ws []*matrix, x, idx, wts, ou
 	l.barrier()
 	l.dispatch("gemm", "moe_shared_swiglu", dispatch.D1(ceil(rows*SI, 256)), dispatch.D1(256),
 		params(kernels.SharedSwigluParams{Inter: int32(SI), N: int32(rows * SI)}), gs, us, logit, hs)
-	l.dispatch("gemm", "gemm_gateup", dispatch.D2(ceil(I, gemmBN/2), maxTiles), dispatch.D1(gemmThreads),
+	gateupFamily, gateup := l.gemmEntry("gemm_gateup")
+	l.dispatch(gateupFamily, gateup, dispatch.D2(ceil(I, gemmBN/2), maxTiles), dispatch.D1(gemmThreads),
 		params(kernels.GemmGroupParams{N: int32(I), K: int32(H)}),
 		join([]dispatch.Arg{x, rowTok}, sbw(gate), sbw(up), []dispatch.Arg{hb, tiles, offsets, ntiles})...)
 	l.barrier()
 	l.denseGEMM("gemm_dense_bf16", sd, hs, out, rows)
-	l.dispatch("gemm", "gemm_down", dispatch.D2(ceil(H, gemmBN), maxTiles), dispatch.D1(gemmThreads),
+	downFamily, downEntry := l.gemmEntry("gemm_down")
+	l.dispatch(downFamily, downEntry, dispatch.D2(ceil(H, gemmBN), maxTiles), dispatch.D1(gemmThreads),
 		params(kernels.GemmGroupParams{N: int32(H), K: int32(I)}),
 		join([]dispatch.Arg{hb}, sbw(down), []dispatch.Arg{ys, tiles, offsets, ntiles})...)
 	l.barrier()

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"petal/engine/backend"
@@ -25,7 +26,27 @@ var simdBars = map[string]float64{"QLinear": 1.5e-2, "QLinearGroup": 1.5e-2, "Ex
 func TestSimdGEMMOpsMatchReferences(t *testing.T) {
 	o := metal.DefaultOptions()
 	o.SimdGEMM = true
+	testGEMMOps(t, o, "")
+}
+
+// TestTensorGEMMOpsMatchReferences is TestSimdGEMMOpsMatchReferences under
+// gemm=tensor (checked to dispatch gemm_tensor.metal's kernels where the
+// device has tensor operations, as the CUDA dialect has), within the same
+// bars: the same bf16 operands with float32 sums.
+func TestTensorGEMMOpsMatchReferences(t *testing.T) {
+	o := metal.DefaultOptions()
+	o.TensorGEMM = true
+	testGEMMOps(t, o, "gemm_tensor_")
+}
+
+// testGEMMOps runs the cases of TestSimdGEMMOpsMatchReferences on a
+// backend with options o, each case's GEMM entry named with prefix in
+// place of "gemm_" where the backend kept gemm=tensor.
+func testGEMMOps(t *testing.T, o metal.Options, prefix string) {
 	dev := openBackend(t, o)
+	if !dev.Options().TensorGEMM {
+		prefix = ""
+	}
 	ref, err := cpu.NewWithOptions(cpu.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +108,12 @@ func TestSimdGEMMOpsMatchReferences(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Contains(metal.Entries(p), c.entry) {
-				t.Fatalf("dispatches %q, no %s", metal.Entries(p), c.entry)
+			entry := c.entry
+			if prefix != "" {
+				entry = prefix + strings.TrimPrefix(entry, "gemm_")
+			}
+			if !slices.Contains(metal.Entries(p), entry) {
+				t.Fatalf("dispatches %q, no %s", metal.Entries(p), entry)
 			}
 			q, err := ref.Compile([]backend.Op{want.op})
 			if err != nil {

@@ -241,19 +241,19 @@ func TestSimdGEMMFallbacks(t *testing.T) {
 }
 
 func TestParseGEMMOption(t *testing.T) {
-	if DefaultOptions().SimdGEMM {
-		t.Error("gemm=simd is the default before it has run on a GPU")
+	if o := DefaultOptions(); o.SimdGEMM || o.TensorGEMM {
+		t.Error("gemm=simd or gemm=tensor is the default before it has run on Apple hardware")
 	}
-	for v, want := range map[string]bool{"simd": true, "plain": false} {
-		o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}})
-		if err != nil || o.SimdGEMM != want {
-			t.Errorf("gemm=%s: %+v %v", v, o, err)
+	for v, want := range map[string][2]bool{"tensor": {true, true}, "simd": {true, false}, "plain": {false, false}} {
+		o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "tensor"}, {Key: "gemm", Value: v}})
+		if err != nil || o.SimdGEMM != want[0] || o.TensorGEMM != want[1] {
+			t.Errorf("gemm=%s (after gemm=tensor): %+v %v", v, o, err)
 		}
 	}
-	if _, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "tc"}}); err == nil || !strings.Contains(err.Error(), "gemm") || !strings.Contains(err.Error(), "simd or plain") {
+	if _, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "tc"}}); err == nil || !strings.Contains(err.Error(), "gemm") || !strings.Contains(err.Error(), "tensor, simd or plain") {
 		t.Errorf("gemm=tc: %v", err)
 	}
-	if !strings.Contains(OptionsHelp, "gemm=simd|plain") {
+	if !strings.Contains(OptionsHelp, "gemm=tensor|simd|plain") {
 		t.Errorf("the help does not name gemm: %s", OptionsHelp)
 	}
 }

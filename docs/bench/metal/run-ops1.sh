@@ -23,6 +23,8 @@ families=(
 	"sample:^(TestSampleRow|TestLogprobsRow)$"
 	# gemm.metal came after runs 1-3 of 2026-12-01-ops1
 	"gemm:^(TestSimdgroupMatrixProduct|TestGEMMDenseMatchesReference|TestGEMMExpertsMatchReference)$"
+	# gemm_tensor.metal (Metal 4's matmul2d, emulated) came after backend3
+	"gemm_tensor:^(TestGEMMTensorDenseMatchesReference|TestGEMMTensorExpertsMatchReference)$"
 )
 {
 	date -u

@@ -42,6 +42,13 @@ func (d *Dispatcher) Device() string {
 	return d.ctx.Device().String() + " (the Metal kernels compiled as CUDA)"
 }
 
+var _ dispatch.TensorOps = (*Dispatcher)(nil)
+
+// TensorOps is nil: the dialect emulates Metal 4's tensor operations
+// (kernels/cuda/MetalPerformancePrimitives), correctly if slowly, so that
+// gemm=tensor's lowering and kernels run here; this says nothing of a Mac's.
+func (d *Dispatcher) TensorOps() error { return nil }
+
 type mem struct {
 	p driver.Ptr
 	n int64

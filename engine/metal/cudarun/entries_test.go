@@ -58,8 +58,8 @@ func TestMain(m *testing.M) {
 // metal2cu's (named as in the .metal source).
 func TestEntriesFound(t *testing.T) {
 	fams := Families()
-	if len(fams) != 8 {
-		t.Fatalf("families %v, want attn, gdn, gemm, moe, ops, qmv, route, sample", fams)
+	if len(fams) != 9 {
+		t.Fatalf("families %v, want attn, gdn, gemm, gemm_tensor, moe, ops, qmv, route, sample", fams)
 	}
 	total := 0
 	for _, f := range fams {
@@ -72,8 +72,8 @@ func TestEntriesFound(t *testing.T) {
 		}
 		total += len(names)
 	}
-	if total != 59 {
-		t.Errorf("%d entry points, want the 59 the tests launch", total)
+	if total != 63 {
+		t.Errorf("%d entry points, want the 63 the tests launch", total)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -146,15 +147,36 @@ func overRMS(got []float32, want []float64) float64 {
 	return e / math.Sqrt(ss/float64(max(len(want), 1)))
 }
 
+// gemmKind is one implementation of prefill's 4-bit GEMMs: its family and
+// its dense, gate/up and down entries, launched alike (the same parameter
+// structs, grids and threadgroups). The grouping, the shared expert's
+// SwiGLU and the combine are gemm.metal's under both.
+type gemmKind struct {
+	family                            string
+	denseF32, denseBF16, gateup, down string
+}
+
+var (
+	simdGEMM   = gemmKind{"gemm", "gemm_dense_f32", "gemm_dense_bf16", "gemm_gateup", "gemm_down"}
+	tensorGEMM = gemmKind{"gemm_tensor", "gemm_tensor_dense_f32", "gemm_tensor_dense_bf16", "gemm_tensor_gateup", "gemm_tensor_down"}
+)
+
 // TestGEMMDenseMatchesReference runs gemm_dense_f32 and gemm_dense_bf16 at
 // shapes off the tile boundaries and at the 35B model's (its attention
 // output and the shared expert's down projection), outputs poisoned,
 // guards checked, within simdOwnBars of float64 from the bf16-rounded
 // inputs and within simdBars of the exact ones.
-func TestGEMMDenseMatchesReference(t *testing.T) {
+func TestGEMMDenseMatchesReference(t *testing.T) { testGEMMDense(t, simdGEMM) }
+
+// TestGEMMTensorDenseMatchesReference is TestGEMMDenseMatchesReference for
+// gemm_tensor.metal's dense entries (matmul2d, as the dialect emulates it),
+// within the same bars: the same bf16 operands with float32 sums.
+func TestGEMMTensorDenseMatchesReference(t *testing.T) { testGEMMDense(t, tensorGEMM) }
+
+func testGEMMDense(t *testing.T, kind gemmKind) {
 	c := gpu(t)
 	s := newStream(t, c)
-	mod := module(t, c, "gemm")
+	mod := module(t, c, kind.family)
 	rng := freshRNG(t)
 	for _, sh := range []struct{ M, N, K int }{{37, 136, 192}, {2, 8, 64}, {100, 2048, 512}, {64, 2048, 4096}, {33, 520, 1024}} {
 		w := quant.RandomMatrix(rng, 1, sh.N, sh.K, 4, 64)
@@ -167,10 +189,10 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 		}
 		xf, xh := upBuf(t, c, s, x, "x"), upBuf(t, c, s, xb, "x bf16")
 		yb := newBuf(t, c, s, sh.M*sh.N, "y")
-		for _, entry := range []string{"gemm_dense_f32", "gemm_dense_bf16"} {
+		for _, entry := range []string{kind.denseF32, kind.denseBF16} {
 			yb.Poison(t, s)
 			xp := xf.P
-			if entry == "gemm_dense_bf16" {
+			if entry == kind.denseBF16 {
 				xp = xh.P
 			}
 			args := new(driver.Args).Ptr(xp).Ptr(wq.words.P).Ptr(wq.sb.P).Ptr(yb.P)
@@ -206,10 +228,18 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 // bf16-rounded inputs and within simdBars of the exact ones. The shared
 // expert gate's logit is given (ops.metal's GEMM makes it; its own test
 // is there).
-func TestGEMMExpertsMatchReference(t *testing.T) {
+func TestGEMMExpertsMatchReference(t *testing.T) { testGEMMExperts(t, simdGEMM) }
+
+// TestGEMMTensorExpertsMatchReference is TestGEMMExpertsMatchReference with
+// the GEMMs (the shared expert's dense ones, the grouped gate/up and down)
+// on gemm_tensor.metal, as gemm=tensor lowers it, within the same bars.
+func TestGEMMTensorExpertsMatchReference(t *testing.T) { testGEMMExperts(t, tensorGEMM) }
+
+func testGEMMExperts(t *testing.T, kind gemmKind) {
 	c := gpu(t)
 	s := newStream(t, c)
 	mod := module(t, c, "gemm")
+	gmod := module(t, c, kind.family)
 	rng := freshRNG(t)
 	for _, sh := range []struct {
 		name                       string
@@ -287,7 +317,11 @@ func TestGEMMExpertsMatchReference(t *testing.T) {
 		}
 		run := func(entry string, grid driver.Dim3, threads int, a *driver.Args) {
 			t.Helper()
-			if err := s.Launch(function(t, mod, entry), grid, driver.D1(threads), 0, a); err != nil {
+			m := mod
+			if strings.HasPrefix(entry, kind.family+"_") {
+				m = gmod
+			}
+			if err := s.Launch(function(t, m, entry), grid, driver.D1(threads), 0, a); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Sync(); err != nil {
@@ -302,15 +336,15 @@ func TestGEMMExpertsMatchReference(t *testing.T) {
 			run(entry, driver.Dim3{X: ceilDiv(N, 64), Y: ceilDiv(T, 32), Z: 1}, 128, withParams(new(driver.Args).Ptr(xp).Ptr(q.words.P).
 				Ptr(q.sb.P).Ptr(y.P), kernels.GemmDenseParams{M: int32(T), N: int32(N), K: int32(K)}))
 		}
-		dense("gemm_dense_f32", sgq, xb.P, gs, SI, H)
-		dense("gemm_dense_f32", suq, xb.P, us, SI, H)
+		dense(kind.denseF32, sgq, xb.P, gs, SI, H)
+		dense(kind.denseF32, suq, xb.P, us, SI, H)
 		run("moe_shared_swiglu", d1(ceilDiv(T*SI, 256)), 256, withParams(new(driver.Args).Ptr(gs.P).Ptr(us.P).Ptr(lb.P).Ptr(hs.P),
 			kernels.SharedSwigluParams{Inter: int32(SI), N: int32(T * SI)}))
-		run("gemm_gateup", driver.Dim3{X: ceilDiv(I, 32), Y: maxTiles, Z: 1}, 128, withParams(new(driver.Args).Ptr(xb.P).Ptr(rowTok.P).
+		run(kind.gateup, driver.Dim3{X: ceilDiv(I, 32), Y: maxTiles, Z: 1}, 128, withParams(new(driver.Args).Ptr(xb.P).Ptr(rowTok.P).
 			Ptr(gq.words.P).Ptr(gq.sb.P).Ptr(uq.words.P).Ptr(uq.sb.P).Ptr(hb.P).Ptr(tiles.P).Ptr(offsets.P).Ptr(ntiles.P),
 			kernels.GemmGroupParams{N: int32(I), K: int32(H)}))
-		dense("gemm_dense_bf16", sdq, hs.P, out, H, SI)
-		run("gemm_down", driver.Dim3{X: ceilDiv(H, 64), Y: maxTiles, Z: 1}, 128, withParams(new(driver.Args).Ptr(hb.P).Ptr(dq.words.P).
+		dense(kind.denseBF16, sdq, hs.P, out, H, SI)
+		run(kind.down, driver.Dim3{X: ceilDiv(H, 64), Y: maxTiles, Z: 1}, 128, withParams(new(driver.Args).Ptr(hb.P).Ptr(dq.words.P).
 			Ptr(dq.sb.P).Ptr(ys.P).Ptr(tiles.P).Ptr(offsets.P).Ptr(ntiles.P), kernels.GemmGroupParams{N: int32(H), K: int32(I)}))
 		run("moe_combine", d1(T), 256, withParams(new(driver.Args).Ptr(ys.P).Ptr(pos.P).Ptr(wb.P).Ptr(out.P),
 			kernels.MoeCombineParams{N: int32(H), Add: 1}))

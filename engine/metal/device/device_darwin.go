@@ -98,7 +98,10 @@ type Info struct {
 	UnifiedMemory        bool
 	WorkingSet           uint64 // recommendedMaxWorkingSetSize
 	MaxThreadgroupMemory uint64
-	AppleFamily          int // the highest MTLGPUFamilyApple<N> supported (7 is M1), 0 if none
+	AppleFamily          int // the highest MTLGPUFamilyApple<N> supported (7 is M1, 10 the M5), 0 if none
+	// Metal4: supportsFamily:MTLGPUFamilyMetal4 (macOS 26 and a GPU that
+	// has it): MSL 4.0 and its tensors (TensorOps).
+	Metal4 bool
 }
 
 // Device is the system default Metal device and its command queue.
@@ -135,6 +138,8 @@ func Open() (*Device, error) {
 				d.Info.AppleFamily = n
 			}
 		}
+		// An older macOS knows no such family and answers no.
+		d.Info.Metal4 = msg.SupportsFamily.call(d.dev, msg.SupportsFamily.sel, familyMetal4)
 		return nil
 	})
 	if err != nil {

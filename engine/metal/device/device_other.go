@@ -9,6 +9,7 @@ type Device struct{ Info Info }
 type Info struct {
 	Name        string
 	AppleFamily int
+	Metal4      bool
 }
 
 // Open fails: Metal exists only on macOS.

@@ -9,6 +9,10 @@ type LanguageVersion uint64
 // kernels are written for.
 const MSL31 LanguageVersion = 3<<16 | 1
 
+// MSL40 is Metal Shading Language 4.0 (macOS 26): tensors and the tensor
+// operations of MetalPerformancePrimitives (gemm_tensor.metal only).
+const MSL40 LanguageVersion = 4 << 16
+
 func (v LanguageVersion) String() string { return fmt.Sprintf("%d.%d", v>>16, v&0xffff) }
 
 // MathMode is an MTLMathMode.

@@ -151,3 +151,14 @@ type Mapped interface {
 	// dispatch binding them fails.
 	Release()
 }
+
+// TensorOps is a Dispatcher that can run kernels on Metal 4's tensor
+// operations (gemm_tensor.metal's matmul2d): on a Mac, a device in
+// MTLGPUFamilyMetal4 with the M5's neural accelerators (Apple10) whose
+// compiler builds the library at MSL 4.0; through the CUDA dialect, its
+// emulation. A dispatcher without it has none.
+type TensorOps interface {
+	// TensorOps reports nil where the tensor-operation kernels can run,
+	// else why not (for the message of the fallback to simdgroup matrices).
+	TensorOps() error
+}

@@ -86,3 +86,12 @@ func Families() []string {
 	sort.Strings(names)
 	return names
 }
+
+// TensorFamily is the family on Metal 4's tensor operations (prefill's
+// GEMMs on matmul2d, gemm=tensor).
+const TensorFamily = "gemm_tensor"
+
+// NeedsMSL4 reports whether family's source uses Metal 4's tensors and so
+// compiles only as MSL 4.0, on a device in MTLGPUFamilyMetal4; every other
+// family is written for MSL 3.1.
+func NeedsMSL4(family string) bool { return family == TensorFamily }

@@ -15,7 +15,8 @@ var entryPoints = map[string][]string{
 	"attn":  {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
 	"gemm": {"gemm_dense_f32", "gemm_dense_bf16", "gemm_gateup", "gemm_down", "moe_route", "moe_combine",
 		"moe_shared_swiglu", "gemm_mma8_check"},
-	"moe": {"moe_gate_up_f32", "moe_gate_up_f32_sb", "moe_down_f32", "moe_down_f32_sb"},
+	"gemm_tensor": {"gemm_tensor_dense_f32", "gemm_tensor_dense_bf16", "gemm_tensor_gateup", "gemm_tensor_down"},
+	"moe":         {"moe_gate_up_f32", "moe_gate_up_f32_sb", "moe_down_f32", "moe_down_f32_sb"},
 	"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "conv_silu", "delta_rule", "gated_rmsnorm",
 		"qk_prep_rows_f32", "qk_prep_rows_bf16",
 		"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
@@ -28,7 +29,7 @@ var entryPoints = map[string][]string{
 // source has the local headers inlined once (Metal compiles a string and
 // cannot open them).
 func TestSources(t *testing.T) {
-	if got := strings.Join(Families(), " "); got != "attn gdn gemm moe ops qmv route sample" {
+	if got := strings.Join(Families(), " "); got != "attn gdn gemm gemm_tensor moe ops qmv route sample" {
 		t.Fatalf("families %q", got)
 	}
 	for family, entries := range entryPoints {
@@ -68,5 +69,22 @@ func TestInlinedSourcesTypeCheck(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", family, err, out)
 		}
+	}
+}
+
+// TestNeedsMSL4: exactly the families whose source includes <metal_tensor>
+// are compiled as MSL 4.0.
+func TestNeedsMSL4(t *testing.T) {
+	for _, f := range Families() {
+		src, err := Source(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uses := strings.Contains(src, "#include <metal_tensor>"); uses != NeedsMSL4(f) {
+			t.Errorf("%s: includes <metal_tensor> %v, NeedsMSL4 %v", f, uses, NeedsMSL4(f))
+		}
+	}
+	if !NeedsMSL4(TensorFamily) {
+		t.Errorf("%s is not MSL 4.0", TensorFamily)
 	}
 }

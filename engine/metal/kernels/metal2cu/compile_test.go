@@ -110,3 +110,70 @@ func TestSimdgroupMatrixMisuseRefused(t *testing.T) {
 		t.Errorf("a 4x4 simdgroup matrix compiles (CUDA: %v, OpenCL C++: %v):\n%s", cudaErr, clcppErr, log)
 	}
 }
+
+// tensorKernel uses the tensor operations gemm_tensor.metal uses: tensors
+// over device and threadgroup memory, made from a pointer, extents and
+// strides; a matmul2d of one simdgroup with B transposed into a
+// cooperative tensor, accumulated over two k-steps; the cooperative
+// tensor's capacity, valid elements, coordinates and store.
+const tensorKernel = `#include <metal_stdlib>
+#include <metal_tensor>
+#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>
+using namespace metal;
+using namespace mpp::tensor_ops;
+kernel void tm(device const ushort* a [[buffer(0)]], device float* d [[buffer(1)]],
+               uint lane [[thread_index_in_simdgroup]]) {
+  threadgroup bfloat t[16 * 8];
+  threadgroup float c[16 * 16];
+  for (uint i = lane; i < 128; i += 32) t[i] = as_type<bfloat>(a[i]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  auto ta = tensor(t, dextents<int32_t, 2>(8, 16), array<int32_t, 2>{1, 8});
+  auto tc = tensor(c, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, 16});
+  constexpr auto desc = matmul2d_descriptor(16, 16, 8, false, true, false, matmul2d_descriptor::mode::multiply_accumulate);
+  matmul2d<desc, execution_simdgroups<1>> op;
+  auto acc = op.get_destination_cooperative_tensor<decltype(ta), decltype(ta), float>();
+  for (ushort i = 0; i < acc.get_capacity(); i++)
+    if (acc.is_valid_element(i)) acc[i] = float(acc.get_multidimensional_index(i)[0]);
+  op.run(ta, ta, acc);
+  op.run(ta, ta, acc);
+  acc.store(tc);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint i = lane; i < 256; i += 32) d[i] = c[i];
+}
+`
+
+// TestTensorOpsCompile: a kernel on MSL 4's tensors and matmul2d compiles
+// as CUDA through the dialect headers (PTX calling no external function,
+// the product a loop of float fma) and type-checks against the clcpp
+// declarations.
+func TestTensorOpsCompile(t *testing.T) {
+	cc := clang(t)
+	ptx, cudaErr, clcppErr, log := compileMetal(t, cc, "tm", tensorKernel)
+	if cudaErr != nil || clcppErr != nil {
+		t.Fatalf("CUDA: %v, OpenCL C++: %v\n%s", cudaErr, clcppErr, log)
+	}
+	if !strings.Contains(ptx, ".visible .entry tm(") {
+		t.Errorf("no entry tm in the PTX")
+	}
+	if strings.Contains(ptx, ".extern") {
+		t.Errorf("the PTX calls an external function")
+	}
+	if !strings.Contains(ptx, "fma.rn.f32") {
+		t.Errorf("no float fma in the PTX: the emulated product is missing")
+	}
+}
+
+// TestTensorOpsMisuseRefused: as_type to bfloat from a 4-byte value is
+// refused by both dialects, and a run into the cooperative tensor of another
+// operation (a tile of another shape) by the CUDA dialect.
+func TestTensorOpsMisuseRefused(t *testing.T) {
+	cc := clang(t)
+	bad := strings.Replace(tensorKernel, "as_type<bfloat>(a[i])", "as_type<bfloat>(float(a[i]))", 1)
+	if _, cudaErr, clcppErr, log := compileMetal(t, cc, "tm", bad); cudaErr == nil || clcppErr == nil || !strings.Contains(log, "as_type between types of different sizes") {
+		t.Errorf("as_type<bfloat>(float) compiles (CUDA: %v, OpenCL C++: %v):\n%s", cudaErr, clcppErr, log)
+	}
+	other := strings.Replace(tensorKernel, "  op.run(ta, ta, acc);\n  op.run", "  constexpr auto d2 = matmul2d_descriptor(8, 16, 8, false, true);\n  matmul2d<d2, execution_simdgroups<1>> op2;\n  op2.run(ta, ta, acc);\n  op.run", 1)
+	if _, cudaErr, _, log := compileMetal(t, cc, "tm", other); cudaErr == nil || !strings.Contains(log, "not the descriptor's m x n tile") {
+		t.Errorf("a destination of another shape compiles as CUDA (%v):\n%s", cudaErr, log)
+	}
+}
