@@ -100,6 +100,9 @@ func Write(ctx context.Context, dir string, cfg checkpoint.Config, opt Options) 
 			os.RemoveAll(tmp)
 		}
 	}()
+	if err := os.Chmod(tmp, 0o755); err != nil { // a model folder, not a private temporary one
+		return fmt.Errorf("synthwrite: %w", err)
+	}
 	if err := writeShards(ctx, tmp, layout, plan, opt.Progress); err != nil {
 		return err
 	}
@@ -292,10 +295,10 @@ func (f *shardFile) header() ([]byte, error) {
 }
 
 // writeShards makes the parts on one goroutine and writes them on this
-// one, so the next part is made while the last is written: at most three
-// parts are held at once (one made, one queued, one being written).
+// one, so the next part is made while the last is written: two parts are
+// held at once (one being written, the next made and waiting).
 func writeShards(ctx context.Context, dir string, l *model.SyntheticLayout, p shardPlan, progress func(Progress)) error {
-	parts := make(chan []model.SyntheticTensor, 1)
+	parts := make(chan []model.SyntheticTensor)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -489,4 +492,14 @@ func verify(dir string, want checkpoint.Config) error {
 		return fmt.Errorf("synthwrite: the folder written reads back as %+v, not %+v", got, wantDims)
 	}
 	return nil
+}
+
+// Marked reports whether config.json's bytes are those of a folder Write
+// made, and the shape and seed it was made with.
+func Marked(config []byte) (shape string, seed uint64, ok bool) {
+	m := gjson.GetBytes(config, markerKey)
+	if !m.IsObject() {
+		return "", 0, false
+	}
+	return m.Get("shape").String(), m.Get("seed").Uint(), true
 }
