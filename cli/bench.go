@@ -18,6 +18,7 @@ import (
 	"petal/engine/cpu"
 	"petal/engine/cuda"
 	"petal/engine/model"
+	"petal/engine/model/synthwrite"
 )
 
 type benchOptions struct {
@@ -80,8 +81,18 @@ kernel's rate on a large problem. Each speed is then also a share of its floor (
   prefill  tok/s against matrix rate / the FLOPs a token needs (2 x the active matrix weights, plus
            causal attention's 4 x head_dim x query heads per key in each full-attention layer over
            (N+1)/2 keys on average, plus the lm_head once)
-On a GPU the report also gives kernel launches per decoded token, the peak device memory in use,
-and the load time (for --synthetic: making and uploading the random weights).
+The report gives the load time (on a GPU also kernel launches per decoded token and the peak device
+memory in use): for --model, engine.Open's (mapping the checkpoint's files and uploading its
+weights, with the page cache as it is: run it twice, or cat the files to /dev/null first, for a warm
+load); for --synthetic, making the random weights on the host and uploading them.
+
+--write-model DIR (with --synthetic NAME, and --seed) writes that synthetic model as a model folder
+instead of measuring: config.json with the MLX 4-bit quantization block, safetensors shards of up
+to 5 GiB with their index, and the embedded tiny model's tokenizer and chat template. The weights
+are made a layer at a time and the folder appears only once complete. petal bench --model DIR (or
+run, batch) then loads it as it would a downloaded checkpoint, so its load time is a real one;
+the weights are --synthetic's, bit for bit. A folder that is not empty is refused; --force
+replaces one that --write-model wrote before, and nothing else.
 
 --ablate KEY=VALUE[,KEY=VALUE...] runs the sweep again once per switch, with that one option added to
 the --backend spec (cuda: graphs=off, fused=off, attn=plain, delta=sequential, gemm=plain,
@@ -99,6 +110,7 @@ Examples:
   petal bench --synthetic tiny --lengths 256,1K,4K
   petal bench --lengths 1K --profile --backend cpu:kv=bf16
   petal bench --synthetic qwen3.6-35b-a3b --max-context 8192 --chart speed.svg
+  petal bench --synthetic qwen3.6-35b-a3b --write-model /tmp/q36 && petal bench --model /tmp/q36
   petal bench --backend cuda --synthetic qwen3.6-35b-a3b --ablate graphs=off,fused=off,gemm=plain
   petal bench -m mlx-community/Qwen3.6-35B-A3B-4bit --json > speed.json`,
 		Flags: append(flags,
@@ -117,20 +129,32 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
-			&cli.BoolFlag{Name: "force", Usage: "try a synthetic model even where the memory check says it does not fit"},
+			&cli.StringFlag{Name: "write-model", Usage: "write the --synthetic model (of --seed) as a model folder DIR, measuring nothing; petal bench --model DIR then times a real load of it"},
+			&cli.BoolFlag{Name: "force", Usage: "try a synthetic model even where the memory check says it does not fit; with --write-model, replace a synthetic folder written before"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress lines on stderr"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageErr("bench takes no arguments (got %q); use --model or --synthetic", c.Args().First())
 			}
-			return runBench(c.Context, st, benchOptions{
+			o := benchOptions{
 				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
 				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
 				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"), Profile: c.Bool("profile"),
 				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
-			})
+			}
+			if c.IsSet("write-model") {
+				dir := c.String("write-model")
+				if dir == "" {
+					return usageErr("--write-model: name the folder to write")
+				}
+				if err := checkWriteModelFlags(c); err != nil {
+					return err
+				}
+				return writeSyntheticModel(c.Context, st, o, dir)
+			}
+			return runBench(c.Context, st, o)
 		},
 	}
 }
@@ -283,7 +307,6 @@ func benchOnce(ctx context.Context, st *Streams, o benchOptions, progress func(s
 		load, loadIs = time.Since(start).Seconds(), "making the random weights on the host and uploading them"
 		opts.Model, opts.Synthetic = o.Synthetic, true
 	} else {
-		start := time.Now()
 		e, name, err := openEngine(st, o.modelOptions)
 		if err != nil {
 			return nil, "", err
@@ -292,8 +315,12 @@ func benchOnce(ctx context.Context, st *Streams, o benchOptions, progress func(s
 		if err := benchLengths(&opts, o, e.MaxContext); err != nil {
 			return nil, "", err
 		}
-		load, loadIs = time.Since(start).Seconds(), "opening the checkpoint and uploading its weights"
+		load, loadIs = e.LoadTime.Seconds(), modelLoadIs
 		m, opts.Model = e.Model, name
+		if shape, seed, ok := synthwrite.Marked(e.Checkpoint.ConfigJSON()); ok {
+			opts.Synthetic = true
+			opts.Model = fmt.Sprintf("%s (%s, seed %d)", name, shape, seed)
+		}
 	}
 	defer closeBackend(m.Backend())
 	r, err := bench.Run(ctx, m, opts, progress)
@@ -302,6 +329,11 @@ func benchOnce(ctx context.Context, st *Streams, o benchOptions, progress func(s
 	}
 	return r, m.Backend().Name(), err
 }
+
+// modelLoadIs says what the load time of --model is: engine.Open's.
+const modelLoadIs = "engine.Open: mapping the checkpoint's files and uploading the weights to the backend, which reads them " +
+	"(from the page cache where they are in it; the cpu backend uses the maps in place and reads them later, on first use); " +
+	"the backend's own start-up is not counted"
 
 // closeBackend releases a backend that holds resources of its own.
 func closeBackend(be backend.Backend) {

@@ -99,8 +99,10 @@ func NamedDims(name string) (Dims, error) {
 	return NewDims(&c)
 }
 
-// syntheticMatrix is one quantised matrix of a synthetic model.
+// syntheticMatrix is one quantised matrix of a synthetic model; module is
+// its name in the layer (BindWeights' name without "model.layers.N.").
 type syntheticMatrix struct {
+	module                    string
 	experts, rows, cols, bits int
 }
 
@@ -116,40 +118,73 @@ func (d *Dims) layerMatrices(i int) []syntheticMatrix {
 	var out []syntheticMatrix
 	if d.Full[i] {
 		out = []syntheticMatrix{
-			{1, d.QHeads * d.HeadDim * 2, H, b}, {1, d.kvWidth(), H, b}, {1, d.kvWidth(), H, b},
-			{1, H, d.QHeads * d.HeadDim, b},
+			{"self_attn.q_proj", 1, d.QHeads * d.HeadDim * 2, H, b}, {"self_attn.k_proj", 1, d.kvWidth(), H, b},
+			{"self_attn.v_proj", 1, d.kvWidth(), H, b}, {"self_attn.o_proj", 1, H, d.QHeads * d.HeadDim, b},
 		}
 	} else {
 		out = []syntheticMatrix{
-			{1, d.ConvChannels(), H, b}, {1, d.ValueWidth(), H, b}, {1, d.ValueHeads, H, b},
-			{1, d.ValueHeads, H, b}, {1, H, d.ValueWidth(), b},
+			{"linear_attn.in_proj_qkv", 1, d.ConvChannels(), H, b}, {"linear_attn.in_proj_z", 1, d.ValueWidth(), H, b},
+			{"linear_attn.in_proj_b", 1, d.ValueHeads, H, b}, {"linear_attn.in_proj_a", 1, d.ValueHeads, H, b},
+			{"linear_attn.out_proj", 1, H, d.ValueWidth(), b},
 		}
 	}
 	return append(out,
-		syntheticMatrix{1, d.Experts, H, syntheticRouterBits},
-		syntheticMatrix{d.Experts, d.Inter, H, b}, syntheticMatrix{d.Experts, d.Inter, H, b},
-		syntheticMatrix{d.Experts, H, d.Inter, b},
-		syntheticMatrix{1, d.SharedInter, H, b}, syntheticMatrix{1, d.SharedInter, H, b},
-		syntheticMatrix{1, H, d.SharedInter, b},
-		syntheticMatrix{1, 1, H, syntheticRouterBits},
+		syntheticMatrix{"mlp.gate", 1, d.Experts, H, syntheticRouterBits},
+		syntheticMatrix{"mlp.switch_mlp.gate_proj", d.Experts, d.Inter, H, b},
+		syntheticMatrix{"mlp.switch_mlp.up_proj", d.Experts, d.Inter, H, b},
+		syntheticMatrix{"mlp.switch_mlp.down_proj", d.Experts, H, d.Inter, b},
+		syntheticMatrix{"mlp.shared_expert.gate_proj", 1, d.SharedInter, H, b},
+		syntheticMatrix{"mlp.shared_expert.up_proj", 1, d.SharedInter, H, b},
+		syntheticMatrix{"mlp.shared_expert.down_proj", 1, H, d.SharedInter, b},
+		syntheticMatrix{"mlp.shared_expert_gate", 1, 1, H, syntheticRouterBits},
+	)
+}
+
+// syntheticVector is one float vector of a layer: its name in the layer
+// and its shape as a checkpoint stores it.
+type syntheticVector struct {
+	name  string
+	shape []int
+}
+
+func (v syntheticVector) floats() int {
+	n := 1
+	for _, s := range v.shape {
+		n *= s
+	}
+	return n
+}
+
+// layerVectors lists a layer's norms and DeltaNet parameters in the order
+// randomLayer makes them.
+func (d *Dims) layerVectors(i int) []syntheticVector {
+	out := []syntheticVector{{"input_layernorm.weight", []int{d.Hidden}}, {"post_attention_layernorm.weight", []int{d.Hidden}}}
+	if d.Full[i] {
+		return append(out, syntheticVector{"self_attn.q_norm.weight", []int{d.HeadDim}}, syntheticVector{"self_attn.k_norm.weight", []int{d.HeadDim}})
+	}
+	return append(out,
+		syntheticVector{"linear_attn.conv1d.weight", []int{d.ConvChannels(), d.ConvK, 1}}, // MLX layout [C, K, 1]
+		syntheticVector{"linear_attn.dt_bias", []int{d.ValueHeads}},
+		syntheticVector{"linear_attn.A_log", []int{d.ValueHeads}},
+		syntheticVector{"linear_attn.norm.weight", []int{d.ValueDim}},
 	)
 }
 
 // layerVectorFloats is the number of float32 values in a layer's norms and
 // DeltaNet parameters.
 func (d *Dims) layerVectorFloats(i int) int {
-	n := 2 * d.Hidden
-	if d.Full[i] {
-		return n + 2*d.HeadDim
+	n := 0
+	for _, v := range d.layerVectors(i) {
+		n += v.floats()
 	}
-	return n + d.ConvChannels()*d.ConvK + 2*d.ValueHeads + d.ValueDim
+	return n
 }
 
 // SyntheticWeightBytes is the memory the weights of a synthetic model of
 // these sizes take: 4-bit codes (8-bit routers) with a bfloat16 scale and
 // bias per group of 64, an untied output head, float32 vectors.
 func SyntheticWeightBytes(d Dims) int64 {
-	embed := syntheticMatrix{1, d.Vocab, d.Hidden, syntheticBits}
+	embed := syntheticMatrix{"", 1, d.Vocab, d.Hidden, syntheticBits}
 	total := 2*embed.bytes() + int64(d.Hidden)*4
 	for i := range d.Layers {
 		for _, m := range d.layerMatrices(i) {
@@ -184,22 +219,12 @@ func FromWeights(d Dims, w *Weights, be backend.Backend, chunk int) (*Model, err
 // the same weights. Layers are generated in parallel on the host, then
 // uploaded in order.
 func Synthetic(d Dims, be backend.Backend, chunk int, seed uint64) (*Model, error) {
-	if len(d.Full) != d.Layers {
-		return nil, fmt.Errorf("model: %d layer kinds for %d layers", len(d.Full), d.Layers)
+	if err := checkSynthetic(&d); err != nil {
+		return nil, err
 	}
-	for i := range d.Layers {
-		for _, m := range d.layerMatrices(i) {
-			if m.cols%syntheticGroup != 0 {
-				return nil, fmt.Errorf("model: layer %d has a matrix %d wide, not a multiple of the group size %d", i, m.cols, syntheticGroup)
-			}
-		}
-	}
-	if d.Hidden%syntheticGroup != 0 {
-		return nil, fmt.Errorf("model: hidden size %d is not a multiple of the group size %d", d.Hidden, syntheticGroup)
-	}
-	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+	rng := func(stream uint64) *rand.Rand { return syntheticRNG(seed, stream) }
 	up := &uploader{be: be}
-	top := rng(math.MaxUint64)
+	top := rng(headStream)
 	w := &Weights{
 		Embed:     up.matrix(quant.RandomMatrix(top, 1, d.Vocab, d.Hidden, syntheticBits, syntheticGroup)),
 		LMHead:    up.matrix(quant.RandomMatrix(top, 1, d.Vocab, d.Hidden, syntheticBits, syntheticGroup)),
@@ -226,6 +251,30 @@ func Synthetic(d Dims, be backend.Backend, chunk int, seed uint64) (*Model, erro
 	}
 	return FromWeights(d, w, be, chunk)
 }
+
+// checkSynthetic refuses sizes Synthetic cannot quantise.
+func checkSynthetic(d *Dims) error {
+	if len(d.Full) != d.Layers {
+		return fmt.Errorf("model: %d layer kinds for %d layers", len(d.Full), d.Layers)
+	}
+	for i := range d.Layers {
+		for _, m := range d.layerMatrices(i) {
+			if m.cols%syntheticGroup != 0 {
+				return fmt.Errorf("model: layer %d has a matrix %d wide, not a multiple of the group size %d", i, m.cols, syntheticGroup)
+			}
+		}
+	}
+	if d.Hidden%syntheticGroup != 0 {
+		return fmt.Errorf("model: hidden size %d is not a multiple of the group size %d", d.Hidden, syntheticGroup)
+	}
+	return nil
+}
+
+// syntheticRNG is the generator of one stream of a seed: a layer's
+// (stream = its index), or the embedding's and output head's (headStream).
+func syntheticRNG(seed, stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+
+const headStream = math.MaxUint64
 
 // hostLayer is one layer's random weights before upload: matrices in
 // layerMatrices order, vectors in binding order.
