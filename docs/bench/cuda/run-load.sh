@@ -9,7 +9,7 @@
 # the backend's uploads). Steps:
 #   1. write the folder to $DIR on a local disk (default /tmp/q36);
 #   2. read it once (cat > /dev/null), so the page cache holds it;
-#   3. petal bench --backend cuda --model $DIR --prompt-lengths 512
+#   3. petal bench --backend cuda --model $DIR --prompt-lengths 512 (RUNS times, default 3)
 #      --context-lengths 256 --decode-tokens 16, three times: the report's
 #      "load:" line is engine.Open's time (mapping the files and uploading
 #      the weights; the backend's start-up not counted).
@@ -96,7 +96,7 @@ step write 170 "$P" bench --synthetic "$SYNTHETIC" --write-model "$DIR" > "$O/wr
 ls -la "$DIR" >> "$O/write.txt"
 step warm 60 bash -c 'cat "$1"/*.safetensors > /dev/null' _ "$DIR"
 
-for n in 1 2 3; do
+for n in $(seq 1 "${RUNS:-3}"); do
 	step "bench $n" 60 "$P" bench --backend "$BACKEND" --model "$DIR" --prompt-lengths 512 --context-lengths 256 --decode-tokens 16 \
 		--out "$O/bench-$n.json" > "$O/bench-$n.txt" 2> "$O/bench-$n.progress.txt"
 	echo "run $n: $(grep -o '^load: [0-9.]* s' "$O/bench-$n.txt")" >> "$O/load.txt"
