@@ -144,7 +144,15 @@ func TestKillAndResumeMixedSessions(t *testing.T) {
 			err = <-done
 		}
 		if err != nil {
-			t.Fatalf("run %d: %v %s", run, err, stderr.String())
+			var failed []string
+			if b, rerr := os.ReadFile(out); rerr == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.Contains(l, `"error":{`) || strings.Contains(l, `"error": {`) {
+						failed = append(failed, l)
+					}
+				}
+			}
+			t.Fatalf("run %d after %d kills: %v %s\nfailed lines:\n%s", run, kills, err, stderr.String(), strings.Join(failed, "\n"))
 		}
 		break
 	}

@@ -67,28 +67,12 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 			return SnapshotInfo{}, &SnapshotError{File: src, Reason: ErrOtherModel,
 				Detail: fmt.Sprintf("its model fingerprint is %s, this model's is %s", info.Fingerprint.Short(), s.fp.Short())}
 		}
-		dir := s.sessionDir(ss.name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return SnapshotInfo{}, fmt.Errorf("session: %w", err)
-		}
-		dst := s.turnPath(ss.name, len(turns))
-		err = linkOrCopy(src, dst)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
-		}
-		info.File, info.Turn = dst, len(turns)
-		// the earlier turns too: a new message that diverges from the
-		// latest turn can still resume from one of them
-		for i, older := range turns[:len(turns)-1] {
-			if err := linkOrCopy(older.path, s.turnPath(ss.name, i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
-			}
-		}
-		// the history the snapshot's tokens came from goes with it, and
-		// where it came from (so that a fork run again is recognised)
+		// The history first, with where it came from: a fork stopped after
+		// it (a kill before the snapshots are linked) is recognised as done
+		// when its request runs again (the executor's alreadyForked), and a
+		// snapshot missing only costs a prefill. Snapshots first and then a
+		// kill would leave a session with turns and no record of the fork,
+		// which the request run again could only refuse.
 		conv, err := s.Conversation(from)
 		if err != nil {
 			return SnapshotInfo{}, err
@@ -100,10 +84,29 @@ func (ss *Session) ForkFrom(from string) (SnapshotInfo, error) {
 		if err := ss.SaveConversation(conv); err != nil {
 			return SnapshotInfo{}, err
 		}
+		dst := s.turnPath(ss.name, len(turns))
+		err = forkLink(src, dst)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
+		}
+		info.File, info.Turn = dst, len(turns)
+		// the earlier turns too: a new message that diverges from the
+		// latest turn can still resume from one of them
+		for i, older := range turns[:len(turns)-1] {
+			if err := forkLink(older.path, s.turnPath(ss.name, i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return SnapshotInfo{}, fmt.Errorf("session: forking %q into %q: %w", from, ss.name, err)
+			}
+		}
 		return info, nil
 	}
 	return SnapshotInfo{}, noSession(from, s.sessionDir(from))
 }
+
+// forkLink is linkOrCopy; tests stop a fork there.
+var forkLink = linkOrCopy
 
 // linkOrCopy makes dst a hard link to src, or an atomic copy of it.
 func linkOrCopy(src, dst string) error {

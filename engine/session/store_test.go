@@ -599,3 +599,43 @@ func TestGCRemovesAbandonedTemps(t *testing.T) {
 		t.Errorf("GC removed a temporary file still being written: %v", err)
 	}
 }
+
+// TestForkStoppedBeforeItsSnapshots: a fork stopped after it saved the
+// history and before it linked a snapshot (a kill there) leaves the new
+// session recording where it came from and with no turn of its own, so
+// that the request run again (a batch resumed) recognises the fork as done
+// or forks again, instead of refusing a session that "already exists".
+func TestForkStoppedBeforeItsSnapshots(t *testing.T) {
+	st := openTestStore(t, testFP(1), StoreOptions{})
+	ss, err := st.Lock("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c := &Conversation{}
+	c.Append("r1", json.RawMessage(`{"role":"user","content":"hi"}`), json.RawMessage(`{"role":"assistant","content":"hello"}`))
+	if err := ss.SaveConversation(c); err != nil {
+		t.Fatal(err)
+	}
+	ss.Unlock()
+	killed := errors.New("killed")
+	forkLink = func(src, dst string) error { return killed }
+	_, err = st.Fork("a", "b")
+	forkLink = linkOrCopy
+	if !errors.Is(err, killed) {
+		t.Fatalf("fork with its links failing: %v", err)
+	}
+	conv, err := st.Conversation("b")
+	if err != nil || conv == nil || conv.ForkedFrom != "a" || conv.ForkedAt != 1 || len(conv.Messages) != 2 {
+		t.Fatalf("the stopped fork's session: conversation %+v %v, want a's history recorded as forked from a", conv, err)
+	}
+	if turns, err := st.turns("b"); err != nil || len(turns) != 0 {
+		t.Fatalf("the stopped fork's session has turns %v (%v)", turns, err)
+	}
+	info, err := st.Fork("a", "b")
+	if err != nil || info.Turn != 1 {
+		t.Fatalf("the fork run again: %+v %v", info, err)
+	}
+}
