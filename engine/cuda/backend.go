@@ -301,16 +301,7 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
-	var raw []byte
-	switch dst.Type {
-	case backend.F32:
-		raw = bytesOf(src)
-	default:
-		h := make([]uint16, len(src))
-		backend.Narrow(dst.Type, src, h)
-		raw = bytesOf(h)
-	}
-	return b.surfaced(b.s.CopyToDevice(p, raw))
+	return b.surfaced(b.s.CopyToDevice(p, backend.Encode(dst.Type, src)))
 }
 
 func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {

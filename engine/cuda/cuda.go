@@ -8,8 +8,8 @@ package cuda
 
 import (
 	"fmt"
-	"unsafe"
 
+	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
@@ -119,12 +119,7 @@ func (q *QMatrix) Free() error {
 }
 
 // bytesOf views a slice's elements as bytes (no copy).
-func bytesOf[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
-}
+func bytesOf[T any](s []T) []byte { return backend.BytesOf(s) }
 
 // MatVec launches y = W·x for 4-bit matrices in groups of 64 (one variant of
 // the qmatvec kernel family).

@@ -227,7 +227,7 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
-	return b.surfaced(b.d.Upload(a, encodeFloats(dst.Type, src)))
+	return b.surfaced(b.d.Upload(a, backend.Encode(dst.Type, src)))
 }
 
 func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
@@ -261,17 +261,6 @@ func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
 		return err
 	}
 	return b.surfaced(b.d.Download(bytesOf(dst), a))
-}
-
-// encodeFloats is src as a buffer of type t holds it (rounded as
-// backend.Round does).
-func encodeFloats(t backend.DType, src []float32) []byte {
-	if t == backend.F32 {
-		return bytesOf(src)
-	}
-	h := make([]uint16, len(src))
-	backend.Narrow(t, src, h)
-	return bytesOf(h)
 }
 
 // dtypeCode is a float type as the convert kernel names it.
@@ -471,12 +460,6 @@ func params[T any](p T) []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&p)), unsafe.Sizeof(p))...)
 }
 
-func bytesOf[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
-}
+func bytesOf[T any](s []T) []byte { return backend.BytesOf(s) }
 
 func ceil(a, b int) int { return (a + b - 1) / b }

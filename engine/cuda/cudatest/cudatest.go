@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
+	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 )
 
@@ -129,12 +129,7 @@ func (b Buf) Ints(t testing.TB, s *driver.Stream, what string) []int32 {
 }
 
 // BytesOf is the bytes of s, shared with it.
-func BytesOf[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
-}
+func BytesOf[T any](s []T) []byte { return backend.BytesOf(s) }
 
 var (
 	gpuOnce sync.Once
