@@ -127,6 +127,27 @@ func CheckHost(b Buffer, n int, ints bool) error {
 	return nil
 }
 
+// CheckOperand is the check a GPU backend's lowering makes of an op's
+// buffer: what (its name in the message) is of type t, with at least n
+// elements; who names the backend in the message.
+func CheckOperand(who, what string, b Buffer, t DType, n int) error {
+	if b.Type != t {
+		return fmt.Errorf("%s is a %s buffer; the %s ops take %s here (Copy converts)", what, b.Type, who, t)
+	}
+	if b.Len < n {
+		return fmt.Errorf("%s has %d elements, the op needs %d", what, b.Len, n)
+	}
+	return nil
+}
+
+// CheckKV is the check of a KV cache's element type: f32 or bf16.
+func CheckKV(what string, b Buffer) error {
+	if b.Type != F32 && b.Type != BF16 {
+		return fmt.Errorf("%s is a %s buffer; KV caches are f32 or bf16", what, b.Type)
+	}
+	return nil
+}
+
 // CheckCopy is the check of Copy that every backend makes.
 func CheckCopy(dst, src Buffer) error {
 	switch {

@@ -30,19 +30,16 @@ func (c *checks) buf(what string, buf backend.Buffer, t backend.DType, n int) dr
 		c.fail("%s: %w", what, err)
 		return 0
 	}
-	if buf.Type != t {
-		c.fail("%s is a %s buffer; the CUDA ops take %s here (Copy converts)", what, buf.Type, t)
-	}
-	if buf.Len < n {
-		c.fail("%s has %d elements, the op needs %d", what, buf.Len, n)
+	if err := backend.CheckOperand("CUDA", what, buf, t, n); err != nil {
+		c.fail("%w", err)
 	}
 	return p
 }
 
 // kv is the address of a KV cache, f32 or bf16.
 func (c *checks) kv(what string, buf backend.Buffer, n int) driver.Ptr {
-	if buf.Type != backend.F32 && buf.Type != backend.BF16 {
-		c.fail("%s is a %s buffer; KV caches are f32 or bf16", what, buf.Type)
+	if err := backend.CheckKV(what, buf); err != nil {
+		c.fail("%w", err)
 		return 0
 	}
 	return c.buf(what, buf, buf.Type, n)

@@ -38,19 +38,16 @@ func (l *lowering) buf(what string, buf backend.Buffer, t backend.DType, n int) 
 		l.fail("%s: %w", what, err)
 		return dispatch.Arg{}
 	}
-	if buf.Type != t {
-		l.fail("%s is a %s buffer; the Metal ops take %s here (Copy converts)", what, buf.Type, t)
-	}
-	if buf.Len < n {
-		l.fail("%s has %d elements, the op needs %d", what, buf.Len, n)
+	if err := backend.CheckOperand("Metal", what, buf, t, n); err != nil {
+		l.fail("%w", err)
 	}
 	return a
 }
 
 // kv is the position of a KV cache, f32 or bf16.
 func (l *lowering) kv(what string, buf backend.Buffer, n int) dispatch.Arg {
-	if buf.Type != backend.F32 && buf.Type != backend.BF16 {
-		l.fail("%s is a %s buffer; KV caches are f32 or bf16", what, buf.Type)
+	if err := backend.CheckKV(what, buf); err != nil {
+		l.fail("%w", err)
 		return dispatch.Arg{}
 	}
 	return l.buf(what, buf, buf.Type, n)
