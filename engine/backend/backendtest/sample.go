@@ -169,27 +169,28 @@ func init() {
 	Tolerances["Logprobs"] = map[backend.DType]float64{backend.F32: 1e-5}
 }
 
-// sampleCase is one row and setting for the Sample op.
-type sampleCase struct {
-	name     string
-	logits   []float32
-	counts   []int32
-	inPrompt []int32
-	s        sample.Settings
+// SampleCase is one row and setting for the Sample op: its logits, the
+// penalties' counts and prompt flags, the settings.
+type SampleCase struct {
+	Name     string
+	Logits   []float32
+	Counts   []int32
+	InPrompt []int32
+	S        sample.Settings
 }
 
-// sampling: the Sample op chooses the reference's id for every case and
-// draw (near-ties excepted, see SampleChoice), writes the id into Token
-// and Status, flags non-finite rows, counts the chosen token and the draw;
-// Logprobs matches its float64 reference.
-func sampling(e *env) {
-	var cases []sampleCase
+// SampleCases are the Sample op's cases at each vocabulary size of vocabs
+// (random makes a row of logits, one per size, in order): greedy,
+// temperature, top-k, top-p, min-p, all of them, equal logits, penalties
+// with and without temperature; then rows holding NaN, +Inf and -Inf.
+func SampleCases(vocabs []int, random func(n int) []float32) []SampleCase {
+	var cases []SampleCase
 	zeros := func(n int) []int32 { return make([]int32, n) }
 	add := func(name string, logits []float32, s sample.Settings) {
-		cases = append(cases, sampleCase{name, logits, zeros(len(logits)), zeros(len(logits)), s})
+		cases = append(cases, SampleCase{name, logits, zeros(len(logits)), zeros(len(logits)), s})
 	}
-	for _, V := range []int{1, 2, 7, 333, 4099} {
-		row := e.random(V, 6)
+	for _, V := range vocabs {
+		row := random(V)
 		add(fmt.Sprintf("greedy V=%d", V), row, sample.Settings{})
 		add(fmt.Sprintf("temperature V=%d", V), row, sample.Settings{Temperature: 0.8, Seed: 11})
 		add(fmt.Sprintf("top-k 1 V=%d", V), row, sample.Settings{Temperature: 1.5, TopK: 1, Seed: 12})
@@ -203,66 +204,75 @@ func sampling(e *env) {
 		add(fmt.Sprintf("all V=%d", V), row, sample.Settings{Temperature: 0.9, TopK: 40, TopP: 0.8, MinP: 0.02, Seed: 18})
 		add(fmt.Sprintf("equal logits V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopK: 3, Seed: 19})
 		add(fmt.Sprintf("equal logits top-p V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopP: 0.5, Seed: 19})
-		c := sampleCase{fmt.Sprintf("penalties V=%d", V), row, zeros(V), zeros(V),
+		c := SampleCase{fmt.Sprintf("penalties V=%d", V), row, zeros(V), zeros(V),
 			sample.Settings{Temperature: 0.7, TopK: 20, Repetition: 1.3, Presence: 0.5, Frequency: 0.25, Seed: 20}}
 		for i := 0; i < V; i += 3 {
-			c.counts[i] = int32(1 + i%4)
+			c.Counts[i] = int32(1 + i%4)
 		}
 		for i := 1; i < V; i += 5 {
-			c.inPrompt[i] = 1
+			c.InPrompt[i] = 1
 		}
 		cases = append(cases, c)
 		g := c
-		g.name, g.s = fmt.Sprintf("greedy penalties V=%d", V), sample.Settings{Repetition: 1.3, Presence: 0.5, Frequency: 0.25}
+		g.Name, g.S = fmt.Sprintf("greedy penalties V=%d", V), sample.Settings{Repetition: 1.3, Presence: 0.5, Frequency: 0.25}
+		g.Counts = slices.Clone(c.Counts)
 		cases = append(cases, g)
 	}
 	nan := float32(math.NaN())
 	add("NaN", []float32{1, nan, 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
 	add("+Inf", []float32{1, float32(math.Inf(1)), 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
 	add("-Inf", []float32{1, float32(math.Inf(-1)), 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
+	return cases
+}
 
+// sampling: the Sample op chooses the reference's id for every case and
+// draw (near-ties excepted, see SampleChoice), writes the id into Token
+// and Status, flags non-finite rows, counts the chosen token and the draw;
+// Logprobs matches its float64 reference.
+func sampling(e *env) {
+	cases := SampleCases([]int{1, 2, 7, 333, 4099}, func(n int) []float32 { return e.random(n, 6) })
 	for _, c := range cases {
-		V := len(c.logits)
-		logits, counts, inPrompt := e.buf(c.logits), e.ints(c.counts...), e.ints(c.inPrompt...)
-		params := e.buf([]float32{c.s.Temperature, c.s.TopP, c.s.MinP, c.s.Presence, c.s.Frequency, c.s.Repetition})
-		config := e.ints(c.s.TopK, int32(uint32(c.s.Seed)), int32(uint32(c.s.Seed>>32)), 0)
+		V := len(c.Logits)
+		logits, counts, inPrompt := e.buf(c.Logits), e.ints(c.Counts...), e.ints(c.InPrompt...)
+		params := e.buf([]float32{c.S.Temperature, c.S.TopP, c.S.MinP, c.S.Presence, c.S.Frequency, c.S.Repetition})
+		config := e.ints(c.S.TopK, int32(uint32(c.S.Seed)), int32(uint32(c.S.Seed>>32)), 0)
 		token, status := e.ints(-7), e.ints(-7, -7)
 		op := &backend.Sample{Logits: logits, Params: params, Config: config, Counts: counts, InPrompt: inPrompt,
 			Token: token, Status: status, Vocab: V}
 		prog, err := e.be.Compile([]backend.Op{op})
 		e.fatal(err)
-		wantCounts := slices.Clone(c.counts)
+		wantCounts := slices.Clone(c.Counts)
 		near := 0
 		for draw := range 40 {
 			e.fatal(e.be.WriteInts(token, []int32{-7}))
 			e.fatal(e.be.WriteInts(status, []int32{-7, -7}))
 			e.fatal(prog.Run())
 			e.fatal(e.be.Sync())
-			want := Sample(c.logits, wantCounts, c.inPrompt, c.s, sample.Uniform(c.s.Seed, uint64(draw)))
+			want := Sample(c.Logits, wantCounts, c.InPrompt, c.S, sample.Uniform(c.S.Seed, uint64(draw)))
 			got, st := e.readInts(token)[0], e.readInts(status)
 			if st[0] != got {
-				e.t.Fatalf("%s draw %d: status id %d, token %d", c.name, draw, st[0], got)
+				e.t.Fatalf("%s draw %d: status id %d, token %d", c.Name, draw, st[0], got)
 			}
 			if wantFlag := map[bool]int32{true: 0, false: 1}[want.Finite]; st[1] != wantFlag {
-				e.t.Errorf("%s: non-finite flag %d, want %d", c.name, st[1], wantFlag)
+				e.t.Errorf("%s: non-finite flag %d, want %d", c.Name, st[1], wantFlag)
 			}
 			if got != want.ID {
 				if want.Margin > 1e-5 {
-					e.t.Fatalf("%s draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", c.name, draw, got, want.ID, want.Margin)
+					e.t.Fatalf("%s draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", c.Name, draw, got, want.ID, want.Margin)
 				}
 				near++
 				want.ID = got // follow the device from here
 			}
 			wantCounts[want.ID]++
 			if cfg := e.readInts(config); cfg[backend.SampleDraw] != int32(draw+1) {
-				e.t.Fatalf("%s: draw counter %d after %d draws", c.name, cfg[backend.SampleDraw], draw+1)
+				e.t.Fatalf("%s: draw counter %d after %d draws", c.Name, cfg[backend.SampleDraw], draw+1)
 			}
 		}
 		if !slices.Equal(e.readInts(counts), wantCounts) {
-			e.t.Errorf("%s: counts after 40 draws differ from the chosen ids'", c.name)
+			e.t.Errorf("%s: counts after 40 draws differ from the chosen ids'", c.Name)
 		}
 		if near > 2 {
-			e.t.Errorf("%s: %d near-tie disagreements in 40 draws", c.name, near)
+			e.t.Errorf("%s: %d near-tie disagreements in 40 draws", c.Name, near)
 		}
 	}
 

@@ -3,7 +3,6 @@
 package cudarun
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -29,60 +28,18 @@ func TestSampleRow(t *testing.T) {
 	s := newStream(t, c)
 	mod := module(t, c, "sample")
 	rng := freshRNG(t)
-	type sampleCase struct {
-		name             string
-		logits           []float32
-		counts, inPrompt []int32
-		s                sample.Settings
-	}
-	var cases []sampleCase
-	add := func(name string, logits []float32, st sample.Settings) {
-		cases = append(cases, sampleCase{name, logits, make([]int32, len(logits)), make([]int32, len(logits)), st})
-	}
-	for _, V := range []int{1, 2, 7, 333, 4099, 248320} {
-		row := randScaled(rng, V, 6)
-		add(fmt.Sprintf("greedy V=%d", V), row, sample.Settings{})
-		add(fmt.Sprintf("temperature V=%d", V), row, sample.Settings{Temperature: 0.8, Seed: 11})
-		add(fmt.Sprintf("top-k 1 V=%d", V), row, sample.Settings{Temperature: 1.5, TopK: 1, Seed: 12})
-		add(fmt.Sprintf("top-k 5 V=%d", V), row, sample.Settings{Temperature: 1, TopK: 5, Seed: 13})
-		add(fmt.Sprintf("top-k 300 V=%d", V), row, sample.Settings{Temperature: 1, TopK: 300, Seed: 13})
-		add(fmt.Sprintf("top-k above V V=%d", V), row, sample.Settings{Temperature: 1, TopK: int32(V + 5), Seed: 13})
-		add(fmt.Sprintf("top-p tiny V=%d", V), row, sample.Settings{Temperature: 1, TopP: 1e-6, Seed: 14})
-		add(fmt.Sprintf("top-p 0.9 V=%d", V), row, sample.Settings{Temperature: 0.7, TopP: 0.9, Seed: 15})
-		add(fmt.Sprintf("min-p 1 V=%d", V), row, sample.Settings{Temperature: 1, MinP: 1, Seed: 16})
-		add(fmt.Sprintf("min-p 0.1 V=%d", V), row, sample.Settings{Temperature: 1.2, MinP: 0.1, Seed: 17})
-		add(fmt.Sprintf("all V=%d", V), row, sample.Settings{Temperature: 0.9, TopK: 40, TopP: 0.8, MinP: 0.02, Seed: 18})
-		add(fmt.Sprintf("equal logits V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopK: 3, Seed: 19})
-		add(fmt.Sprintf("equal logits top-p V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopP: 0.5, Seed: 19})
-		pc := sampleCase{fmt.Sprintf("penalties V=%d", V), row, make([]int32, V), make([]int32, V),
-			sample.Settings{Temperature: 0.7, TopK: 20, Repetition: 1.3, Presence: 0.5, Frequency: 0.25, Seed: 20}}
-		for i := 0; i < V; i += 3 {
-			pc.counts[i] = int32(1 + i%4)
-		}
-		for i := 1; i < V; i += 5 {
-			pc.inPrompt[i] = 1
-		}
-		cases = append(cases, pc)
-		g := pc
-		g.name, g.s = fmt.Sprintf("greedy penalties V=%d", V), sample.Settings{Repetition: 1.3, Presence: 0.5, Frequency: 0.25}
-		g.counts = slices.Clone(pc.counts)
-		cases = append(cases, g)
-	}
-	nan := float32(math.NaN())
-	add("NaN", []float32{1, nan, 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
-	add("+Inf", []float32{1, float32(math.Inf(1)), 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
-	add("-Inf", []float32{1, float32(math.Inf(-1)), 3, 2}, sample.Settings{Temperature: 1, Seed: 1})
+	cases := backendtest.SampleCases([]int{1, 2, 7, 333, 4099, 248320}, func(n int) []float32 { return randScaled(rng, n, 6) })
 
 	totalNear := 0
 	for _, sc := range cases {
-		V := len(sc.logits)
-		logits := upBuf(t, c, s, sc.logits, "logits")
-		params := upBuf(t, c, s, []float32{sc.s.Temperature, sc.s.TopP, sc.s.MinP, sc.s.Presence, sc.s.Frequency, sc.s.Repetition}, "params")
-		config := upBuf(t, c, s, []int32{sc.s.TopK, int32(uint32(sc.s.Seed)), int32(uint32(sc.s.Seed >> 32)), 0}, "config")
-		counts, inPrompt := upBuf(t, c, s, sc.counts, "counts"), upBuf(t, c, s, sc.inPrompt, "in prompt")
+		V := len(sc.Logits)
+		logits := upBuf(t, c, s, sc.Logits, "logits")
+		params := upBuf(t, c, s, []float32{sc.S.Temperature, sc.S.TopP, sc.S.MinP, sc.S.Presence, sc.S.Frequency, sc.S.Repetition}, "params")
+		config := upBuf(t, c, s, []int32{sc.S.TopK, int32(uint32(sc.S.Seed)), int32(uint32(sc.S.Seed >> 32)), 0}, "config")
+		counts, inPrompt := upBuf(t, c, s, sc.Counts, "counts"), upBuf(t, c, s, sc.InPrompt, "in prompt")
 		token, status := newBuf(t, c, s, 1, "token"), newBuf(t, c, s, 2, "status")
 		x, w := newBuf(t, c, s, V, "x"), newBuf(t, c, s, V, "w")
-		wantCounts := slices.Clone(sc.counts)
+		wantCounts := slices.Clone(sc.Counts)
 		near, draws := 0, 40
 		if V > 10000 {
 			draws = 8 // the host reference sorts the vocabulary at every draw
@@ -93,31 +50,31 @@ func TestSampleRow(t *testing.T) {
 			a := new(driver.Args).Ptr(logits.P).Ptr(params.P).Ptr(config.P).Ptr(counts.P).Ptr(inPrompt.P).Ptr(token.P).Ptr(status.P).Ptr(x.P).Ptr(w.P)
 			withParams(a, kernels.SampleParams{V: int32(V)})
 			launch(t, s, mod, "sample_row", 1, sampleThreads, a)
-			want := backendtest.Sample(sc.logits, wantCounts, sc.inPrompt, sc.s, sample.Uniform(sc.s.Seed, uint64(draw)))
+			want := backendtest.Sample(sc.Logits, wantCounts, sc.InPrompt, sc.S, sample.Uniform(sc.S.Seed, uint64(draw)))
 			got, st := token.Ints(t, s, "token")[0], status.Ints(t, s, "status")
 			if st[0] != got {
-				t.Fatalf("%s draw %d: status id %d, token %d", sc.name, draw, st[0], got)
+				t.Fatalf("%s draw %d: status id %d, token %d", sc.Name, draw, st[0], got)
 			}
 			if wantFlag := map[bool]int32{true: 0, false: 1}[want.Finite]; st[1] != wantFlag {
-				t.Errorf("%s: non-finite flag %d, want %d", sc.name, st[1], wantFlag)
+				t.Errorf("%s: non-finite flag %d, want %d", sc.Name, st[1], wantFlag)
 			}
 			if got != want.ID {
 				if want.Margin > 1e-5 {
-					t.Fatalf("%s draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", sc.name, draw, got, want.ID, want.Margin)
+					t.Fatalf("%s draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", sc.Name, draw, got, want.ID, want.Margin)
 				}
 				near++
 				want.ID = got // follow the device from here
 			}
 			wantCounts[want.ID]++
 			if cfg := config.Ints(t, s, "config"); cfg[backend.SampleDraw] != int32(draw+1) {
-				t.Fatalf("%s: draw counter %d after %d draws", sc.name, cfg[backend.SampleDraw], draw+1)
+				t.Fatalf("%s: draw counter %d after %d draws", sc.Name, cfg[backend.SampleDraw], draw+1)
 			}
 		}
 		if !slices.Equal(counts.Ints(t, s, "counts"), wantCounts) {
-			t.Errorf("%s: counts after %d draws differ from the chosen ids'", sc.name, draws)
+			t.Errorf("%s: counts after %d draws differ from the chosen ids'", sc.Name, draws)
 		}
 		if near > 2 {
-			t.Errorf("%s: %d near-tie disagreements in %d draws", sc.name, near, draws)
+			t.Errorf("%s: %d near-tie disagreements in %d draws", sc.Name, near, draws)
 		}
 		totalNear += near
 	}
