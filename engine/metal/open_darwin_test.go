@@ -20,15 +20,7 @@ import (
 // copied into a view, Free leaves a view alone, and after Release a
 // dispatch binding one is refused.
 func TestDeviceMapHost(t *testing.T) {
-	dev, err := device.Open()
-	if err != nil {
-		if errors.Is(err, device.ErrUnsupported) {
-			t.Skipf("no Metal device: %v", err)
-		}
-		t.Fatal(err)
-	}
-	d := &deviceDispatcher{dev: dev, libs: map[string]*device.Library{}}
-	defer d.Close()
+	d := openDeviceDispatcher(t)
 	const size = 3*device.PageSize + 100
 	data := make([]byte, size)
 	for i := range data {
@@ -94,15 +86,8 @@ func TestDeviceMapHost(t *testing.T) {
 // other family stays 3.1; where not, the reason names the device. It skips
 // without a device.
 func TestDeviceTensorOps(t *testing.T) {
-	dev, err := device.Open()
-	if err != nil {
-		if errors.Is(err, device.ErrUnsupported) {
-			t.Skipf("no Metal device: %v", err)
-		}
-		t.Fatal(err)
-	}
-	d := &deviceDispatcher{dev: dev, libs: map[string]*device.Library{}}
-	defer d.Close()
+	d := openDeviceDispatcher(t)
+	dev := d.dev
 	if err := d.TensorOps(); err != nil {
 		t.Logf("no tensor operations: %v", err)
 		if !dev.Info.Metal4 || dev.Info.AppleFamily < 10 {
@@ -119,4 +104,20 @@ func TestDeviceTensorOps(t *testing.T) {
 	if got := d.libs["gemm"].Language; got != device.MSL31 {
 		t.Errorf("gemm.metal compiled as MSL %s", got)
 	}
+}
+
+// openDeviceDispatcher is the dispatcher over the system's Metal device,
+// closed with the test; without a device the test skips.
+func openDeviceDispatcher(t *testing.T) *deviceDispatcher {
+	t.Helper()
+	dev, err := device.Open()
+	if err != nil {
+		if errors.Is(err, device.ErrUnsupported) {
+			t.Skipf("no Metal device: %v", err)
+		}
+		t.Fatal(err)
+	}
+	d := &deviceDispatcher{dev: dev, libs: map[string]*device.Library{}}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
