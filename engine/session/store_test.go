@@ -481,19 +481,7 @@ func TestConversationSavedAndForked(t *testing.T) {
 	if conv, err := st.Conversation("a"); err != nil || conv != nil {
 		t.Fatalf("new session: %v %v", conv, err)
 	}
-	ss, err := st.Lock("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
-		t.Fatal(err)
-	}
-	c := &Conversation{}
-	c.Append("r1", json.RawMessage(`{"role":"user","content":"hi"}`), json.RawMessage(`{"role":"assistant","content":"hello"}`))
-	if err := ss.SaveConversation(c); err != nil {
-		t.Fatal(err)
-	}
-	ss.Unlock()
+	saveOneTurn(t, st, "a")
 	if _, err := st.Fork("a", "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -607,22 +595,10 @@ func TestGCRemovesAbandonedTemps(t *testing.T) {
 // or forks again, instead of refusing a session that "already exists".
 func TestForkStoppedBeforeItsSnapshots(t *testing.T) {
 	st := openTestStore(t, testFP(1), StoreOptions{})
-	ss, err := st.Lock("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
-		t.Fatal(err)
-	}
-	c := &Conversation{}
-	c.Append("r1", json.RawMessage(`{"role":"user","content":"hi"}`), json.RawMessage(`{"role":"assistant","content":"hello"}`))
-	if err := ss.SaveConversation(c); err != nil {
-		t.Fatal(err)
-	}
-	ss.Unlock()
+	saveOneTurn(t, st, "a")
 	killed := errors.New("killed")
 	forkLink = func(src, dst string) error { return killed }
-	_, err = st.Fork("a", "b")
+	_, err := st.Fork("a", "b")
 	forkLink = linkOrCopy
 	if !errors.Is(err, killed) {
 		t.Fatalf("fork with its links failing: %v", err)
@@ -637,5 +613,24 @@ func TestForkStoppedBeforeItsSnapshots(t *testing.T) {
 	info, err := st.Fork("a", "b")
 	if err != nil || info.Turn != 1 {
 		t.Fatalf("the fork run again: %+v %v", info, err)
+	}
+}
+
+// saveOneTurn gives session name one turn: a snapshot and a conversation
+// of one exchange, request r1.
+func saveOneTurn(t *testing.T, st *Store, name string) {
+	t.Helper()
+	ss, err := st.Lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Unlock()
+	if _, err := ss.SaveTurn(synthState(3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c := &Conversation{}
+	c.Append("r1", json.RawMessage(`{"role":"user","content":"hi"}`), json.RawMessage(`{"role":"assistant","content":"hello"}`))
+	if err := ss.SaveConversation(c); err != nil {
+		t.Fatal(err)
 	}
 }
