@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -364,7 +365,7 @@ func (w *shardWriter) write(t *model.SyntheticTensor) error {
 	if w.next >= len(file.tensors) || fileName(file.tensors[w.next].Name) != name {
 		return fmt.Errorf("synthwrite: tensor %s made out of the order of %s", t.Name, file.name)
 	}
-	if !equalShape(file.tensors[w.next].Shape, t.Shape) || file.tensors[w.next].DType != t.DType {
+	if !slices.Equal(file.tensors[w.next].Shape, t.Shape) || file.tensors[w.next].DType != t.DType {
 		return fmt.Errorf("synthwrite: tensor %s made as %s %v, laid out as %s %v", t.Name, t.DType, t.Shape, file.tensors[w.next].DType, file.tensors[w.next].Shape)
 	}
 	n, err := writeValues(w.buf, t)
@@ -425,18 +426,6 @@ func (w *shardWriter) abort() {
 		w.f.Close()
 		w.f = nil
 	}
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // writeIndex writes model.safetensors.index.json: the total size and the
