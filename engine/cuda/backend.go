@@ -36,6 +36,7 @@ type Backend struct {
 	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
 	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
 	last    *program               // the last program run, named in errors that surface later
+	rb      readback               // reads that wait only for their buffer's writer (readback.go)
 	held    []driver.Ptr           // memory freed at Close
 }
 
@@ -87,6 +88,12 @@ func (b *Backend) init() error {
 	}
 	b.s.SetProgrammatic(b.o.PDL)
 	if b.up, err = b.ctx.NewUploader(b.s, uploadChunk); err != nil {
+		return err
+	}
+	if b.rb.side, err = b.ctx.NewStream("cuda backend reads"); err != nil {
+		return err
+	}
+	if b.rb.stage, err = b.ctx.AllocHost(readStageBytes, "read staging"); err != nil {
 		return err
 	}
 	mods := map[string]*driver.Module{}
@@ -158,7 +165,7 @@ func (b *Backend) init() error {
 
 // plainKernels are the entry points of ops.cu.
 var plainKernels = []string{
-	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_codes", "conv_silu", "delta_rule", "gated_rmsnorm",
+	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_codes", "qgemm_f64", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
 	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
 	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",
@@ -189,6 +196,16 @@ func (b *Backend) Close() error {
 	}
 	if b.up != nil {
 		keep(b.up.Close())
+	}
+	if b.rb.side != nil {
+		keep(b.rb.side.Sync())
+		keep(b.rb.side.Close())
+	}
+	if b.rb.stage != nil {
+		keep(b.rb.stage.Free())
+	}
+	for _, p := range b.rb.markers {
+		keep(p.Close())
 	}
 	for _, m := range b.mods {
 		keep(m.Close())
@@ -262,7 +279,9 @@ func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
 	if err != nil {
 		return backend.Buffer{}, err
 	}
-	return backend.Buffer{Mem: &memory{b: b, p: p, bytes: bytes}, Len: n, Type: t}, nil
+	m := &memory{b: b, p: p, bytes: bytes}
+	b.rb.queued([]span{{m: m, lo: 0, hi: bytes}}, nil) // the zeroing
+	return backend.Buffer{Mem: m, Len: n, Type: t}, nil
 }
 
 func (b *Backend) Free(buf backend.Buffer) {
@@ -301,6 +320,7 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
+	b.rb.queued(spans([]backend.Buffer{dst}), nil)
 	return b.surfaced(b.s.CopyToDevice(p, backend.Encode(dst.Type, src)))
 }
 
@@ -309,20 +329,21 @@ func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
+	b.rb.queued(spans([]backend.Buffer{dst}), nil)
 	return b.surfaced(b.s.CopyToDevice(p, bytesOf(src)))
 }
 
-// Read waits for the work before it (the copy is queued behind it).
+// Read waits for the work before it that writes src (readback.go).
 func (b *Backend) Read(src backend.Buffer, dst []float32) error {
 	p, err := b.hostCheck(src, len(dst), false)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
 	if src.Type == backend.F32 {
-		return b.surfaced(b.s.CopyToHost(bytesOf(dst), p))
+		return b.readBytes(bytesOf(dst), src, p)
 	}
 	h := make([]uint16, len(dst))
-	if err := b.surfaced(b.s.CopyToHost(bytesOf(h), p)); err != nil {
+	if err := b.readBytes(bytesOf(h), src, p); err != nil {
 		return err
 	}
 	backend.Widen(src.Type, h, dst)
@@ -334,7 +355,7 @@ func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	return b.surfaced(b.s.CopyToHost(bytesOf(dst), p))
+	return b.readBytes(bytesOf(dst), src, p)
 }
 
 // dtypeCode is a float type as the convert kernel names it.
@@ -364,6 +385,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 	if dst.Len == 0 || d == s {
 		return nil
 	}
+	b.rb.queued(spans([]backend.Buffer{dst}), nil)
 	if dst.Type == src.Type {
 		return b.surfaced(b.s.Copy(d, s, int64(dst.Len)*int64(dst.Type.Size())))
 	}
@@ -374,7 +396,13 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 
 // Sync waits for everything queued; an error of the GPU's surfaces here
 // with the program it came from.
-func (b *Backend) Sync() error { return b.surfaced(b.s.Sync()) }
+func (b *Backend) Sync() error {
+	if err := b.s.Sync(); err != nil {
+		return b.surfaced(err)
+	}
+	b.rb.settled()
+	return nil
+}
 
 // surfaced adds to an error of the device which work it may have come
 // from: an asynchronous error (a bad address in a kernel) shows at the

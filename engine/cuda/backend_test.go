@@ -72,10 +72,15 @@ func TestParseOptions(t *testing.T) {
 	if !strings.Contains(OptionsHelp, "gemm=tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
+	for v, want := range map[string]RouterKernel{"f64": RouterF64, "tf32": RouterTF32, "plain": RouterPlain} {
+		if o, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err != nil || o.Router != want {
+			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
+		}
+	}
 	if o, _ := ParseOptions(nil); o != DefaultOptions() {
 		t.Errorf("no options give %+v, not the defaults", o)
 	}
-	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "gemm", Value: "wgmma"}, {Key: "warp", Value: "9"}} {
+	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "gemm", Value: "wgmma"}, {Key: "router", Value: "f16"}, {Key: "warp", Value: "9"}} {
 		_, err := ParseOptions([]backend.Option{bad})
 		if err == nil || !strings.Contains(err.Error(), bad.Key) {
 			t.Errorf("%s=%s: error %v, want one naming %s", bad.Key, bad.Value, err, bad.Key)
@@ -490,7 +495,10 @@ func TestPlainGEMMTiles(t *testing.T) {
 		bits       int
 	}{
 		{256, 192, 512, "qgemm_s", 8},        // the router's 256 logits of a chunk
-		{1, 128, 77, "qgemm_s", 8},           // the shared expert's gate
+		{1, 128, 77, "qgemm_rows", 8},        // the shared expert's gate
+		{1, 2048, 512, "qgemm_rows", 8},      // at the 35B model's width, a chunk of 512
+		{3, 192, 65, "qgemm_rows", 4},        // a few rows
+		{9, 128, 40, "qgemm_s", 4},           // one row too many for qgemm_rows
 		{64 * sms, 128, 100, "qgemm", 4},     // 2·SMs blocks of 64 × 64
 		{64*sms - 64, 128, 65, "qgemm_s", 4}, // just under
 	} {
@@ -684,20 +692,22 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 	}
 }
 
-// TestRouterTF32MatchesReference: under router=tf32 the Route of several
-// tokens computes its logits with qgemm_codes (then route_select); its
-// expert ids are the float64 reference's, and its weights are at least as
-// close to the reference's as router=plain's (the float32 kernels, run on
-// the same data) and within routerTF32Bar, for 8- and 4-bit routers at the
-// 35B and tiny widths, rows off the tiles.
-func TestRouterTF32MatchesReference(t *testing.T) {
-	o := DefaultOptions()
-	o.RouterTF32 = true
-	b := testBackend(t, o)
-	o.RouterTF32 = false
-	plain := testBackend(t, o)
+// TestRouterTensorCoresMatchReference: under router=f64 (and tf32) the
+// Route of several tokens computes its logits with qgemm_f64 (qgemm_codes),
+// then route_select; its expert ids are the float64 reference's, and its
+// weights are at least as close to the reference's as router=plain's (the
+// float32 kernels, run on the same data) and within the kernel's bar, for
+// 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
+func TestRouterTensorCoresMatchReference(t *testing.T) {
+	backends := map[RouterKernel]*Backend{}
+	for _, k := range []RouterKernel{RouterF64, RouterTF32, RouterPlain} {
+		o := DefaultOptions()
+		o.Router = k
+		backends[k] = testBackend(t, o)
+	}
 	const K = 8
-	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}} { // the 35B model's router, the tiny model's
+	// the 35B model's router, the tiny model's, one off the 32-row tiles
+	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}, {40, 192}} {
 		for _, bits := range []int{8, 4} {
 			for _, rows := range []int{7, 100, 512} {
 				E, C := sh.E, sh.C
@@ -727,16 +737,23 @@ func TestRouterTF32MatchesReference(t *testing.T) {
 						}
 						return readInts(t, b, r.Idx), read(t, b, r.Weights)
 					}
-					gotIDs, got := route(b, "qgemm_codes")
-					plainKernel, _ := plain.qgemmShape(E, rows)
-					_, plainW := route(plain, plainKernel)
-					if !slices.Equal(gotIDs, ids) {
-						t.Errorf("experts differ from the reference's")
-					}
-					e, ep := relErr(got, wts), relErr(plainW, wts)
-					t.Logf("weights: error %.3g of the RMS under router=tf32, %.3g under router=plain", e, ep)
-					if e > max(ep, routerTF32Bar) {
-						t.Errorf("router=tf32: error %.3g of the RMS, above router=plain's %.3g and the bar %g", e, ep, routerTF32Bar)
+					plainKernel, _ := backends[RouterPlain].qgemmShape(E, rows)
+					_, plainW := route(backends[RouterPlain], plainKernel)
+					ep := relErr(plainW, wts)
+					for _, c := range []struct {
+						name, kernel string
+						k            RouterKernel
+						bar          float64
+					}{{"f64", "qgemm_f64", RouterF64, routerF64Bar}, {"tf32", "qgemm_codes", RouterTF32, routerTF32Bar}} {
+						gotIDs, got := route(backends[c.k], c.kernel)
+						if !slices.Equal(gotIDs, ids) {
+							t.Errorf("router=%s: experts differ from the reference's", c.name)
+						}
+						e := relErr(got, wts)
+						t.Logf("weights: error %.3g of the RMS under router=%s, %.3g under router=plain", e, c.name, ep)
+						if e > max(ep, c.bar) {
+							t.Errorf("router=%s: error %.3g of the RMS, above router=plain's %.3g and the bar %g", c.name, e, ep, c.bar)
+						}
 					}
 				})
 			}
@@ -749,3 +766,8 @@ func TestRouterTF32MatchesReference(t *testing.T) {
 // the 8-bit router of 2048 columns at 512 rows; router=plain's float32
 // sums 1.9e-5).
 const routerTF32Bar = 5e-6
+
+// routerF64Bar: qgemm_f64's logits are float64's, rounded once to float32;
+// what is left is the float32 rounding of the logits and of the weights
+// (about 6e-8 each, relative), which the reference's float64 does not have.
+const routerF64Bar = 3e-7

@@ -39,6 +39,8 @@ type program struct {
 	constBytes             []byte          // tables the kernels read, uploaded once
 	consts                 driver.Ptr      // their device copy (held until the backend closes)
 	events                 []*driver.Event // ProfiledRun's, made on first use
+	writes                 []span          // the bytes its ops may write
+	done                   *driver.Event   // recorded after each Run (readback.go)
 }
 
 // step launches some kernels of op ops[op] on s.
@@ -127,6 +129,11 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 	}
 	p.graph = b.o.Graphs && !b.o.SyncEach && len(p.steps) > 0
+	p.writes = writes(p.ops)
+	if p.done, err = b.ctx.NewMarker(); err != nil {
+		return nil, err
+	}
+	b.rb.markers = append(b.rb.markers, p.done)
 	if b.o.Verbose {
 		how := "launched one by one"
 		if p.graph {
@@ -180,19 +187,28 @@ func (p *program) Run() error {
 			return err
 		}
 	}
+	// until its marker is recorded, a read of what it writes waits for all
+	b.rb.queued(p.writes, nil)
 	if p.exec != nil {
-		return b.surfaced(p.exec.Launch(b.s))
-	}
-	for _, st := range p.steps {
-		if err := st.launch(b.s); err != nil {
-			return fmt.Errorf("cuda: %s: %w", backend.LabelOf(p.ops[st.op]), b.surfaced(err))
+		if err := p.exec.Launch(b.s); err != nil {
+			return b.surfaced(err)
 		}
-		if b.o.SyncEach {
-			if err := b.s.Sync(); err != nil {
-				return fmt.Errorf("cuda: op %d (%s) of the program %s: %w", st.op, backend.LabelOf(p.ops[st.op]), p.desc, err)
+	} else {
+		for _, st := range p.steps {
+			if err := st.launch(b.s); err != nil {
+				return fmt.Errorf("cuda: %s: %w", backend.LabelOf(p.ops[st.op]), b.surfaced(err))
+			}
+			if b.o.SyncEach {
+				if err := b.s.Sync(); err != nil {
+					return fmt.Errorf("cuda: op %d (%s) of the program %s: %w", st.op, backend.LabelOf(p.ops[st.op]), p.desc, err)
+				}
 			}
 		}
 	}
+	if err := p.done.Record(b.s); err != nil {
+		return b.surfaced(err)
+	}
+	b.rb.queue[len(b.rb.queue)-1].done = p.done
 	return nil
 }
 
@@ -218,6 +234,7 @@ func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
 		prog.events = append(prog.events, ev)
 	}
 	b.last = prog
+	b.rb.queued(prog.writes, nil) // settled by the Sync below
 	at := 0
 	for i := range n {
 		if err := prog.events[i].Record(b.s); err != nil {

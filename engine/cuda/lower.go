@@ -225,9 +225,18 @@ func (b *Backend) linear(w *matrix, x, y driver.Ptr, rows int) []step {
 	}
 	R := q.Rows
 	name, grid := b.qgemmShape(R, rows)
+	if rowsKernelFits(q) {
+		name, grid = "qgemm_rows", driver.D1(ceil(R*rows, 8))
+	}
 	return []step{b.launch(name, grid, driver.D1(256), 0, func(a *driver.Args) {
 		a.Ptr(w.desc).Ptr(x).Ptr(y).I32(int32(rows)).I32(int32(R))
 	})}
+}
+
+// rowsKernelFits: a matrix of a few rows (the shared expert's gate) takes
+// qgemm_rows, a warp per token and row, rather than a tile of 32 rows.
+func rowsKernelFits(q *QMatrix) bool {
+	return q.Rows <= 8 && (q.Bits == 4 || q.Bits == 8) && q.GroupSize%(32/q.Bits) == 0
 }
 
 // qgemmShape chooses the plain GEMM's tiles for R weight rows and T
@@ -360,9 +369,12 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	gemm, grid := b.qgemmShape(E, rows)
 	threads := 256
-	if b.o.RouterTF32 && q.GroupSize == 64 && C%64 == 0 {
-		// the logits on the tensor cores, float32's error kept
-		gemm, grid, threads = "qgemm_codes", grid2(ceil(E, 64), ceil(rows, 32)), 128
+	if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+		// the logits on the tensor cores, in float64 or with float32's error
+		gemm, grid, threads = "qgemm_f64", grid2(ceil(E, 32), ceil(rows, 32)), 128
+		if b.o.Router == RouterTF32 {
+			gemm = "qgemm_codes"
+		}
 	}
 	return []step{
 		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {

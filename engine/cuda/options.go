@@ -35,11 +35,12 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
-	// RouterTF32 computes the router's logits of several tokens (prefill)
-	// on the tensor cores with float32's error (ops.cu's qgemm_codes: the
-	// codes exact in tf32 and centred, x in two tf32 parts, each k-step's
-	// product added in float32); off, the float32 kernels qgemm and qgemm_s.
-	RouterTF32 bool
+	// Router is the kernel of the router's logits of several tokens
+	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
+	// qgemm_f64: every product exact, float64 sums); RouterTF32, x in two
+	// tf32 parts against the codes (qgemm_codes, 3e-6 of the RMS);
+	// RouterPlain, the float32 kernels qgemm and qgemm_s.
+	Router RouterKernel
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
@@ -69,16 +70,25 @@ type Options struct {
 	Verbose bool
 }
 
+// RouterKernel chooses the kernel of prefill's router logits.
+type RouterKernel int
+
+const (
+	RouterF64 RouterKernel = iota
+	RouterTF32
+	RouterPlain
+)
+
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, RouterTF32: true, FusedNorms: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=tf32|plain (prefill's router logits on the tensor cores with float32's error, or the float32 kernels; default tf32), ` +
+	`router=f64|tf32|plain (prefill's router logits: float64 on the tensor cores, x in two tf32 parts against the codes, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
@@ -111,7 +121,16 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "verbose":
 			o.Verbose, err = kv.On("cuda")
 		case "router":
-			o.RouterTF32, err = kv.Is("cuda", "tf32", "plain")
+			switch kv.Value {
+			case "f64":
+				o.Router = RouterF64
+			case "tf32":
+				o.Router = RouterTF32
+			case "plain":
+				o.Router = RouterPlain
+			default:
+				err = fmt.Errorf("cuda: router=%q: want f64, tf32 or plain", kv.Value)
+			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "qmv":

@@ -125,6 +125,9 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	g := b.gemm
 	tileS, tileD := g.DenseTile(rows, SI), g.DenseTile(rows, H)
 	segGemm, segGrid := b.qgemmShape(1, rows)
+	if rowsKernelFits(seg.q) {
+		segGemm, segGrid = "qgemm_rows", driver.D1(ceil(rows, 8))
+	}
 	return []step{
 		one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }),
 		one(segGemm, func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32

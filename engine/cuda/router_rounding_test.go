@@ -13,7 +13,7 @@ import (
 // qgemm_codes (x in two tf32 parts, centred codes, each 8-column product
 // exact then rounded to float32, float64 after that) and of qgemm (float32
 // dequantised weights, float32 sums in groups of 64), over the test data
-// of TestRouterTF32MatchesReference's 8-bit router: the weights of
+// of TestRouterTensorCoresMatchReference's 8-bit router: the weights of
 // qgemm_codes stay within routerTF32Bar of the float64 reference, and
 // qgemm's do not (the bar is the kernel's rounding, not float32's).
 func TestRouterCodesRounding(t *testing.T) {

@@ -39,6 +39,7 @@ var lib struct {
 	cuStreamCreate                              func(s *uintptr, flags uint32) uintptr
 	cuStreamDestroy                             func(s uintptr) uintptr
 	cuStreamSynchronize                         func(s uintptr) uintptr
+	cuStreamWaitEvent                           func(s uintptr, e uintptr, flags uint32) uintptr
 	cuStreamBeginCapture                        func(s uintptr, mode int32) uintptr
 	cuStreamEndCapture                          func(s uintptr, g *uintptr) uintptr
 	cuGraphInstantiateWithFlags                 func(exec *uintptr, g uintptr, flags uint64) uintptr
@@ -49,6 +50,7 @@ var lib struct {
 	cuEventDestroy                              func(e uintptr) uintptr
 	cuEventRecord                               func(e uintptr, s uintptr) uintptr
 	cuEventSynchronize                          func(e uintptr) uintptr
+	cuEventQuery                                func(e uintptr) uintptr
 	cuEventElapsedTime                          func(ms *float32, start, end uintptr) uintptr
 	cuModuleLoadDataEx                          func(m *uintptr, image unsafe.Pointer, nopt uint32, opts *int32, vals *uintptr) uintptr
 	cuModuleUnload                              func(m uintptr) uintptr
@@ -91,6 +93,7 @@ func symbols() []symbol {
 		{&l.cuStreamCreate, []string{"cuStreamCreate"}},
 		{&l.cuStreamDestroy, []string{"cuStreamDestroy_v2"}},
 		{&l.cuStreamSynchronize, []string{"cuStreamSynchronize"}},
+		{&l.cuStreamWaitEvent, []string{"cuStreamWaitEvent"}},
 		{&l.cuStreamBeginCapture, []string{"cuStreamBeginCapture_v2"}},
 		{&l.cuStreamEndCapture, []string{"cuStreamEndCapture"}},
 		{&l.cuGraphInstantiateWithFlags, []string{"cuGraphInstantiateWithFlags"}},
@@ -101,6 +104,7 @@ func symbols() []symbol {
 		{&l.cuEventDestroy, []string{"cuEventDestroy_v2"}},
 		{&l.cuEventRecord, []string{"cuEventRecord"}},
 		{&l.cuEventSynchronize, []string{"cuEventSynchronize"}},
+		{&l.cuEventQuery, []string{"cuEventQuery"}},
 		{&l.cuEventElapsedTime, []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}},
 		{&l.cuModuleLoadDataEx, []string{"cuModuleLoadDataEx"}},
 		{&l.cuModuleUnload, []string{"cuModuleUnload"}},

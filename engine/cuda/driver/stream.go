@@ -215,6 +215,23 @@ func (c *Context) NewEvent() (*Event, error) {
 	return e, nil
 }
 
+// NewMarker makes an event that records no time, only a point in a stream
+// (cheaper to record and to wait for).
+func (c *Context) NewMarker() (*Event, error) {
+	e := &Event{c: c}
+	const disableTiming = 0x2 // CU_EVENT_DISABLE_TIMING
+	if err := c.do("cuEventCreate", "", func() uintptr { return lib.cuEventCreate(&e.h, disableTiming) }); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// WaitEvent makes the stream's later work wait until e's stream has
+// reached e (its latest Record when WaitEvent is called).
+func (s *Stream) WaitEvent(e *Event) error {
+	return s.c.do("cuStreamWaitEvent", s.label, func() uintptr { return lib.cuStreamWaitEvent(s.h, e.h, 0) })
+}
+
 // Record marks the stream's current point.
 func (e *Event) Record(s *Stream) error {
 	return e.c.do("cuEventRecord", s.label, func() uintptr { return lib.cuEventRecord(e.h, s.h) })
@@ -223,6 +240,19 @@ func (e *Event) Record(s *Stream) error {
 // Sync waits until the stream reaches the event.
 func (e *Event) Sync() error {
 	return e.c.do("cuEventSynchronize", "", func() uintptr { return lib.cuEventSynchronize(e.h) })
+}
+
+// Done reports whether the stream has passed the event's latest Record.
+func (e *Event) Done() (bool, error) {
+	var r uintptr
+	if err := e.c.do("cuEventQuery", "", func() uintptr { r = lib.cuEventQuery(e.h); return 0 }); err != nil {
+		return false, err
+	}
+	const notReady = 600 // CUDA_ERROR_NOT_READY
+	if r == notReady {
+		return false, nil
+	}
+	return r == 0, check("cuEventQuery", "", r)
 }
 
 // Close destroys the event.

@@ -128,64 +128,108 @@ extern "C" __global__ void __launch_bounds__(256)
 // 1.5e-5 of the weights' RMS for an 8-bit router of 2048 columns, as qgemm
 // does (1.9e-5 emulated); float64 after the tensor cores, 3e-6 emulated,
 // the float32 rounding of the 8-column products.
-// Grid (ceil(R/64), ceil(T/32)), block 128: four warps, each 16 tokens x 32
-// rows (4 m16n8k8 tiles); C a multiple of 64.
+// Grid (ceil(R/32), ceil(T/32)), block 128: four warps, each 16 tokens x 16
+// rows (2 m16n8k8 tiles); C a multiple of 64. Each thread's loads of the
+// next group (x, codes, scale and bias) are issued before the current
+// group's products, so they arrive while it computes: with every load
+// waited for where it was used, and the group sums of x reduced token by
+// token across a warp, a layer's router took 267 us at 512 tokens on the
+// H200 (a CUPTI trace, docs/bench/cuda/2026-12-01-ktrace1), for 0.5 GFLOP.
 #define QC_M 32
-#define QC_N 64
+#define QC_N 32
 #define QC_K 64
 #define QC_LD (QC_K + 4)
+#define QC_WORDS (QC_N * (QC_K / 4) / 128)  // a thread's words of codes a group, 8-bit (4-bit: half)
+
+// QcLoads are one thread's share of one group: x at 8 tokens x 2 columns,
+// codes, and (threads below QC_N) a row's scale and bias.
+struct QcLoads {
+  float x[16];
+  u32 w[QC_WORDS];
+  u16 s, b;
+};
+
+static __device__ __forceinline__ void qc_fetch(QcLoads& l, const QDesc& d, const float* __restrict__ x, int T,
+                                                int m0, long long n0, int grp, int tid) {
+  const int lane = tid & 31, warp = tid >> 5, k0 = grp * QC_K;
+  const int per = 32 / d.bits, wpg = QC_K / per;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const int r = m0 + warp * 8 + i;
+    const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
+    l.x[2 * i] = r < T ? xr[lane] : 0.f;
+    l.x[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < QC_WORDS; i++) {
+    const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
+    l.w[i] = e < QC_N * wpg && n0 + n < d.rows ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
+  }
+  if (tid < QC_N && n0 + tid < d.rows) {
+    l.s = d.s[(n0 + tid) * d.gpr + grp];
+    l.b = d.b[(n0 + tid) * d.gpr + grp];
+  } else {
+    l.s = l.b = 0;
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(128)
     qgemm_codes(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
   pdl_begin();
   __shared__ u32 xh[QC_M][QC_LD], xl[QC_M][QC_LD];
+  __shared__ float xr[QC_M][QC_LD];          // x as read, for its group sums
   __shared__ unsigned char wc[QC_N][QC_LD];  // the codes
   __shared__ double xsum[QC_M];
   __shared__ float sc[QC_N], bi[QC_N];
   const QDesc d = *wd;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 32;  // the warp's tokens and weight rows in the tile
+  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 16;  // the warp's tokens and weight rows in the tile
   const long long n0 = (long long)PETAL_BID_X() * QC_N;
   const int m0 = bid_y() * QC_M;
   const int per = 32 / d.bits, wpg = QC_K / per;  // codes per word, words per group
   const u32 mask = (1u << d.bits) - 1u;
   const int half = 1 << (d.bits - 1);  // the codes centred (q - half, bias + half·scale): smaller sums to round
-  double acc[4][4] = {};
-  for (int grp = 0; grp < d.cols / QC_K; grp++) {
-    const int k0 = grp * QC_K;
-    // x: a warp per 8 tokens, a lane per two columns; the group's sum of x
-    // over the warp.
-    for (int r = warp * 8; r < warp * 8 + 8; r++) {
-      float v0 = 0.f, v1 = 0.f;
-      if (m0 + r < T) {
-        const float* xr = x + (long long)(m0 + r) * d.cols + k0;
-        v0 = xr[lane];
-        v1 = xr[lane + 32];
-      }
-      u32 h, l;
-      tf32_split(v0, h, l);
-      xh[r][lane] = h, xl[r][lane] = l;
-      tf32_split(v1, h, l);
-      xh[r][lane + 32] = h, xl[r][lane + 32] = l;
-      double sum = (double)v0 + (double)v1;
+  const int groups = d.cols / QC_K;
+  double acc[2][4] = {};
+  QcLoads next;
+  qc_fetch(next, d, x, T, m0, n0, 0, tid);
+  for (int grp = 0; grp < groups; grp++) {
+    // stage the group: x in two tf32 parts and as read, the codes as
+    // bytes, each row's scale and bias
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) sum += shfl_xor_double(sum, o);
-      if (lane == 0) xsum[r] = sum;
+    for (int i = 0; i < 8; i++) {
+      const int r = warp * 8 + i;
+      u32 h, l;
+      tf32_split(next.x[2 * i], h, l);
+      xh[r][lane] = h, xl[r][lane] = l, xr[r][lane] = next.x[2 * i];
+      tf32_split(next.x[2 * i + 1], h, l);
+      xh[r][lane + 32] = h, xl[r][lane + 32] = l, xr[r][lane + 32] = next.x[2 * i + 1];
     }
-    // the codes as floats, and each row's scale and bias of the group
-    for (int e = tid; e < QC_N * wpg; e += 128) {
-      const int n = e / wpg, wi = e % wpg;
-      const u32 word = n0 + n < d.rows ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-      for (int c = 0; c < per; c++) wc[n][wi * per + c] = (unsigned char)((word >> (d.bits * c)) & mask);
+#pragma unroll
+    for (int i = 0; i < QC_WORDS; i++) {
+      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
+      if (e < QC_N * wpg)
+        for (int c = 0; c < per; c++) wc[n][wi * per + c] = (unsigned char)((next.w[i] >> (d.bits * c)) & mask);
     }
     if (tid < QC_N) {
-      const bool in = n0 + tid < d.rows;
-      const float s = in ? bf16_to_f32(d.s[(n0 + tid) * d.gpr + grp]) : 0.f;
+      const float s = bf16_to_f32(next.s);
       sc[tid] = s;
-      bi[tid] = in ? __builtin_fmaf((float)half, s, bf16_to_f32(d.b[(n0 + tid) * d.gpr + grp])) : 0.f;
+      bi[tid] = __builtin_fmaf((float)half, s, bf16_to_f32(next.b));
     }
     __syncthreads();
-    double part[4][4] = {};
+    if (grp + 1 < groups) qc_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
+    {
+      // the group's sum of x per token: four threads a token, 16 columns each
+      const int r = tid >> 2, q = tid & 3;
+      double sum = 0.0;
+#pragma unroll
+      for (int c = 0; c < 16; c++) sum += (double)xr[r][q * 16 + c];
+      sum += shfl_xor_double(sum, 1);
+      sum += shfl_xor_double(sum, 2);
+      if (q == 0) xsum[r] = sum;
+    }
+    double part[2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < QC_K; kk += 8) {
       TfA a;
@@ -194,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(128)
       a.hi[2] = xh[wm + g][kk + t + 4], a.lo[2] = xl[wm + g][kk + t + 4];
       a.hi[3] = xh[wm + g + 8][kk + t + 4], a.lo[3] = xl[wm + g + 8][kk + t + 4];
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < 2; j++) {
         const int c = wn + 8 * j + g;  // B[k][n] = code[n][k]
         const u32 b[2] = {__float_as_uint((float)((int)wc[c][kk + t] - half)),
                           __float_as_uint((float)((int)wc[c][kk + t + 4] - half))};
@@ -205,23 +249,149 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int i = 0; i < 4; i++) part[j][i] += (double)p[i];
       }
     }
+    __syncthreads();  // xsum written
 #pragma unroll
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         const int m = wm + g + 8 * (i >> 1), n = wn + 8 * j + 2 * t + (i & 1);
         acc[j][i] += (double)sc[n] * part[j][i] + (double)bi[n] * xsum[m];
       }
-    __syncthreads();
+    __syncthreads();  // before the next group is staged over this one
   }
 #pragma unroll
-  for (int j = 0; j < 4; j++)
+  for (int j = 0; j < 2; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int m = m0 + wm + g + 8 * (i >> 1);
       const long long n = n0 + wn + 8 * j + 2 * t + (i & 1);
       if (m < T && n < d.rows) y[(long long)m * ldy + n] = (float)acc[j][i];
     }
+}
+
+// qgemm_f64: y[T, R] = x[T, C] · Wᵀ in float64 on the tensor cores (mma
+// m8n8k4 .f64) for weights of groups of 64 (4- or 8-bit): the router's
+// logits of a prefill chunk, which choose the experts. x widens to float64
+// exactly, and so does each weight q·s + b (a code of at most 8 bits times
+// a bf16 scale, plus a bf16 bias: exact for a scale and a bias less than
+// 2^37 apart), so every product is exact and only float64 sums round: the
+// logits are float64's over the checkpoint's weights, rounded once to
+// float32. It replaced qgemm_codes (tf32 parts, 3e-6 of the RMS, with
+// float64 sums after every 8-column product that made it 3.5-7x slower
+// than this: 87 us at 512 tokens, 326 us at 4K).
+// Grid (ceil(R/32), ceil(T/32)), block 128: four warps, each 16 tokens x 16
+// rows (2 x 2 tiles of 8 x 8); C a multiple of 64. Each thread's loads of
+// the next group are issued before the current group's products.
+#define QF_M 32
+#define QF_N 32
+#define QF_K 64
+#define QF_LD (QF_K + 4)  // doubles: rows 8 banks apart, the fragments' loads conflict-free
+#define QF_WORDS (QF_N * (QF_K / 4) / 128)  // a thread's words of codes a group, 8-bit (4-bit: half)
+
+struct QfLoads {
+  float x[16];  // 8 tokens x 2 columns
+  u32 w[QF_WORDS];
+  u16 s[QF_WORDS], b[QF_WORDS];  // each word's row's scale and bias
+};
+
+static __device__ __forceinline__ void qf_fetch(QfLoads& l, const QDesc& d, const float* __restrict__ x, int T,
+                                                int m0, long long n0, int grp, int tid) {
+  const int lane = tid & 31, warp = tid >> 5, k0 = grp * QF_K;
+  const int per = 32 / d.bits, wpg = QF_K / per;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const int r = m0 + warp * 8 + i;
+    const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
+    l.x[2 * i] = r < T ? xr[lane] : 0.f;
+    l.x[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < QF_WORDS; i++) {
+    const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
+    const bool in = e < QF_N * wpg && n0 + n < d.rows;
+    l.w[i] = in ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
+    l.s[i] = in ? d.s[(n0 + n) * d.gpr + grp] : (u16)0;
+    l.b[i] = in ? d.b[(n0 + n) * d.gpr + grp] : (u16)0;
+  }
+}
+
+static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(c[0]), "+d"(c[1])
+               : "d"(a), "d"(b));
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    qgemm_f64(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
+  __shared__ double xs[QF_M][QF_LD], ws[QF_N][QF_LD];
+  const QDesc d = *wd;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 16;  // the warp's tokens and weight rows in the tile
+  const int fr = lane >> 2, fk = lane & 3;                // a fragment's row and k (A and B alike)
+  const long long n0 = (long long)PETAL_BID_X() * QF_N;
+  const int m0 = bid_y() * QF_M;
+  const int per = 32 / d.bits, wpg = QF_K / per;
+  const u32 mask = (1u << d.bits) - 1u;
+  const int groups = d.cols / QF_K;
+  double acc[2][2][2] = {};  // [token tile][row tile][the fragment's two columns]
+  QfLoads next;
+  qf_fetch(next, d, x, T, m0, n0, 0, tid);
+  for (int grp = 0; grp < groups; grp++) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int r = warp * 8 + i;
+      xs[r][lane] = (double)next.x[2 * i];
+      xs[r][lane + 32] = (double)next.x[2 * i + 1];
+    }
+#pragma unroll
+    for (int i = 0; i < QF_WORDS; i++) {
+      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
+      if (e < QF_N * wpg) {
+        const double sc = (double)bf16_to_f32(next.s[i]), bi = (double)bf16_to_f32(next.b[i]);
+        for (int c = 0; c < per; c++) ws[n][wi * per + c] = __builtin_fma((double)((next.w[i] >> (d.bits * c)) & mask), sc, bi);
+      }
+    }
+    __syncthreads();
+    if (grp + 1 < groups) qf_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
+#pragma unroll
+    for (int k = 0; k < QF_K; k += 4) {
+      const double a0 = xs[wm + fr][k + fk], a1 = xs[wm + 8 + fr][k + fk];
+      const double b0 = ws[wn + fr][k + fk], b1 = ws[wn + 8 + fr][k + fk];
+      mma_f64(acc[0][0], a0, b0);
+      mma_f64(acc[0][1], a0, b1);
+      mma_f64(acc[1][0], a1, b0);
+      mma_f64(acc[1][1], a1, b1);
+    }
+    __syncthreads();  // before the next group is staged over this one
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int m = m0 + wm + 8 * i + fr;
+        const long long n = n0 + wn + 8 * j + 2 * fk + e;
+        if (m < T && n < d.rows) y[(long long)m * ldy + n] = (float)acc[i][j][e];
+      }
+}
+
+// qgemm_rows: y[T, R] = x[T, C] · Wᵀ for a matrix of a few rows (the shared
+// expert's gate has one), a warp per (token, row), 4- or 8-bit with groups
+// of whole words. qgemm_s's 32 x 32 tiles left 31 of 32 rows idle there
+// and took 100 us a layer at 512 tokens (ktrace1). Grid ceil(T·R/8),
+// block 256.
+extern "C" __global__ void __launch_bounds__(256)
+    qgemm_rows(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+  pdl_begin();
+  const QDesc d = *wd;
+  const long long task = (long long)PETAL_BID_X() * 8 + (PETAL_TID_X() >> 5);
+  if (task >= (long long)T * d.rows) return;  // whole warps
+  const long long tok = task / d.rows;
+  const int r = (int)(task % d.rows);
+  const float v = qrow_dot(d, r, x + tok * d.cols);
+  if ((PETAL_TID_X() & 31) == 0) y[tok * ldy + r] = v;
 }
 
 // conv_silu: grid (ceil(C/256), ceil(rows/CONV_ROWS)), a thread per
