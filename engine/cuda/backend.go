@@ -114,7 +114,7 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	for _, name := range []string{"sample_row", "logprobs_row"} {
+	for _, name := range []string{"sample_prep", "sample_row", "logprobs_row"} {
 		if b.fn[name], err = mods["sample"].Function(name); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
 	"petal/engine/quant"
+	"petal/engine/sample"
 )
 
 // testBackend is a backend with options o, skipping the test where this
@@ -771,3 +772,49 @@ const routerTF32Bar = 5e-6
 // what is left is the float32 rounding of the logits and of the weights
 // (about 6e-8 each, relative), which the reference's float64 does not have.
 const routerF64Bar = 3e-7
+
+// TestSampleFullVocabulary: the Sample op at the 35B model's vocabulary,
+// where sample_prep's blocks each take a part of the row, chooses the
+// reference's ids (near-ties excepted) and flags a NaN that only a late
+// block sees.
+func TestSampleFullVocabulary(t *testing.T) {
+	b := testBackend(t, DefaultOptions())
+	const V = 248320
+	rng := freshRNG(t)
+	cases := backendtest.SampleCases([]int{V}, func(n int) []float32 { return randoms(rng, n, 6) })
+	far := randoms(rng, V, 6)
+	far[V-17] = float32(math.NaN())
+	cases = append(cases, backendtest.SampleCase{Name: "NaN far", Logits: far, Counts: make([]int32, V), InPrompt: make([]int32, V)})
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			V := len(c.Logits) // the cases of non-finite rows are short
+			config := ints(b, []int32{c.S.TopK, int32(uint32(c.S.Seed)), int32(uint32(c.S.Seed >> 32)), 0})
+			counts := ints(b, c.Counts)
+			token, status := ints(b, []int32{-7}), ints(b, []int32{-7, -7})
+			p, err := b.Compile([]backend.Op{&backend.Sample{Logits: floats(b, c.Logits),
+				Params: floats(b, []float32{c.S.Temperature, c.S.TopP, c.S.MinP, c.S.Presence, c.S.Frequency, c.S.Repetition}),
+				Config: config, Counts: counts, InPrompt: ints(b, c.InPrompt), Token: token, Status: status, Vocab: V}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts := slices.Clone(c.Counts)
+			for draw := range 4 {
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				want := backendtest.Sample(c.Logits, wantCounts, c.InPrompt, c.S, sample.Uniform(c.S.Seed, uint64(draw)))
+				got, st := readInts(t, b, token)[0], readInts(t, b, status)
+				if st[0] != got || st[1] != map[bool]int32{true: 0, false: 1}[want.Finite] {
+					t.Fatalf("draw %d: status %v for token %d, want the id and non-finite flag %v", draw, st, got, !want.Finite)
+				}
+				if got != want.ID && want.Margin > 1e-5 {
+					t.Fatalf("draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", draw, got, want.ID, want.Margin)
+				}
+				wantCounts[got]++
+			}
+			if !slices.Equal(readInts(t, b, counts), wantCounts) {
+				t.Errorf("counts after 4 draws differ from the chosen ids'")
+			}
+		})
+	}
+}

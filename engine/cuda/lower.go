@@ -467,6 +467,10 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 	}, nil
 }
 
+// sampleParts is SAMPLE_PARTS of sample.cu: sample_prep's blocks, each
+// leaving its best token and finite check for sample_row.
+const sampleParts = 128
+
 func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, error) {
 	V := o.Vocab
 	c.require(V >= 1, "a vocabulary of %d tokens", V)
@@ -482,12 +486,21 @@ func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, er
 	}
 	var off int64
 	xOff, wOff := p.reserve(&off, 4*int64(V)), p.reserve(&off, 4*int64(V))
-	return []step{{kernels: 1, name: "sample_row", launch: func(s *driver.Stream) error {
-		var a driver.Args
-		a.Ptr(logits).Ptr(params).Ptr(config).Ptr(counts).Ptr(prompt).Ptr(tok).Ptr(status).
-			Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(wOff)).I32(int32(V))
-		return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), 0, &a)
-	}}}, nil
+	partOff := p.reserve(&off, 16*sampleParts)
+	// the scratch's address is known once the program is compiled
+	return []step{
+		{kernels: 1, name: "sample_prep", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(logits).Ptr(params).Ptr(counts).Ptr(prompt).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(partOff)).I32(int32(V))
+			return s.Launch(b.fn["sample_prep"], driver.D1(sampleParts), driver.D1(256), 0, &a)
+		}},
+		{kernels: 1, name: "sample_row", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(params).Ptr(config).Ptr(counts).Ptr(tok).Ptr(status).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(wOff)).
+				Ptr(p.scratch.Add(partOff)).I32(int32(V))
+			return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), 0, &a)
+		}},
+	}, nil
 }
 
 func (b *Backend) logprobsOp(c *checks, o *backend.Logprobs) ([]step, error) {

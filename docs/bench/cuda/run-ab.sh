@@ -12,7 +12,8 @@
 #          petal.xz (with it): the same bench with each, prefill 512 / 4K,
 #          decode 256 / 4K / 16K, 3 repeats (SPECS adds runs of the new
 #          build, each petal:SPEC with its --backend spec); then every kernel of the new
-#          build's decode traced (run-ktrace.sh).
+#          build's prefill and decode traced (run-ktrace.sh), once per
+#          --backend spec in KTRACE (default cuda).
 # Usage, from the repository root: bash run-ab.sh tests|bench; logs to $OUT.
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
 case $1 in
@@ -34,7 +35,11 @@ bench)
 			--context-lengths ${CONTEXT_LENGTHS:-256,4K,16K} --decode-tokens 64 --repeats 3 >> "$O/bench.txt" 2>&1
 	done
 	grep -E '^====|^ +[0-9K]+ ' "$O/bench.txt"
-	PETAL=$D/petal bash "$R/docs/bench/cuda/run-ktrace.sh"
+	# KTRACE: the --backend specs to trace (default cuda), each as ktrace-TAG
+	for spec in ${KTRACE:-cuda}; do
+		tag=$(echo "$spec" | tr -c 'a-z0-9\n' '_')
+		PETAL=$D/petal TAG=$tag BACKEND=$spec bash "$R/docs/bench/cuda/run-ktrace.sh"
+	done
 	;;
 *) echo "usage: run-ab.sh tests|bench" >&2; exit 2 ;;
 esac

@@ -17,7 +17,7 @@ gcc -O2 -shared -fPIC -DKT=$KT -I$C/include -o /tmp/ktrace.so docs/bench/cuda/kt
 tag=${TAG:-default}
 CUDA_INJECTION64_PATH=/tmp/ktrace.so KTRACE_OUT=/tmp/kt-$tag.csv timeout ${LIMIT:-200} "$P" bench \
 	--synthetic qwen3.6-35b-a3b --max-context 8192 --floors=false \
-	--prompt-lengths ${PROMPT_LENGTHS:-512,4K} --context-lengths ${CONTEXT_LENGTHS:-4K} --decode-tokens 16 \
+	--prompt-lengths ${KT_PROMPTS:-512,4K} --context-lengths ${KT_CONTEXTS:-4K} --decode-tokens 16 \
 	--backend ${BACKEND:-cuda} > "$O/bench-$tag.txt" 2>&1
 echo "bench rc=$?"; grep -vE '^\s*$' "$O/bench-$tag.txt" | tail -12
 sleep 0.2; wc -l /tmp/kt-$tag.csv; head -3 /tmp/kt-$tag.csv

@@ -23,7 +23,7 @@ func TestEmbeddedPTX(t *testing.T) {
 		"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_codes", "qgemm_f64", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm", "qk_prep_rows_f32",
 			"qk_prep_rows_bf16", "attn_rows_f32_j8", "attn_rows_bf16_j16", "route_select", "experts_gate_up", "experts_down",
 			"advance", "convert"},
-		"sample": {"sample_row", "logprobs_row"},
+		"sample": {"sample_prep", "sample_row", "logprobs_row"},
 	}
 	for family, entries := range want {
 		ptx, err := PTX(family)

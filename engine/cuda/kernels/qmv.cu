@@ -37,10 +37,10 @@ struct QRow {
 };
 
 // QMVNorm is the add-and-norm a grouped mat-vec does first (the input
-// norm of a layer): x staged from in (qstage's NORM); the block that
-// finishes last, once every block has read h, writes the sum to in.h and
-// the normed row to out, with a ticket from counter (a u32 that wraps by
-// itself, so the launch replays in a graph).
+// norm of a layer): x staged from in (qstage's NORM); the block that takes
+// the last ticket from counter (a u32 that wraps by itself, so the launch
+// replays in a graph) once it has read h writes the sum to in.h and the
+// normed row to out when it is done.
 struct QMVNorm {
   QNormIn in;
   float* out;
@@ -54,35 +54,81 @@ static __device__ __forceinline__ u32 qmv_ticket(u32* p, u32 limit) {
 }
 static __device__ __forceinline__ void qmv_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
+// qrow_at is launch row r: in matrix m of the group (G), else of words.
+template <bool G>
+static __device__ __forceinline__ QRow qrow_at(long long r, const u32* words, float* y, long long wpr, int groups,
+                                               const QMVGroup* __restrict__ grp) {
+  if (G) {
+    int m = 0;
+    while (m + 1 < grp->n && r >= grp->start[m + 1]) m++;
+    const long long local = r - grp->start[m];
+    return QRow{grp->words[m] + local * wpr, local * groups, grp->y[m] + local, m};
+  }
+  return QRow{words + r * wpr, r * groups, y + r, 0};
+}
+
+template <int M, int R, int SB, bool G>
+static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* __restrict__ scales,
+                                             const u16* __restrict__ biases, const QMVGroup* __restrict__ grp,
+                                             u32x4& w0, u32x4& w1, float& s, float& b) {
+  const u32* p = row.words + g * 8;
+  w0 = ld_stream_16(p);
+  w1 = ld_stream_16(p + 4);
+  if (G) {
+    load_sb<1>((const u16*)grp->sb[row.m], nullptr, row.sbIndex + g, s, b);
+  } else {
+    load_sb<SB>(scales, biases, row.sbIndex + g, s, b);
+  }
+}
+
 template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team,
                                            const QMVGroup* __restrict__ grp, QMVNorm nrm = QMVNorm{}) {
   const int groups = cols / 64;
-  const QView q = qstage<M, N>(x, groups, nrm.in);
-
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub = lane / team, tl = lane % team;
   const int rowsPerWarp = (32 / team) * R;
   const long long wpr = cols / 8;
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
   if (G) rows = grp->start[grp->n];
-  for (long long base = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp; base < rows;
-       base += (long long)nwarps * rowsPerWarp) {
+  const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
+
+  // In the grouped kernels (a layer's first projections) the first group of
+  // the warp's first rows is loaded before x is staged (the weights do not
+  // depend on x), so that the two waits for memory overlap; measured so, the
+  // single-matrix kernels were slower (8.3 -> 8.8 us, run qmvpre1).
+  u32x4 pw0[R], pw1[R];
+  float ps[R], pb[R];
+  const bool pre = G && first < rows && tl < groups;
+  if (pre) {
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      long long r = first + sub * R + j;
+      r = r < rows ? r : rows - 1;
+      qload<M, R, SB, G>(qrow_at<G>(r, words, y, wpr, groups, grp), tl, scales, biases, grp, pw0[j], pw1[j], ps[j], pb[j]);
+    }
+  }
+  const QView q = qstage<M, N>(x, groups, nrm.in);
+  // With the norm, a ticket once this block has read h (qstage ends with a
+  // barrier): the block that takes the last one writes h and the normed row
+  // back when it is done, once every block has read h. Thread 0 takes it
+  // here and looks at it at the end, so the atomic's round trip overlaps
+  // the mat-vec instead of following the stores.
+  u32 ticket = 0;
+  if (N && tid == 0) {
+    qmv_fence();
+    ticket = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1);
+  }
+
+  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp) {
     QRow row[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
       long long r = base + sub * R + j;
       r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
-      if (G) {
-        int m = 0;
-        while (m + 1 < grp->n && r >= grp->start[m + 1]) m++;
-        const long long local = r - grp->start[m];
-        row[j] = QRow{grp->words[m] + local * wpr, local * groups, grp->y[m] + local, m};
-      } else {
-        row[j] = QRow{words + r * wpr, r * groups, y + r, 0};
-      }
+      row[j] = qrow_at<G>(r, words, y, wpr, groups, grp);
     }
     float acc[R];
 #pragma unroll
@@ -90,16 +136,12 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     for (int g = tl; g < groups; g += team) {
       u32x4 w0[R], w1[R];
       float s[R], b[R];
+      if (pre && base == first && g == tl) {
 #pragma unroll
-      for (int j = 0; j < R; j++) {
-        const u32* p = row[j].words + g * 8;
-        w0[j] = ld_stream_16(p);
-        w1[j] = ld_stream_16(p + 4);
-        if (G) {
-          load_sb<1>((const u16*)grp->sb[row[j].m], nullptr, row[j].sbIndex + g, s[j], b[j]);
-        } else {
-          load_sb<SB>(scales, biases, row[j].sbIndex + g, s[j], b[j]);
-        }
+        for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; j++) qload<M, R, SB, G>(row[j], g, scales, biases, grp, w0[j], w1[j], s[j], b[j]);
       }
       const float gs = q.gsum[g];
 #pragma unroll
@@ -114,9 +156,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   }
   if (N) {
     __shared__ int last;
-    qmv_fence();
-    __syncthreads();
-    if (tid == 0) last = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
+    if (tid == 0) last = ticket == PETAL_NCTAID_X() - 1;
     __syncthreads();
     if (!last) return;
     qmv_fence();

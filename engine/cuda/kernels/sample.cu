@@ -52,13 +52,47 @@ static __device__ __forceinline__ bool kept_by(u32 key, int id, u32 limitKey, in
   return key > limitKey || key == limitKey && id <= limitID;
 }
 
-// sample_row: grid 1, block SAMPLE_THREADS. x and w are V floats of
-// scratch: the penalised logits and the candidates' weights (-1 for a
-// token that is no candidate).
+// sample_prep: grid SAMPLE_PARTS, block SAMPLE_PREP_THREADS: steps 1-2 of
+// sample_row over the whole GPU (one block over 248,320 logits took 106 us
+// a token on the H200: docs/bench/cuda/2026-12-01-ktrace1). It writes the
+// penalised logits to x and, per block, the largest rank_key and whether
+// a logit was not finite to part[2b], part[2b+1]; sample_row reduces them.
+#define SAMPLE_PARTS 128
+#define SAMPLE_PREP_THREADS 256
+extern "C" __global__ void __launch_bounds__(SAMPLE_PREP_THREADS)
+    sample_prep(const float* __restrict__ logits, const float* __restrict__ params, const int* __restrict__ counts,
+                const int* __restrict__ inPrompt, float* __restrict__ x, unsigned long long* __restrict__ part, int V) {
+  pdl_begin();
+  __shared__ unsigned long long red64[32];
+  __shared__ int redi[32];
+  const float presence = params[3], frequency = params[4], rep = params[5];
+  const bool useRep = rep > 0 && rep != 1;
+  int bad = 0;
+  unsigned long long best = 0;
+  const int stride = PETAL_NCTAID_X() * PETAL_NTID_X();
+  for (int i = PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X(); i < V; i += stride) {
+    float v = logits[i];
+    if (v - v != 0.f) bad = 1;
+    const int n = counts[i];
+    if (useRep && (n > 0 || inPrompt[i] != 0)) v = v > 0 ? v / rep : v * rep;
+    if (n > 0) v -= presence + frequency * (float)n;
+    x[i] = v;
+    const unsigned long long k = rank_key(v, i);
+    best = k > best ? k : best;
+  }
+  bad = block_sum_int(bad, redi);
+  best = block_max_u64(best, red64);
+  if (PETAL_TID_X() == 0) part[2 * PETAL_BID_X()] = best, part[2 * PETAL_BID_X() + 1] = (unsigned long long)bad;
+}
+
+// sample_row: grid 1, block SAMPLE_THREADS, after sample_prep. x and w are V
+// floats of scratch: the penalised logits (from sample_prep) and the
+// candidates' weights (-1 for a token that is no candidate); part is
+// sample_prep's.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
-    sample_row(const float* __restrict__ logits, const float* __restrict__ params, int* __restrict__ config,
-               int* __restrict__ counts, const int* __restrict__ inPrompt, int* __restrict__ token,
-               int* __restrict__ status, float* __restrict__ x, float* __restrict__ w, int V) {
+    sample_row(const float* __restrict__ params, int* __restrict__ config, int* __restrict__ counts,
+               int* __restrict__ token, int* __restrict__ status, float* __restrict__ x, float* __restrict__ w,
+               const unsigned long long* __restrict__ part, int V) {
   pdl_begin();
   __shared__ int hist[RADIX_BINS];
   __shared__ float whist[RADIX_BINS];
@@ -69,26 +103,19 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
   __shared__ int sNeed;
   __shared__ float sCum;
   const int t = PETAL_TID_X(), nt = PETAL_NTID_X();
-  const float T = params[0], topP = params[1], minP = params[2], presence = params[3], frequency = params[4],
-              rep = params[5];
+  const float T = params[0], topP = params[1], minP = params[2];
   const int topK = config[0];
   const u64 seed = (u64)(u32)config[1] | (u64)(u32)config[2] << 32;
   const u64 draw = (u64)(u32)config[3];
-  const bool useRep = rep > 0 && rep != 1;
-  const int chunk = (V + nt - 1) / nt, lo = imin(V, t * chunk), hi = imin(V, lo + chunk);
+    const int chunk = (V + nt - 1) / nt, lo = imin(V, t * chunk), hi = imin(V, lo + chunk);
 
-  // 1-2: penalties, the finite check, the greedy choice
+  // 1-2: penalties, the finite check, the greedy choice (sample_prep's
+  // parts)
   int bad = 0;
   unsigned long long best = 0;
-  for (int i = t; i < V; i += nt) {
-    float v = logits[i];
-    if (v - v != 0.f) bad = 1;
-    const int n = counts[i];
-    if (useRep && (n > 0 || inPrompt[i] != 0)) v = v > 0 ? v / rep : v * rep;
-    if (n > 0) v -= presence + frequency * (float)n;
-    x[i] = v;
-    const unsigned long long k = rank_key(v, i);
-    best = k > best ? k : best;
+  for (int i = t; i < SAMPLE_PARTS; i += nt) {
+    best = part[2 * i] > best ? part[2 * i] : best;
+    bad |= part[2 * i + 1] != 0;
   }
   const bool finite = block_sum_int(bad, redi) == 0;
   best = block_max_u64(best, red64);
