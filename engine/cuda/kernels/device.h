@@ -56,6 +56,14 @@ struct u32x4 {
 // bf16 widens to float32 exactly: its bits are the high half of a float's.
 static __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float((u32)b << 16); }
 
+// prefetch_l2 asks L2 for the line holding p, and does not wait for it (no
+// register is written): a decode kernel names the first weights it will
+// read before it stages its input, so that device memory is busy during the
+// staging and the loads then find them in L2.
+static __device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // ld_stream_16 loads 16 bytes that are read once (weights): through the
 // read-only path, not kept in L1.
 static __device__ __forceinline__ u32x4 ld_stream_16(const void* p) {

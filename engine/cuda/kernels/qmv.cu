@@ -110,6 +110,18 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       qload<M, R, SB, G>(qrow_at<G>(r, words, y, wpr, groups, grp), tl, scales, biases, grp, pw0[j], pw1[j], ps[j], pb[j]);
     }
   }
+  if (!G) {
+    // the rows of the warp's first two steps asked of L2 (prefetch_l2)
+    for (long long base = first; base < rows && base < first + 2LL * nwarps * rowsPerWarp;
+         base += (long long)nwarps * rowsPerWarp) {
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        long long r = base + sub * R + j;
+        r = r < rows ? r : rows - 1;
+        for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
+      }
+    }
+  }
   const QView q = qstage<M, N>(x, groups, nrm.in);
   // With the norm, a ticket once this block has read h (qstage ends with a
   // barrier): the block that takes the last one writes h and the normed row

@@ -105,6 +105,11 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   int* ks = (int*)(ls + experts);  // the logits' order keys
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  {
+    // the warp's first row asked of L2 before x is staged (prefetch_l2)
+    const int r = PETAL_BID_X() * ROUTE_WARPS + warp, wpg = BITS * 2;
+    for (int g = lane; r < experts && g < cols / 64; g += 32) prefetch_l2(words + (long long)r * (cols / 64) * wpg + g * wpg);
+  }
   if (NORM) {
     __shared__ float red[32];
     float ss = 0.f;
