@@ -112,6 +112,16 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   }
   if (NORM) {
     __shared__ float red[32];
+    // the norm's weight loaded with h and delta, not after their sum: one
+    // wait for memory instead of two (the columns past 8 a thread, as
+    // before)
+    constexpr int PRE = 8;
+    float wv[PRE];
+#pragma unroll
+    for (int k = 0; k < PRE; k++) {
+      const int i = tid + k * ROUTE_WARPS * 32;
+      wv[k] = i < cols ? nrm.w[i] : 0.f;
+    }
     float ss = 0.f;
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
       float v = nrm.h[i];
@@ -121,7 +131,12 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     }
     ss = block_sum(ss, red);
     const float inv = 1.f / __builtin_sqrtf(ss / cols + nrm.eps);
-    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = xs[i] * inv * nrm.w[i];
+#pragma unroll
+    for (int k = 0; k < PRE; k++) {
+      const int i = tid + k * ROUTE_WARPS * 32;
+      if (i < cols) xs[i] = xs[i] * inv * wv[k];
+    }
+    for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) xs[i] = xs[i] * inv * nrm.w[i];
   } else {
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
   }
