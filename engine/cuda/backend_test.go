@@ -467,6 +467,22 @@ func TestGraphOutlivesBackend(t *testing.T) {
 
 // TestConvRowsMatchKernel: the launcher's rows per block of conv_silu are
 // ops.cu's CONV_ROWS, at least the widest conv's K-1 (15).
+// TestSamplePartsMatchKernel: the launcher gives sample_prep as many blocks,
+// and reserves as many parts, as sample_row reads.
+func TestSamplePartsMatchKernel(t *testing.T) {
+	src, err := os.ReadFile("kernels/sample.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define SAMPLE_PARTS (\d+)$`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("sample.cu does not define SAMPLE_PARTS")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != sampleParts {
+		t.Errorf("sample.cu has SAMPLE_PARTS %d, the launcher %d", n, sampleParts)
+	}
+}
+
 func TestConvRowsMatchKernel(t *testing.T) {
 	src, err := os.ReadFile("kernels/ops.cu")
 	if err != nil {
