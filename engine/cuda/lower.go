@@ -370,11 +370,8 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	gemm, grid := b.qgemmShape(E, rows)
 	threads := 256
 	if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
-		// the logits on the tensor cores, in float64 or with float32's error
+		// the logits in float64 on the tensor cores
 		gemm, grid, threads = "qgemm_f64", grid2(ceil(E, 32), ceil(rows, 32)), 128
-		if b.o.Router == RouterTF32 {
-			gemm = "qgemm_codes"
-		}
 	}
 	return []step{
 		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {

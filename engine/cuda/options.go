@@ -37,9 +37,8 @@ type Options struct {
 	FlashAttention bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
-	// qgemm_f64: every product exact, float64 sums); RouterTF32, x in two
-	// tf32 parts against the codes (qgemm_codes, 3e-6 of the RMS);
-	// RouterPlain, the float32 kernels qgemm and qgemm_s.
+	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
+	// float32 kernels qgemm and qgemm_s.
 	Router RouterKernel
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
@@ -75,7 +74,6 @@ type RouterKernel int
 
 const (
 	RouterF64 RouterKernel = iota
-	RouterTF32
 	RouterPlain
 )
 
@@ -88,7 +86,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=f64|tf32|plain (prefill's router logits: float64 on the tensor cores, x in two tf32 parts against the codes, or the float32 kernels; default f64), ` +
+	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
@@ -124,12 +122,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			switch kv.Value {
 			case "f64":
 				o.Router = RouterF64
-			case "tf32":
-				o.Router = RouterTF32
 			case "plain":
 				o.Router = RouterPlain
 			default:
-				err = fmt.Errorf("cuda: router=%q: want f64, tf32 or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want f64 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")

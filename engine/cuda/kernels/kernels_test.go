@@ -20,7 +20,7 @@ func TestEmbeddedPTX(t *testing.T) {
 		"route":   {"route4", "route8"},
 		"gdn":     {"gdn_step_s1", "gdn_step_s4", "gdn_step_s16"},
 		"attn":    {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
-		"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_codes", "qgemm_f64", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm", "qk_prep_rows_f32",
+		"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm", "qk_prep_rows_f32",
 			"qk_prep_rows_bf16", "attn_rows_f32_j8", "attn_rows_bf16_j16", "route_select", "experts_gate_up", "experts_down",
 			"advance", "convert"},
 		"sample": {"sample_prep", "sample_row", "logprobs_row"},

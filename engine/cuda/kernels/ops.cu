@@ -6,7 +6,6 @@
 // Matrices come as QDesc tables (rowmath.h).
 #include "rope.h"
 #include "rowmath.h"
-#include "tf32.h"
 
 // embed_rows: grid rows, block 256. out[r] = table row tokens[r]; an id
 // outside the vocabulary gives a row of NaN.
@@ -115,160 +114,6 @@ extern "C" __global__ void __launch_bounds__(256)
   qgemm_tiles<32, 32>(wd, x, y, T, ldy);
 }
 
-// qgemm_codes: y[T, R] = x[T, C] · Wᵀ for weights of groups of 64 (4- or
-// 8-bit), on the tensor cores: the router's logits of a prefill chunk,
-// which choose the experts, more exactly than the float32 kernels qgemm and
-// qgemm_s. The codes are small integers, exact in tf32, so a row's product
-// is Σ_g s_g·(Σ_k q_k x_k) + b_g·(Σ_k x_k) over its groups, with x split in
-// two tf32 parts (hi + lo, 22 bits: every product exact in float32) and the
-// codes centred on zero (q - 2^(bits-1), the bias moved by as many scales).
-// Each 8-column product starts from zero on the tensor cores and comes out
-// rounded to float32; everything after that (the group's sum, x's sum, the
-// row's total) is float64. Measured and emulated: summing in float32 left
-// 1.5e-5 of the weights' RMS for an 8-bit router of 2048 columns, as qgemm
-// does (1.9e-5 emulated); float64 after the tensor cores, 3e-6 emulated,
-// the float32 rounding of the 8-column products.
-// Grid (ceil(R/32), ceil(T/32)), block 128: four warps, each 16 tokens x 16
-// rows (2 m16n8k8 tiles); C a multiple of 64. Each thread's loads of the
-// next group (x, codes, scale and bias) are issued before the current
-// group's products, so they arrive while it computes: with every load
-// waited for where it was used, and the group sums of x reduced token by
-// token across a warp, a layer's router took 267 us at 512 tokens on the
-// H200 (a CUPTI trace, docs/bench/cuda/2026-12-01-ktrace1), for 0.5 GFLOP.
-#define QC_M 32
-#define QC_N 32
-#define QC_K 64
-#define QC_LD (QC_K + 4)
-#define QC_WORDS (QC_N * (QC_K / 4) / 128)  // a thread's words of codes a group, 8-bit (4-bit: half)
-
-// QcLoads are one thread's share of one group: x at 8 tokens x 2 columns,
-// codes, and (threads below QC_N) a row's scale and bias.
-struct QcLoads {
-  float x[16];
-  u32 w[QC_WORDS];
-  u16 s, b;
-};
-
-static __device__ __forceinline__ void qc_fetch(QcLoads& l, const QDesc& d, const float* __restrict__ x, int T,
-                                                int m0, long long n0, int grp, int tid) {
-  const int lane = tid & 31, warp = tid >> 5, k0 = grp * QC_K;
-  const int per = 32 / d.bits, wpg = QC_K / per;
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    const int r = m0 + warp * 8 + i;
-    const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
-    l.x[2 * i] = r < T ? xr[lane] : 0.f;
-    l.x[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
-  }
-#pragma unroll
-  for (int i = 0; i < QC_WORDS; i++) {
-    const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-    l.w[i] = e < QC_N * wpg && n0 + n < d.rows ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-  }
-  if (tid < QC_N && n0 + tid < d.rows) {
-    l.s = d.s[(n0 + tid) * d.gpr + grp];
-    l.b = d.b[(n0 + tid) * d.gpr + grp];
-  } else {
-    l.s = l.b = 0;
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-    qgemm_codes(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
-  pdl_begin();
-  __shared__ u32 xh[QC_M][QC_LD], xl[QC_M][QC_LD];
-  __shared__ float xr[QC_M][QC_LD];          // x as read, for its group sums
-  __shared__ unsigned char wc[QC_N][QC_LD];  // the codes
-  __shared__ double xsum[QC_M];
-  __shared__ float sc[QC_N], bi[QC_N];
-  const QDesc d = *wd;
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 16;  // the warp's tokens and weight rows in the tile
-  const long long n0 = (long long)PETAL_BID_X() * QC_N;
-  const int m0 = bid_y() * QC_M;
-  const int per = 32 / d.bits, wpg = QC_K / per;  // codes per word, words per group
-  const u32 mask = (1u << d.bits) - 1u;
-  const int half = 1 << (d.bits - 1);  // the codes centred (q - half, bias + half·scale): smaller sums to round
-  const int groups = d.cols / QC_K;
-  double acc[2][4] = {};
-  QcLoads next;
-  qc_fetch(next, d, x, T, m0, n0, 0, tid);
-  for (int grp = 0; grp < groups; grp++) {
-    // stage the group: x in two tf32 parts and as read, the codes as
-    // bytes, each row's scale and bias
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int r = warp * 8 + i;
-      u32 h, l;
-      tf32_split(next.x[2 * i], h, l);
-      xh[r][lane] = h, xl[r][lane] = l, xr[r][lane] = next.x[2 * i];
-      tf32_split(next.x[2 * i + 1], h, l);
-      xh[r][lane + 32] = h, xl[r][lane + 32] = l, xr[r][lane + 32] = next.x[2 * i + 1];
-    }
-#pragma unroll
-    for (int i = 0; i < QC_WORDS; i++) {
-      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      if (e < QC_N * wpg)
-        for (int c = 0; c < per; c++) wc[n][wi * per + c] = (unsigned char)((next.w[i] >> (d.bits * c)) & mask);
-    }
-    if (tid < QC_N) {
-      const float s = bf16_to_f32(next.s);
-      sc[tid] = s;
-      bi[tid] = __builtin_fmaf((float)half, s, bf16_to_f32(next.b));
-    }
-    __syncthreads();
-    if (grp + 1 < groups) qc_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
-    {
-      // the group's sum of x per token: four threads a token, 16 columns each
-      const int r = tid >> 2, q = tid & 3;
-      double sum = 0.0;
-#pragma unroll
-      for (int c = 0; c < 16; c++) sum += (double)xr[r][q * 16 + c];
-      sum += shfl_xor_double(sum, 1);
-      sum += shfl_xor_double(sum, 2);
-      if (q == 0) xsum[r] = sum;
-    }
-    double part[2][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < QC_K; kk += 8) {
-      TfA a;
-      a.hi[0] = xh[wm + g][kk + t], a.lo[0] = xl[wm + g][kk + t];
-      a.hi[1] = xh[wm + g + 8][kk + t], a.lo[1] = xl[wm + g + 8][kk + t];
-      a.hi[2] = xh[wm + g][kk + t + 4], a.lo[2] = xl[wm + g][kk + t + 4];
-      a.hi[3] = xh[wm + g + 8][kk + t + 4], a.lo[3] = xl[wm + g + 8][kk + t + 4];
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const int c = wn + 8 * j + g;  // B[k][n] = code[n][k]
-        const u32 b[2] = {__float_as_uint((float)((int)wc[c][kk + t] - half)),
-                          __float_as_uint((float)((int)wc[c][kk + t + 4] - half))};
-        float p[4] = {};  // from zero each k-step
-        mma_tf32(p, a.lo, b);
-        mma_tf32(p, a.hi, b);
-#pragma unroll
-        for (int i = 0; i < 4; i++) part[j][i] += (double)p[i];
-      }
-    }
-    __syncthreads();  // xsum written
-#pragma unroll
-    for (int j = 0; j < 2; j++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const int m = wm + g + 8 * (i >> 1), n = wn + 8 * j + 2 * t + (i & 1);
-        acc[j][i] += (double)sc[n] * part[j][i] + (double)bi[n] * xsum[m];
-      }
-    __syncthreads();  // before the next group is staged over this one
-  }
-#pragma unroll
-  for (int j = 0; j < 2; j++)
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int m = m0 + wm + g + 8 * (i >> 1);
-      const long long n = n0 + wn + 8 * j + 2 * t + (i & 1);
-      if (m < T && n < d.rows) y[(long long)m * ldy + n] = (float)acc[j][i];
-    }
-}
-
 // qgemm_f64: y[T, R] = x[T, C] · Wᵀ in float64 on the tensor cores (mma
 // m8n8k4 .f64) for weights of groups of 64 (4- or 8-bit): the router's
 // logits of a prefill chunk, which choose the experts. x widens to float64
@@ -276,9 +121,10 @@ extern "C" __global__ void __launch_bounds__(128)
 // a bf16 scale, plus a bf16 bias: exact for a scale and a bias less than
 // 2^37 apart), so every product is exact and only float64 sums round: the
 // logits are float64's over the checkpoint's weights, rounded once to
-// float32. It replaced qgemm_codes (tf32 parts, 3e-6 of the RMS, with
-// float64 sums after every 8-column product that made it 3.5-7x slower
-// than this: 87 us at 512 tokens, 326 us at 4K).
+// float32. It replaced qgemm_codes (the codes exact in tf32 against x in two
+// tf32 parts, float64 sums after every 8-column product: as close to the
+// reference, and 87 us a layer at 512 tokens, 326 us at 4K, where this
+// takes 48.5 and 223; docs/bench/cuda/2026-12-01-router4).
 // Grid (ceil(R/32), ceil(T/32)), block 128: four warps, each 16 tokens x 16
 // rows (2 x 2 tiles of 8 x 8); C a multiple of 64. Each thread's loads of
 // the next group are issued before the current group's products.
