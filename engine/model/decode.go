@@ -152,8 +152,10 @@ func (m *Model) Reserve(s *State, n int) error { return m.reserve(s, n) }
 // Backup holds a copy of a state's conv and recurrent buffers on the
 // device: what a decode step changes beyond the KV row at its position
 // (which the next step at that position overwrites) and the position.
+// They are one allocation (State.recurrent), so Save and Restore are one
+// copy each.
 type Backup struct {
-	from, to []backend.Buffer
+	from, to backend.Buffer
 }
 
 // NewBackup allocates a backup for s.
@@ -161,38 +163,30 @@ func (m *Model) NewBackup(s *State) (*Backup, error) {
 	if err := m.allocate(s); err != nil {
 		return nil, err
 	}
-	b := &Backup{}
-	for _, set := range [][]backend.Buffer{s.Conv, s.Recur} {
-		for _, buf := range set {
-			if buf.Mem == nil {
-				continue
-			}
-			c, err := m.be.Alloc(buf.Len, buf.Type)
-			if err != nil {
-				b.Free(m.be)
-				return nil, fmt.Errorf("model: state backup: %w", err)
-			}
-			b.from, b.to = append(b.from, buf), append(b.to, c)
-		}
+	b := &Backup{from: s.recurrent}
+	if b.from.Mem == nil {
+		return b, nil // no Gated DeltaNet layers
+	}
+	var err error
+	if b.to, err = m.be.Alloc(b.from.Len, b.from.Type); err != nil {
+		return nil, fmt.Errorf("model: state backup: %w", err)
 	}
 	return b, nil
 }
 
 // Save copies the state's buffers into the backup.
 func (b *Backup) Save(be backend.Backend) error {
-	for i := range b.from {
-		if err := be.Copy(b.to[i], b.from[i]); err != nil {
-			return err
-		}
+	if b.from.Mem == nil {
+		return nil
 	}
-	return nil
+	return be.Copy(b.to, b.from)
 }
 
 // Restore copies the backup into the state and sets the device position
 // back to s.Pos(): the state is again what it was at Save.
 func (b *Backup) Restore(m *Model, s *State) error {
-	for i := range b.from {
-		if err := m.be.Copy(b.from[i], b.to[i]); err != nil {
+	if b.from.Mem != nil {
+		if err := m.be.Copy(b.from, b.to); err != nil {
 			return err
 		}
 	}
@@ -202,8 +196,8 @@ func (b *Backup) Restore(m *Model, s *State) error {
 
 // Free releases the backup's device memory.
 func (b *Backup) Free(be backend.Backend) {
-	for _, c := range b.to {
-		be.Free(c)
+	if b.to.Mem != nil {
+		be.Free(b.to)
 	}
-	b.from, b.to = nil, nil
+	b.from, b.to = backend.Buffer{}, backend.Buffer{}
 }

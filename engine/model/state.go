@@ -33,6 +33,9 @@ type State struct {
 	VCache    []backend.Buffer //
 	Conv      []backend.Buffer // per layer [K-1, channels]; zero for attention layers
 	Recur     []backend.Buffer // per layer [value heads, value dim, key dim] float32
+	// recurrent is the one allocation that Conv and Recur are views of, so
+	// that a decode step's backup is one device copy, not two a layer.
+	recurrent backend.Buffer
 	programs  map[int]*program // recorded ops by chunk length, tied to these buffers
 }
 
@@ -82,20 +85,34 @@ func (m *Model) allocate(s *State) error {
 	if s.pos, err = m.be.Alloc(1, backend.I32); err != nil {
 		return fmt.Errorf("model: position: %w", err)
 	}
+	convLen, recurLen := (d.ConvK-1)*d.ConvChannels(), d.ValueHeads*d.ValueDim*d.KeyDim
+	conv, recur := make([]int, d.Layers), make([]int, d.Layers) // each view's offset
+	total := 0
 	for i := range d.Layers {
 		if d.Full[i] {
 			continue
 		}
-		if s.Conv[i], err = m.be.Alloc((d.ConvK-1)*d.ConvChannels(), backend.F32); err != nil {
-			return fmt.Errorf("model: layer %d conv state: %w", i, err)
+		conv[i], total = total, alignState(total+convLen)
+		recur[i], total = total, alignState(total+recurLen)
+	}
+	if total > 0 {
+		if s.recurrent, err = m.be.Alloc(total, backend.F32); err != nil {
+			return fmt.Errorf("model: the Gated DeltaNet layers' conv and recurrent states (%d floats): %w", total, err)
 		}
-		if s.Recur[i], err = m.be.Alloc(d.ValueHeads*d.ValueDim*d.KeyDim, backend.F32); err != nil {
-			return fmt.Errorf("model: layer %d recurrent state: %w", i, err)
+	}
+	for i := range d.Layers {
+		if !d.Full[i] {
+			s.Conv[i], s.Recur[i] = s.recurrent.View(conv[i], convLen), s.recurrent.View(recur[i], recurLen)
 		}
 	}
 	s.allocated = true
 	return nil
 }
+
+// alignState rounds an offset in the state's allocation up to 64 floats:
+// every view starts 256 bytes aligned, as a buffer of its own would (the
+// GPU kernels load 16 bytes at a time).
+func alignState(n int) int { return (n + 63) &^ 63 }
 
 // clearState zeroes the position and the DeltaNet states on the device (the
 // KV rows past the position are never read).
@@ -222,7 +239,7 @@ func (s *State) release() {
 	if s.m == nil {
 		return
 	}
-	for _, set := range [][]backend.Buffer{s.KCache, s.VCache, s.Conv, s.Recur, {s.pos}} {
+	for _, set := range [][]backend.Buffer{s.KCache, s.VCache, {s.recurrent}, {s.pos}} {
 		for i, b := range set {
 			if b.Mem != nil {
 				s.m.be.Free(b)
@@ -230,7 +247,9 @@ func (s *State) release() {
 			}
 		}
 	}
-	s.pos = backend.Buffer{}
+	clear(s.Conv) // views of recurrent
+	clear(s.Recur)
+	s.pos, s.recurrent = backend.Buffer{}, backend.Buffer{}
 	s.allocated, s.capacity = false, 0
 	s.programs = map[int]*program{}
 }

@@ -3,6 +3,7 @@ package model_test
 import (
 	"testing"
 
+	"petal/engine/backend"
 	"petal/engine/oracle"
 )
 
@@ -35,5 +36,38 @@ func TestExportImport(t *testing.T) {
 	data.Recur[0] = data.Recur[0][:10]
 	if _, err := m.Import(data, 4096); err == nil {
 		t.Error("a truncated recurrent state was accepted")
+	}
+}
+
+// TestStateIsOneAllocation: a state's conv and recurrent buffers are views
+// of one allocation, each 256 bytes aligned and apart from the others, so
+// that a decode step's backup is one copy.
+func TestStateIsOneAllocation(t *testing.T) {
+	m, _ := loadOracle(t, 32)
+	s := m.NewState(64)
+	if _, err := m.NewBackup(s); err != nil { // allocates the state
+		t.Fatal(err)
+	}
+	var views []backend.Buffer
+	for i, full := range m.Dims.Full {
+		if !full {
+			views = append(views, s.Conv[i], s.Recur[i])
+		}
+	}
+	if len(views) == 0 {
+		t.Fatal("the oracle model has no Gated DeltaNet layers")
+	}
+	for i, v := range views {
+		if v.Mem != views[0].Mem {
+			t.Fatalf("view %d is another allocation", i)
+		}
+		if v.Offset%64 != 0 {
+			t.Errorf("view %d starts at float %d, not 256 bytes aligned", i, v.Offset)
+		}
+		for j := range i {
+			if v.Overlaps(views[j]) {
+				t.Errorf("views %d and %d overlap", j, i)
+			}
+		}
 	}
 }
