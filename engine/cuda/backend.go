@@ -204,9 +204,6 @@ func (b *Backend) Close() error {
 	if b.rb.stage != nil {
 		keep(b.rb.stage.Free())
 	}
-	for _, p := range b.rb.markers {
-		keep(p.Close())
-	}
 	for _, m := range b.mods {
 		keep(m.Close())
 	}

@@ -133,7 +133,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	if p.done, err = b.ctx.NewMarker(); err != nil {
 		return nil, err
 	}
-	b.rb.markers = append(b.rb.markers, p.done)
+	// programs come and go (a state's grown caches make new ones): the
+	// marker goes with its program (the read-back queue keeps a program it
+	// may wait for alive)
+	runtime.AddCleanup(p, func(e *driver.Event) { e.Close() }, p.done)
 	if b.o.Verbose {
 		how := "launched one by one"
 		if p.graph {
@@ -208,7 +211,8 @@ func (p *program) Run() error {
 	if err := p.done.Record(b.s); err != nil {
 		return b.surfaced(err)
 	}
-	b.rb.queue[len(b.rb.queue)-1].done = p.done
+	last := &b.rb.queue[len(b.rb.queue)-1]
+	last.done, last.owner = p.done, p
 	return nil
 }
 

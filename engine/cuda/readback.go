@@ -71,6 +71,7 @@ func writes(ops []backend.Op) []span {
 type pending struct {
 	writes []span
 	done   *driver.Event // recorded after it; nil: none, and a read of what it writes waits for everything
+	owner  *program      // the program done belongs to, kept alive while a read may wait for it
 }
 
 // maxPending bounds the list; past it the oldest piece is forgotten, and a
@@ -83,24 +84,27 @@ const maxPending = 64
 const readStageBytes = 1 << 20
 
 type readback struct {
-	side    *driver.Stream
-	stage   *driver.HostBuffer
-	queue   []pending
-	older   bool            // work queued before queue[0] may still be running
-	markers []*driver.Event // the programs' end markers, closed with the backend
+	side  *driver.Stream
+	stage *driver.HostBuffer
+	queue []pending
+	older bool // work queued before queue[0] may still be running
 }
 
 // queued notes work just queued on the backend's stream.
 func (r *readback) queued(w []span, done *driver.Event) {
 	if len(r.queue) == maxPending {
-		r.queue = append(r.queue[:0], r.queue[1:]...)
-		r.older = true
+		n := copy(r.queue, r.queue[1:])
+		r.queue[n] = pending{}
+		r.queue, r.older = r.queue[:n], true
 	}
 	r.queue = append(r.queue, pending{writes: w, done: done})
 }
 
 // settled notes that everything queued has finished.
-func (r *readback) settled() { r.queue, r.older = r.queue[:0], false }
+func (r *readback) settled() {
+	clear(r.queue) // lets the programs go
+	r.queue, r.older = r.queue[:0], false
+}
 
 // after is the event a read of s must wait for, whether the read can take
 // the side stream at all (not when the piece to wait for has no event), and
@@ -140,7 +144,9 @@ func (b *Backend) readBytes(dst []byte, src backend.Buffer, p driver.Ptr) error 
 			}
 			copy(dst, r.stage.Bytes)
 			if done > 0 {
-				r.queue, r.older = append(r.queue[:0], r.queue[done:]...), false
+				n := copy(r.queue, r.queue[done:])
+				clear(r.queue[n:])
+				r.queue, r.older = r.queue[:n], false
 			}
 			return nil
 		}
