@@ -30,6 +30,18 @@ func (t DType) Size() int {
 // IsFloat reports whether t is one of the float types.
 func (t DType) IsFloat() bool { return t == F32 || t == BF16 || t == F16 }
 
+// ConvertCode is a float type as the GPU backends' convert kernels number
+// it (ops.cu, ops.metal): 0 f32, 1 bf16, 2 f16.
+func (t DType) ConvertCode() int32 {
+	switch t {
+	case BF16:
+		return 1
+	case F16:
+		return 2
+	}
+	return 0
+}
+
 // Valid reports whether t is one of the types above.
 func (t DType) Valid() bool { return t >= F32 && t <= I32 }
 

@@ -355,17 +355,6 @@ func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
 	return b.readBytes(bytesOf(dst), src, p)
 }
 
-// dtypeCode is a float type as the convert kernel names it.
-func dtypeCode(t backend.DType) int32 {
-	switch t {
-	case backend.BF16:
-		return 1
-	case backend.F16:
-		return 2
-	}
-	return 0
-}
-
 // Copy copies on the device, converting between float types as Write does.
 func (b *Backend) Copy(dst, src backend.Buffer) error {
 	if err := backend.CheckCopy(dst, src); err != nil {
@@ -387,7 +376,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 		return b.surfaced(b.s.Copy(d, s, int64(dst.Len)*int64(dst.Type.Size())))
 	}
 	var a driver.Args
-	a.Ptr(s).Ptr(d).I64(int64(dst.Len)).I32(dtypeCode(src.Type)).I32(dtypeCode(dst.Type))
+	a.Ptr(s).Ptr(d).I64(int64(dst.Len)).I32(src.Type.ConvertCode()).I32(dst.Type.ConvertCode())
 	return b.surfaced(b.s.Launch(b.fn["convert"], driver.D1((dst.Len+255)/256), driver.D1(256), 0, &a))
 }
 

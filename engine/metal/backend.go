@@ -263,17 +263,6 @@ func (b *Backend) ReadInts(src backend.Buffer, dst []int32) error {
 	return b.surfaced(b.d.Download(bytesOf(dst), a))
 }
 
-// dtypeCode is a float type as the convert kernel names it.
-func dtypeCode(t backend.DType) int32 {
-	switch t {
-	case backend.BF16:
-		return 1
-	case backend.F16:
-		return 2
-	}
-	return 0
-}
-
 // Copy copies on the device: bytes where the types agree, else through
 // ops.metal's convert (rounding as Write does).
 func (b *Backend) Copy(dst, src backend.Buffer) error {
@@ -299,7 +288,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 		return err
 	}
 	cmd := dispatch.Command{Kernel: k, Buffers: []dispatch.Arg{s, d},
-		Params: params(kernels.ConvertParams{N: uint32(dst.Len), From: dtypeCode(src.Type), To: dtypeCode(dst.Type)}),
+		Params: params(kernels.ConvertParams{N: uint32(dst.Len), From: src.Type.ConvertCode(), To: dst.Type.ConvertCode()}),
 		Groups: dispatch.D1(ceil(dst.Len, 256)), Threads: dispatch.D1(256)}
 	if err := cmd.Check(); err != nil {
 		return err
