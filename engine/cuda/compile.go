@@ -211,8 +211,7 @@ func (p *program) Run() error {
 	if err := p.done.Record(b.s); err != nil {
 		return b.surfaced(err)
 	}
-	last := &b.rb.queue[len(b.rb.queue)-1]
-	last.done, last.owner = p.done, p
+	b.rb.queue[len(b.rb.queue)-1].marked = p
 	return nil
 }
 

@@ -70,8 +70,18 @@ func writes(ops []backend.Op) []span {
 // pending is a piece of queued work: a program's run, a copy, a write.
 type pending struct {
 	writes []span
-	done   *driver.Event // recorded after it; nil: none, and a read of what it writes waits for everything
-	owner  *program      // the program done belongs to, kept alive while a read may wait for it
+	// marked is the program whose end marker (program.done) was recorded
+	// right after this piece, kept alive while a read may wait for it; nil:
+	// no marker, and a read of what the piece writes waits for everything.
+	marked *program
+}
+
+// marker is the event recorded after the piece, or nil.
+func (p pending) marker() *driver.Event {
+	if p.marked == nil {
+		return nil
+	}
+	return p.marked.done
 }
 
 // maxPending bounds the list; past it the oldest piece is forgotten, and a
@@ -91,13 +101,13 @@ type readback struct {
 }
 
 // queued notes work just queued on the backend's stream.
-func (r *readback) queued(w []span, done *driver.Event) {
+func (r *readback) queued(w []span, marked *program) {
 	if len(r.queue) == maxPending {
 		n := copy(r.queue, r.queue[1:])
 		r.queue[n] = pending{}
 		r.queue, r.older = r.queue[:n], true
 	}
-	r.queue = append(r.queue, pending{writes: w, done: done})
+	r.queue = append(r.queue, pending{writes: w, marked: marked})
 }
 
 // settled notes that everything queued has finished.
@@ -116,12 +126,14 @@ func (r *readback) after(s span) (ev *driver.Event, ok bool, done int) {
 				if i == len(r.queue)-1 {
 					return nil, false, 0 // the last piece: the stream's own order waits no longer
 				}
-				return r.queue[i].done, r.queue[i].done != nil, i + 1
+				ev := r.queue[i].marker()
+				return ev, ev != nil, i + 1
 			}
 		}
 	}
 	if r.older && len(r.queue) > 0 {
-		return r.queue[0].done, r.queue[0].done != nil, 1
+		ev := r.queue[0].marker()
+		return ev, ev != nil, 1
 	}
 	return nil, true, 0 // nothing queued writes it
 }

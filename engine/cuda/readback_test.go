@@ -11,6 +11,7 @@ import (
 func TestReadbackWaitsForTheLastWriter(t *testing.T) {
 	a, c := &memory{p: 0x1000, bytes: 64}, &memory{p: 0x2000, bytes: 64}
 	ev := []*driver.Event{{}, {}, {}}
+	prog := []*program{{done: ev[0]}, {done: ev[1]}, {done: ev[2]}} // the runs whose markers those are
 	bufA := backend.Buffer{Mem: a, Len: 2, Type: backend.I32}
 	bufA2 := backend.Buffer{Mem: a, Offset: 2, Len: 2, Type: backend.I32} // the next 8 bytes of a
 	bufC := backend.Buffer{Mem: c, Len: 16, Type: backend.F32}
@@ -19,8 +20,8 @@ func TestReadbackWaitsForTheLastWriter(t *testing.T) {
 	if e, ok, _ := r.after(spanOf(bufA)); !ok || e != nil {
 		t.Fatalf("nothing queued: got (%v, %v), want to copy at once", e, ok)
 	}
-	r.queued(spans([]backend.Buffer{bufA}), ev[0])  // step n writes a[0:2]
-	r.queued(spans([]backend.Buffer{bufA2}), ev[1]) // step n+1 writes a[2:4]
+	r.queued(spans([]backend.Buffer{bufA}), prog[0])  // step n writes a[0:2]
+	r.queued(spans([]backend.Buffer{bufA2}), prog[1]) // step n+1 writes a[2:4]
 	if e, ok, done := r.after(spanOf(bufA)); !ok || e != ev[0] || done != 1 {
 		t.Errorf("reading what step n wrote: got (%p, %v, %d), want step n's marker, 1 piece done", e, ok, done)
 	}
@@ -31,7 +32,7 @@ func TestReadbackWaitsForTheLastWriter(t *testing.T) {
 		t.Errorf("reading a buffer nothing queued writes: got (%v, %v), want to copy at once", e, ok)
 	}
 	r.queued(spans([]backend.Buffer{bufC}), nil) // a copy into c: no marker
-	r.queued(nil, ev[2])
+	r.queued(nil, prog[2])
 	if _, ok, _ := r.after(spanOf(bufC)); ok {
 		t.Errorf("the last writer has no marker, and the read did not wait for everything")
 	}
@@ -42,9 +43,9 @@ func TestReadbackWaitsForTheLastWriter(t *testing.T) {
 
 	// past maxPending the oldest piece is forgotten: a read that finds no
 	// writer waits for the oldest kept
-	r.queued(spans([]backend.Buffer{bufC}), ev[0])
+	r.queued(spans([]backend.Buffer{bufC}), prog[0])
 	for range maxPending {
-		r.queued(nil, ev[1])
+		r.queued(nil, prog[1])
 	}
 	if len(r.queue) != maxPending || !r.older {
 		t.Fatalf("queue of %d (older %v) after %d pieces, want %d and older", len(r.queue), r.older, maxPending+1, maxPending)
