@@ -45,7 +45,10 @@ static inline void qmv(device const uint* words, device const ushort* scales, de
       for (int j = 0; j < R; j++) {
         float s, b;
         load_sb<SB>(scales, biases, row[j] * ulong(groups) + ulong(g), s, b);
-        acc[j] += s * qdot_f32(words + row[j] * wpr + ulong(g * 8), xg) + b * gs;
+        // fma written out: left to contraction, s*q + b*gs fused either
+        // product, and qmv_group's rows then differed from these in the
+        // last bit
+        acc[j] += fma(s, qdot_f32(words + row[j] * wpr + ulong(g * 8), xg), b * gs);
       }
     }
     for (int j = 0; j < R; j++) {
@@ -133,7 +136,8 @@ static inline void qmv_group(device const uint* w0, device const uint* w1, devic
         const int m = mat[j];
         float s, b;
         load_sb<1>(qmv_pick(m, sb0, sb1, sb2, sb3), sb0, row[j] * ulong(groups) + ulong(g), s, b);
-        acc[j] += s * qdot_f32(qmv_pick(m, w0, w1, w2, w3) + row[j] * wpr + ulong(g * 8), x + 64 * g) + b * gs;
+        // qmv's fma, so that a row is bit for bit the same
+        acc[j] += fma(s, qdot_f32(qmv_pick(m, w0, w1, w2, w3) + row[j] * wpr + ulong(g * 8), x + 64 * g), b * gs);
       }
     }
     for (int j = 0; j < R; j++) {
