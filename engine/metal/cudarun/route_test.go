@@ -185,3 +185,51 @@ func TestRouteNormMatchesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteSelectNaN: NaN logits still give topk distinct experts in range
+// (the MoE kernels index weights by them): the numbers first, by value,
+// then the NaNs, the lower id first. Ranking the floats gave every NaN
+// rank 0 and left slots unwritten.
+func TestRouteSelectNaN(t *testing.T) {
+	c := gpu(t)
+	s := newStream(t, c)
+	mod := module(t, c, "route")
+	const E, K = 256, 8
+	for _, numbers := range []int{0, 3, 200} { // logits that are numbers; the rest are NaN
+		l := make([]float32, E)
+		for e := range l {
+			l[e] = float32(math.NaN())
+		}
+		for i := range numbers {
+			l[E-1-i] = float32(i) * 0.5 // the largest at the lowest id of them
+		}
+		order := make([]int32, E)
+		for e := range order {
+			order[e] = int32(e)
+		}
+		slices.SortStableFunc(order, func(a, b int32) int {
+			na, nb := math.IsNaN(float64(l[a])), math.IsNaN(float64(l[b]))
+			switch {
+			case na && nb:
+				return int(a - b)
+			case na:
+				return 1
+			case nb:
+				return -1
+			case l[a] > l[b]:
+				return -1
+			case l[a] < l[b]:
+				return 1
+			}
+			return int(a - b)
+		})
+		logits := upBuf(t, c, s, l, "logits")
+		ids, wts := newBuf(t, c, s, K, "ids"), newBuf(t, c, s, K, "weights")
+		ids.Poison(t, s)
+		p := kernels.RouteParams{Experts: E, Cols: 64, Topk: K, Normalize: 1}
+		launch(t, s, mod, "route_select", 1, 256, withParams(new(driver.Args).Ptr(logits.P).Ptr(ids.P).Ptr(wts.P), p))
+		if got, want := ids.Ints(t, s, "ids"), order[:K]; !slices.Equal(got, want) {
+			t.Errorf("%d numbers among NaN logits: ids %v, want %v", numbers, got, want)
+		}
+	}
+}

@@ -87,21 +87,37 @@ kernel void route_logits8(device const uint* words [[buffer(0)]], device const u
   route_logits<8>(words, scales, biases, x, logits, p.experts, p.cols, tid, bid, nbid);
 }
 
+// route_key orders logits as ints (route.cu's): a larger logit a larger
+// key, -0 as +0, NaN below every number.
+static inline int route_key(float v) {
+  if (is_nan(v)) return int(0x80000000u);
+  const int b = as_type<int>(v + 0.f);
+  return b >= 0 ? b : int(0x80000000u - uint(b));
+}
+
 // route_choose is the selection of route_select over logits, in one
 // threadgroup of ROUTE_SIMDGROUPS*32 threads, with its threadgroup arrays
-// (ls of ROUTE_MAX_EXPERTS, selV and selI of ROUTE_MAX_TOPK).
+// (ls and ks of ROUTE_MAX_EXPERTS, selV and selI of ROUTE_MAX_TOPK). The
+// ranks are over order keys, computed once per logit, so that they are
+// distinct even for NaN logits (every NaN equal, below every number) and
+// every slot of the topk gets an expert in range: ranking the floats gave
+// every NaN rank 0 and left slots unwritten.
 static inline void route_choose(device const float* logits, device int* ids, device float* wts, int experts, int topk,
-                                int normalize, threadgroup float* ls, threadgroup float* selV, threadgroup int* selI,
-                                uint tid) {
+                                int normalize, threadgroup float* ls, threadgroup int* ks, threadgroup float* selV,
+                                threadgroup int* selI, uint tid) {
   const int lane = tid & 31, warp = tid >> 5;
-  for (int e = tid; e < experts; e += ROUTE_SIMDGROUPS * 32) ls[e] = logits[e];
+  for (int e = tid; e < experts; e += ROUTE_SIMDGROUPS * 32) {
+    ls[e] = logits[e];
+    ks[e] = route_key(ls[e]);
+  }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   for (int e = tid; e < experts; e += ROUTE_SIMDGROUPS * 32) {
     const float v = ls[e];
+    const int kv = ks[e];
     int rank = 0;
     for (int f = 0; f < experts; f++) {
-      const float u = ls[f];
-      rank += (u > v || (u == v && f < e)) ? 1 : 0;
+      const int ku = ks[f];
+      rank += (ku > kv || (ku == kv && f < e)) ? 1 : 0;
     }
     if (rank < topk) {
       selV[rank] = v;
@@ -130,9 +146,10 @@ kernel void route_select(device const float* logits [[buffer(0)]], device int* i
                          device float* wts [[buffer(2)]], constant RouteParams& p [[buffer(3)]],
                          uint tid [[thread_position_in_threadgroup]]) {
   threadgroup float ls[ROUTE_MAX_EXPERTS];
+  threadgroup int ks[ROUTE_MAX_EXPERTS];
   threadgroup float selV[ROUTE_MAX_TOPK];
   threadgroup int selI[ROUTE_MAX_TOPK];
-  route_choose(logits, ids, wts, p.experts, p.topk, p.normalize, ls, selV, selI, tid);
+  route_choose(logits, ids, wts, p.experts, p.topk, p.normalize, ls, ks, selV, selI, tid);
 }
 
 // route_logits_norm<bits>: route_logits<bits> with x the add-and-norm of h
@@ -179,9 +196,10 @@ kernel void route_select_norm(device const float* logits [[buffer(0)]], device i
                               device float* out [[buffer(6)]], constant RouteNormParams& p [[buffer(7)]],
                               uint tid [[thread_position_in_threadgroup]]) {
   threadgroup float ls[ROUTE_MAX_EXPERTS];
+  threadgroup int ks[ROUTE_MAX_EXPERTS];
   threadgroup float selV[ROUTE_MAX_TOPK];
   threadgroup int selI[ROUTE_MAX_TOPK];
   threadgroup float red[32];
   add_rmsnorm_row(h, delta, nw, out, p.cols, p.hasDelta != 0, p.eps, red, int(tid), ROUTE_SIMDGROUPS * 32);
-  route_choose(logits, ids, wts, p.experts, p.topk, p.normalize, ls, selV, selI, tid);
+  route_choose(logits, ids, wts, p.experts, p.topk, p.normalize, ls, ks, selV, selI, tid);
 }
