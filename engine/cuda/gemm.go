@@ -9,23 +9,44 @@ import (
 
 // GEMMTile is one compiled tile shape of gemm.cu: BM rows (tokens) by BN
 // weight rows per block, Threads per block, Stages of cp.async buffering.
+// A tile with Reg is one of the grouped MoE GEMMs at a few rows an expert
+// (gemm_rq: B fragments dequantised in registers, no dense kernel), whose
+// blocks take the tile map's items in turn: Blocks of them fit a
+// multiprocessor, and the grid is as many as fit the GPU.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
+	Reg                     bool
+	Blocks                  int
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
 var GEMMTiles = []GEMMTile{
-	{"m128", 128, 128, 128, 3},
-	{"m128w8", 128, 128, 256, 3},
-	{"m64", 64, 128, 128, 3},
-	{"m32", 32, 128, 128, 4},
-	{"m16", 16, 128, 128, 4},
+	{Name: "m128", BM: 128, BN: 128, Threads: 128, Stages: 3},
+	{Name: "m128w8", BM: 128, BN: 128, Threads: 256, Stages: 3},
+	{Name: "m64", BM: 64, BN: 128, Threads: 128, Stages: 3},
+	{Name: "m32", BM: 32, BN: 128, Threads: 128, Stages: 4},
+	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// GEMMTileByName finds a tile shape of GEMMTiles.
+// MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
+// (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, two staged X chunks.
+var MoERegTiles = []GEMMTile{
+	{Name: "r16", BM: 16, BN: rqOutputs, Threads: 128, Stages: 2, Reg: true, Blocks: 4},
+	{Name: "r32", BM: 32, BN: rqOutputs, Threads: 128, Stages: 2, Reg: true, Blocks: 3},
+}
+
+// rqOutputs is the down GEMM's outputs a block item of gemm_rq (RQ_WARPS
+// warps of RQ_NT n8 tiles; gate/up: half, its tiles being gate and up rows
+// of the same outputs); rqRowBytes is RQ_ROWB, a staged X row.
+const (
+	rqOutputs  = 4 * 8 * 8
+	rqRowBytes = 4*128 + 16
+)
+
+// GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range GEMMTiles {
+	for _, t := range append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...) {
 		if t.Name == name {
 			return t, nil
 		}
@@ -36,8 +57,14 @@ func GEMMTileByName(name string) (GEMMTile, error) {
 func (t GEMMTile) String() string { return t.Name }
 
 // shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
-// and the dequantised bf16 W tile.
-func (t GEMMTile) shared() int { return t.Stages*(t.BM*128+t.BN*36) + t.BN*128 }
+// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its two X
+// chunks.
+func (t GEMMTile) shared() int {
+	if t.Reg {
+		return t.Stages * t.BM * rqRowBytes
+	}
+	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
+}
 
 // LoadGEMMModule loads the gemm kernels embedded in the binary.
 func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
@@ -77,6 +104,17 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 				return nil, err
 			}
 			*f.dst = fn
+		}
+		g.tiles[t.Name] = k
+	}
+	for _, t := range MoERegTiles {
+		var k gemmKernels
+		var err error
+		if k.gateUp, err = mod.Function("gemm_gateup_" + t.Name); err != nil {
+			return nil, err
+		}
+		if k.down, err = mod.Function("gemm_down_" + t.Name); err != nil {
+			return nil, err
 		}
 		g.tiles[t.Name] = k
 	}
@@ -135,8 +173,11 @@ func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
 // Prepare raises every tile's shared-memory limit now, so that no launch
 // recorded into a CUDA graph changes a function's attributes.
 func (g *GEMM) Prepare() error {
-	for _, t := range GEMMTiles {
+	for _, t := range append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...) {
 		for _, kind := range []string{"dense", "gateup", "down"} {
+			if t.Reg && kind == "dense" {
+				continue
+			}
 			if err := g.ready(g.Function(t, kind), t); err != nil {
 				return err
 			}
@@ -247,11 +288,16 @@ type MoEGroups struct {
 // MoETile is the tile shape for tokens routed over experts: BM from the
 // rows an expert receives on average (tokens·MoETopK/experts). At 16 rows
 // on average m32 beats m16 (run gemm1: 390 against 457 µs at 512 tokens),
-// the counts spreading to 30 and more.
-func MoETile(tokens, experts int) GEMMTile {
+// the counts spreading to 30 and more. With reg, up to 32 rows on average
+// take the register-dequant kernels of MoERegTiles instead.
+func MoETile(tokens, experts int, reg bool) GEMMTile {
 	avg := tokens * MoETopK / max(experts, 1)
 	name := "m128"
 	switch {
+	case reg && avg <= 4:
+		name = "r16"
+	case reg && avg <= 32:
+		name = "r32"
 	case avg <= 4:
 		name = "m16"
 	case avg <= 32:
@@ -334,6 +380,9 @@ func (g *GEMM) MoEGateUp(s *driver.Stream, grp *MoEGroups, gate, up *QMatrix, in
 	a.Ptr(x).Ptr(grp.RowTok).Ptr(gate.Words).Ptr(gate.ScaleBias).Ptr(up.Words).Ptr(up.ScaleBias).Ptr(h).
 		I32(int32(inter)).I32(int32(hidden)).Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (inter + t.BN/2 - 1) / (t.BN / 2), Y: grp.MaxTiles, Z: 1}
+	if t.Reg {
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.BN/2))
+	}
 	return g.launchTile(s, g.tiles[t.Name].gateUp, t, grid, &a)
 }
 
@@ -352,7 +401,16 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 	a.Ptr(h).Ptr(down.Words).Ptr(down.ScaleBias).Ptr(ys).I32(int32(hidden)).I32(int32(inter)).
 		Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
+	if t.Reg {
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.BN))
+	}
 	return g.launchTile(s, g.tiles[t.Name].down, t, grid, &a)
+}
+
+// itemGrid is the grid of a Reg tile's kernel: as many blocks as fit the
+// GPU at once, or the most items there can be.
+func (g *GEMM) itemGrid(t GEMMTile, maxItems int) driver.Dim3 {
+	return driver.D1(max(1, min(maxItems, t.Blocks*g.c.Device().SMs)))
 }
 
 // SharedSwiGLU queues h[t,i] = bf16(sigmoid(logit[t])·silu(gs[t,i])·us[t,i])

@@ -21,8 +21,20 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	if MoETile(512, 256).Name != "m32" || MoETile(4096, 256).Name != "m128" || MoETile(100, 256).Name != "m16" {
-		t.Errorf("MoE tiles: %v %v %v", MoETile(512, 256), MoETile(4096, 256), MoETile(100, 256))
+	for _, tile := range MoERegTiles {
+		if s := tile.shared(); tile.Blocks*s > 227<<10 {
+			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
+		}
+	}
+	for _, c := range []struct {
+		tokens int
+		reg    bool
+		want   string
+	}{{512, false, "m32"}, {4096, false, "m128"}, {100, false, "m16"}, {512, true, "r32"}, {1024, true, "r32"},
+		{100, true, "r16"}, {2048, true, "m64"}, {4096, true, "m128"}} {
+		if got := MoETile(c.tokens, 256, c.reg); got.Name != c.want {
+			t.Errorf("MoE tile of %d tokens on 256 experts (registers %v): %v, want %s", c.tokens, c.reg, got, c.want)
+		}
 	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
@@ -359,9 +371,9 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
 		ys := newBuf(t, c, s, T*MoETopK*H, "ys")
 		out := newBuf(t, c, s, T*H, "out")
-		tiles := []GEMMTile{MoETile(T, E)}
+		tiles := []GEMMTile{MoETile(T, E, true)}
 		if T == 100 || T == 512 {
-			tiles = GEMMTiles
+			tiles = append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...)
 		}
 		// Reference tokens: all of a few, else a sample.
 		toks := checkRows(rng, T)
@@ -621,8 +633,12 @@ func TestMeasureGEMM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	for _, tile := range GEMMTiles {
+	allTiles := append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...)
+	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
+			if tile.Reg && kind == "dense" {
+				continue
+			}
 			fi, err := g.Function(tile, kind).Info()
 			if err != nil {
 				t.Fatal(err)
@@ -661,7 +677,7 @@ func TestMeasureGEMM(t *testing.T) {
 	gate, upm := quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64)
 	down := quant.RandomMatrix(rng, E, H, I, 4, 64)
 	gq, uq, dq := uploadGEMMWeights(t, c, up, &gate, "gate"), uploadGEMMWeights(t, c, up, &upm, "up"), uploadGEMMWeights(t, c, up, &down, "down")
-	for _, T := range []int{512, 4096} {
+	for _, T := range []int{512, 1024, 2048, 4096} {
 		ids, wts := hostRouting(rng, T, E)
 		xd, idd, wd := upBuf(t, c, s, randomVector(rng, T*H), "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
 		xh := newBuf(t, c, s, T*H/2, "x bf16")
@@ -673,7 +689,7 @@ func TestMeasureGEMM(t *testing.T) {
 		out := newBuf(t, c, s, T*H, "out")
 		flopUp := float64(T*MoETopK) * 2 * 2 * H * I
 		flopDown := float64(T*MoETopK) * 2 * H * I
-		for _, tile := range GEMMTiles {
+		for _, tile := range allTiles {
 			grp, err := NewMoEGroups(c, T, E, tile)
 			if err != nil {
 				t.Fatal(err)
@@ -697,7 +713,7 @@ func TestMeasureGEMM(t *testing.T) {
 			us := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
 			t.Logf("moe T=%-4d %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)",
 				T, tile, us(dr), us(du), flopUp/du.Seconds()/1e12, us(dd), flopDown/dd.Seconds()/1e12, us(dc), us(dt),
-				(flopUp+flopDown)/dt.Seconds()/1e12, MoETile(T, E))
+				(flopUp+flopDown)/dt.Seconds()/1e12, MoETile(T, E, true))
 			grp.Free()
 		}
 	}

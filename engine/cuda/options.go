@@ -30,6 +30,13 @@ type Options struct {
 	// going in, sums are float32 (relative error about 3e-3, one bf16
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
+	// MoERegisters runs the grouped MoE GEMMs of up to 32 rows an expert
+	// on average (prompts of up to 1K tokens on 256 experts) on gemm.cu's
+	// gemm_rq, which dequantises each thread's weights in registers as the
+	// mma's operands; off, through the bf16 W tile in shared memory that the
+	// larger tiles use. The same products and float32 sums, in another
+	// order.
+	MoERegisters bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -79,7 +86,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, MoERegisters: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -90,6 +97,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
+	`moe=reg|smem (prefill's MoE GEMMs at up to 32 rows an expert: the weights dequantised in registers, or through a bf16 tile in shared memory; default reg), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -134,6 +142,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FastQMV = !first
 		case "gemm":
 			o.TensorCores, err = kv.Is("cuda", "tc", "plain")
+		case "moe":
+			o.MoERegisters, err = kv.Is("cuda", "reg", "smem")
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "attn":

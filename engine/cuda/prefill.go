@@ -105,7 +105,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			return nil, false
 		}
 	}
-	tile := MoETile(rows, E)
+	tile := MoETile(rows, E, b.o.MoERegisters)
 	pairs := rows * MoETopK
 	maxTiles := ceil(pairs, tile.BM) + E
 	var off int64

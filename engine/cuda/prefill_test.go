@@ -248,14 +248,18 @@ func relErr(got []float32, want []float64) float64 {
 // stays on the plain GEMM), outputs poisoned first, within tcOwnBars of
 // float64 from the rounded inputs and within tcBars of the exact
 // references; a bad expert id makes its row NaN, as on the plain kernels.
-// With gemm=plain the same ops run no tensor-core kernel and meet the
+// The same under moe=smem (the MoE through the shared-memory tiles). With
+// gemm=plain the same ops run no tensor-core kernel and meet the
 // conformance suite's float32 bars.
 func TestTensorCoreOpsMatchReferences(t *testing.T) {
-	for _, tc := range []bool{true, false} {
+	for _, m := range []struct {
+		mode    string
+		tc, reg bool
+	}{{"tc", true, true}, {"tc,moe=smem", true, false}, {"plain", false, true}} {
 		o := DefaultOptions()
-		o.TensorCores = tc
+		o.TensorCores, o.MoERegisters = m.tc, m.reg
 		b := testBackend(t, o)
-		mode := map[bool]string{true: "tc", false: "plain"}[tc]
+		tc, mode := m.tc, m.mode
 		for i, c := range tcCases() {
 			t.Run(c.name+" gemm="+mode, func(t *testing.T) {
 				d := c.make(rand.New(rand.NewPCG(11, uint64(i))))

@@ -354,6 +354,203 @@ GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3)
 GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3)
 GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 
+// ---- The grouped MoE GEMMs at a few rows an expert (gemm_gateup_r16 ..) ----
+//
+// Prefill's MoE at 512 tokens gives an expert about 16 rows, and the GEMM is
+// then a read of every expert's weights: through the bf16 W tile in shared
+// memory (gemm_tile) it read them at a quarter of the device's rate. Here
+// each thread dequantises its own B fragments of the mma in registers, from
+// codes it loads itself, two groups ahead of their use, and only X (the
+// tile's 16 or 32 rows) goes through shared memory, staged RQ_CK groups at
+// a time for the block's warps.
+//
+// The mma's k order is free as long as A and B agree on it: in each group
+// of 64, logical k = 16s + 2c + {0, 1, 8, 9} of k-step s (c = lane & 3, the
+// fragment's column pair) is taken to be element 16c + 4s + {0, 1, 2, 3} of
+// the group. Thread c then needs code words 2c and 2c+1 of its W row (one
+// 8-byte load; the quad's four loads cover the row's 32 bytes) and bytes
+// 32c .. 32c+31 of its X rows, where dequant8's word order gives the B
+// fragments directly.
+#define RQ_WARPS 4
+#define RQ_NT 8                            // n8 tiles a warp
+#define RQ_CK 4                            // groups of 64 a staged X chunk (even)
+#define RQ_ROWB (RQ_CK * 128 + 16)         // bytes of a staged X row, padded so the quads' reads miss each other's banks
+#define RQ_SHARED(BM) (2 * (BM) * RQ_ROWB)  // two chunks
+
+static __device__ __forceinline__ void ld_nc_v2(const u32* p, u32& a, u32& b) {
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+}
+static __device__ __forceinline__ u32 ld_nc_u32(const u32* p) {
+  u32 a;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(a) : "l"(p));
+  return a;
+}
+static __device__ __forceinline__ void ld_shared_v4(u32 addr, u32* v) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+}
+
+// gemm_rq: a block takes items (tile of the tile map, chunk of RQ_WARPS *
+// (gate/up: RQ_NT/2, down: RQ_NT) * 8 outputs) in turn, its grid any size.
+// Gate/up: a warp's tiles 0..3 are gate rows, 4..7 the up rows of the same
+// 32 outputs. MT 16-row fragments a tile (BM = 16·MT).
+template <int MT, int MODE>
+static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const int* __restrict__ rowTok,
+                                               const u32* __restrict__ W, const u32* __restrict__ SB,
+                                               const u32* __restrict__ W2, const u32* __restrict__ SB2,
+                                               void* __restrict__ Y, int N, int K, const int* __restrict__ tiles,
+                                               const int* __restrict__ offsets, const int* __restrict__ ntiles) {
+  constexpr int BM = 16 * MT, STAGE = BM * RQ_ROWB;
+  constexpr int OUT_W = MODE == MODE_GATEUP ? RQ_NT / 2 * 8 : RQ_NT * 8, OUT_B = OUT_W * RQ_WARPS;
+  extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
+  const u32 sbase = smem_u32(gsm);
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
+  const int ktiles = K / 64, kchunks = (ktiles + RQ_CK - 1) / RQ_CK;
+  const long long wpr = K / 8, gpr = K / 64;
+
+  for (int item = PETAL_BID_X(); item < items; item += PETAL_NCTAID_X()) {
+    const int t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
+    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
+    const u32* wrow[RQ_NT];
+    const u32* srow[RQ_NT];
+    bool wval[RQ_NT];
+#pragma unroll
+    for (int j = 0; j < RQ_NT; j++) {
+      const int n = n0 + (MODE == MODE_GATEUP ? (j & 3) : j) * 8 + g;
+      const bool up = MODE == MODE_GATEUP && j >= 4;
+      wval[j] = n < N;
+      const long long row = wval[j] ? (long long)e * N + n : 0;
+      wrow[j] = (up ? W2 : W) + row * wpr + 2 * c;
+      srow[j] = (up ? SB2 : SB) + row * gpr;
+    }
+    auto wload = [&](u32 (&w)[RQ_NT][2], u32 (&sb)[RQ_NT], int kt) __attribute__((always_inline)) {
+#pragma unroll
+      for (int j = 0; j < RQ_NT; j++) {
+        if (wval[j] && kt < ktiles) {
+          ld_nc_v2(wrow[j] + kt * 8, w[j][0], w[j][1]);
+          sb[j] = ld_nc_u32(srow[j] + kt);
+        } else {
+          w[j][0] = w[j][1] = sb[j] = 0;
+        }
+      }
+    };
+    auto stage = [&](int kc) __attribute__((always_inline)) {
+      if (kc < kchunks) {
+        const u32 st = sbase + (kc & 1) * STAGE;
+        for (int i = tid; i < BM * RQ_CK * 8; i += RQ_WARPS * 32) {
+          const int row = i / (RQ_CK * 8), ch = i % (RQ_CK * 8), r = r0 + row;
+          const bool v = r < rend && kc * RQ_CK + ch / 8 < ktiles;
+          const u16* src = X;
+          if (v) src = X + (long long)(MODE == MODE_GATEUP ? rowTok[r] : r) * K + kc * RQ_CK * 64 + ch * 8;
+          cp_async16(st + row * RQ_ROWB + ch * 16, src, v);
+        }
+      }
+      cp_commit();
+    };
+    float acc[MT][RQ_NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int j = 0; j < RQ_NT; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
+    auto compute = [&](const u32 (&w)[RQ_NT][2], const u32 (&sb)[RQ_NT], int kt) __attribute__((always_inline)) {
+      const u32 st = sbase + ((kt / RQ_CK) & 1) * STAGE + (kt % RQ_CK) * 128 + c * 32;
+      u32 a[MT][2][8];  // X rows g and g+8 of each fragment: bytes 32c .. 32c+31 of the group
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const u32 ra = st + (mt * 16 + g + 8 * h) * RQ_ROWB;
+          ld_shared_v4(ra, a[mt][h]);
+          ld_shared_v4(ra + 16, a[mt][h] + 4);
+        }
+#pragma unroll
+      for (int j = 0; j < RQ_NT; j++) {
+        u32 b[8];
+        dequant8(w[j][0], sb[j], b);
+        dequant8(w[j][1], sb[j], b + 4);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int ks = 0; ks < 4; ks++) {
+            const u32 af[4] = {a[mt][0][2 * ks], a[mt][1][2 * ks], a[mt][0][2 * ks + 1], a[mt][1][2 * ks + 1]};
+            mma_bf16(acc[mt][j], af, b[2 * ks], b[2 * ks + 1]);
+          }
+      }
+    };
+    u32 wa[RQ_NT][2], sa[RQ_NT], wb[RQ_NT][2], sbb[RQ_NT];
+    wload(wa, sa, 0);
+    wload(wb, sbb, 1);
+    stage(0);
+    for (int kc = 0; kc < kchunks; kc++) {
+      stage(kc + 1);
+      cp_wait<1>();
+      __syncthreads();  // chunk kc has landed for every thread
+#pragma unroll
+      for (int gg = 0; gg < RQ_CK; gg += 2) {
+        const int kt = kc * RQ_CK + gg;
+        if (kt < ktiles) compute(wa, sa, kt);
+        wload(wa, sa, kt + 2);
+        if (kt + 1 < ktiles) compute(wb, sbb, kt + 1);
+        wload(wb, sbb, kt + 3);
+      }
+      __syncthreads();  // every warp is done with chunk kc's stage
+    }
+    cp_wait<0>();
+
+    // Epilogue: acc[mt][j] element (i) is row g (+8 for i >= 2), column
+    // 2c + (i & 1) of tile j.
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int r = r0 + mt * 16 + g + 8 * half;
+        if (r >= rend) continue;
+        if (MODE == MODE_GATEUP) {
+          u16* h = (u16*)Y + (long long)r * N;
+#pragma unroll
+          for (int j = 0; j < RQ_NT / 2; j++) {
+            const int n = n0 + j * 8 + 2 * c;
+            if (n >= N) continue;
+            const float g0 = acc[mt][j][2 * half], g1 = acc[mt][j][2 * half + 1];
+            const float u0 = acc[mt][j + 4][2 * half], u1 = acc[mt][j + 4][2 * half + 1];
+            const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
+            *(u32*)(h + n) = pack_bf16x2(h0, h1);
+          }
+        } else {
+          float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+          for (int j = 0; j < RQ_NT; j++) {
+            const int n = n0 + j * 8 + 2 * c;
+            if (n >= N) continue;
+            float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
+            *(float2v*)(y + n) = v;
+          }
+        }
+      }
+  }
+}
+
+// Entry points gemm_gateup_r16/r32 and gemm_down_r16/r32: the arguments of
+// gemm_gateup_m32 and gemm_down_m32, RQ_WARPS*32 threads, RQ_SHARED(BM)
+// bytes of dynamic shared memory, a grid of any size (the items are read
+// from ntiles). K % 64 == 0, N % 8 == 0.
+#define RQ_ENTRIES(NAME, MT, MINB)                                                                                \
+  extern "C" __global__ void __launch_bounds__(RQ_WARPS * 32, MINB)                                               \
+      gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,           \
+                         const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,              \
+                         const int* ntiles) { pdl_begin();                                                        \
+    gemm_rq<MT, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);                       \
+  }                                                                                                               \
+  extern "C" __global__ void __launch_bounds__(RQ_WARPS * 32, MINB)                                               \
+      gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,      \
+                       const int* offsets, const int* ntiles) { pdl_begin();                                      \
+    gemm_rq<MT, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);                                 \
+  }
+RQ_ENTRIES(r16, 1, 4)
+RQ_ENTRIES(r32, 2, 3)
+
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
   pdl_begin();
