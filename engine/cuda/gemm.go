@@ -30,18 +30,20 @@ var GEMMTiles = []GEMMTile{
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
-// (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, two staged X chunks.
+// (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, RQ_STAGES stages.
 var MoERegTiles = []GEMMTile{
-	{Name: "r16", BM: 16, BN: rqOutputs, Threads: 128, Stages: 2, Reg: true, Blocks: 4},
-	{Name: "r32", BM: 32, BN: rqOutputs, Threads: 128, Stages: 2, Reg: true, Blocks: 3},
+	{Name: "r16", BM: 16, BN: rqOutputs, Threads: 128, Stages: 4, Reg: true, Blocks: 4},
+	{Name: "r32", BM: 32, BN: rqOutputs, Threads: 128, Stages: 4, Reg: true, Blocks: 3},
 }
 
-// rqOutputs is the down GEMM's outputs a block item of gemm_rq (RQ_WARPS
-// warps of RQ_NT n8 tiles; gate/up: half, its tiles being gate and up rows
-// of the same outputs); rqRowBytes is RQ_ROWB, a staged X row.
+// rqOutputs is the weight rows of a block item of gemm_rq (RQ_WARPS warps
+// of RQ_NT n8 tiles: the down GEMM's outputs, or gate/up's half as many);
+// a stage holds their codes and scale/bias words of one k-tile
+// (rqStageWeights bytes) and the tile's X rows of rqXRow bytes (RQ_XROW).
 const (
-	rqOutputs  = 4 * 8 * 8
-	rqRowBytes = 4*128 + 16
+	rqOutputs      = 4 * 8 * 8
+	rqStageWeights = rqOutputs * (32 + 4)
+	rqXRow         = 144
 )
 
 // GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.
@@ -57,11 +59,10 @@ func GEMMTileByName(name string) (GEMMTile, error) {
 func (t GEMMTile) String() string { return t.Name }
 
 // shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
-// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its two X
-// chunks.
+// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its stages.
 func (t GEMMTile) shared() int {
 	if t.Reg {
-		return t.Stages * t.BM * rqRowBytes
+		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
 	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }

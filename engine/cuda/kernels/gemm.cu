@@ -356,180 +356,203 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 
 // ---- The grouped MoE GEMMs at a few rows an expert (gemm_gateup_r16 ..) ----
 //
-// Prefill's MoE at 512 tokens gives an expert about 16 rows, and the GEMM is
-// then a read of every expert's weights: through the bf16 W tile in shared
-// memory (gemm_tile) it read them at a quarter of the device's rate. Here
-// each thread dequantises its own B fragments of the mma in registers, from
-// codes it loads itself, two groups ahead of their use, and only X (the
-// tile's 16 or 32 rows) goes through shared memory, staged RQ_CK groups at
-// a time for the block's warps.
+// Prefill's MoE at 512 tokens gives an expert about 16 rows, and its GEMM is
+// then a read of every expert's weights in which dequantising them is most
+// of the arithmetic: gemm_tile dequantises a k-tile into a bf16 W tile in
+// shared memory, and its warps wait at a second barrier to read it back.
+// Here the codes are staged as they are (cp.async, RQ_STAGES deep, with
+// their scale/bias words and the tile's X rows) and each thread dequantises
+// its own B fragments of the mma in registers: one barrier a k-tile.
 //
-// The mma's k order is free as long as A and B agree on it: in each group
-// of 64, logical k = 16s + 2c + {0, 1, 8, 9} of k-step s (c = lane & 3, the
-// fragment's column pair) is taken to be element 16c + 4s + {0, 1, 2, 3} of
-// the group. Thread c then needs code words 2c and 2c+1 of its W row (one
-// 8-byte load; the quad's four loads cover the row's 32 bytes) and bytes
-// 32c .. 32c+31 of its X rows, where dequant8's word order gives the B
-// fragments directly.
+// The mma's k order is free as long as A and B agree on it. Thread c (lane
+// & 3) reads code words 2c and 2c+1 of its W row, elements 16c .. 16c+15 of
+// the group, and dequant's pairs come out as (e_j, e_j+4) of a word; so
+// k-step s takes logical k = 2c, 2c+1, 2c+8, 2c+9 to be elements 16c + s,
+// 16c+s+4, 16c+8+s, 16c+12+s. The B fragments are then dequant's words as
+// they are, and the A fragments the same pairs of X, made once a k-tile
+// for all of a warp's n-tiles.
+//
+// A block takes items (a tile of the tile map, and a chunk of RQ_WARPS ·
+// RQ_NT · 8 weight rows: gate/up, a warp's tiles 0..3 gate rows and 4..7 up
+// rows of the same 32 outputs) in turn, its grid any size, the k-tiles of
+// its items one stream through the stages so that the next item's loads
+// overlap the last k-tiles of this one.
 #define RQ_WARPS 4
-#define RQ_NT 8                            // n8 tiles a warp
-#define RQ_CK 4                            // groups of 64 a staged X chunk (even)
-#define RQ_ROWB (RQ_CK * 128 + 16)         // bytes of a staged X row, padded so the quads' reads miss each other's banks
-#define RQ_SHARED(BM) (2 * (BM) * RQ_ROWB)  // two chunks
+#define RQ_NT 8                                // n8 tiles a warp
+#define RQ_STAGES 4
+#define RQ_CODES (RQ_WARPS * RQ_NT * 8 * 32)  // bytes of a stage's codes
+#define RQ_SBS (RQ_WARPS * RQ_NT * 8 * 4)     // bytes of its scale/bias words
+#define RQ_XROW 144                            // bytes of a staged X row: 128, padded so the quads' reads miss each other's banks
+#define RQ_STAGE(BM) (RQ_CODES + RQ_SBS + (BM) * RQ_XROW)
+#define RQ_SHARED(BM) (RQ_STAGES * RQ_STAGE(BM))
 
-static __device__ __forceinline__ void ld_nc_v2(const u32* p, u32& a, u32& b) {
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
-}
-static __device__ __forceinline__ u32 ld_nc_u32(const u32* p) {
-  u32 a;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(a) : "l"(p));
-  return a;
-}
 static __device__ __forceinline__ void ld_shared_v4(u32 addr, u32* v) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
 }
+static __device__ __forceinline__ void ld_shared_v2(u32 addr, u32& a, u32& b) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(addr));
+}
+static __device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
+  u32 a;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(a) : "r"(addr));
+  return a;
+}
 
-// gemm_rq: a block takes items (tile of the tile map, chunk of RQ_WARPS *
-// (gate/up: RQ_NT/2, down: RQ_NT) * 8 outputs) in turn, its grid any size.
-// Gate/up: a warp's tiles 0..3 are gate rows, 4..7 the up rows of the same
-// 32 outputs. MT 16-row fragments a tile (BM = 16·MT).
+// dequant_pairs turns one code word and its group's scale/bias word into
+// the bf16x2 pairs (e_j, e_j+4), j = 0..3, each s*q + b rounded once.
+static __device__ __forceinline__ void dequant_pairs(u32 w, u32 s2, u32 b2, u32* p) {
+  const u32 magic = 0x43004300u, one = 0x3F803F80u, m128 = 0xC300C300u;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const u32 x = ((w >> (4 * j)) & 0x000F000Fu) | magic;  // (128+q_j, 128+q_{j+4})
+    p[j] = bf16x2_fma(bf16x2_fma(x, one, m128), s2, b2);
+  }
+}
+
 template <int MT, int MODE>
 static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                const u32* __restrict__ W, const u32* __restrict__ SB,
                                                const u32* __restrict__ W2, const u32* __restrict__ SB2,
                                                void* __restrict__ Y, int N, int K, const int* __restrict__ tiles,
                                                const int* __restrict__ offsets, const int* __restrict__ ntiles) {
-  constexpr int BM = 16 * MT, STAGE = BM * RQ_ROWB;
+  constexpr int BM = 16 * MT, STAGE = RQ_STAGE(BM), NTHREADS = RQ_WARPS * 32;
   constexpr int OUT_W = MODE == MODE_GATEUP ? RQ_NT / 2 * 8 : RQ_NT * 8, OUT_B = OUT_W * RQ_WARPS;
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
-  const int ktiles = K / 64, kchunks = (ktiles + RQ_CK - 1) / RQ_CK;
+  const int ktiles = K / 64, bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
+  const int mine = bid < items ? (items - bid + grid - 1) / grid : 0;  // this block's items
+  const int steps = mine * ktiles;
   const long long wpr = K / 8, gpr = K / 64;
 
-  for (int item = PETAL_BID_X(); item < items; item += PETAL_NCTAID_X()) {
-    const int t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
-    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
-    const u32* wrow[RQ_NT];
-    const u32* srow[RQ_NT];
-    bool wval[RQ_NT];
+  // Weight row of stage row i (warp w, tile j, row gg; i = (w·RQ_NT + j)·8 + gg).
+  auto wrow = [&](int i, int nb, int& n) __attribute__((always_inline)) {
+    const int w = i / (RQ_NT * 8), j = (i / 8) % RQ_NT;
+    n = nb + w * OUT_W + (MODE == MODE_GATEUP ? (j & 3) : j) * 8 + i % 8;
+    return MODE == MODE_GATEUP && j >= 4;
+  };
+  // load stages step q (the block's item q / ktiles, k-tile q % ktiles).
+  auto load = [&](int q) __attribute__((always_inline)) {
+    if (q < steps) {
+      const int kt = q % ktiles, item = bid + (q / ktiles) * grid;
+      const int t = item / nch, nb = (item % nch) * OUT_B;
+      const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
+      const u32 st = sbase + (q % RQ_STAGES) * STAGE;
 #pragma unroll
-    for (int j = 0; j < RQ_NT; j++) {
-      const int n = n0 + (MODE == MODE_GATEUP ? (j & 3) : j) * 8 + g;
-      const bool up = MODE == MODE_GATEUP && j >= 4;
-      wval[j] = n < N;
-      const long long row = wval[j] ? (long long)e * N + n : 0;
-      wrow[j] = (up ? W2 : W) + row * wpr + 2 * c;
-      srow[j] = (up ? SB2 : SB) + row * gpr;
+      for (int x = tid; x < RQ_CODES / 16; x += NTHREADS) {
+        int n;
+        const bool up = wrow(x / 2, nb, n), v = n < N;
+        const u32* src = (up ? W2 : W) + (v ? ((long long)e * N + n) * wpr + kt * 8 + (x & 1) * 4 : 0);
+        cp_async16(st + x * 16, src, v);
+      }
+#pragma unroll
+      for (int i = tid; i < RQ_SBS / 4; i += NTHREADS) {
+        int n;
+        const bool up = wrow(i, nb, n), v = n < N;
+        cp_async4(st + RQ_CODES + i * 4, (up ? SB2 : SB) + (v ? ((long long)e * N + n) * gpr + kt : 0), v);
+      }
+#pragma unroll
+      for (int x = tid; x < BM * 8; x += NTHREADS) {
+        const int row = x / 8, r = r0 + row;
+        const bool v = r < rend;
+        const u16* src = X;
+        if (v) src = X + (long long)(MODE == MODE_GATEUP ? rowTok[r] : r) * K + kt * 64 + (x % 8) * 8;
+        cp_async16(st + RQ_CODES + RQ_SBS + row * RQ_XROW + (x % 8) * 16, src, v);
+      }
     }
-    auto wload = [&](u32 (&w)[RQ_NT][2], u32 (&sb)[RQ_NT], int kt) __attribute__((always_inline)) {
+    cp_commit();
+  };
+
+  float acc[MT][RQ_NT][4];
 #pragma unroll
-      for (int j = 0; j < RQ_NT; j++) {
-        if (wval[j] && kt < ktiles) {
-          ld_nc_v2(wrow[j] + kt * 8, w[j][0], w[j][1]);
-          sb[j] = ld_nc_u32(srow[j] + kt);
-        } else {
-          w[j][0] = w[j][1] = sb[j] = 0;
-        }
-      }
-    };
-    auto stage = [&](int kc) __attribute__((always_inline)) {
-      if (kc < kchunks) {
-        const u32 st = sbase + (kc & 1) * STAGE;
-        for (int i = tid; i < BM * RQ_CK * 8; i += RQ_WARPS * 32) {
-          const int row = i / (RQ_CK * 8), ch = i % (RQ_CK * 8), r = r0 + row;
-          const bool v = r < rend && kc * RQ_CK + ch / 8 < ktiles;
-          const u16* src = X;
-          if (v) src = X + (long long)(MODE == MODE_GATEUP ? rowTok[r] : r) * K + kc * RQ_CK * 64 + ch * 8;
-          cp_async16(st + row * RQ_ROWB + ch * 16, src, v);
-        }
-      }
-      cp_commit();
-    };
-    float acc[MT][RQ_NT][4];
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int j = 0; j < RQ_NT; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
+
+#pragma unroll
+  for (int q = 0; q < RQ_STAGES - 1; q++) load(q);
+  for (int q = 0; q < steps; q++) {
+    cp_wait<RQ_STAGES - 2>();
+    // Every thread's copies of step q have landed, and every warp is done
+    // with step q-1, whose stage the next load reuses.
+    __syncthreads();
+    load(q + RQ_STAGES - 1);
+    const u32 st = sbase + (q % RQ_STAGES) * STAGE;
+    // A fragments of the k-tile's four steps: rows g and g+8 of each
+    // 16-row fragment, X elements 16c .. 16c+15 paired as B's are.
+    u32 af[MT][4][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int j = 0; j < RQ_NT; j++)
+      for (int h = 0; h < 2; h++) {
+        u32 u[8];
+        const u32 ra = st + RQ_CODES + RQ_SBS + (mt * 16 + g + 8 * h) * RQ_XROW + c * 32;
+        ld_shared_v4(ra, u);
+        ld_shared_v4(ra + 16, u + 4);
 #pragma unroll
-        for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
-    auto compute = [&](const u32 (&w)[RQ_NT][2], const u32 (&sb)[RQ_NT], int kt) __attribute__((always_inline)) {
-      const u32 st = sbase + ((kt / RQ_CK) & 1) * STAGE + (kt % RQ_CK) * 128 + c * 32;
-      u32 a[MT][2][8];  // X rows g and g+8 of each fragment: bytes 32c .. 32c+31 of the group
+        for (int s = 0; s < 4; s++) {
+          const u32 sel = (s & 1) ? 0x7632u : 0x5410u;
+          af[mt][s][h] = prmt(u[s >> 1], u[2 + (s >> 1)], sel);          // (x[s], x[s+4])
+          af[mt][s][2 + h] = prmt(u[4 + (s >> 1)], u[6 + (s >> 1)], sel);  // (x[8+s], x[12+s])
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < RQ_NT; j++) {
+      const int i = (warp * RQ_NT + j) * 8 + g;
+      u32 w0, w1;
+      ld_shared_v2(st + i * 32 + c * 8, w0, w1);
+      const u32 sb = ld_shared_u32(st + RQ_CODES + i * 4);
+      const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
+      u32 p0[4], p1[4];
+      dequant_pairs(w0, s2, b2, p0);
+      dequant_pairs(w1, s2, b2, p1);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const u32 ra = st + (mt * 16 + g + 8 * h) * RQ_ROWB;
-          ld_shared_v4(ra, a[mt][h]);
-          ld_shared_v4(ra + 16, a[mt][h] + 4);
-        }
-#pragma unroll
-      for (int j = 0; j < RQ_NT; j++) {
-        u32 b[8];
-        dequant8(w[j][0], sb[j], b);
-        dequant8(w[j][1], sb[j], b + 4);
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-          for (int ks = 0; ks < 4; ks++) {
-            const u32 af[4] = {a[mt][0][2 * ks], a[mt][1][2 * ks], a[mt][0][2 * ks + 1], a[mt][1][2 * ks + 1]};
-            mma_bf16(acc[mt][j], af, b[2 * ks], b[2 * ks + 1]);
-          }
-      }
-    };
-    u32 wa[RQ_NT][2], sa[RQ_NT], wb[RQ_NT][2], sbb[RQ_NT];
-    wload(wa, sa, 0);
-    wload(wb, sbb, 1);
-    stage(0);
-    for (int kc = 0; kc < kchunks; kc++) {
-      stage(kc + 1);
-      cp_wait<1>();
-      __syncthreads();  // chunk kc has landed for every thread
-#pragma unroll
-      for (int gg = 0; gg < RQ_CK; gg += 2) {
-        const int kt = kc * RQ_CK + gg;
-        if (kt < ktiles) compute(wa, sa, kt);
-        wload(wa, sa, kt + 2);
-        if (kt + 1 < ktiles) compute(wb, sbb, kt + 1);
-        wload(wb, sbb, kt + 3);
-      }
-      __syncthreads();  // every warp is done with chunk kc's stage
+        for (int s = 0; s < 4; s++) mma_bf16(acc[mt][j], af[mt][s], p0[s], p1[s]);
     }
-    cp_wait<0>();
+    if (q % ktiles != ktiles - 1) continue;
 
-    // Epilogue: acc[mt][j] element (i) is row g (+8 for i >= 2), column
-    // 2c + (i & 1) of tile j.
+    // The item's last k-tile: its outputs. acc[mt][j] element i is row g
+    // (+8 for i >= 2), column 2c + (i & 1) of tile j.
+    const int item = bid + (q / ktiles) * grid, t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
+    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int half = 0; half < 2; half++) {
         const int r = r0 + mt * 16 + g + 8 * half;
-        if (r >= rend) continue;
-        if (MODE == MODE_GATEUP) {
-          u16* h = (u16*)Y + (long long)r * N;
+        if (r < rend) {
+          if (MODE == MODE_GATEUP) {
+            u16* h = (u16*)Y + (long long)r * N;
 #pragma unroll
-          for (int j = 0; j < RQ_NT / 2; j++) {
-            const int n = n0 + j * 8 + 2 * c;
-            if (n >= N) continue;
-            const float g0 = acc[mt][j][2 * half], g1 = acc[mt][j][2 * half + 1];
-            const float u0 = acc[mt][j + 4][2 * half], u1 = acc[mt][j + 4][2 * half + 1];
-            const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
-            *(u32*)(h + n) = pack_bf16x2(h0, h1);
-          }
-        } else {
-          float* y = (float*)Y + (long long)r * N;
+            for (int j = 0; j < RQ_NT / 2; j++) {
+              const int n = n0 + j * 8 + 2 * c;
+              if (n >= N) continue;
+              const float g0 = acc[mt][j][2 * half], g1 = acc[mt][j][2 * half + 1];
+              const float u0 = acc[mt][j + 4][2 * half], u1 = acc[mt][j + 4][2 * half + 1];
+              const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
+              *(u32*)(h + n) = pack_bf16x2(h0, h1);
+            }
+          } else {
+            float* y = (float*)Y + (long long)r * N;
 #pragma unroll
-          for (int j = 0; j < RQ_NT; j++) {
-            const int n = n0 + j * 8 + 2 * c;
-            if (n >= N) continue;
-            float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
-            *(float2v*)(y + n) = v;
+            for (int j = 0; j < RQ_NT; j++) {
+              const int n = n0 + j * 8 + 2 * c;
+              if (n >= N) continue;
+              float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
+              *(float2v*)(y + n) = v;
+            }
           }
         }
+#pragma unroll
+        for (int j = 0; j < RQ_NT; j++) acc[mt][j][2 * half] = acc[mt][j][2 * half + 1] = 0.f;
       }
   }
+  cp_wait<0>();
 }
 
 // Entry points gemm_gateup_r16/r32 and gemm_down_r16/r32: the arguments of
