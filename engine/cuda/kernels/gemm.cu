@@ -372,17 +372,25 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 // they are, and the A fragments the same pairs of X, made once a k-tile
 // for all of a warp's n-tiles.
 //
+// A stage is RQ_KG groups (256 k): 128 contiguous bytes of each weight
+// row, a whole line. With one group a stage (32 bytes a row, rows 1 KB
+// apart) the weights came at about a quarter of the device's read rate,
+// as gemm_tile's do. Shared chunk ch of code row i sits at ch ^ (i & 7) so
+// that a warp's eight rows fall in distinct banks.
+//
 // A block takes items (a tile of the tile map, and a chunk of RQ_WARPS ·
-// RQ_NT · 8 weight rows: gate/up, a warp's tiles 0..3 gate rows and 4..7 up
-// rows of the same 32 outputs) in turn, its grid any size, the k-tiles of
-// its items one stream through the stages so that the next item's loads
-// overlap the last k-tiles of this one.
+// RQ_NT · 8 weight rows: gate/up, a warp's first RQ_NT/2 tiles gate rows
+// and the rest the up rows of the same outputs) in turn, its grid any size,
+// the stages of its items one stream so that the next item's loads overlap
+// the last k of this one.
 #define RQ_WARPS 4
-#define RQ_NT 8                                // n8 tiles a warp
-#define RQ_STAGES 4
-#define RQ_CODES (RQ_WARPS * RQ_NT * 8 * 32)  // bytes of a stage's codes
-#define RQ_SBS (RQ_WARPS * RQ_NT * 8 * 4)     // bytes of its scale/bias words
-#define RQ_XROW 144                            // bytes of a staged X row: 128, padded so the quads' reads miss each other's banks
+#define RQ_NT 4  // n8 tiles a warp
+#define RQ_KG 4  // groups of 64 a stage
+#define RQ_STAGES 3
+#define RQ_ROWS (RQ_WARPS * RQ_NT * 8)  // weight rows a block item
+#define RQ_CODES (RQ_ROWS * RQ_KG * 32)  // bytes of a stage's codes
+#define RQ_SBS (RQ_ROWS * RQ_KG * 4)     // bytes of its scale/bias words
+#define RQ_XROW (RQ_KG * 128 + 16)       // bytes of a staged X row, padded so the quads' reads miss each other's banks
 #define RQ_STAGE(BM) (RQ_CODES + RQ_SBS + (BM) * RQ_XROW)
 #define RQ_SHARED(BM) (RQ_STAGES * RQ_STAGE(BM))
 
@@ -398,8 +406,9 @@ static __device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
   return a;
 }
 
-// dequant_pairs turns one code word and its group's scale/bias word into
-// the bf16x2 pairs (e_j, e_j+4), j = 0..3, each s*q + b rounded once.
+// dequant_pairs turns one code word and its group's scale and bias (s2, b2:
+// each in both halves) into the bf16x2 pairs (e_j, e_j+4), j = 0..3, each
+// s*q + b rounded once.
 static __device__ __forceinline__ void dequant_pairs(u32 w, u32 s2, u32 b2, u32* p) {
   const u32 magic = 0x43004300u, one = 0x3F803F80u, m128 = 0xC300C300u;
 #pragma unroll
@@ -415,50 +424,54 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
                                                const u32* __restrict__ W2, const u32* __restrict__ SB2,
                                                void* __restrict__ Y, int N, int K, const int* __restrict__ tiles,
                                                const int* __restrict__ offsets, const int* __restrict__ ntiles) {
-  constexpr int BM = 16 * MT, STAGE = RQ_STAGE(BM), NTHREADS = RQ_WARPS * 32;
-  constexpr int OUT_W = MODE == MODE_GATEUP ? RQ_NT / 2 * 8 : RQ_NT * 8, OUT_B = OUT_W * RQ_WARPS;
+  constexpr int BM = 16 * MT, STAGE = RQ_STAGE(BM), NTHREADS = RQ_WARPS * 32, HALF = RQ_NT / 2;
+  constexpr int OUT_W = MODE == MODE_GATEUP ? HALF * 8 : RQ_NT * 8, OUT_B = OUT_W * RQ_WARPS;
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
-  const int ktiles = K / 64, bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
+  const int groups = K / 64, kstages = (groups + RQ_KG - 1) / RQ_KG, bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
   const int mine = bid < items ? (items - bid + grid - 1) / grid : 0;  // this block's items
-  const int steps = mine * ktiles;
-  const long long wpr = K / 8, gpr = K / 64;
+  const int steps = mine * kstages;
+  const long long wpr = K / 8;
 
-  // Weight row of stage row i (warp w, tile j, row gg; i = (w·RQ_NT + j)·8 + gg).
+  // Weight row of block row i (warp w, tile j, row gg; i = (w·RQ_NT + j)·8 + gg).
   auto wrow = [&](int i, int nb, int& n) __attribute__((always_inline)) {
     const int w = i / (RQ_NT * 8), j = (i / 8) % RQ_NT;
-    n = nb + w * OUT_W + (MODE == MODE_GATEUP ? (j & 3) : j) * 8 + i % 8;
-    return MODE == MODE_GATEUP && j >= 4;
+    n = nb + w * OUT_W + (MODE == MODE_GATEUP ? j % HALF : j) * 8 + i % 8;
+    return MODE == MODE_GATEUP && j >= HALF;
   };
-  // load stages step q (the block's item q / ktiles, k-tile q % ktiles).
+  // load stages step q (the block's item q / kstages, groups RQ_KG·(q % kstages) ..).
   auto load = [&](int q) __attribute__((always_inline)) {
     if (q < steps) {
-      const int kt = q % ktiles, item = bid + (q / ktiles) * grid;
+      const int g0 = (q % kstages) * RQ_KG, item = bid + (q / kstages) * grid;
       const int t = item / nch, nb = (item % nch) * OUT_B;
       const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
       const u32 st = sbase + (q % RQ_STAGES) * STAGE;
 #pragma unroll
       for (int x = tid; x < RQ_CODES / 16; x += NTHREADS) {
+        const int i = x / (RQ_KG * 2), ch = x % (RQ_KG * 2);
         int n;
-        const bool up = wrow(x / 2, nb, n), v = n < N;
-        const u32* src = (up ? W2 : W) + (v ? ((long long)e * N + n) * wpr + kt * 8 + (x & 1) * 4 : 0);
-        cp_async16(st + x * 16, src, v);
+        const bool up = wrow(i, nb, n), v = n < N && g0 + ch / 2 < groups;
+        const u32* src = (up ? W2 : W) + (v ? ((long long)e * N + n) * wpr + g0 * 8 + ch * 4 : 0);
+        cp_async16(st + i * RQ_KG * 32 + ((ch ^ (i & 7)) << 4), src, v);
       }
 #pragma unroll
-      for (int i = tid; i < RQ_SBS / 4; i += NTHREADS) {
+      for (int i = tid; i < RQ_ROWS; i += NTHREADS) {
         int n;
         const bool up = wrow(i, nb, n), v = n < N;
-        cp_async4(st + RQ_CODES + i * 4, (up ? SB2 : SB) + (v ? ((long long)e * N + n) * gpr + kt : 0), v);
+        const long long row = v ? (long long)e * N + n : 0;
+#pragma unroll
+        for (int k = 0; k < RQ_KG; k++)  // four words, unless the row's groups end
+          cp_async4(st + RQ_CODES + (i * RQ_KG + k) * 4, (up ? SB2 : SB) + row * groups + g0 + k, v && g0 + k < groups);
       }
 #pragma unroll
-      for (int x = tid; x < BM * 8; x += NTHREADS) {
-        const int row = x / 8, r = r0 + row;
-        const bool v = r < rend;
+      for (int x = tid; x < BM * RQ_KG * 8; x += NTHREADS) {
+        const int row = x / (RQ_KG * 8), ch = x % (RQ_KG * 8), r = r0 + row;
+        const bool v = r < rend && g0 + ch / 8 < groups;
         const u16* src = X;
-        if (v) src = X + (long long)(MODE == MODE_GATEUP ? rowTok[r] : r) * K + kt * 64 + (x % 8) * 8;
-        cp_async16(st + RQ_CODES + RQ_SBS + row * RQ_XROW + (x % 8) * 16, src, v);
+        if (v) src = X + (long long)(MODE == MODE_GATEUP ? rowTok[r] : r) * K + g0 * 64 + ch * 8;
+        cp_async16(st + RQ_CODES + RQ_SBS + row * RQ_XROW + ch * 16, src, v);
       }
     }
     cp_commit();
@@ -481,44 +494,49 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
     __syncthreads();
     load(q + RQ_STAGES - 1);
     const u32 st = sbase + (q % RQ_STAGES) * STAGE;
-    // A fragments of the k-tile's four steps: rows g and g+8 of each
-    // 16-row fragment, X elements 16c .. 16c+15 paired as B's are.
-    u32 af[MT][4][4];
+    const int gn = groups - (q % kstages) * RQ_KG;  // groups left in the row
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        u32 u[8];
-        const u32 ra = st + RQ_CODES + RQ_SBS + (mt * 16 + g + 8 * h) * RQ_XROW + c * 32;
-        ld_shared_v4(ra, u);
-        ld_shared_v4(ra + 16, u + 4);
-#pragma unroll
-        for (int s = 0; s < 4; s++) {
-          const u32 sel = (s & 1) ? 0x7632u : 0x5410u;
-          af[mt][s][h] = prmt(u[s >> 1], u[2 + (s >> 1)], sel);          // (x[s], x[s+4])
-          af[mt][s][2 + h] = prmt(u[4 + (s >> 1)], u[6 + (s >> 1)], sel);  // (x[8+s], x[12+s])
-        }
-      }
-#pragma unroll
-    for (int j = 0; j < RQ_NT; j++) {
-      const int i = (warp * RQ_NT + j) * 8 + g;
-      u32 w0, w1;
-      ld_shared_v2(st + i * 32 + c * 8, w0, w1);
-      const u32 sb = ld_shared_u32(st + RQ_CODES + i * 4);
-      const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
-      u32 p0[4], p1[4];
-      dequant_pairs(w0, s2, b2, p0);
-      dequant_pairs(w1, s2, b2, p1);
+    for (int kg = 0; kg < RQ_KG; kg++) {
+      if (kg >= gn) break;
+      // A fragments of the group's four k-steps: rows g and g+8 of each
+      // 16-row fragment, X elements 16c .. 16c+15 paired as B's are.
+      u32 af[MT][4][4];
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int s = 0; s < 4; s++) mma_bf16(acc[mt][j], af[mt][s], p0[s], p1[s]);
+        for (int h = 0; h < 2; h++) {
+          u32 u[8];
+          const u32 ra = st + RQ_CODES + RQ_SBS + (mt * 16 + g + 8 * h) * RQ_XROW + kg * 128 + c * 32;
+          ld_shared_v4(ra, u);
+          ld_shared_v4(ra + 16, u + 4);
+#pragma unroll
+          for (int s = 0; s < 4; s++) {
+            const u32 sel = (s & 1) ? 0x7632u : 0x5410u;
+            af[mt][s][h] = prmt(u[s >> 1], u[2 + (s >> 1)], sel);          // (x[s], x[s+4])
+            af[mt][s][2 + h] = prmt(u[4 + (s >> 1)], u[6 + (s >> 1)], sel);  // (x[8+s], x[12+s])
+          }
+        }
+#pragma unroll
+      for (int j = 0; j < RQ_NT; j++) {
+        const int i = (warp * RQ_NT + j) * 8 + g;
+        u32 w0, w1;
+        ld_shared_v2(st + i * RQ_KG * 32 + (((2 * kg + (c >> 1)) ^ (i & 7)) << 4) + (c & 1) * 8, w0, w1);
+        const u32 sb = ld_shared_u32(st + RQ_CODES + (i * RQ_KG + kg) * 4);
+        const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
+        u32 p0[4], p1[4];
+        dequant_pairs(w0, s2, b2, p0);
+        dequant_pairs(w1, s2, b2, p1);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int s = 0; s < 4; s++) mma_bf16(acc[mt][j], af[mt][s], p0[s], p1[s]);
+      }
     }
-    if (q % ktiles != ktiles - 1) continue;
+    if (q % kstages != kstages - 1) continue;
 
-    // The item's last k-tile: its outputs. acc[mt][j] element i is row g
+    // The item's last stage: its outputs. acc[mt][j] element i is row g
     // (+8 for i >= 2), column 2c + (i & 1) of tile j.
-    const int item = bid + (q / ktiles) * grid, t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
+    const int item = bid + (q / kstages) * grid, t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
     const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -529,11 +547,11 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
           if (MODE == MODE_GATEUP) {
             u16* h = (u16*)Y + (long long)r * N;
 #pragma unroll
-            for (int j = 0; j < RQ_NT / 2; j++) {
+            for (int j = 0; j < HALF; j++) {
               const int n = n0 + j * 8 + 2 * c;
               if (n >= N) continue;
               const float g0 = acc[mt][j][2 * half], g1 = acc[mt][j][2 * half + 1];
-              const float u0 = acc[mt][j + 4][2 * half], u1 = acc[mt][j + 4][2 * half + 1];
+              const float u0 = acc[mt][j + HALF][2 * half], u1 = acc[mt][j + HALF][2 * half + 1];
               const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
               *(u32*)(h + n) = pack_bf16x2(h0, h1);
             }
@@ -571,8 +589,8 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
                        const int* offsets, const int* ntiles) { pdl_begin();                                      \
     gemm_rq<MT, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);                                 \
   }
-RQ_ENTRIES(r16, 1, 4)
-RQ_ENTRIES(r32, 2, 3)
+RQ_ENTRIES(r16, 1, 2)
+RQ_ENTRIES(r32, 2, 2)
 
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
