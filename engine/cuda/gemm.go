@@ -32,8 +32,8 @@ var GEMMTiles = []GEMMTile{
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
 // (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, RQ_STAGES stages.
 var MoERegTiles = []GEMMTile{
-	{Name: "r16", BM: 16, BN: rqOutputs, Threads: 128, Stages: 3, Reg: true, Blocks: 2},
-	{Name: "r32", BM: 32, BN: rqOutputs, Threads: 128, Stages: 3, Reg: true, Blocks: 2},
+	{Name: "r16", BM: 16, BN: rqOutputs, Threads: 128, Stages: 3, Reg: true, Blocks: 4},
+	{Name: "r32", BM: 32, BN: rqOutputs, Threads: 128, Stages: 3, Reg: true, Blocks: 3},
 }
 
 // rqOutputs is the weight rows of a block item of gemm_rq (RQ_WARPS warps
@@ -42,8 +42,8 @@ var MoERegTiles = []GEMMTile{
 // (rqStageWeights bytes) and the tile's X rows of rqXRow bytes (RQ_XROW).
 const (
 	rqOutputs      = 4 * 4 * 8
-	rqStageWeights = rqOutputs * 4 * (32 + 4)
-	rqXRow         = 4*128 + 16
+	rqStageWeights = rqOutputs * 2 * (32 + 4)
+	rqXRow         = 2*128 + 16
 )
 
 // GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.

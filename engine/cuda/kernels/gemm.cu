@@ -372,11 +372,9 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 // they are, and the A fragments the same pairs of X, made once a k-tile
 // for all of a warp's n-tiles.
 //
-// A stage is RQ_KG groups (256 k): 128 contiguous bytes of each weight
-// row, a whole line. With one group a stage (32 bytes a row, rows 1 KB
-// apart) the weights came at about a quarter of the device's read rate,
-// as gemm_tile's do. Shared chunk ch of code row i sits at ch ^ (i & 7) so
-// that a warp's eight rows fall in distinct banks.
+// A stage is RQ_KG groups of each weight row, contiguous in memory, the
+// code chunks swizzled by row (rq_swz) so that a warp's eight rows fall in
+// distinct banks.
 //
 // A block takes items (a tile of the tile map, and a chunk of RQ_WARPS ·
 // RQ_NT · 8 weight rows: gate/up, a warp's first RQ_NT/2 tiles gate rows
@@ -385,7 +383,11 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 // the last k of this one.
 #define RQ_WARPS 4
 #define RQ_NT 4  // n8 tiles a warp
-#define RQ_KG 4  // groups of 64 a stage
+#define RQ_KG 2  // groups of 64 a stage
+#define RQ_CPR (RQ_KG * 2)  // 16-byte chunks of a staged code row
+// rq_swz is the shared position of chunk ch of code row i: XOR-ed with the
+// row's place among the rows that share a 128-byte line of banks.
+#define rq_swz(ch, i) ((ch) ^ (((i) / (8 / RQ_CPR)) % RQ_CPR))
 #define RQ_STAGES 3
 #define RQ_ROWS (RQ_WARPS * RQ_NT * 8)  // weight rows a block item
 #define RQ_CODES (RQ_ROWS * RQ_KG * 32)  // bytes of a stage's codes
@@ -454,7 +456,7 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
         int n;
         const bool up = wrow(i, nb, n), v = n < N && g0 + ch / 2 < groups;
         const u32* src = (up ? W2 : W) + (v ? ((long long)e * N + n) * wpr + g0 * 8 + ch * 4 : 0);
-        cp_async16(st + i * RQ_KG * 32 + ((ch ^ (i & 7)) << 4), src, v);
+        cp_async16(st + i * RQ_KG * 32 + (rq_swz(ch, i) << 4), src, v);
       }
 #pragma unroll
       for (int i = tid; i < RQ_ROWS; i += NTHREADS) {
@@ -520,7 +522,7 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
       for (int j = 0; j < RQ_NT; j++) {
         const int i = (warp * RQ_NT + j) * 8 + g;
         u32 w0, w1;
-        ld_shared_v2(st + i * RQ_KG * 32 + (((2 * kg + (c >> 1)) ^ (i & 7)) << 4) + (c & 1) * 8, w0, w1);
+        ld_shared_v2(st + i * RQ_KG * 32 + (rq_swz(2 * kg + (c >> 1), i) << 4) + (c & 1) * 8, w0, w1);
         const u32 sb = ld_shared_u32(st + RQ_CODES + (i * RQ_KG + kg) * 4);
         const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
         u32 p0[4], p1[4];
@@ -589,8 +591,8 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
                        const int* offsets, const int* ntiles) { pdl_begin();                                      \
     gemm_rq<MT, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);                                 \
   }
-RQ_ENTRIES(r16, 1, 2)
-RQ_ENTRIES(r32, 2, 2)
+RQ_ENTRIES(r16, 1, 4)
+RQ_ENTRIES(r32, 2, 3)
 
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
