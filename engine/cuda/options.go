@@ -33,9 +33,11 @@ type Options struct {
 	// MoERegisters runs the grouped MoE GEMMs of up to 32 rows an expert
 	// on average (prompts of up to 1K tokens on 256 experts) on gemm.cu's
 	// gemm_rq, which dequantises each thread's weights in registers as the
-	// mma's operands; off, through the bf16 W tile in shared memory that the
-	// larger tiles use. The same products and float32 sums, in another
-	// order.
+	// mma's operands; off (the default), through the bf16 W tile in shared
+	// memory that the larger tiles use. The same products and float32 sums,
+	// in another order. Off by default because it is not yet faster: 267
+	// against 259 µs for the 35B shape's gate/up at 512 tokens
+	// (docs/bench/cuda, moereg4).
 	MoERegisters bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
@@ -86,7 +88,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, MoERegisters: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -97,7 +99,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
-	`moe=reg|smem (prefill's MoE GEMMs at up to 32 rows an expert: the weights dequantised in registers, or through a bf16 tile in shared memory; default reg), ` +
+	`moe=smem|reg (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, or dequantised in registers; default smem), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -143,7 +145,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "gemm":
 			o.TensorCores, err = kv.Is("cuda", "tc", "plain")
 		case "moe":
-			o.MoERegisters, err = kv.Is("cuda", "reg", "smem")
+			first, err = kv.Is("cuda", "smem", "reg")
+			o.MoERegisters = !first
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "attn":

@@ -248,14 +248,14 @@ func relErr(got []float32, want []float64) float64 {
 // stays on the plain GEMM), outputs poisoned first, within tcOwnBars of
 // float64 from the rounded inputs and within tcBars of the exact
 // references; a bad expert id makes its row NaN, as on the plain kernels.
-// The same under moe=smem (the MoE through the shared-memory tiles). With
+// The same under moe=reg (the MoE through gemm_rq at few rows). With
 // gemm=plain the same ops run no tensor-core kernel and meet the
 // conformance suite's float32 bars.
 func TestTensorCoreOpsMatchReferences(t *testing.T) {
 	for _, m := range []struct {
 		mode    string
 		tc, reg bool
-	}{{"tc", true, true}, {"tc,moe=smem", true, false}, {"plain", false, true}} {
+	}{{"tc", true, false}, {"tc,moe=reg", true, true}, {"plain", false, false}} {
 		o := DefaultOptions()
 		o.TensorCores, o.MoERegisters = m.tc, m.reg
 		b := testBackend(t, o)
