@@ -49,8 +49,9 @@ func TestConformance(t *testing.T) {
 		"gemm=plain":        func(o *Options) { o.TensorCores = false },
 		"pdl=on":            func(o *Options) { o.PDL = true },
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.Graphs = true, false },
+		"pdl=some":          func(o *Options) { o.PDL, o.PDLSome = true, true },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=some"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

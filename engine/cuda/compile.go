@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"petal/engine/backend"
@@ -154,7 +155,7 @@ func (p *program) capture() error {
 		return err
 	}
 	for _, st := range p.steps {
-		if err := st.launch(s); err != nil {
+		if err := p.b.launchStep(s, st); err != nil {
 			if g, e := s.EndCapture(); e == nil {
 				g.Close()
 			}
@@ -175,6 +176,19 @@ func (p *program) capture() error {
 	// ones): release its graph when it is collected.
 	runtime.AddCleanup(p, func(x *driver.GraphExec) { x.Close() }, exec)
 	return nil
+}
+
+// launchStep queues a step's kernels on s, programmatic where Options
+// say (PDLSome: by the step's name).
+func (b *Backend) launchStep(s *driver.Stream, st step) error {
+	if b.o.PDL && b.o.PDLSome {
+		on := false
+		for _, k := range pdlGainers {
+			on = on || strings.HasPrefix(st.name, k)
+		}
+		s.SetProgrammatic(on)
+	}
+	return st.launch(s)
 }
 
 // Run queues the program and returns.
@@ -198,7 +212,7 @@ func (p *program) Run() error {
 		}
 	} else {
 		for _, st := range p.steps {
-			if err := st.launch(b.s); err != nil {
+			if err := b.launchStep(b.s, st); err != nil {
 				return fmt.Errorf("cuda: %s: %w", backend.LabelOf(p.ops[st.op]), b.surfaced(err))
 			}
 			if b.o.SyncEach {
@@ -244,7 +258,7 @@ func (b *Backend) ProfiledRun(p backend.Program, times []time.Duration) error {
 			return err
 		}
 		for ; at < len(prog.steps) && prog.steps[at].op == i; at++ {
-			if err := prog.steps[at].launch(b.s); err != nil {
+			if err := b.launchStep(b.s, prog.steps[at]); err != nil {
 				return fmt.Errorf("cuda: %s: %w", backend.LabelOf(prog.ops[i]), err)
 			}
 		}

@@ -54,12 +54,15 @@ type Options struct {
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
 	// qmv_group_norm; two launches fewer per layer, the same bits.
 	FusedNorms bool
-	// PDL launches every kernel with programmatic stream serialization
+	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
 	// (pdl_begin in kernels/device.h), which hides the gap between
-	// dependent kernels; off, plain launches.
-	PDL bool
+	// dependent kernels; off, plain launches. PDLSome limits it to the
+	// kernels of pdlGainers (pdl=some): launched early, a kernel's blocks
+	// are placed where the kernel before left room, and some kernels
+	// (moe_down, attn_combine) then ran slower than launched after it.
+	PDL, PDLSome bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -77,6 +80,12 @@ type Options struct {
 	// standard error.
 	Verbose bool
 }
+
+// pdlGainers are the steps pdl=some launches early (by the start of their
+// names): the kernels whose share of a decoded token shrank under pdl=on
+// (pdlpre1, docs/bench/cuda), the first projections with their norm and the
+// experts' gate/up.
+var pdlGainers = []string{"qmv_group_norm", "moe_gate_up"}
 
 // RouterKernel chooses the kernel of prefill's router logits.
 type RouterKernel int
@@ -97,7 +106,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
-	`pdl=on|off (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; default off), ` +
+	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default off), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, or dequantised in registers; default smem), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
@@ -125,7 +134,16 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "fused":
 			o.Fused, err = kv.On("cuda")
 		case "pdl":
-			o.PDL, err = kv.On("cuda")
+			switch kv.Value {
+			case "on":
+				o.PDL, o.PDLSome = true, false
+			case "off":
+				o.PDL, o.PDLSome = false, false
+			case "some":
+				o.PDL, o.PDLSome = true, true
+			default:
+				err = fmt.Errorf("cuda: pdl=%q: want off, on or some", kv.Value)
+			}
 		case "verbose":
 			o.Verbose, err = kv.On("cuda")
 		case "router":

@@ -1,0 +1,37 @@
+package cuda
+
+import (
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+)
+
+// TestParseOptionsChoices: the values of pdl and moe land in their fields,
+// and a value outside a key's choices is refused with the key named.
+func TestParseOptionsChoices(t *testing.T) {
+	for _, c := range []struct {
+		key, value    string
+		pdl, some, rq bool
+	}{
+		{"pdl", "off", false, false, false}, {"pdl", "on", true, false, false}, {"pdl", "some", true, true, false},
+		{"moe", "smem", false, false, false}, {"moe", "reg", false, false, true},
+	} {
+		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
+		if err != nil {
+			t.Fatalf("%s=%s: %v", c.key, c.value, err)
+		}
+		if o.PDL != c.pdl || o.PDLSome != c.some || o.MoERegisters != c.rq {
+			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoERegisters %v", c.key, c.value, o.PDL, o.PDLSome, o.MoERegisters)
+		}
+	}
+	if d := DefaultOptions(); d.PDL || d.MoERegisters {
+		t.Errorf("defaults: PDL %v, MoERegisters %v; want both off", d.PDL, d.MoERegisters)
+	}
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}} {
+		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
+		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
+			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])
+		}
+	}
+}
