@@ -86,7 +86,7 @@ func (b *Backend) init() error {
 	if b.s, err = b.ctx.NewStream("cuda backend"); err != nil {
 		return err
 	}
-	b.s.SetProgrammatic(b.o.PDL)
+	b.s.SetProgrammatic(b.o.PDL && !b.o.PDLSome) // pdl=some: step by step (launchStep)
 	if b.up, err = b.ctx.NewUploader(b.s, uploadChunk); err != nil {
 		return err
 	}

@@ -47,11 +47,11 @@ func TestConformance(t *testing.T) {
 		"graphs=off":        func(o *Options) { o.Graphs = false },
 		"fused=off":         func(o *Options) { o.Fused = false },
 		"gemm=plain":        func(o *Options) { o.TensorCores = false },
-		"pdl=on":            func(o *Options) { o.PDL = true },
-		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.Graphs = true, false },
-		"pdl=some":          func(o *Options) { o.PDL, o.PDLSome = true, true },
+		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
+		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
+		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=some"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -187,6 +187,7 @@ func (b *Backend) launchStep(s *driver.Stream, st step) error {
 			on = on || strings.HasPrefix(st.name, k)
 		}
 		s.SetProgrammatic(on)
+		defer s.SetProgrammatic(false) // launches outside programs stay plain
 	}
 	return st.launch(s)
 }

@@ -15,7 +15,7 @@ func TestParseOptionsChoices(t *testing.T) {
 		pdl, some, rq bool
 	}{
 		{"pdl", "off", false, false, false}, {"pdl", "on", true, false, false}, {"pdl", "some", true, true, false},
-		{"moe", "smem", false, false, false}, {"moe", "reg", false, false, true},
+		{"moe", "smem", true, true, false}, {"moe", "reg", true, true, true},
 	} {
 		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
 		if err != nil {
@@ -25,8 +25,8 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoERegisters %v", c.key, c.value, o.PDL, o.PDLSome, o.MoERegisters)
 		}
 	}
-	if d := DefaultOptions(); d.PDL || d.MoERegisters {
-		t.Errorf("defaults: PDL %v, MoERegisters %v; want both off", d.PDL, d.MoERegisters)
+	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoERegisters {
+		t.Errorf("defaults: PDL %v, PDLSome %v, MoERegisters %v; want pdl=some and moe=smem", d.PDL, d.PDLSome, d.MoERegisters)
 	}
 	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
