@@ -523,17 +523,14 @@ extern "C" __global__ void __launch_bounds__(32)
     unsigned long long best = 0;
     for (int e = lane; e < E; e += 32) {
       if (taken[e]) continue;
-      const float v = l[e];
-      const u32 bits = __float_as_uint(v + 0.f);
-      const u32 ord = is_nan(v) ? 0u : bits ^ ((u32)((int)bits >> 31) | 0x80000000u);
-      const unsigned long long key = (unsigned long long)ord << 32 | (0xffffffffu - (u32)e);
+      const unsigned long long key = rank_key(l[e], e);
       best = key > best ? key : best;
     }
     for (int o = 16; o > 0; o >>= 1) {
       const unsigned long long u = shfl_xor_u64(best, o);
       best = u > best ? u : best;
     }
-    const int e = best == 0 ? 0 : (int)(0xffffffffu - (u32)best);  // 0: nothing but NaN left
+    const int e = best == 0 ? 0 : rank_id(best);  // 0: nothing but NaN left
     const double p = dexp((double)l[e] - m) / sum;
     if (lane == 0) {
       taken[e] = 1;

@@ -11,6 +11,23 @@ static __device__ __forceinline__ int bid_y() { return __nvvm_read_ptx_sreg_ctai
 static __device__ __forceinline__ float f32_nan() { return __uint_as_float(0x7fc00000u); }
 static __device__ __forceinline__ bool is_nan(float x) { return x != x; }
 
+// order_key maps a float to a u32 of the same order (for non-NaN values).
+static __device__ __forceinline__ u32 order_key(float v) {
+  const u32 b = __float_as_uint(v);
+  return b ^ ((u32)((int)b >> 31) | 0x80000000u);
+}
+
+// nan_low_key is order_key with -0 as +0 and NaN below every number (0),
+// so that keys of any logits are ordered and NaNs are all equal.
+static __device__ __forceinline__ u32 nan_low_key(float v) { return is_nan(v) ? 0u : order_key(v + 0.f); }
+
+// rank_key orders values for a choice: larger first, NaN last, -0 as +0,
+// then the lower id; the largest rank_key is the best; rank_id gives its id.
+static __device__ __forceinline__ unsigned long long rank_key(float v, int id) {
+  return (unsigned long long)nan_low_key(v) << 32 | (0xffffffffu - (u32)id);
+}
+static __device__ __forceinline__ int rank_id(unsigned long long k) { return (int)(0xffffffffu - (u32)k); }
+
 static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 static __device__ __forceinline__ void atomic_add(int* p, int v) { __nvvm_atom_add_gen_i(p, v); }
 static __device__ __forceinline__ void atomic_add(float* p, float v) { __nvvm_atom_add_gen_f(p, v); }

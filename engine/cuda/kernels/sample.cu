@@ -14,19 +14,7 @@
 #define RADIX_MASK (RADIX_BINS - 1)
 #define MAX_SPAN 87.f
 
-// order_key maps a float to a u32 of the same order (for non-NaN values).
-static __device__ __forceinline__ u32 order_key(float v) {
-  const u32 b = __float_as_uint(v);
-  return b ^ ((u32)((int)b >> 31) | 0x80000000u);
-}
-
-// rank_key orders values for a choice: larger first, NaN last, -0 as +0,
-// then the lower id; the largest rank_key is the best token.
-static __device__ __forceinline__ unsigned long long rank_key(float v, int id) {
-  const u32 ord = is_nan(v) ? 0u : order_key(v + 0.f);
-  return (unsigned long long)ord << 32 | (0xffffffffu - (u32)id);
-}
-static __device__ __forceinline__ int rank_id(unsigned long long k) { return (int)(0xffffffffu - (u32)k); }
+// order_key, rank_key and rank_id are in rowmath.h.
 
 // exp_neg is engine/sample's expNeg: exp(-d) for 0 <= d < 87 as
 // 2^n·2^f with a degree-7 series of 2^f in float64, rounded to float32.
