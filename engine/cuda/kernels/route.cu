@@ -70,6 +70,16 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
   return s * acc + b * xs;
 }
 
+// route_key orders logits as ints: nan_low_key's order (rowmath.h) as a
+// signed int, a larger logit a larger key, -0 as +0, NaN below every
+// number. (Kept apart from nan_low_key: the decode kernel's PTX with it
+// has not run on a GPU yet.)
+static __device__ __forceinline__ int route_key(float v) {
+  if (v != v) return (int)0x80000000;
+  const int b = (int)__float_as_uint(v + 0.f);
+  return b >= 0 ? b : (int)(0x80000000u - (u32)b);
+}
+
 // RouteNorm is the add-and-norm before the router (the post-attention
 // norm: h += delta where delta is given, x = h/rms(h)·w), done by route_norm
 // in the same launch: every block computes x from h and delta itself, in
@@ -94,7 +104,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   extern __shared__ float rsm[];
   float* xs = rsm;
   float* ls = rsm + cols;
-  u32* ks = (u32*)(ls + experts);  // the logits' order keys (nan_low_key)
+  int* ks = (int*)(ls + experts);  // the logits' order keys
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   {
@@ -161,7 +171,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   }
   for (int e = tid; e < experts; e += ROUTE_WARPS * 32) {
     ls[e] = ((volatile float*)logits)[e];
-    ks[e] = nan_low_key(ls[e]);
+    ks[e] = route_key(ls[e]);
   }
   __syncthreads();
   // Expert e's rank is the number that beat it (a larger logit, or an equal
@@ -174,10 +184,10 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   // of the topk gets an expert in range.
   for (int e = tid; e < experts; e += ROUTE_WARPS * 32) {
     const float v = ls[e];
-    const u32 kv = ks[e];
+    const int kv = ks[e];
     int rank = 0;
     for (int f = 0; f < experts; f++) {
-      const u32 ku = ks[f];
+      const int ku = ks[f];
       rank += ku > kv || (ku == kv && f < e);
     }
     if (rank < topk) selV[rank] = v, selI[rank] = e;
