@@ -52,6 +52,15 @@ func TestRunTiny(t *testing.T) {
 			if p.Tokens != e.Length || len(p.Runs) != 3 || p.Seconds <= 0 || !near(p.TokensPerSecond, float64(p.Tokens)/p.Seconds) {
 				t.Errorf("length %d prefill %+v", e.Length, p)
 			}
+			// every run starts from a fresh state: it compiles, within its time
+			for i, c := range p.CompileRuns {
+				if !(c > 0 && c < p.Runs[i]) {
+					t.Errorf("length %d prefill run %d: compile %g s of %g s", e.Length, i, c, p.Runs[i])
+				}
+			}
+			if len(p.CompileRuns) != len(p.Runs) || p.CompileSeconds != median(p.CompileRuns) {
+				t.Errorf("length %d prefill: compile runs %v, median %g", e.Length, p.CompileRuns, p.CompileSeconds)
+			}
 		}
 		if d := e.Decode; d != nil {
 			if d.Context != e.Length || d.Tokens != 4 || d.Method != MethodImport || len(d.Runs) != 3 ||

@@ -62,13 +62,18 @@ func (sw *sweep) prefill(ctx context.Context, n int) (*Prefill, error) {
 		s := sw.m.NewState(sw.room(n))
 		tokens := sw.tokens(n)
 		start := time.Now()
-		err := sw.m.Forward(s, tokens, model.LastLogits, func(int, []float32) {})
+		err := sw.m.Prepare(s, n, model.LastLogits)
+		compiled := time.Since(start)
+		if err == nil {
+			err = sw.m.Forward(s, tokens, model.LastLogits, func(int, []float32) {})
+		}
 		elapsed := time.Since(start)
 		if err != nil {
 			s.Free(sw.m.Backend())
 			return nil, err
 		}
 		p.Runs = append(p.Runs, elapsed.Seconds())
+		p.CompileRuns = append(p.CompileRuns, compiled.Seconds())
 		p.DeviceBytes = max(p.DeviceBytes, sw.sampleMemory())
 		if keep && r == sw.o.Repeats-1 {
 			sw.kept = s
@@ -77,6 +82,7 @@ func (sw *sweep) prefill(ctx context.Context, n int) (*Prefill, error) {
 		}
 	}
 	p.Seconds = median(p.Runs)
+	p.CompileSeconds = median(p.CompileRuns)
 	p.TokensPerSecond = float64(n) / p.Seconds
 	return p, nil
 }

@@ -246,3 +246,62 @@ func TestRestoreRefusals(t *testing.T) {
 		t.Errorf("a refused restore changed the state: %d tokens", s.Pos())
 	}
 }
+
+// TestPrepareCompilesAhead: Prepare compiles the chunk programs of a
+// prompt (a chunk of 64 and the rest, here), a Forward after it compiles
+// nothing more, and its logits are those of a Forward without Prepare.
+func TestPrepareCompilesAhead(t *testing.T) {
+	modelDir, refDir := oracleDirs(t)
+	ck, err := checkpoint.Open(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	be := &countingBackend{Backend: cpu.New()}
+	m, err := model.Load(ck, be, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := oracle.Open(refDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	ids, err := ref.Ints("seq1.input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = ids[:100]
+	last := func(s *model.State) []float32 {
+		var got []float32
+		if err := m.Forward(s, ids, model.LastLogits, func(_ int, l []float32) { got = append([]float32(nil), l...) }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := last(m.NewState(4096))
+
+	s := m.NewState(4096)
+	before := be.compiles
+	if err := m.Prepare(s, len(ids), model.LastLogits); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.compiles - before; got != 2 {
+		t.Fatalf("Prepare of 100 tokens in chunks of 64 compiled %d programs, want 2", got)
+	}
+	if s.Pos() != 0 {
+		t.Fatalf("Prepare moved the state to %d", s.Pos())
+	}
+	runs := be.runs
+	before = be.compiles
+	got := last(s)
+	if be.compiles != before {
+		t.Errorf("Forward after Prepare compiled %d programs", be.compiles-before)
+	}
+	if be.runs-runs != 2 {
+		t.Errorf("Forward ran %d programs, want 2", be.runs-runs)
+	}
+	if d := oracle.Compare(got, want); d.RelL2 != 0 || d.MaxAbs != 0 {
+		t.Errorf("logits after Prepare differ from a plain Forward's: %s", d)
+	}
+}
