@@ -119,9 +119,11 @@ type Prefill struct {
 	Seconds         float64   `json:"seconds"` // median of Runs
 	TokensPerSecond float64   `json:"tokens_per_second"`
 	Runs            []float64 `json:"runs_seconds"`
-	// CompileSeconds (median of CompileRuns) is the part of each run spent
-	// recording and compiling the prompt's programs: every run starts from
-	// a fresh state, which compiles its own, as a one-shot prompt does.
+	// CompileRuns are the part of each run spent recording and compiling
+	// the prompt's programs (CompileSeconds their median): the first run
+	// at a length compiles them, as a one-shot prompt does; a later run
+	// takes over the state the model kept from the run before, with its
+	// programs, unless its caches must grow.
 	CompileSeconds float64   `json:"compile_seconds"`
 	CompileRuns    []float64 `json:"compile_runs_seconds"`
 	// DeviceBytes is the device memory in use right after the prompt,

@@ -55,9 +55,9 @@ func benchCommand(st *Streams) *cli.Command {
 		ArgsUsage: " ",
 		Description: `Measures two speeds at each length N, in tokens per second:
   prefill  N random tokens run from an empty state (in --chunk sized passes) with logits for
-           the last one, as a prompt is run before generation: N / time. Each run starts from a
-           fresh state, which records and compiles its programs as a one-shot prompt does; --json
-           gives that part of the time as compile_seconds.
+           the last one, as a prompt is run before generation: N / time. The first run at a
+           length records and compiles its programs, as a one-shot prompt does; --json gives that
+           part of each run's time as compile_runs_seconds (median compile_seconds).
   decode   after a state of N tokens, --decode-tokens single-token steps, each with its logits and
            the greedy pick of the next token: steps / time. One step before them is not timed (it
            records the op program). By default the state of N tokens is random K/V and recurrent

@@ -114,7 +114,7 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 // Prepare records and compiles, ahead of Forward, the chunk programs that
 // a Forward of tokens more tokens into s with want would use, and keeps
 // them in s as Forward would; a Forward then starts at once. (The bench
-// times it apart: a fresh state compiles its own programs.)
+// times it apart, to tell compiling from running.)
 func (m *Model) Prepare(s *State, tokens int, want Logits) error {
 	if err := m.reserve(s, s.Pos()+tokens); err != nil {
 		return err
