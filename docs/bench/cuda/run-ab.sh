@@ -28,10 +28,12 @@ tests)
 bench)
 	D=$R/devrun/rbb; (cd "$D" && xz -d -f petal.xz petal-old.xz && chmod +x petal petal-old)
 	# SPECS: more --backend specs to measure with the new build
+	n=0
 	for run in petal-old:cuda petal:cuda ${SPECS}; do
 		p=${run%%:*}; spec=${run#*:}
 		echo "==== $p --backend $spec" >> "$O/bench.txt"
-		timeout 150 "$D/$p" bench --backend $spec --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths ${PROMPT_LENGTHS:-512,4K} \
+		n=$((n + 1))  # each run's JSON report (its runs one by one) as bench-N.json
+		timeout 150 "$D/$p" bench --out "$O/bench-$n.json" --backend $spec --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths ${PROMPT_LENGTHS:-512,4K} \
 			--context-lengths ${CONTEXT_LENGTHS:-256,4K,16K} --decode-tokens 64 --repeats 3 >> "$O/bench.txt" 2>&1
 	done
 	grep -E '^====|^ +[0-9K]+ ' "$O/bench.txt"
