@@ -14,7 +14,10 @@
 #          build, each petal:SPEC with its --backend spec); then every kernel of the new
 #          build's prefill and decode traced (run-ktrace.sh), once per
 #          --backend spec in KTRACE (default cuda).
-# Usage, from the repository root: bash run-ab.sh tests|bench; logs to $OUT.
+# Usage, from the repository root: bash run-ab.sh tests|bench; logs to $OUT
+# (bench.txt, bench-N.json a run, bench-TAG.txt and ktrace-TAG.csv.gz a
+# trace: the GPU machine sends back 8 files at most, so keep SPECS plus
+# twice KTRACE to 5 or fewer).
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
 case $1 in
 tests)
