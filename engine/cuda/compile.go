@@ -50,6 +50,7 @@ type step struct {
 	kernels int
 	name    string // the kernels, for tests and traces
 	launch  func(s *driver.Stream) error
+	early   bool // under pdl=some: launched with programmatic serialization
 }
 
 func (p *program) Ops() []backend.Op { return p.ops }
@@ -95,6 +96,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		for _, s := range steps {
 			s.op = i
+			s.early = b.o.PDL && b.o.PDLSome && pdlGainer(s.name)
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
 		}
@@ -179,17 +181,23 @@ func (p *program) capture() error {
 }
 
 // launchStep queues a step's kernels on s, programmatic where Options
-// say (PDLSome: by the step's name).
+// say (under pdl=some, the steps marked early).
 func (b *Backend) launchStep(s *driver.Stream, st step) error {
 	if b.o.PDL && b.o.PDLSome {
-		on := false
-		for _, k := range pdlGainers {
-			on = on || strings.HasPrefix(st.name, k)
-		}
-		s.SetProgrammatic(on)
+		s.SetProgrammatic(st.early)
 		defer s.SetProgrammatic(false) // launches outside programs stay plain
 	}
 	return st.launch(s)
+}
+
+// pdlGainer says whether pdl=some launches the step of this name early.
+func pdlGainer(name string) bool {
+	for _, k := range pdlGainers {
+		if strings.HasPrefix(name, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Run queues the program and returns.

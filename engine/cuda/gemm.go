@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
@@ -46,9 +47,12 @@ const (
 	rqXRow         = 2*128 + 16
 )
 
+// allGEMMTiles is GEMMTiles then MoERegTiles.
+func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles) }
+
 // GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...) {
+	for _, t := range allGEMMTiles() {
 		if t.Name == name {
 			return t, nil
 		}
@@ -174,7 +178,7 @@ func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
 // Prepare raises every tile's shared-memory limit now, so that no launch
 // recorded into a CUDA graph changes a function's attributes.
 func (g *GEMM) Prepare() error {
-	for _, t := range append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...) {
+	for _, t := range allGEMMTiles() {
 		for _, kind := range []string{"dense", "gateup", "down"} {
 			if t.Reg && kind == "dense" {
 				continue

@@ -373,7 +373,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		out := newBuf(t, c, s, T*H, "out")
 		tiles := []GEMMTile{MoETile(T, E, true)}
 		if T == 100 || T == 512 {
-			tiles = append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...)
+			tiles = allGEMMTiles()
 		}
 		// Reference tokens: all of a few, else a sample.
 		toks := checkRows(rng, T)
@@ -633,7 +633,7 @@ func TestMeasureGEMM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	allTiles := append(GEMMTiles[:len(GEMMTiles):len(GEMMTiles)], MoERegTiles...)
+	allTiles := allGEMMTiles()
 	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
 			if tile.Reg && kind == "dense" {

@@ -100,11 +100,7 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 	}
 	for start := 0; start < len(tokens); start += m.Chunk {
 		chunk := tokens[start:min(start+m.Chunk, len(tokens))]
-		mode := want
-		if (want == LastLogits || want == DeviceLogits) && start+len(chunk) < len(tokens) {
-			mode = NoLogits
-		}
-		if err := m.runChunk(s, chunk, mode, emit); err != nil {
+		if err := m.runChunk(s, chunk, chunkMode(want, start+len(chunk), len(tokens)), emit); err != nil {
 			return err
 		}
 	}
@@ -123,20 +119,35 @@ func (m *Model) Prepare(s *State, tokens int, want Logits) error {
 		return nil // a traced Forward records its programs each time
 	}
 	for start := 0; start < tokens; start += m.Chunk {
-		n, mode := min(m.Chunk, tokens-start), want
-		if (want == LastLogits || want == DeviceLogits) && start+n < tokens {
-			mode = NoLogits
-		}
-		if s.programs[programKey(n, mode)] != nil {
-			continue
-		}
-		p, err := m.record(s, n, mode, false)
-		if err != nil {
+		n := min(m.Chunk, tokens-start)
+		if _, err := m.chunkProgram(s, n, chunkMode(want, start+n, tokens)); err != nil {
 			return err
 		}
-		s.programs[programKey(n, mode)] = p
 	}
 	return nil
+}
+
+// chunkMode is the logits a chunk ending at token end of total asks for:
+// the last row's only of the last chunk.
+func chunkMode(want Logits, end, total int) Logits {
+	if (want == LastLogits || want == DeviceLogits) && end < total {
+		return NoLogits
+	}
+	return want
+}
+
+// chunkProgram is s's program for chunks of n tokens with mode, recorded
+// and compiled the first time it is asked for.
+func (m *Model) chunkProgram(s *State, n int, mode Logits) (*program, error) {
+	if p := s.programs[programKey(n, mode)]; p != nil {
+		return p, nil
+	}
+	p, err := m.record(s, n, mode, false)
+	if err != nil {
+		return nil, err
+	}
+	s.programs[programKey(n, mode)] = p
+	return p, nil
 }
 
 func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []float32)) error {
@@ -145,9 +156,8 @@ func (m *Model) runChunk(s *State, chunk []int32, mode Logits, emit func(int, []
 	var err error
 	if m.Trace != nil {
 		p, err = m.record(s, n, mode, true)
-	} else if p = s.programs[programKey(n, mode)]; p == nil {
-		p, err = m.record(s, n, mode, false)
-		s.programs[programKey(n, mode)] = p
+	} else {
+		p, err = m.chunkProgram(s, n, mode)
 	}
 	if err != nil {
 		return err

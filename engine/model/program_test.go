@@ -251,22 +251,7 @@ func TestRestoreRefusals(t *testing.T) {
 // prompt (a chunk of 64 and the rest, here), a Forward after it compiles
 // nothing more, and its logits are those of a Forward without Prepare.
 func TestPrepareCompilesAhead(t *testing.T) {
-	modelDir, refDir := oracleDirs(t)
-	ck, err := checkpoint.Open(modelDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	be := &countingBackend{Backend: cpu.New()}
-	m, err := model.Load(ck, be, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := oracle.Open(refDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	m, be, ref := loadCounting(t, cpu.Options{})
 	ids, err := ref.Ints("seq1.input_ids")
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +264,7 @@ func TestPrepareCompilesAhead(t *testing.T) {
 		}
 		return got
 	}
-	want := last(m.NewState(4096))
+	want := last(m.NewState(4096)) // not freed: the next state is a new one, with no programs
 
 	s := m.NewState(4096)
 	before := be.compiles

@@ -99,19 +99,25 @@ static __device__ __forceinline__ float gexp(float x) {
   return r;
 }
 
-// dequant8 turns one code word (8 elements) and its group's scale/bias word
-// into 8 bf16 weights in element order, as four bf16x2 words.
-static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
+// dequant_pairs turns one code word and its group's scale and bias (s2, b2:
+// each in both halves) into the bf16x2 pairs (e_j, e_j+4), j = 0..3, each
+// s*q + b rounded once.
+static __device__ __forceinline__ void dequant_pairs(u32 w, u32 s2, u32 b2, u32* p) {
   const u32 magic = 0x43004300u;  // bf16 128.0: 128+q for a 4-bit q is exact
   const u32 one = 0x3F803F80u, m128 = 0xC300C300u;
-  const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
-  u32 p[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) {
     u32 x = ((w >> (4 * j)) & 0x000F000Fu) | magic;  // (128+q_j, 128+q_{j+4})
     u32 q = bf16x2_fma(x, one, m128);                 // (q_j, q_{j+4}), exact
     p[j] = bf16x2_fma(q, s2, b2);                     // s*q + b, one rounding
   }
+}
+
+// dequant8 turns one code word (8 elements) and its group's scale/bias word
+// into 8 bf16 weights in element order, as four bf16x2 words.
+static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
+  u32 p[4];
+  dequant_pairs(w, prmt(sb, sb, 0x1010u), prmt(sb, sb, 0x3232u), p);
   out[0] = prmt(p[0], p[1], 0x5410u);  // (w0, w1)
   out[1] = prmt(p[2], p[3], 0x5410u);  // (w2, w3)
   out[2] = prmt(p[0], p[1], 0x7632u);  // (w4, w5)
@@ -362,7 +368,7 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 // shared memory, and its warps wait at a second barrier to read it back.
 // Here the codes are staged as they are (cp.async, RQ_STAGES deep, with
 // their scale/bias words and the tile's X rows) and each thread dequantises
-// its own B fragments of the mma in registers: one barrier a k-tile.
+// its own B fragments of the mma in registers: one barrier a stage.
 //
 // The mma's k order is free as long as A and B agree on it. Thread c (lane
 // & 3) reads code words 2c and 2c+1 of its W row, elements 16c .. 16c+15 of
@@ -408,17 +414,6 @@ static __device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
   return a;
 }
 
-// dequant_pairs turns one code word and its group's scale and bias (s2, b2:
-// each in both halves) into the bf16x2 pairs (e_j, e_j+4), j = 0..3, each
-// s*q + b rounded once.
-static __device__ __forceinline__ void dequant_pairs(u32 w, u32 s2, u32 b2, u32* p) {
-  const u32 magic = 0x43004300u, one = 0x3F803F80u, m128 = 0xC300C300u;
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    const u32 x = ((w >> (4 * j)) & 0x000F000Fu) | magic;  // (128+q_j, 128+q_{j+4})
-    p[j] = bf16x2_fma(bf16x2_fma(x, one, m128), s2, b2);
-  }
-}
 
 template <int MT, int MODE>
 static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const int* __restrict__ rowTok,
