@@ -822,3 +822,116 @@ func TestSampleFullVocabulary(t *testing.T) {
 		})
 	}
 }
+
+// TestMoELayerMatchesApart: the post-attention AddRMSNorm, the Route and
+// the Experts of one token run as one moe_layer launch under
+// moelayer=one, and leave h, the normed row, the expert ids, their
+// weights and the MoE's output bit for bit as moelayer=three does
+// (route_norm, moe_gate_up, moe_down), with and without a delta, for 8-
+// and 4-bit routers, at the 35B shape and a small one, over several
+// launches of the captured graph (the grid barrier's state carries from
+// one to the next); the output also matches the float64 reference over
+// the normed row and the chosen experts.
+func TestMoELayerMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.MoELayer = true
+	one := testBackend(t, o)
+	o.MoELayer = false
+	three := testBackend(t, o)
+	type shape struct{ E, H, I int }
+	for _, sh := range []shape{{256, 2048, 512}, {16, 256, 128}} {
+		for _, bits := range []int{8, 4} {
+			for _, withDelta := range []bool{true, false} {
+				name := fmt.Sprintf("E=%d H=%d I=%d %d-bit delta=%v", sh.E, sh.H, sh.I, bits, withDelta)
+				t.Run(name, func(t *testing.T) {
+					E, H, I, K := sh.E, sh.H, sh.I, MoETopK
+					rng := freshRNG(t)
+					ms := []quant.Matrix{
+						quant.RandomMatrix(rng, 1, E, H, bits, 64), // router
+						quant.RandomMatrix(rng, E, I, H, 4, 64),    // gate
+						quant.RandomMatrix(rng, E, I, H, 4, 64),    // up
+						quant.RandomMatrix(rng, E, H, I, 4, 64),    // down
+						quant.RandomMatrix(rng, 1, I, H, 4, 64),    // shared gate
+						quant.RandomMatrix(rng, 1, I, H, 4, 64),    // shared up
+						quant.RandomMatrix(rng, 1, H, I, 4, 64),    // shared down
+						quant.RandomMatrix(rng, 1, 1, H, 8, 64),    // shared expert gate
+					}
+					h, delta, w := randoms(rng, H, 2), randoms(rng, H, 1), randoms(rng, H, 1)
+					type result struct {
+						h, a, wts, out []float32
+						ids            []int32
+						kernels        []string
+					}
+					run := func(b *Backend) result {
+						var u []backend.Matrix
+						for _, m := range ms {
+							x, err := b.Upload(m)
+							if err != nil {
+								t.Fatal(err)
+							}
+							u = append(u, x)
+						}
+						n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+						if withDelta {
+							n.Delta = floats(b, delta)
+						}
+						r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+						e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
+							SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
+							Rows: 1, TopK: K, Inter: I, SharedInter: I}
+						p, err := b.Compile([]backend.Op{n, r, e})
+						if err != nil {
+							t.Fatal(err)
+						}
+						for range 3 { // the second and third runs replay the captured graph
+							if err := b.Write(n.H, h); err != nil {
+								t.Fatal(err)
+							}
+							if err := b.Write(e.Out, nans(H)); err != nil {
+								t.Fatal(err)
+							}
+							if err := p.Run(); err != nil {
+								t.Fatal(err)
+							}
+							if err := b.Sync(); err != nil {
+								t.Fatal(err)
+							}
+						}
+						names := p.(*program).kernelNames()
+						return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
+							slices.Concat(names...)}
+					}
+					f, a := run(one), run(three)
+					if !slices.Equal(f.kernels, []string{moeLayerKernel}) || slices.Contains(a.kernels, moeLayerKernel) {
+						t.Fatalf("kernels %v under moelayer=one, %v under three", f.kernels, a.kernels)
+					}
+					sameBits(t, "h", f.h, a.h)
+					sameBits(t, "the normed row", f.a, a.a)
+					sameBits(t, "the weights", f.wts, a.wts)
+					if !slices.Equal(f.ids, a.ids) {
+						t.Errorf("experts %v under moelayer=one, %v under three", f.ids, a.ids)
+					}
+					sameBits(t, "the output", f.out, a.out)
+
+					ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, f.a, 1, K, true)
+					if !slices.Equal(f.ids, ids) {
+						t.Errorf("experts %v, the reference's %v", f.ids, ids)
+					}
+					g, up, d := backendtest.Dequantize(&ms[1]), backendtest.Dequantize(&ms[2]), backendtest.Dequantize(&ms[3])
+					want := make([]float64, H)
+					for k, id := range f.ids {
+						y := backendtest.SwiGLU(g[int(id)*I*H:][:I*H], up[int(id)*I*H:][:I*H], d[int(id)*H*I:][:H*I], I, H, f.a)
+						for i, v := range y {
+							want[i] += float64(f.wts[k]) * v
+						}
+					}
+					s := 1 / (1 + math.Exp(-backendtest.Linear(backendtest.Dequantize(&ms[7]), 1, H, f.a, 1)[0]))
+					for i, v := range backendtest.SwiGLU(backendtest.Dequantize(&ms[4]), backendtest.Dequantize(&ms[5]), backendtest.Dequantize(&ms[6]), I, H, f.a) {
+						want[i] += s * v
+					}
+					within(t, "Experts", f.out, want)
+				})
+			}
+		}
+	}
+}

@@ -84,6 +84,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		var err error
 		if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
+		} else if st, ok := b.moeLayerStep(p, i); ok {
+			steps = []step{st}
 		} else if st, ok := b.normRouteStep(p, i); ok {
 			steps = []step{st}
 		} else if st, ok := b.normGroupStep(p, i); ok {
@@ -100,7 +102,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
 		}
-		if len(steps) == 1 && steps[0].name == gdnKernel {
+		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
 			i += 2 // the step runs the two ops after this one too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normGroupKernel) {

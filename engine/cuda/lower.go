@@ -420,12 +420,7 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 		return steps, nil
 	}
 	var off int64
-	fourBit := func(w *matrix) bool { return w.q.Bits == 4 && w.q.GroupSize == 64 && w.q.ScaleBias != 0 }
-	if b.o.Fused && o.Rows == 1 && o.TopK == MoETopK && E >= MoETopK && SI == I && H%64 == 0 && I%64 == 0 && x%16 == 0 &&
-		fourBit(gate) && fourBit(up) && fourBit(down) && fourBit(sg) && fourBit(su) && fourBit(sd) &&
-		seg.q.Bits == 8 && seg.q.GroupSize == 64 {
-		mw := &MoEWeights{Experts: E, Hidden: H, Inter: I, Gate: gate.q, Up: up.q, Down: down.q,
-			SharedGate: sg.q, SharedUp: su.q, SharedDown: sd.q, SharedExpertGate: seg.q}
+	if mw, ok := b.decodeMoE(o, ws, x); ok {
 		hOff := p.reserve(&off, 4*int64((MoETopK+1)*I))
 		lOff := p.reserve(&off, 16)
 		p.zerosNeed = max(p.zerosNeed, 4*int64(H))
@@ -462,6 +457,24 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 			return s.Launch(b.fn["experts_down"], driver.D1(ceil(rows*H, 8)), driver.D1(256), 0, &a)
 		}},
 	}, nil
+}
+
+// decodeMoE gives the MoE weights of an Experts op that the decode kernels
+// of moe.cu take (one row, top-8, 4-bit matrices in groups of 64 with
+// their interleaved scales and biases, an 8-bit shared expert gate, the
+// shared expert as wide as a routed one), with Options.Fused on; ws are its
+// matrices in experts()'s order, checked.
+func (b *Backend) decodeMoE(o *backend.Experts, ws []*matrix, x driver.Ptr) (*MoEWeights, bool) {
+	gate, up, sg, su, seg, down, sd := ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+	E, H, I, SI := max(gate.shape.Experts, 1), gate.q.Cols, o.Inter, o.SharedInter
+	fourBit := func(w *matrix) bool { return w.q.Bits == 4 && w.q.GroupSize == 64 && w.q.ScaleBias != 0 }
+	if !b.o.Fused || o.Rows != 1 || o.TopK != MoETopK || E < MoETopK || SI != I || H%64 != 0 || I%64 != 0 || x%16 != 0 ||
+		!fourBit(gate) || !fourBit(up) || !fourBit(down) || !fourBit(sg) || !fourBit(su) || !fourBit(sd) ||
+		seg.q.Bits != 8 || seg.q.GroupSize != 64 {
+		return nil, false
+	}
+	return &MoEWeights{Experts: E, Hidden: H, Inter: I, Gate: gate.q, Up: up.q, Down: down.q,
+		SharedGate: sg.q, SharedUp: su.q, SharedDown: sd.q, SharedExpertGate: seg.q}, true
 }
 
 // sampleParts is SAMPLE_PARTS of sample.cu: sample_prep's blocks, each
@@ -564,6 +577,72 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool) {
 	return step{kernels: 1, name: normRouteKernel, launch: func(s *driver.Stream) error {
 		bufs := RouteBuffers{Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
 		return b.route.LaunchNorm(s, q, bufs, rn, topK, normalize)
+	}}, true
+}
+
+// moeLayerKernel names the add-and-norm, router and experts of one token in
+// one launch (moe.cu's moe_layer).
+const moeLayerKernel = "moe_layer"
+
+// moeLayerStep lowers ops[i:i+3] to moe_layer when they are an AddRMSNorm
+// of one row, the Route that reads its output and the Experts that read
+// it and the routing (the post-attention norm and the MoE block of a
+// decoded token), the router's and the experts' shapes are the decode
+// kernels', and Options.MoELayer, Fused and FusedNorms are on. The kernel
+// writes all that the three ops write, bit for bit as route_norm,
+// moe_gate_up and moe_down do.
+func (b *Backend) moeLayerStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
+		return step{}, false
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	r, ok2 := p.ops[i+1].(*backend.Route)
+	e, ok3 := p.ops[i+2].(*backend.Experts)
+	if !ok1 || !ok2 || !ok3 || n.Rows != 1 || r.Rows != 1 || e.Rows != 1 || n.Out != r.X || e.X != n.Out ||
+		e.Idx != r.Idx || e.Weights != r.Weights || r.TopK != MoETopK {
+		return step{}, false
+	}
+	ch := &checks{b: b}
+	w := ch.mat("the router", r.Router)
+	var ws []*matrix
+	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
+		ws = append(ws, ch.mat("an expert matrix", m))
+	}
+	if ch.err != nil {
+		return step{}, false // the plain lowering says what is wrong
+	}
+	q := w.q
+	E, C := q.Rows, q.Cols
+	if !routeFits(q, r.TopK) || n.Dim != C || !b.moe.HasLayer(q.Bits) {
+		return step{}, false
+	}
+	x := ch.buf("x", n.Out, backend.F32, C)
+	mw, ok := b.decodeMoE(e, ws, x)
+	if !ok || mw.Experts != E || mw.Hidden != C {
+		return step{}, false
+	}
+	if _, _, _, _, err := b.moe.layerShape(mw, q); err != nil {
+		return step{}, false
+	}
+	bufs := MoELayerBuffers{H: ch.buf("h", n.H, backend.F32, C), NormW: ch.buf("the weight", n.Weight, backend.F32, C), X: x,
+		IDs: ch.buf("the expert ids", r.Idx, backend.I32, r.TopK), Weights: ch.buf("the weights", r.Weights, backend.F32, r.TopK),
+		Out: ch.buf("the output", e.Out, backend.F32, C), Counter: b.counter, Eps: n.Eps}
+	if n.Delta.Mem != nil {
+		bufs.Delta = ch.buf("the delta", n.Delta, backend.F32, C)
+	}
+	if ch.err != nil {
+		return step{}, false
+	}
+	var off int64
+	lOff := p.reserve(&off, 4*int64(E))
+	aOff := p.reserve(&off, 4*int64((MoETopK+1)*mw.Inter))
+	gOff := p.reserve(&off, 16)
+	p.zerosNeed = max(p.zerosNeed, 4*int64(C))
+	normalize := r.Normalize
+	return step{kernels: 1, name: moeLayerKernel, launch: func(s *driver.Stream) error {
+		bb := bufs
+		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
+		return b.moe.LaunchLayer(s, mw, q, bb, normalize)
 	}}, true
 }
 

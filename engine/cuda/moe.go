@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
@@ -97,6 +99,11 @@ type MoE struct {
 	up, down       *driver.Function
 	upOcc, downOcc occupancy
 	variant        MoEVariant
+	// layer4 and layer8 are moe_layer (the norm, router and experts of a
+	// token in one launch) for a 4- and an 8-bit router; nil for a variant
+	// without them (plain scales and biases).
+	layer4, layer8       *driver.Function
+	layer4Occ, layer8Occ occupancy
 }
 
 // NewMoE finds variant v in mod.
@@ -109,7 +116,17 @@ func NewMoE(c *driver.Context, mod *driver.Module, v MoEVariant) (*MoE, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MoE{up: up, down: down, upOcc: newOccupancy(c, up), downOcc: newOccupancy(c, down), variant: v}, nil
+	k := &MoE{up: up, down: down, upOcc: newOccupancy(c, up), downOcc: newOccupancy(c, down), variant: v}
+	if v.SB {
+		if k.layer4, err = mod.Function("moe_layer_" + v.String() + "_r4"); err != nil {
+			return nil, err
+		}
+		if k.layer8, err = mod.Function("moe_layer_" + v.String() + "_r8"); err != nil {
+			return nil, err
+		}
+		k.layer4Occ, k.layer8Occ = newOccupancy(c, k.layer4), newOccupancy(c, k.layer8)
+	}
+	return k, nil
 }
 
 // MoEBuffers are the device vectors of one MoE step: the input x [Hidden]
@@ -192,4 +209,106 @@ func (k *MoE) LaunchDown(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
 	}
 	a.Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Logit).Ptr(b.H).Ptr(b.Resid).Ptr(b.Out).I32(int32(H)).I32(int32(I)).I32(int32(downTeam))
 	return s.Launch(k.down, driver.D1(grid), driver.D1(moeDownWarps*32), downShared, &a)
+}
+
+// MoELayerBuffers are the device memory of LaunchLayer besides the weights:
+// the norm's residual H (H += Delta once read; Delta 0 for none), weight
+// NormW and output X (the normed row), the router's Logits scratch
+// [Experts] and outputs IDs and Weights [MoETopK], the SwiGLU activations
+// Act [(MoETopK+1)·Inter] and the shared gate's Logit [1] (scratch), Resid
+// and Out [Hidden], and Counter: 16 bytes, zero when allocated, left as
+// found by every complete launch (the router's ticket in the first word,
+// the grid barrier in the third and fourth).
+type MoELayerBuffers struct {
+	H, Delta, NormW, X               driver.Ptr
+	Logits, IDs, Weights, Act, Logit driver.Ptr
+	Resid, Out, Counter              driver.Ptr
+	Eps                              float32
+}
+
+// moeLayerArgsSize is sizeof(MoELayerArgs) in moe.cu: 37 pointers, a
+// float and 7 ints.
+const moeLayerArgsSize = 37*8 + 4 + 7*4
+
+// HasLayer says whether LaunchLayer takes a router of these bits.
+func (k *MoE) HasLayer(routerBits int) bool {
+	return (routerBits == 4 && k.layer4 != nil) || (routerBits == 8 && k.layer8 != nil)
+}
+
+// layerShape is moe_layer's grid and shared memory for w and router: as
+// many blocks as the GPU holds at once (at most two a multiprocessor),
+// more than the router's.
+func (k *MoE) layerShape(w *MoEWeights, router *QMatrix) (fn *driver.Function, grid, shared, routerBlocks int, err error) {
+	fn, occ := k.layer8, &k.layer8Occ
+	if router.Bits == 4 {
+		fn, occ = k.layer4, &k.layer4Occ
+	}
+	if fn == nil {
+		return nil, 0, 0, 0, fmt.Errorf("cuda: the one-launch MoE layer is not built for %s weights and a %d-bit router", k.variant, router.Bits)
+	}
+	kind, E, H, I := k.variant.Kind, w.Experts, w.Hidden, w.Inter
+	if router.Rows != E || router.Cols != H || router.GroupSize != 64 || E > 1024 {
+		return nil, 0, 0, 0, fmt.Errorf("cuda: a router of %dx%d in groups of %d for %d experts of hidden size %d", router.Rows, router.Cols, router.GroupSize, E, H)
+	}
+	shared = max(kind.stageBytes(H/64)+8*E, kind.stageBytes((MoETopK+1)*I/64))
+	perSM, err := occ.blocksPerSM(moeUpWarps*32, shared, fmt.Sprintf("the one-launch MoE layer with hidden size %d", H))
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	routerBlocks = (E + routeWarps - 1) / routeWarps
+	grid = occ.sms * min(perSM, 2)
+	if grid <= routerBlocks {
+		return nil, 0, 0, 0, fmt.Errorf("cuda: the one-launch MoE layer needs more than %d blocks resident at once; the GPU holds %d", routerBlocks, grid)
+	}
+	return fn, grid, shared, routerBlocks, nil
+}
+
+// LaunchLayer queues moe_layer on s: the add-and-norm of b.H and b.Delta,
+// the router's top-MoETopK (weights renormalised over them when
+// normalize) and the experts, in one launch whose blocks meet at two
+// grid-wide barriers; it writes all that add_rmsnorm, the router and the
+// two MoE kernels write, bit for bit.
+func (k *MoE) LaunchLayer(s *driver.Stream, w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) error {
+	if err := w.check(k.variant.SB); err != nil {
+		return err
+	}
+	fn, grid, shared, routerBlocks, err := k.layerShape(w, router)
+	if err != nil {
+		return err
+	}
+	for _, p := range []driver.Ptr{b.H, b.Act} {
+		if p%16 != 0 {
+			return fmt.Errorf("cuda: the one-launch MoE layer's h (%#x) and activations (%#x) must be 16-byte aligned", uint64(b.H), uint64(b.Act))
+		}
+	}
+	le := binary.LittleEndian
+	buf := make([]byte, 0, moeLayerArgsSize)
+	ptr := func(p driver.Ptr) { buf = le.AppendUint64(buf, uint64(p)) }
+	for _, p := range []driver.Ptr{b.H, b.Delta, b.NormW, b.X, router.Words, router.Scales, router.Biases,
+		b.Logits, b.IDs, b.Weights, b.Counter, b.Counter + 8} {
+		ptr(p)
+	}
+	for _, m := range []*QMatrix{w.Gate, w.Up, w.SharedGate, w.SharedUp, w.SharedExpertGate, w.Down, w.SharedDown} {
+		s1, b1 := k.scaleBias(m)
+		ptr(m.Words)
+		ptr(s1)
+		ptr(b1)
+	}
+	for _, p := range []driver.Ptr{b.Act, b.Logit, b.Resid, b.Out} {
+		ptr(p)
+	}
+	buf = le.AppendUint32(buf, math.Float32bits(b.Eps))
+	norm := 0
+	if normalize {
+		norm = 1
+	}
+	for _, v := range []int{w.Experts, w.Hidden, w.Inter, norm, teamFor(w.Hidden / 64), teamFor(w.Inter / 64), routerBlocks} {
+		buf = le.AppendUint32(buf, uint32(int32(v)))
+	}
+	if len(buf) != moeLayerArgsSize {
+		return fmt.Errorf("cuda: moe_layer's arguments are %d bytes, want %d", len(buf), moeLayerArgsSize)
+	}
+	var a driver.Args
+	a.Struct(buf)
+	return s.Launch(fn, driver.D1(grid), driver.D1(moeUpWarps*32), shared, &a)
 }

@@ -3,11 +3,14 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
 	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -321,4 +324,23 @@ func relL2Shift(got, base []float32, want []float64) float64 {
 		n += want[i] * want[i]
 	}
 	return math.Sqrt(d / n)
+}
+
+// TestMoELayerArgsMatchKernel: the bytes LaunchLayer passes by value are
+// as many as every moe_layer entry point of the PTX takes (MoELayerArgs in
+// moe.cu), so that a field added on one side only is caught without a GPU.
+func TestMoELayerArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := regexp.MustCompile(`\.entry (moe_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
+	if len(params) != 6 {
+		t.Fatalf("%d moe_layer entry points with one struct parameter in moe.ptx, want 6", len(params))
+	}
+	for _, p := range params {
+		if n, _ := strconv.Atoi(p[2]); n != moeLayerArgsSize {
+			t.Errorf("%s takes %d bytes; LaunchLayer passes %d", p[1], n, moeLayerArgsSize)
+		}
+	}
 }

@@ -54,6 +54,12 @@ type Options struct {
 	// route.cu's route_norm, before a layer's first projections in qmv.cu's
 	// qmv_group_norm; two launches fewer per layer, the same bits.
 	FusedNorms bool
+	// MoELayer runs the MoE block of one token (the post-attention
+	// add-and-norm, the router, the experts) as one launch, moe.cu's
+	// moe_layer, whose blocks meet at two grid-wide barriers, instead of
+	// three (route_norm, moe_gate_up, moe_down); with Fused and FusedNorms.
+	// The same bits either way.
+	MoELayer bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -108,6 +114,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
+	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, or dequantised in registers; default smem), ` +
@@ -159,6 +166,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
+		case "moelayer":
+			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

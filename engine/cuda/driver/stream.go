@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -142,6 +143,10 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, shared int, args *Args) e
 		for i := range args.n {
 			args.ptrs[i] = unsafe.Pointer(&args.vals[i])
 		}
+		if args.blob != nil {
+			pin.Pin(&args.blob[0])
+			args.ptrs[args.blobAt] = unsafe.Pointer(&args.blob[0])
+		}
 		params = &args.ptrs[0]
 	}
 	if s.programmatic {
@@ -171,10 +176,27 @@ type Args struct {
 	vals [maxArgs]uint64
 	ptrs [maxArgs]unsafe.Pointer
 	n    int
+	// blob is the one argument passed by value as a struct (Struct), at
+	// slot blobAt.
+	blob   []byte
+	blobAt int
 }
 
 // Reset empties a for reuse.
-func (a *Args) Reset() *Args { a.n = 0; return a }
+func (a *Args) Reset() *Args { a.n, a.blob = 0, nil; return a }
+
+// Struct appends a struct passed by value: its bytes as the kernel lays
+// them out (one such argument a launch).
+func (a *Args) Struct(b []byte) *Args {
+	if a.blob != nil {
+		panic("cuda: more than one struct argument")
+	}
+	if len(b) == 0 {
+		panic("cuda: an empty struct argument")
+	}
+	a.blob, a.blobAt = slices.Clone(b), a.n
+	return a.add(0)
+}
 
 func (a *Args) add(v uint64) *Args {
 	if a.n == maxArgs {

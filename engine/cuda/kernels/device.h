@@ -45,6 +45,12 @@ static __device__ __forceinline__ void pdl_begin() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// pdl_wait is pdl_begin without letting the next kernel launch early: a
+// kernel whose blocks wait for each other (a grid-wide barrier) opens with
+// it, so that no later kernel's blocks take the room its own blocks need
+// to be resident together.
+static __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;

@@ -12,6 +12,7 @@
 // Weights are MLX affine 4-bit in groups of 64 (qgroup.h), expert stacks as
 // one matrix of experts·rows rows. out may be resid (the residual add in place).
 #include "qgroup.h"
+#include "route.h"
 
 #define MOE_TOPK 8
 #define MOE_UP_WARPS 8
@@ -26,30 +27,29 @@ static __device__ __forceinline__ float fexp(float x) {
 static __device__ __forceinline__ float silu(float x) { return x / (1.f + fexp(-x)); }
 static __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + fexp(-x)); }
 
+// moe_gate_up_tasks does tasks t0 .. t1-1 (of the (MOE_TOPK+1)*I row pairs
+// and, as task (MOE_TOPK+1)*I, the shared expert's gate row), this warp
+// being warp gwarp of nwarps, x staged in q.
 template <int M, int R, int SB>
-static __device__ __forceinline__ void moe_gate_up(
+static __device__ __forceinline__ void moe_gate_up_tasks(
     const u32* __restrict__ gw, const u16* __restrict__ gs, const u16* __restrict__ gb,     // routed gate stack
     const u32* __restrict__ uw, const u16* __restrict__ us, const u16* __restrict__ ub,     // routed up stack
     const u32* __restrict__ sgw, const u16* __restrict__ sgs, const u16* __restrict__ sgb,  // shared gate
     const u32* __restrict__ suw, const u16* __restrict__ sus, const u16* __restrict__ sub,  // shared up
     const u32* __restrict__ ew, const u16* __restrict__ es, const u16* __restrict__ eb,     // 8-bit gate row
-    const int* __restrict__ ids, const float* __restrict__ x, float* __restrict__ h, float* __restrict__ logit,
-    int I, int H, int team) {
+    const int* ids, const QView& q, float* __restrict__ h, float* __restrict__ logit, int I, int H, int team, int t0,
+    int t1, int gwarp, int nwarps) {
   const int groups = H / 64;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub_ = lane / team, tl = lane % team;
   const int perWarp = (32 / team) * R;
   // Tasks: a (gate, up) row pair for each of the (MOE_TOPK+1)*I outputs,
   // then the shared expert's gate row as the last task.
-  const int rowTasks = (MOE_TOPK + 1) * I, tasks = rowTasks + 1;
+  const int rowTasks = (MOE_TOPK + 1) * I;
   const long long wpr = H / 8;
-  const int nwarps = PETAL_NCTAID_X() * MOE_UP_WARPS;
-  const int first = (PETAL_BID_X() * MOE_UP_WARPS + warp) * perWarp;
-  // (no prefetch_l2 of the first rows here: reading the ids before x is
-  // staged made this kernel 0.4 us slower, run l2pre1)
-  const QView q = qstage<M>(x, groups);
+  const int first = t0 + gwarp * perWarp;
 
-  for (int base = first; base < tasks; base += nwarps * perWarp) {
+  for (int base = first; base < t1; base += nwarps * perWarp) {
     const u32 *pg[R], *pu[R];
     const u16 *psg[R], *pbg[R], *psu[R], *pbu[R];
     long long srow[R];  // row index into the scale arrays
@@ -57,7 +57,7 @@ static __device__ __forceinline__ void moe_gate_up(
 #pragma unroll
     for (int j = 0; j < R; j++) {
       int t = base + sub_ * R + j;
-      t = t < tasks ? t : tasks - 1;
+      t = t < t1 ? t : t1 - 1;
       int slot = t / I, r = t - slot * I;
       gate8[j] = t == rowTasks;
       if (slot < MOE_TOPK) {
@@ -112,42 +112,59 @@ static __device__ __forceinline__ void moe_gate_up(
         au[j] += __shfl_xor_sync(0xffffffffu, au[j], off);
       }
       int t = base + sub_ * R + j;
-      if (tl == 0 && t < rowTasks) h[t] = silu(ag[j]) * au[j];
-      if (tl == 0 && t == rowTasks) logit[0] = ag[j];
+      if (tl == 0 && t < t1 && t < rowTasks) h[t] = silu(ag[j]) * au[j];
+      if (tl == 0 && t < t1 && t == rowTasks) logit[0] = ag[j];
     }
   }
 }
 
+
+template <int M, int R, int SB>
+static __device__ __forceinline__ void moe_gate_up(
+    const u32* __restrict__ gw, const u16* __restrict__ gs, const u16* __restrict__ gb,
+    const u32* __restrict__ uw, const u16* __restrict__ us, const u16* __restrict__ ub,
+    const u32* __restrict__ sgw, const u16* __restrict__ sgs, const u16* __restrict__ sgb,
+    const u32* __restrict__ suw, const u16* __restrict__ sus, const u16* __restrict__ sub,
+    const u32* __restrict__ ew, const u16* __restrict__ es, const u16* __restrict__ eb,
+    const int* __restrict__ ids, const float* __restrict__ x, float* __restrict__ h, float* __restrict__ logit,
+    int I, int H, int team) {
+  // (no prefetch_l2 of the first rows here: reading the ids before x is
+  // staged made this kernel 0.4 us slower, run l2pre1)
+  const QView q = qstage<M>(x, H / 64);
+  moe_gate_up_tasks<M, R, SB>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, q, h, logit, I, H,
+                              team, 0, (MOE_TOPK + 1) * I + 1, PETAL_BID_X() * MOE_UP_WARPS + (PETAL_TID_X() >> 5),
+                              PETAL_NCTAID_X() * MOE_UP_WARPS);
+}
+
+// moe_down_prefetch asks L2 for the nine down rows (MOE_TOPK routed, the
+// shared expert's) of output row r: they depend on the router's ids, not
+// on h, so they are asked for before h is staged.
+static __device__ __forceinline__ void moe_down_prefetch(const u32* __restrict__ dw, const u32* __restrict__ sdw,
+                                                         const int* eid, int r, int H, int I, int team) {
+  const int tl = (PETAL_TID_X() & 31) % team, gpr = I / 64;
+  const long long wpr = I / 8;
+#pragma unroll
+  for (int k = 0; k <= MOE_TOPK; k++) {
+    const long long row = k < MOE_TOPK ? (long long)eid[k] * H + r : r;
+    for (int g = tl; g < gpr; g += team) prefetch_l2((k < MOE_TOPK ? dw : sdw) + row * wpr + g * 8);
+  }
+}
+
+// moe_down_rows writes out[r] = resid[r] + sum over slots of coef*(down·h)
+// for the rows of this warp, warp gwarp of nwarps, h staged in q, eid the
+// routed experts and coef their weights and (last) the shared expert's.
 template <int M, int SB>
-static __device__ __forceinline__ void moe_down(
+static __device__ __forceinline__ void moe_down_rows(
     const u32* __restrict__ dw, const u16* __restrict__ ds, const u16* __restrict__ db,     // routed down stack
     const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
-    const int* __restrict__ ids, const float* __restrict__ wts, const float* __restrict__ logit,
-    const float* __restrict__ h, const float* resid, float* out, int H, int I, int team) {
+    const int* eid, const float* coef, const QView& q, const float* resid, float* out, int H, int I, int team, int gwarp,
+    int nwarps) {
   const int gpr = I / 64, groups = (MOE_TOPK + 1) * gpr;
-  int eid[MOE_TOPK];
-  float coef[MOE_TOPK + 1];
-#pragma unroll
-  for (int k = 0; k < MOE_TOPK; k++) eid[k] = ids[k], coef[k] = wts[k];
-  coef[MOE_TOPK] = sigmoid(logit[0]);
-
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub_ = lane / team, tl = lane % team;
   const int perWarp = 32 / team;
   const long long wpr = I / 8;
-  const int nwarps = PETAL_NCTAID_X() * MOE_DOWN_WARPS;
-  const int first = (PETAL_BID_X() * MOE_DOWN_WARPS + warp) * perWarp;
-  // the nine down rows of the warp's first output row asked of L2 before h
-  // is staged: they depend on the router's ids, not on h
-  if (first + sub_ < H) {
-#pragma unroll
-    for (int k = 0; k <= MOE_TOPK; k++) {
-      const long long row = k < MOE_TOPK ? (long long)eid[k] * H + first + sub_ : first + sub_;
-      for (int g = tl; g < gpr; g += team) prefetch_l2((k < MOE_TOPK ? dw : sdw) + row * wpr + g * 8);
-    }
-  }
-  const QView q = qstage<M>(h, groups);
-
+  const int first = gwarp * perWarp;
   for (int base = first; base < H; base += nwarps * perWarp) {
     int r = base + sub_;
     r = r < H ? r : H - 1;
@@ -172,6 +189,27 @@ static __device__ __forceinline__ void moe_down(
     for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (tl == 0 && base + sub_ < H) out[r] = resid[r] + acc;
   }
+}
+
+template <int M, int SB>
+static __device__ __forceinline__ void moe_down(
+    const u32* __restrict__ dw, const u16* __restrict__ ds, const u16* __restrict__ db,     // routed down stack
+    const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
+    const int* __restrict__ ids, const float* __restrict__ wts, const float* __restrict__ logit,
+    const float* __restrict__ h, const float* resid, float* out, int H, int I, int team) {
+  int eid[MOE_TOPK];
+  float coef[MOE_TOPK + 1];
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) eid[k] = ids[k], coef[k] = wts[k];
+  coef[MOE_TOPK] = sigmoid(logit[0]);
+  const int lane = PETAL_TID_X() & 31, warp = PETAL_TID_X() >> 5;
+  const int first = (PETAL_BID_X() * MOE_DOWN_WARPS + warp) * (32 / team) + lane / team;
+  // the nine down rows of the warp's first output row asked of L2 before h
+  // is staged: they depend on the router's ids, not on h
+  if (first < H) moe_down_prefetch(dw, sdw, eid, first, H, I, team);
+  const QView q = qstage<M>(h, (MOE_TOPK + 1) * (I / 64));
+  moe_down_rows<M, SB>(dw, ds, db, sdw, sds, sdb, eid, coef, q, resid, out, H, I, team,
+                       PETAL_BID_X() * MOE_DOWN_WARPS + warp, PETAL_NCTAID_X() * MOE_DOWN_WARPS);
 }
 
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
@@ -203,3 +241,164 @@ MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)
 MOE_DOWN(QM_I8X3, 1, moe_down_i8x3_sb)
+
+// ---------------------------------------------------------------------------
+// moe_layer: a decoded token's whole MoE block in one launch: the
+// post-attention add-and-norm, the router and its top-k, the experts'
+// gate/up and down, with two grid-wide barriers between the three phases
+// instead of three kernels (route_norm, moe_gate_up, moe_down). The grid is
+// at most what the GPU holds at once (every block waits for every other at
+// a barrier), and every block stages the normed x itself.
+//
+//   phase 1: blocks 0 .. routerBlocks-1 compute the router's logits and, in
+//            the last of them to finish (a ticket), the top-k and their
+//            weights; the other blocks meanwhile do the shared expert's
+//            gate/up rows and its gate's logit, which need no routing.
+//   phase 2: every block asks L2 for its first down rows (the ids are known
+//            now) and does the routed experts' gate/up rows; block 0 writes
+//            the norm's outputs (h += delta, the normed x), every block
+//            having read h in phase 1.
+//   phase 3: every block stages the activations and does the down rows.
+//
+// The results are bit for bit those of the three kernels: the same norm
+// (qstage's, add_rmsnorm's order), the same per-row sums in the same order.
+
+// MoELayerArgs are moe_layer's operands, passed by value.
+struct MoELayerArgs {
+  float* h;             // the residual stream, h += delta once every block has read it
+  const float* delta;   // may be null
+  const float* normw;   // the norm's weight
+  float* xout;          // the normed row (the AddRMSNorm's output)
+  const u32* rw;        // the router: 4- or 8-bit codes, bf16 scales and biases
+  const u16* rs;
+  const u16* rb;
+  float* logits;        // [experts] scratch
+  int* ids;             // [MOE_TOPK] out
+  float* wts;           // [MOE_TOPK] out
+  u32* ticket;          // the router's ticket, a u32 that wraps by itself
+  u32* bar;             // the grid barrier: arrivals, generation (two u32, zero at first)
+  const u32* gw; const u16* gs; const u16* gb;     // routed gate stack
+  const u32* uw; const u16* us; const u16* ub;     // routed up stack
+  const u32* sgw; const u16* sgs; const u16* sgb;  // shared gate
+  const u32* suw; const u16* sus; const u16* sub;  // shared up
+  const u32* ew; const u16* es; const u16* eb;     // the shared expert's 8-bit gate row
+  const u32* dw; const u16* ds; const u16* db;     // routed down stack
+  const u32* sdw; const u16* sds; const u16* sdb;  // shared down
+  float* act;           // [(MOE_TOPK+1)·inter] scratch: the SwiGLU activations
+  float* slogit;        // [1] scratch: the shared expert gate's logit
+  const float* resid;   // added to the output (may be out)
+  float* out;           // [hidden]
+  float eps;
+  int experts, hidden, inter, normalize, upTeam, downTeam, routerBlocks;
+};
+
+// grid_sync returns once every block of the grid has called it, with their
+// writes before it visible. bar[0] counts arrivals (atom.inc wraps it back
+// to 0 at the last), bar[1] is the generation the last arrival advances;
+// both are left ready for the next barrier and the next launch.
+static __device__ __forceinline__ void grid_sync(u32* bar, u32 nblocks) {
+  __syncthreads();
+  if (PETAL_TID_X() == 0) {
+    volatile u32* gen = bar + 1;
+    const u32 g = *gen;
+    fence_gpu();  // the block's writes (and the read of g) before the arrival
+    if (atomic_inc_wrap(bar, nblocks - 1) == nblocks - 1) {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
+    } else {
+      while (*gen == g) {
+      }
+    }
+    fence_gpu();
+  }
+  __syncthreads();
+}
+
+// ld_cg reads a word written by another block of this launch (through L2).
+static __device__ __forceinline__ int ld_cg_i(const int* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+static __device__ __forceinline__ float ld_cg_f(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
+template <int M, int SB, int BITS>
+static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
+  const int tid = PETAL_TID_X(), warp = tid >> 5, bid = PETAL_BID_X(), nb = PETAL_NCTAID_X();
+  const int H = a.hidden, I = a.inter, RB = a.routerBlocks;
+  const int routed = MOE_TOPK * I;
+  if (bid < RB) route_prefetch<BITS>(a.rw, a.experts, H, bid);
+  const QView q = qstage<M, true>(nullptr, H / 64, QNormIn{a.h, a.delta, a.normw, a.eps});
+
+  // phase 1: the router | the shared expert
+  if (bid < RB) {
+    __shared__ int last;
+    route_logits<BITS>(a.rw, a.rs, a.rb, q.raw, a.logits, a.experts, H, bid, RB);
+    fence_gpu();
+    __syncthreads();
+    if (tid == 0) last = atomic_inc_wrap(a.ticket, RB - 1) == (u32)(RB - 1);
+    __syncthreads();
+    if (last) {
+      fence_gpu();
+      // ls and ks past the staged x (qstage's bytes)
+      float* ls = (float*)((char*)q.raw + QSTAGE_BYTES(M, H / 64));
+      route_select(a.logits, ls, (int*)(ls + a.experts), a.ids, a.wts, a.experts, MOE_TOPK, a.normalize);
+    }
+  } else {
+    moe_gate_up_tasks<M, 1, SB>(a.gw, a.gs, a.gb, a.uw, a.us, a.ub, a.sgw, a.sgs, a.sgb, a.suw, a.sus, a.sub, a.ew, a.es,
+                                a.eb, a.ids, q, a.act, a.slogit, I, H, a.upTeam, routed, routed + I + 1,
+                                warp * (nb - RB) + bid - RB, (nb - RB) * MOE_UP_WARPS);
+  }
+  grid_sync(a.bar, nb);
+
+  // phase 2: the routed experts' gate/up
+  int eid[MOE_TOPK];
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) eid[k] = ld_cg_i(a.ids + k);
+  {
+    const int r = (warp * nb + bid) * (32 / a.downTeam) + (tid & 31) / a.downTeam;
+    if (r < H) moe_down_prefetch(a.dw, a.sdw, eid, r, H, I, a.downTeam);
+  }
+  if (bid == 0) {
+    for (int i = tid; i < H; i += PETAL_NTID_X()) {
+      if (a.delta) a.h[i] += a.delta[i];
+      a.xout[i] = q.raw[i];
+    }
+  }
+  moe_gate_up_tasks<M, 1, SB>(a.gw, a.gs, a.gb, a.uw, a.us, a.ub, a.sgw, a.sgs, a.sgb, a.suw, a.sus, a.sub, a.ew, a.es,
+                              a.eb, a.ids, q, a.act, a.slogit, I, H, a.upTeam, 0, routed, warp * nb + bid,
+                              nb * MOE_UP_WARPS);
+  grid_sync(a.bar, nb);
+
+  // phase 3: the down projections, the routing weights, the residual
+  float coef[MOE_TOPK + 1];
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) coef[k] = ld_cg_f(a.wts + k);
+  coef[MOE_TOPK] = sigmoid(ld_cg_f(a.slogit));
+  const QView hq = qstage<M>(a.act, (MOE_TOPK + 1) * (I / 64));
+  moe_down_rows<M, SB>(a.dw, a.ds, a.db, a.sdw, a.sds, a.sdb, eid, coef, hq, a.resid, a.out, H, I, a.downTeam,
+                       warp * nb + bid, nb * MOE_UP_WARPS);
+}
+
+// (Warps take their rows interleaved across the blocks, warp w of block b
+// being warp w·blocks + b, so that a phase with fewer rows than warps still
+// spreads them over every multiprocessor.)
+//
+// Entry points moe_layer_<kind>_sb_r<bits>: MOE_UP_WARPS*32 threads, a grid
+// of more than routerBlocks blocks that the GPU holds at once, and
+// max(QSTAGE_BYTES(kind, hidden/64) + 8·experts, QSTAGE_BYTES(kind,
+// (MOE_TOPK+1)·inter/64)) bytes of shared memory.
+#define MOE_LAYER(M, BITS, NAME)                                                              \
+  extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2) NAME(const MoELayerArgs a) { \
+    pdl_wait();                                                                               \
+    moe_layer<M, 1, BITS>(a);                                                                 \
+  }
+MOE_LAYER(QM_I8X3, 8, moe_layer_i8x3_sb_r8)
+MOE_LAYER(QM_I8X3, 4, moe_layer_i8x3_sb_r4)
+MOE_LAYER(QM_I8X2, 8, moe_layer_i8x2_sb_r8)
+MOE_LAYER(QM_I8X2, 4, moe_layer_i8x2_sb_r4)
+MOE_LAYER(QM_F32, 8, moe_layer_f32_sb_r8)
+MOE_LAYER(QM_F32, 4, moe_layer_f32_sb_r4)

@@ -1,0 +1,150 @@
+// route.h: the parts of the MoE router of one decoded token (spec 2.8
+// steps 1-2) that route.cu's kernels and moe.cu's one-launch MoE layer
+// share: the router's logits, a warp per expert, and the selection of the
+// top-k experts and their softmax weights over all the logits, which one
+// block does once every block has written its logits.
+#pragma once
+#include "qgroup.h"
+
+#define ROUTE_WARPS 8
+
+static __device__ __forceinline__ float route_exp(float x) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+
+// atomic_inc_wrap returns *p and stores (*p >= limit) ? 0 : *p + 1.
+static __device__ __forceinline__ u32 atomic_inc_wrap(u32* p, u32 limit) {
+  u32 old;
+  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+
+static __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+// group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
+// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs.
+template <int BITS>
+static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
+  float acc = 0.f, xs = 0.f;
+  if (BITS == 8) {
+    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+      for (int k = 0; k < 16; k++) {
+        // A byte OR-ed into 2^23's bits is the float 2^23 + q, exactly.
+        const float q = __uint_as_float(((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) | 0x4B000000u) - 8388608.f;
+        const float xv = x[16 * i + k];
+        acc += q * xv;
+        xs += xv;
+      }
+    }
+  } else {
+    u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+      for (int k = 0; k < 32; k++) {
+        const float q = __uint_as_float(((ws[k >> 3] >> (4 * (k & 7))) & 0xFu) | 0x4B000000u) - 8388608.f;
+        const float xv = x[32 * i + k];
+        acc += q * xv;
+        xs += xv;
+      }
+    }
+  }
+  return s * acc + b * xs;
+}
+
+// route_key orders logits as ints: nan_low_key's order (rowmath.h) as a
+// signed int, a larger logit a larger key, -0 as +0, NaN below every
+// number. (Kept apart from nan_low_key: the decode kernel's PTX with it
+// has not run on a GPU yet.)
+static __device__ __forceinline__ int route_key(float v) {
+  if (v != v) return (int)0x80000000;
+  const int b = (int)__float_as_uint(v + 0.f);
+  return b >= 0 ? b : (int)(0x80000000u - (u32)b);
+}
+
+// route_logits writes logits[r] = router row r · xs for the rows of the
+// warps of block vb of nvb (ROUTE_WARPS warps a block, a warp a row); xs is
+// x in shared memory.
+template <int BITS>
+static __device__ __forceinline__ void route_logits(const u32* __restrict__ words, const u16* __restrict__ scales,
+                                                    const u16* __restrict__ biases, const float* xs, float* logits,
+                                                    int experts, int cols, int vb, int nvb) {
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int groups = cols / 64;
+  const int wpg = BITS * 2;  // words per group
+  const long long wpr = (long long)groups * wpg;
+  for (int r = vb * ROUTE_WARPS + warp; r < experts; r += nvb * ROUTE_WARPS) {
+    float acc = 0.f;
+    for (int g = lane; g < groups; g += 32) {
+      const long long gi = (long long)r * groups + g;
+      acc += group_dot<BITS>(words + r * wpr + g * wpg, xs + 64 * g, bf16_to_f32(scales[gi]), bf16_to_f32(biases[gi]));
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) logits[r] = acc;
+  }
+}
+
+// route_prefetch asks L2 for the first router row of each warp of block vb
+// (prefetch_l2), before x is staged.
+template <int BITS>
+static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ words, int experts, int cols, int vb) {
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int r = vb * ROUTE_WARPS + warp, wpg = BITS * 2;
+  for (int g = lane; r < experts && g < cols / 64; g += 32) prefetch_l2(words + (long long)r * (cols / 64) * wpg + g * wpg);
+}
+
+// route_select, by every thread of one block once all the logits are
+// written (and made visible to it), writes the topk largest logits' experts
+// to ids, in order, and their softmax weights to wts, over the selected
+// experts (normalize) or over all; ls and ks are 2·experts words of shared
+// memory.
+static __device__ __forceinline__ void route_select(const float* logits, float* ls, int* ks, int* ids, float* wts,
+                                                    int experts, int topk, int normalize) {
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X();
+  for (int e = tid; e < experts; e += nthreads) {
+    ls[e] = ((volatile const float*)logits)[e];
+    ks[e] = route_key(ls[e]);
+  }
+  __syncthreads();
+  // Expert e's rank is the number that beat it (a larger logit, or an equal
+  // one with a lower id); the topk of rank < topk land in rank order, every
+  // thread ranking its own experts at once.
+  __shared__ float selV[32];
+  __shared__ int selI[32];
+  // The ranks are over order keys (NaN below every number, every NaN
+  // equal), so that they are distinct even for NaN logits and every slot
+  // of the topk gets an expert in range.
+  for (int e = tid; e < experts; e += nthreads) {
+    const float v = ls[e];
+    const int kv = ks[e];
+    int rank = 0;
+    for (int f = 0; f < experts; f++) {
+      const int ku = ks[f];
+      rank += ku > kv || (ku == kv && f < e);
+    }
+    if (rank < topk) selV[rank] = v, selI[rank] = e;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const float m = selV[0];
+    const float mine = lane < topk ? route_exp(selV[lane] - m) : 0.f;
+    float denom = 0.f;
+    if (normalize) {
+      denom = warp_sum(mine);
+    } else {
+      for (int e = lane; e < experts; e += 32) denom += route_exp(ls[e] - m);
+      denom = warp_sum(denom);
+    }
+    if (lane < topk) {
+      ids[lane] = selI[lane];
+      wts[lane] = mine / denom;
+    }
+  }
+}
