@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
@@ -351,4 +353,120 @@ func TestMeasureUploads(t *testing.T) {
 	if string(back) != string(src[size-1<<20:]) {
 		t.Fatal("the uploaded data differs from the source")
 	}
+}
+
+// TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
+// at the 35B shape, from the times its blocks record (%globaltimer) at
+// each point of the kernel (ML_MARK in moe.cu): per point the median and
+// the last block's time after the first block started, and the last
+// router block's ticket and selection, medians over graph replays.
+func TestMeasureMoELayerPhases(t *testing.T) {
+	benchOnly(t)
+	for _, perSM := range []int{2, 1} {
+		t.Run(fmt.Sprintf("%d blocks a multiprocessor", perSM), func(t *testing.T) { measureMoELayerPhases(t, perSM) })
+	}
+}
+
+func measureMoELayerPhases(t *testing.T, perSM int) {
+	o := DefaultOptions()
+	o.MoELayer = true
+	b := testBackend(t, o)
+	b.moe.layerPerSM = perSM
+	const E, H, I, K = 256, 2048, 512, MoETopK
+	rng := freshRNG(t)
+	var u []backend.Matrix
+	for _, m := range []quant.Matrix{
+		quant.RandomMatrix(rng, 1, E, H, 8, 64),
+		quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, H, I, 4, 64),
+		quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, H, I, 4, 64),
+		quant.RandomMatrix(rng, 1, 1, H, 8, 64),
+	} {
+		x, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u = append(u, x)
+	}
+	h := randoms(rng, H, 2)
+	n := &backend.AddRMSNorm{H: floats(b, h), Delta: floats(b, randoms(rng, H, 1)), Weight: floats(b, randoms(rng, H, 1)), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+	r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+	e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
+		SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
+		Rows: 1, TopK: K, Inter: I, SharedInter: I}
+	mw := &MoEWeights{Experts: E, Hidden: H, Inter: I}
+	router, err := b.mat(u[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, grid, _, _, err := b.moe.layerShape(mw, router.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := (2*grid + 1) * 8
+	if b.moeClock, err = b.alloc(8*int64(words), "moe_layer clock"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Compile([]backend.Op{n, r, e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs, skip = 40, 5
+	points := []string{"start", "x staged (norm)", "phase 1 done", "barrier 1 passed", "phase 2 done (gate/up)", "barrier 2 passed", "activations staged", "end"}
+	med := make([][]float64, len(points)+4)
+	last := make([][]float64, len(points))
+	raw := make([]byte, 8*words)
+	for run := range runs {
+		if err := b.Write(n.H, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.CopyToHost(raw, b.moeClock); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if run < skip {
+			continue
+		}
+		at := func(i int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*i:])) }
+		t0 := at(0)
+		for blk := range grid {
+			t0 = min(t0, at(blk*8))
+		}
+		for k := range points {
+			v := make([]float64, grid)
+			for blk := range grid {
+				v[blk] = (at(blk*8+k) - t0) / 1e3
+			}
+			slices.Sort(v)
+			med[k] = append(med[k], v[grid/2])
+			last[k] = append(last[k], v[grid-1])
+		}
+		med[len(points)] = append(med[len(points)], (at(grid*8)-t0)/1e3)
+		med[len(points)+1] = append(med[len(points)+1], (at(grid*8+1)-t0)/1e3)
+		for k := range 2 {
+			v := make([]float64, grid)
+			for blk := range grid {
+				v[blk] = (at((grid+1+blk)*8+k) - t0) / 1e3
+			}
+			slices.Sort(v)
+			med[len(points)+2+k] = append(med[len(points)+2+k], v[grid/2])
+		}
+	}
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	fmt.Printf("moe_layer at E=%d H=%d I=%d, grid %d, medians of %d runs, µs after the first block's start\n", E, H, I, grid, runs-skip)
+	fmt.Printf("%-26s %10s %10s\n", "point", "median", "last block")
+	for k, name := range points {
+		fmt.Printf("%-26s %10.2f %10.2f\n", name, median(med[k]), median(last[k]))
+	}
+	fmt.Printf("%-26s %10.2f\n", "router: last ticket", median(med[len(points)]))
+	fmt.Printf("%-26s %10.2f\n", "router: selection done", median(med[len(points)+1]))
+	fmt.Printf("%-26s %10.2f\n", "x copied and normed", median(med[len(points)+2]))
+	fmt.Printf("%-26s %10.2f\n", "activations copied", median(med[len(points)+3]))
 }

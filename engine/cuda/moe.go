@@ -104,6 +104,9 @@ type MoE struct {
 	// without them (plain scales and biases).
 	layer4, layer8       *driver.Function
 	layer4Occ, layer8Occ occupancy
+	// layerPerSM, where not 0, caps moe_layer's blocks a multiprocessor
+	// (measurements).
+	layerPerSM int
 }
 
 // NewMoE finds variant v in mod.
@@ -223,12 +226,13 @@ type MoELayerBuffers struct {
 	H, Delta, NormW, X               driver.Ptr
 	Logits, IDs, Weights, Act, Logit driver.Ptr
 	Resid, Out, Counter              driver.Ptr
+	Clock                            driver.Ptr // 0, or (2·grid+1)·8 u64 for the phases' times (measurements)
 	Eps                              float32
 }
 
-// moeLayerArgsSize is sizeof(MoELayerArgs) in moe.cu: 37 pointers, a
+// moeLayerArgsSize is sizeof(MoELayerArgs) in moe.cu: 38 pointers, a
 // float and 7 ints.
-const moeLayerArgsSize = 37*8 + 4 + 7*4
+const moeLayerArgsSize = 38*8 + 4 + 7*4
 
 // HasLayer says whether LaunchLayer takes a router of these bits.
 func (k *MoE) HasLayer(routerBits int) bool {
@@ -256,7 +260,11 @@ func (k *MoE) layerShape(w *MoEWeights, router *QMatrix) (fn *driver.Function, g
 		return nil, 0, 0, 0, err
 	}
 	routerBlocks = (E + routeWarps - 1) / routeWarps
-	grid = occ.sms * min(perSM, 2)
+	perSM = min(perSM, 2)
+	if k.layerPerSM > 0 {
+		perSM = min(perSM, k.layerPerSM)
+	}
+	grid = occ.sms * perSM
 	if grid <= routerBlocks {
 		return nil, 0, 0, 0, fmt.Errorf("cuda: the one-launch MoE layer needs more than %d blocks resident at once; the GPU holds %d", routerBlocks, grid)
 	}
@@ -294,7 +302,7 @@ func (k *MoE) LaunchLayer(s *driver.Stream, w *MoEWeights, router *QMatrix, b Mo
 		ptr(s1)
 		ptr(b1)
 	}
-	for _, p := range []driver.Ptr{b.Act, b.Logit, b.Resid, b.Out} {
+	for _, p := range []driver.Ptr{b.Act, b.Logit, b.Resid, b.Out, b.Clock} {
 		ptr(p)
 	}
 	buf = le.AppendUint32(buf, math.Float32bits(b.Eps))

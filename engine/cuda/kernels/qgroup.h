@@ -86,21 +86,12 @@ struct QNormIn {
   float eps;
 };
 
-// qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
-// shared memory. Every thread of the block calls it; it ends with a
-// barrier. The copy comes first, with sixteen 16-byte loads in flight per
-// thread, so that a block waits for memory about once, not once per group.
-// With NORM, x is n's add-and-norm of h, computed in add_rmsnorm's order
-// (each thread's elements tid, tid+256, ... summed in turn, then the
-// warps' sums in warp order) by a block of 256 threads: bit for bit what
-// add_rmsnorm (ops.cu) writes.
-template <int M, bool NORM = false>
-static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
+// qstage_raw is qstage's first part: x (or NORM's x) in float32 at the start
+// of the block's dynamic shared memory, ending with a barrier.
+template <bool NORM = false>
+static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
   extern __shared__ u32 smem[];
   float* raw = (float*)smem;
-  u32* st = smem + 64 * ngroups;
-  float* gsum = (float*)(st + ngroups * QStage<M>::words);
-  float* gd = gsum + ngroups;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
   // With NORM, a thread's elements of delta and of the norm's weight are
   // loaded with h, not after it: one wait for memory instead of three.
@@ -172,6 +163,20 @@ static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int 
     for (int i = tid + PRE * nthreads; i < cols; i += nthreads) raw[i] = raw[i] * inv * n.w[i];
     __syncthreads();
   }
+  return raw;
+}
+
+// qstage_layout is qstage's second part: the staged layout of M, the group
+// sums and (integer kinds) d from the float32 copy qstage_raw left, ending
+// with a barrier.
+template <int M>
+static __device__ __forceinline__ QView qstage_layout(int ngroups) {
+  extern __shared__ u32 smem[];
+  float* raw = (float*)smem;
+  u32* st = smem + 64 * ngroups;
+  float* gsum = (float*)(st + ngroups * QStage<M>::words);
+  float* gd = gsum + ngroups;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nwarps = PETAL_NTID_X() >> 5;
   // Eight lanes per group, four groups per warp at once, lane sl taking
   // elements sl, sl+8, ..., sl+56 (three shuffles reduce a group).
   const int sl = lane & 7, gw = lane >> 3;
@@ -223,6 +228,20 @@ static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int 
   }
   __syncthreads();
   return QView{raw, st, gsum, gd};
+}
+
+// qstage stages x[0 : 64*ngroups] (16-byte aligned) in the block's dynamic
+// shared memory. Every thread of the block calls it; it ends with a
+// barrier. The copy comes first, with sixteen 16-byte loads in flight per
+// thread, so that a block waits for memory about once, not once per group.
+// With NORM, x is n's add-and-norm of h, computed in add_rmsnorm's order
+// (each thread's elements tid, tid+256, ... summed in turn, then the
+// warps' sums in warp order) by a block of 256 threads: bit for bit what
+// add_rmsnorm (ops.cu) writes.
+template <int M, bool NORM = false>
+static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
+  qstage_raw<NORM>(x, ngroups, n);
+  return qstage_layout<M>(ngroups);
 }
 
 static __device__ __forceinline__ u32 dp4a_us(u32 a, u32 b, u32 c) {
