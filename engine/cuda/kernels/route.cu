@@ -48,15 +48,29 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     // the norm's weight loaded with h and delta, not after their sum: one
     // wait for memory instead of two (the columns past 8 a thread, as
     // before)
+    // h and delta are loaded all at once too: a load of h and a store of
+    // their sum at a time wait for memory once an element (the compiler
+    // cannot move a load of h past a store to x, which it may alias)
     constexpr int PRE = 8;
-    float wv[PRE];
+    float wv[PRE], hv[PRE], dv[PRE];
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
       const int i = tid + k * ROUTE_WARPS * 32;
-      wv[k] = i < cols ? nrm.w[i] : 0.f;
+      wv[k] = ld_global_f32_if(nrm.w + i, i < cols);
+      hv[k] = ld_global_f32_if(nrm.h + i, i < cols);
+      dv[k] = ld_global_f32_if(nrm.delta + i, nrm.delta && i < cols);
     }
     float ss = 0.f;
-    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
+#pragma unroll
+    for (int k = 0; k < PRE; k++) {
+      const int i = tid + k * ROUTE_WARPS * 32;
+      if (i >= cols) break;
+      float v = hv[k];
+      if (nrm.delta) v += dv[k];
+      xs[i] = v;
+      ss += v * v;
+    }
+    for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) {  // columns past the preloaded ones
       float v = nrm.h[i];
       if (nrm.delta) v += nrm.delta[i];
       xs[i] = v;
