@@ -38,7 +38,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   extern __shared__ float rsm[];
   float* xs = rsm;
   float* ls = rsm + cols;
-  int* ks = (int*)(ls + experts);  // the logits' order keys
+  int* ks = (int*)(ls + experts);  // the candidates of the selection
   __shared__ int last;
   const int tid = PETAL_TID_X();
   // the warp's first row asked of L2 before x is staged (prefetch_l2)

@@ -100,6 +100,23 @@ static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ wo
   for (int g = lane; r < experts && g < cols / 64; g += 32) prefetch_l2(words + (long long)r * (cols / 64) * wpg + g * wpg);
 }
 
+// route_rank_key orders experts for the choice: a larger logit first (NaN
+// below every number, -0 as +0: route_key's order), then the lower id;
+// every key is distinct and above 0.
+static __device__ __forceinline__ u64 route_rank_key(float v, int e) {
+  return (u64)((u32)route_key(v) ^ 0x80000000u) << 32 | (0xffffffffu - (u32)e);
+}
+
+static __device__ __forceinline__ u64 route_warp_max(u64 k) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const u32 hi = __nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)(k >> 32), o, 0x1f);
+    const u32 lo = __nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)k, o, 0x1f);
+    const u64 other = (u64)hi << 32 | lo;
+    k = other > k ? other : k;
+  }
+  return k;
+}
+
 // route_select, by every thread of one block once all the logits are
 // written (and made visible to it), writes the topk largest logits' experts
 // to ids, in order, and their softmax weights to wts, over the selected
@@ -107,29 +124,48 @@ static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ wo
 // memory.
 static __device__ __forceinline__ void route_select(const float* logits, float* ls, int* ks, int* ids, float* wts,
                                                     int experts, int topk, int normalize) {
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X();
-  for (int e = tid; e < experts; e += nthreads) {
-    ls[e] = ((volatile const float*)logits)[e];
-    ks[e] = route_key(ls[e]);
-  }
-  __syncthreads();
-  // Expert e's rank is the number that beat it (a larger logit, or an equal
-  // one with a lower id); the topk of rank < topk land in rank order, every
-  // thread ranking its own experts at once.
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
+  __shared__ u64 wmax[32];
+  __shared__ int ncand;
   __shared__ float selV[32];
   __shared__ int selI[32];
-  // The ranks are over order keys (NaN below every number, every NaN
-  // equal), so that they are distinct even for NaN logits and every slot
-  // of the topk gets an expert in range.
+  if (tid == 0) ncand = 0;
+  u64 best = 0;  // below every key
   for (int e = tid; e < experts; e += nthreads) {
-    const float v = ls[e];
-    const int kv = ks[e];
+    const float v = ((volatile const float*)logits)[e];
+    ls[e] = v;
+    const u64 k = route_rank_key(v, e);
+    best = k > best ? k : best;
+  }
+  best = route_warp_max(best);
+  if (lane == 0) wmax[warp] = best;
+  __syncthreads();
+  // Only keys at least the least of the warps' largest can be among the
+  // topk where at least topk warps hold experts (each warp's largest is
+  // one such key); they are the candidates, about twice topk for 256
+  // experts, and are ranked among themselves (the number of candidates
+  // with a larger key: the keys are distinct). With fewer warps every
+  // expert is a candidate.
+  const int holding = nwarps < (experts + 31) / 32 ? nwarps : (experts + 31) / 32;
+  u64 least = 0;
+  if (holding >= topk) {
+    least = ~0ull;
+    for (int w = 0; w < holding; w++) least = wmax[w] < least ? wmax[w] : least;
+  }
+  for (int e = tid; e < experts; e += nthreads) {
+    if (route_rank_key(ls[e], e) >= least) ks[__nvvm_atom_add_gen_i(&ncand, 1)] = e;
+  }
+  __syncthreads();
+  const int C = ncand;
+  for (int c = tid; c < C; c += nthreads) {
+    const int e = ks[c];
+    const u64 kc = route_rank_key(ls[e], e);
     int rank = 0;
-    for (int f = 0; f < experts; f++) {
-      const int ku = ks[f];
-      rank += ku > kv || (ku == kv && f < e);
+    for (int j = 0; j < C; j++) {
+      const int f = ks[j];
+      rank += route_rank_key(ls[f], f) > kc;
     }
-    if (rank < topk) selV[rank] = v, selI[rank] = e;
+    if (rank < topk) selV[rank] = ls[e], selI[rank] = e;
   }
   __syncthreads();
   if (warp == 0) {
