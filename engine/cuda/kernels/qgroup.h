@@ -32,6 +32,12 @@
 struct __attribute__((aligned(16))) u32x4a {
   u32 x, y, z, w;
 };
+struct __attribute__((aligned(8))) u32x2a {
+  u32 x, y;
+};
+struct __attribute__((aligned(16))) float4v {
+  float x, y, z, w;
+};
 
 #define QM_F32 0
 #define QM_F16 1
@@ -203,15 +209,24 @@ static __device__ __forceinline__ QView qstage_layout(int ngroups) {
   float* gsum = (float*)(st + ngroups * QStage<M>::words);
   float* gd = gsum + ngroups;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nwarps = PETAL_NTID_X() >> 5;
-  // Eight lanes per group, four groups per warp at once, lane sl taking
-  // elements sl, sl+8, ..., sl+56 (three shuffles reduce a group).
+  // Eight lanes per group, four groups per warp at once (three shuffles
+  // reduce a group), lane sl taking elements sl, sl+8, ..., sl+56, or, for
+  // the integer kinds, elements 8sl .. 8sl+7: the two words of each part
+  // that hold them (below), packed and stored at once.
+  constexpr bool INT = M >= QM_I8X1;
   const int sl = lane & 7, gw = lane >> 3;
   for (int g0 = 4 * warp; g0 < ngroups; g0 += 4 * nwarps) {
     const int g = g0 + gw;
     const bool live = g < ngroups;
     float v[8];
+    if (INT) {
+      const float4v* r = (const float4v*)(raw + 64 * (live ? g : 0) + 8 * sl);
+      const float4v a = r[0], b = r[1];
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
 #pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = live ? raw[64 * g + sl + 8 * k] : 0.f;
+      for (int k = 0; k < 8; k++) v[k] = live ? raw[64 * g + sl + 8 * k] : 0.f;
+    }
     float s = 0.f, amax = 0.f;
 #pragma unroll
     for (int k = 0; k < 8; k++) s += v[k], amax = __builtin_fmaxf(amax, __builtin_fabsf(v[k]));
@@ -237,18 +252,21 @@ static __device__ __forceinline__ QView qstage_layout(int ngroups) {
       constexpr int P = QStage<M>::parts;
       float inv = amax > 0.f ? 127.f / amax : 0.f;
       if (sl == 0) gd[g] = amax / 127.f;
-      signed char* xb = (signed char*)st;
-      // Element e = sl+8k: word 2k+(sl&1), byte sl>>1.
-      const int pos = (sl & 1) * 4 + (sl >> 1);
+      // Element 8sl+j: word 2sl+(j&1), byte j>>1; the lane's two words
+      // of part p at 8-byte offset sl of the part's group.
+      float t[8];
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
-        float t = v[k] * inv;
+      for (int j = 0; j < 8; j++) t[j] = v[j] * inv;
 #pragma unroll
-        for (int p = 0; p < P; p++) {
-          float q = __builtin_rintf(t);
-          xb[(p * ngroups + g) * 80 + 8 * k + pos] = (signed char)(int)q;
-          t = (t - q) * 254.f;
+      for (int p = 0; p < P; p++) {
+        u32 w[2] = {0u, 0u};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const float q = __builtin_rintf(t[j]);
+          w[j & 1] |= ((u32)(int)q & 0xFFu) << (8 * (j >> 1));
+          t[j] = (t[j] - q) * 254.f;
         }
+        *(u32x2a*)(st + (p * ngroups + g) * 20 + 2 * sl) = u32x2a{w[0], w[1]};
       }
     }
   }
