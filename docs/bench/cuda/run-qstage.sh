@@ -10,7 +10,8 @@
 #   3. moe_layer's phases (TestMeasureMoELayerPhases);
 #   4. petal bench with each RUN of RUNS (binary:--backend spec), ROUNDS
 #      rounds alternating, prefill 512, decode 256 / 4K / 16K;
-#   5. every kernel of the new build's decode at 4K traced (run-ktrace.sh).
+#   5. every kernel of the new build's decode at 4K traced (run-ktrace.sh),
+#      unless KTRACE=none.
 # From the repository root; logs to $OUT.
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
 cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && tar xJf petals.txz && cd "$R"
@@ -32,5 +33,6 @@ for r in $(seq ${ROUNDS:-2}); do
 	done
 done
 grep -E '^====|^ +[0-9K]+ ' "$O/bench.txt"
+[ "$KTRACE" = none ] && exit 0
 PETAL=$D/petal TAG=cuda BACKEND=cuda KT_PROMPTS=512 LIMIT=100 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1
 python3 docs/bench/cuda/ktrace/ktsum.py "$O/ktrace-cuda.csv.gz" | tail -16
