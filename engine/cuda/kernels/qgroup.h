@@ -94,6 +94,9 @@ struct QNormIn {
 
 // QSTAGE_LOADS is how many 16-byte loads a thread of qstage has in flight.
 #define QSTAGE_LOADS 8
+// QNORM_THREADS is the threads of add_rmsnorm (ops.cu), whose order of
+// sums qstage's norm keeps; blocks have at least as many.
+#define QNORM_THREADS 256
 
 // ld_global_16_if is the 16 bytes at p where ok, else zeros: a load
 // predicated on ok into registers (p need not be valid where !ok).
@@ -120,18 +123,22 @@ template <bool NORM = false>
 static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
   extern __shared__ u32 smem[];
   float* raw = (float*)smem;
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X(), nwarps = nthreads >> 5;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, nthreads = PETAL_NTID_X();
   // With NORM, a thread's elements of delta and of the norm's weight are
   // loaded with h, not after it: one wait for memory instead of three.
+  // The norm is computed by the first QNORM_THREADS threads whatever the
+  // block's size, so that its sum is in add_rmsnorm's order.
   constexpr int PRE = NORM ? 16 : 1;  // elements a thread holds: 16 x 256 threads covers 4096 columns
+  constexpr int NT = QNORM_THREADS;
+  const bool normer = tid < NT;
   float dv[PRE], wv[PRE];
   if (NORM) {
     const int cols = 64 * ngroups;
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
-      const int i = tid + k * nthreads;
-      dv[k] = ld_global_f32_if(n.delta + i, n.delta && i < cols);
-      wv[k] = ld_global_f32_if(n.w + i, i < cols);
+      const int i = tid + k * NT;
+      dv[k] = ld_global_f32_if(n.delta + i, normer && n.delta && i < cols);
+      wv[k] = ld_global_f32_if(n.w + i, normer && i < cols);
     }
   }
   {
@@ -163,8 +170,8 @@ static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x,
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
-      const int i = tid + k * nthreads;
-      if (i >= cols) break;
+      const int i = tid + k * NT;
+      if (!normer || i >= cols) break;
       float v = raw[i];
       if (n.delta) {
         v += dv[k];
@@ -172,7 +179,7 @@ static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x,
       }
       ss += v * v;
     }
-    for (int i = tid + PRE * nthreads; i < cols; i += nthreads) {  // columns past the preloaded ones
+    for (int i = tid + PRE * NT; normer && i < cols; i += NT) {  // columns past the preloaded ones
       float v = raw[i];
       if (n.delta) {
         v += n.delta[i];
@@ -182,17 +189,17 @@ static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x,
     }
     ss = warp_sum(ss);
     __syncthreads();
-    if (lane == 0) red[warp] = ss;
+    if (lane == 0 && normer) red[warp] = ss;
     __syncthreads();
     float tot = 0.f;
-    for (int w = 0; w < nwarps; w++) tot += red[w];
+    for (int w = 0; w < NT / 32; w++) tot += red[w];
     const float inv = 1.f / __builtin_sqrtf(tot / cols + n.eps);
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
-      const int i = tid + k * nthreads;
-      if (i < cols) raw[i] = raw[i] * inv * wv[k];
+      const int i = tid + k * NT;
+      if (normer && i < cols) raw[i] = raw[i] * inv * wv[k];
     }
-    for (int i = tid + PRE * nthreads; i < cols; i += nthreads) raw[i] = raw[i] * inv * n.w[i];
+    for (int i = tid + PRE * NT; normer && i < cols; i += NT) raw[i] = raw[i] * inv * n.w[i];
     __syncthreads();
   }
   return raw;
