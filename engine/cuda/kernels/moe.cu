@@ -50,29 +50,6 @@ static __device__ __forceinline__ void moe_gate_up_tasks(
   const int first = t0 + gwarp * perWarp;
 
   for (int base = first; base < t1; base += nwarps * perWarp) {
-    // the next step's rows asked of L2 (prefetch_l2), so that its loads
-    // wait for L2, not device memory
-    if (base + nwarps * perWarp < t1) {
-#pragma unroll
-      for (int j = 0; j < R; j++) {
-        int t = base + nwarps * perWarp + sub_ * R + j;
-        t = t < t1 ? t : t1 - 1;
-        const int slot = t / I, r = t - slot * I;
-        if (slot < MOE_TOPK || t < rowTasks) {
-          const long long row = slot < MOE_TOPK ? (long long)ids[slot] * I + r : r;
-          const u32* g = slot < MOE_TOPK ? gw : sgw;
-          const u32* u = slot < MOE_TOPK ? uw : suw;
-          for (int k = tl; k < groups; k += team) {
-            prefetch_l2(g + row * wpr + k * 8);
-            prefetch_l2(u + row * wpr + k * 8);
-          }
-          if (SB) {
-            prefetch_l2((const u32*)(slot < MOE_TOPK ? gs : sgs) + row * groups + tl);
-            prefetch_l2((const u32*)(slot < MOE_TOPK ? us : sus) + row * groups + tl);
-          }
-        }
-      }
-    }
     const u32 *pg[R], *pu[R];
     const u16 *psg[R], *pbg[R], *psu[R], *pbu[R];
     long long srow[R];  // row index into the scale arrays

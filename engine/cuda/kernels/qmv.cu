@@ -81,33 +81,6 @@ static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* 
   }
 }
 
-// qprefetch_rows asks L2 for the codes and scale/bias words a lane reads
-// of the rows of the step at base (prefetch_l2), so that a later step's
-// loads wait for L2, not device memory.
-template <int R, int SB, bool G>
-static __device__ __forceinline__ void qprefetch_rows(long long base, long long rows, int sub, int tl, int team,
-                                                      int groups, long long wpr, const u32* words,
-                                                      const u16* scales, const u16* biases,
-                                                      const QMVGroup* __restrict__ grp) {
-#pragma unroll
-  for (int j = 0; j < R; j++) {
-    long long r = base + sub * R + j;
-    r = r < rows ? r : rows - 1;
-    const QRow row = qrow_at<G>(r, words, nullptr, wpr, groups, grp);
-    for (int g = tl; g < groups; g += team) {
-      prefetch_l2(row.words + g * 8);
-      if (G) {
-        prefetch_l2(grp->sb[row.m] + row.sbIndex + g);
-      } else if (SB) {
-        prefetch_l2((const u32*)scales + row.sbIndex + g);
-      } else {
-        prefetch_l2(scales + row.sbIndex + g);
-        prefetch_l2(biases + row.sbIndex + g);
-      }
-    }
-  }
-}
-
 template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
@@ -137,12 +110,17 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       qload<M, R, SB, G>(qrow_at<G>(r, words, y, wpr, groups, grp), tl, scales, biases, grp, pw0[j], pw1[j], ps[j], pb[j]);
     }
   }
-  // the rows of the warp's first two steps asked of L2 (prefetch_l2; the
-  // grouped kernels' first step is in registers already), and in each step
-  // those of the step two ahead
-  const long long stride = (long long)nwarps * rowsPerWarp;
-  for (long long base = G ? first + stride : first; base < rows && base < first + 2 * stride; base += stride) {
-    qprefetch_rows<R, SB, G>(base, rows, sub, tl, team, groups, wpr, words, scales, biases, grp);
+  if (!G) {
+    // the rows of the warp's first two steps asked of L2 (prefetch_l2)
+    for (long long base = first; base < rows && base < first + 2LL * nwarps * rowsPerWarp;
+         base += (long long)nwarps * rowsPerWarp) {
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        long long r = base + sub * R + j;
+        r = r < rows ? r : rows - 1;
+        for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
+      }
+    }
   }
   const QView q = qstage<M, N>(x, groups, nrm.in);
   // With the norm, a ticket once this block has read h (qstage ends with a
@@ -156,10 +134,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     ticket = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1);
   }
 
-  for (long long base = first; base < rows; base += stride) {
-    if (base + 2 * stride < rows) {
-      qprefetch_rows<R, SB, G>(base + 2 * stride, rows, sub, tl, team, groups, wpr, words, scales, biases, grp);
-    }
+  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp) {
     QRow row[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
