@@ -49,130 +49,75 @@ static __device__ __forceinline__ void moe_gate_up_tasks(
   const long long wpr = H / 8;
   const int first = t0 + gwarp * perWarp;
 
-  // ref is where task t's rows live; load its group g's codes and scale
-  // and bias words (nothing for the 8-bit gate row, read where it is used);
-  // accum adds the group's products.
-  struct Ref {
-    const u32 *pg, *pu;
-    const u16 *psg, *pbg, *psu, *pbu;
-    long long srow;  // row index into the scale arrays
-    bool gate8;
-  };
-  struct Ld {
-    u32x4 g0, g1, u0, u1;
-    float s1, b1, s2, b2;
-  };
-  auto ref = [&](int t) {
-    t = t < t1 ? t : t1 - 1;
-    const int slot = t / I;
-    int r = t - slot * I;
-    Ref f;
-    f.gate8 = t == rowTasks;
-    if (slot < MOE_TOPK) {
-      const long long row = (long long)ids[slot] * I + r;
-      f.pg = gw + row * wpr, f.pu = uw + row * wpr;
-      f.psg = gs, f.pbg = gb, f.psu = us, f.pbu = ub;
-      f.srow = row * groups;
-    } else {
-      r = f.gate8 ? 0 : r;
-      f.pg = sgw + r * wpr, f.pu = suw + r * wpr;
-      f.psg = sgs, f.pbg = sgb, f.psu = sus, f.pbu = sub;
-      f.srow = (long long)r * groups;
-    }
-    return f;
-  };
-  auto load = [&](const Ref& f, int g) {
-    Ld l;
-    if (f.gate8) {
-      l.g0 = l.g1 = l.u0 = l.u1 = u32x4{0u, 0u, 0u, 0u};
-      l.s1 = l.b1 = l.s2 = l.b2 = 0.f;
-      return l;
-    }
-    l.g0 = ld_stream_16(f.pg + g * 8), l.g1 = ld_stream_16(f.pg + g * 8 + 4);
-    l.u0 = ld_stream_16(f.pu + g * 8), l.u1 = ld_stream_16(f.pu + g * 8 + 4);
-    load_sb<SB>(f.psg, f.pbg, f.srow + g, l.s1, l.b1);
-    load_sb<SB>(f.psu, f.pbu, f.srow + g, l.s2, l.b2);
-    return l;
-  };
-  auto accum = [&](const Ref& f, const Ld& l, int g, float& ag, float& au) {
-    if (f.gate8) {
-      // The shared expert's gate: an 8-bit row, 4 codes a word (byte k of
-      // word i is element 4i+k), w = s*q + b in float32.
-      const u32* p = ew + g * 16;
-      u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
-      const float s = bf16_to_f32(es[g]), b = bf16_to_f32(eb[g]);
-      const float* xr = q.raw + 64 * g;
-      float a = 0.f;
+  for (int base = first; base < t1; base += nwarps * perWarp) {
+    const u32 *pg[R], *pu[R];
+    const u16 *psg[R], *pbg[R], *psu[R], *pbu[R];
+    long long srow[R];  // row index into the scale arrays
+    bool gate8[R];
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
-#pragma unroll
-        for (int k = 0; k < 16; k++) a += (s * (float)((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) + b) * xr[16 * i + k];
+    for (int j = 0; j < R; j++) {
+      int t = base + sub_ * R + j;
+      t = t < t1 ? t : t1 - 1;
+      int slot = t / I, r = t - slot * I;
+      gate8[j] = t == rowTasks;
+      if (slot < MOE_TOPK) {
+        long long row = (long long)ids[slot] * I + r;
+        pg[j] = gw + row * wpr, pu[j] = uw + row * wpr;
+        psg[j] = gs, pbg[j] = gb, psu[j] = us, pbu[j] = ub;
+        srow[j] = row * groups;
+      } else {
+        r = gate8[j] ? 0 : r;
+        pg[j] = sgw + r * wpr, pu[j] = suw + r * wpr;
+        psg[j] = sgs, pbg[j] = sgb, psu[j] = sus, pbu[j] = sub;
+        srow[j] = (long long)r * groups;
       }
-      ag += a;
-      return;
     }
-    const float cs = q.gsum[g];
-    ag += l.s1 * qdot<M>(l.g0, l.g1, q.xs, groups, g, q.gd) + l.b1 * cs;
-    au += l.s2 * qdot<M>(l.u0, l.u1, q.xs, groups, g, q.gd) + l.b2 * cs;
-  };
-  auto finish = [&](int base, float* ag, float* au) {
+    float ag[R], au[R];
+#pragma unroll
+    for (int j = 0; j < R; j++) ag[j] = au[j] = 0.f;
+    for (int g = tl; g < groups; g += team) {
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        if (gate8[j]) {
+          // The shared expert's gate: an 8-bit row, 4 codes a word (byte
+          // k of word i is element 4i+k), w = s*q + b in float32.
+          const u32* p = ew + g * 16;
+          u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
+          const float s = bf16_to_f32(es[g]), b = bf16_to_f32(eb[g]);
+          const float* xr = q.raw + 64 * g;
+          float a = 0.f;
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+            for (int k = 0; k < 16; k++) a += (s * (float)((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) + b) * xr[16 * i + k];
+          }
+          ag[j] += a;
+          continue;
+        }
+        const u32x4 g0 = ld_stream_16(pg[j] + g * 8), g1 = ld_stream_16(pg[j] + g * 8 + 4);
+        const u32x4 u0 = ld_stream_16(pu[j] + g * 8), u1 = ld_stream_16(pu[j] + g * 8 + 4);
+        float s1, b1, s2, b2;
+        load_sb<SB>(psg[j], pbg[j], srow[j] + g, s1, b1);
+        load_sb<SB>(psu[j], pbu[j], srow[j] + g, s2, b2);
+        const float cs = q.gsum[g];
+        ag[j] += s1 * qdot<M>(g0, g1, q.xs, groups, g, q.gd) + b1 * cs;
+        au[j] += s2 * qdot<M>(u0, u1, q.xs, groups, g, q.gd) + b2 * cs;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < R; j++) {
       for (int off = team >> 1; off > 0; off >>= 1) {
         ag[j] += __shfl_xor_sync(0xffffffffu, ag[j], off);
         au[j] += __shfl_xor_sync(0xffffffffu, au[j], off);
       }
-      const int t = base + sub_ * R + j;
+      int t = base + sub_ * R + j;
       if (tl == 0 && t < t1 && t < rowTasks) h[t] = silu(ag[j]) * au[j];
       if (tl == 0 && t < t1 && t == rowTasks) logit[0] = ag[j];
     }
-  };
-  const int step = nwarps * perWarp;
-
-  if (groups == team) {
-    // One group a lane in every task: each step's weights are loaded before
-    // the step before it is computed, so that a warp waits for memory about
-    // once, not once a step.
-    Ref cr[R];
-    Ld cl[R];
-    if (first < t1) {
-#pragma unroll
-      for (int j = 0; j < R; j++) cr[j] = ref(first + sub_ * R + j), cl[j] = load(cr[j], tl);
-    }
-    for (int base = first; base < t1; base += step) {
-      Ref nr[R];
-      Ld nl[R];
-      if (base + step < t1) {
-#pragma unroll
-        for (int j = 0; j < R; j++) nr[j] = ref(base + step + sub_ * R + j), nl[j] = load(nr[j], tl);
-      }
-      float ag[R], au[R];
-#pragma unroll
-      for (int j = 0; j < R; j++) {
-        ag[j] = au[j] = 0.f;
-        accum(cr[j], cl[j], tl, ag[j], au[j]);
-      }
-      finish(base, ag, au);
-#pragma unroll
-      for (int j = 0; j < R; j++) cr[j] = nr[j], cl[j] = nl[j];
-    }
-    return;
-  }
-  for (int base = first; base < t1; base += step) {
-    Ref f[R];
-#pragma unroll
-    for (int j = 0; j < R; j++) f[j] = ref(base + sub_ * R + j);
-    float ag[R], au[R];
-#pragma unroll
-    for (int j = 0; j < R; j++) ag[j] = au[j] = 0.f;
-    for (int g = tl; g < groups; g += team) {
-#pragma unroll
-      for (int j = 0; j < R; j++) accum(f[j], load(f[j], g), g, ag[j], au[j]);
-    }
-    finish(base, ag, au);
   }
 }
+
 
 template <int M, int R, int SB>
 static __device__ __forceinline__ void moe_gate_up(
