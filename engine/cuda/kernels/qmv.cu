@@ -134,102 +134,36 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     ticket = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1);
   }
 
-  const long long stride = (long long)nwarps * rowsPerWarp;
-  if (groups % team == 0) {
-    // Every lane takes groups/team groups of each of its rows (gpl), the
-    // same number in every lane: the steps (a row set's group) run as one
-    // sequence, each step's weights loaded before the step before it is
-    // computed, so that a warp waits for memory about once, not once a
-    // step.
-    const int gpl = groups / team;
+  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp) {
     QRow row[R];
-    u32x4 w0[R], w1[R];
-    float s[R], b[R];
-    long long base = first;
-    int gi = 0;
-    if (base < rows) {
 #pragma unroll
-      for (int j = 0; j < R; j++) {
-        long long r = base + sub * R + j;
-        r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
-        row[j] = qrow_at<G>(r, words, y, wpr, groups, grp);
-        if (pre) {
-          w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
-        } else {
-          qload<M, R, SB, G>(row[j], tl, scales, biases, grp, w0[j], w1[j], s[j], b[j]);
-        }
-      }
+    for (int j = 0; j < R; j++) {
+      long long r = base + sub * R + j;
+      r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
+      row[j] = qrow_at<G>(r, words, y, wpr, groups, grp);
     }
     float acc[R];
 #pragma unroll
     for (int j = 0; j < R; j++) acc[j] = 0.f;
-    while (base < rows) {
-      const int g = tl + gi * team;
-      // the next step: the next group of these rows, or the next rows' first
-      const bool rowEnd = gi + 1 == gpl;
-      const long long nbase = rowEnd ? base + stride : base;
-      const int ng = rowEnd ? tl : g + team;
-      QRow nrow[R];
-      u32x4 nw0[R], nw1[R];
-      float ns[R], nb[R];
-      if (nbase < rows) {
+    for (int g = tl; g < groups; g += team) {
+      u32x4 w0[R], w1[R];
+      float s[R], b[R];
+      if (pre && base == first && g == tl) {
 #pragma unroll
-        for (int j = 0; j < R; j++) {
-          long long r = nbase + sub * R + j;
-          r = r < rows ? r : rows - 1;
-          nrow[j] = rowEnd ? qrow_at<G>(r, words, y, wpr, groups, grp) : row[j];
-          qload<M, R, SB, G>(nrow[j], ng, scales, biases, grp, nw0[j], nw1[j], ns[j], nb[j]);
-        }
+        for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; j++) qload<M, R, SB, G>(row[j], g, scales, biases, grp, w0[j], w1[j], s[j], b[j]);
       }
       const float gs = q.gsum[g];
 #pragma unroll
       for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
-      if (rowEnd) {
-#pragma unroll
-        for (int j = 0; j < R; j++) {
-          for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-          long long r = base + sub * R + j;
-          if (tl == 0 && r < rows) *row[j].y = acc[j];
-          acc[j] = 0.f;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < R; j++) row[j] = nrow[j], w0[j] = nw0[j], w1[j] = nw1[j], s[j] = ns[j], b[j] = nb[j];
-      base = nbase;
-      gi = rowEnd ? 0 : gi + 1;
     }
-  } else {
-    for (long long base = first; base < rows; base += stride) {
-      QRow row[R];
 #pragma unroll
-      for (int j = 0; j < R; j++) {
-        long long r = base + sub * R + j;
-        r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
-        row[j] = qrow_at<G>(r, words, y, wpr, groups, grp);
-      }
-      float acc[R];
-#pragma unroll
-      for (int j = 0; j < R; j++) acc[j] = 0.f;
-      for (int g = tl; g < groups; g += team) {
-        u32x4 w0[R], w1[R];
-        float s[R], b[R];
-        if (pre && base == first && g == tl) {
-#pragma unroll
-          for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
-        } else {
-#pragma unroll
-          for (int j = 0; j < R; j++) qload<M, R, SB, G>(row[j], g, scales, biases, grp, w0[j], w1[j], s[j], b[j]);
-        }
-        const float gs = q.gsum[g];
-#pragma unroll
-        for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
-      }
-#pragma unroll
-      for (int j = 0; j < R; j++) {
-        for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-        long long r = base + sub * R + j;
-        if (tl == 0 && r < rows) *row[j].y = acc[j];
-      }
+    for (int j = 0; j < R; j++) {
+      for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+      long long r = base + sub * R + j;
+      if (tl == 0 && r < rows) *row[j].y = acc[j];
     }
   }
   if (N) {
