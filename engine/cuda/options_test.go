@@ -35,3 +35,28 @@ func TestParseOptionsChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMoELayer: moelayer=one and three choose the MoE block of a
+// decoded token in one launch or in three; three is the default (one was
+// slower on the H200, docs/bench/cuda 2026-12-03); another value is refused
+// naming the option.
+func TestParseMoELayer(t *testing.T) {
+	for value, want := range map[string]bool{"one": true, "three": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: value}})
+		if err != nil {
+			t.Fatalf("moelayer=%s: %v", value, err)
+		}
+		if o.MoELayer != want {
+			t.Errorf("moelayer=%s: MoELayer %v", value, o.MoELayer)
+		}
+	}
+	if DefaultOptions().MoELayer {
+		t.Error("the default is moelayer=one; want three")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: "two"}}); err == nil || !strings.Contains(err.Error(), "moelayer") {
+		t.Errorf("moelayer=two: error %v, want one naming moelayer", err)
+	}
+	if !strings.Contains(OptionsHelp, "moelayer=one|three") {
+		t.Error("the options' help does not list moelayer")
+	}
+}
