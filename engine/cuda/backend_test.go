@@ -846,39 +846,18 @@ func TestMoELayerMatchesApart(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					E, H, I, K := sh.E, sh.H, sh.I, MoETopK
 					rng := freshRNG(t)
-					ms := []quant.Matrix{
-						quant.RandomMatrix(rng, 1, E, H, bits, 64), // router
-						quant.RandomMatrix(rng, E, I, H, 4, 64),    // gate
-						quant.RandomMatrix(rng, E, I, H, 4, 64),    // up
-						quant.RandomMatrix(rng, E, H, I, 4, 64),    // down
-						quant.RandomMatrix(rng, 1, I, H, 4, 64),    // shared gate
-						quant.RandomMatrix(rng, 1, I, H, 4, 64),    // shared up
-						quant.RandomMatrix(rng, 1, H, I, 4, 64),    // shared down
-						quant.RandomMatrix(rng, 1, 1, H, 8, 64),    // shared expert gate
-					}
+					ms := randomMoEMatrices(rng, E, H, I, bits)
 					h, delta, w := randoms(rng, H, 2), randoms(rng, H, 1), randoms(rng, H, 1)
+					if !withDelta {
+						delta = nil
+					}
 					type result struct {
 						h, a, wts, out []float32
 						ids            []int32
 						kernels        []string
 					}
 					run := func(b *Backend) result {
-						var u []backend.Matrix
-						for _, m := range ms {
-							x, err := b.Upload(m)
-							if err != nil {
-								t.Fatal(err)
-							}
-							u = append(u, x)
-						}
-						n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
-						if withDelta {
-							n.Delta = floats(b, delta)
-						}
-						r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
-						e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
-							SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
-							Rows: 1, TopK: K, Inter: I, SharedInter: I}
+						n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
 						p, err := b.Compile([]backend.Op{n, r, e})
 						if err != nil {
 							t.Fatal(err)
@@ -934,4 +913,42 @@ func TestMoELayerMatchesApart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomMoEMatrices are a decoded token's MoE block's matrices: the
+// router (of routerBits), the routed experts' gate, up and down stacks, the
+// shared expert's gate, up and down, and its 8-bit gate row.
+func randomMoEMatrices(rng *rand.Rand, E, H, I, routerBits int) []quant.Matrix {
+	return []quant.Matrix{
+		quant.RandomMatrix(rng, 1, E, H, routerBits, 64),
+		quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, H, I, 4, 64),
+		quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, H, I, 4, 64),
+		quant.RandomMatrix(rng, 1, 1, H, 8, 64),
+	}
+}
+
+// newMoEBlock uploads ms (randomMoEMatrices' order) to b and gives the ops
+// of the MoE block of one token over them: the AddRMSNorm of h and delta
+// (none where nil) by w, the Route of its output to the top-8 experts and
+// the Experts, outputs poisoned.
+func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32) (*backend.AddRMSNorm, *backend.Route, *backend.Experts) {
+	t.Helper()
+	var u []backend.Matrix
+	for _, m := range ms {
+		x, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u = append(u, x)
+	}
+	H, K := len(h), MoETopK
+	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+	if delta != nil {
+		n.Delta = floats(b, delta)
+	}
+	r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+	e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
+		SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
+		Rows: 1, TopK: K, Inter: I, SharedInter: I}
+	return n, r, e
 }

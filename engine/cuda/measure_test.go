@@ -372,29 +372,12 @@ func measureMoELayerPhases(t *testing.T, perSM int) {
 	o.MoELayer = true
 	b := testBackend(t, o)
 	b.moe.layerPerSM = perSM
-	const E, H, I, K = 256, 2048, 512, MoETopK
+	const E, H, I = 256, 2048, 512
 	rng := freshRNG(t)
-	var u []backend.Matrix
-	for _, m := range []quant.Matrix{
-		quant.RandomMatrix(rng, 1, E, H, 8, 64),
-		quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, H, I, 4, 64),
-		quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, I, H, 4, 64), quant.RandomMatrix(rng, 1, H, I, 4, 64),
-		quant.RandomMatrix(rng, 1, 1, H, 8, 64),
-	} {
-		x, err := b.Upload(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u = append(u, x)
-	}
 	h := randoms(rng, H, 2)
-	n := &backend.AddRMSNorm{H: floats(b, h), Delta: floats(b, randoms(rng, H, 1)), Weight: floats(b, randoms(rng, H, 1)), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
-	r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
-	e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
-		SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
-		Rows: 1, TopK: K, Inter: I, SharedInter: I}
+	n, r, e := newMoEBlock(t, b, randomMoEMatrices(rng, E, H, I, 8), I, h, randoms(rng, H, 1), randoms(rng, H, 1))
 	mw := &MoEWeights{Experts: E, Hidden: H, Inter: I}
-	router, err := b.mat(u[0])
+	router, err := b.mat(r.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
