@@ -99,11 +99,11 @@ type MoE struct {
 	up, down       *driver.Function
 	upOcc, downOcc occupancy
 	variant        MoEVariant
-	// layer4 and layer8 are moe_layer (the norm, router and experts of a
-	// token in one launch) for a 4- and an 8-bit router; nil for a variant
-	// without them (plain scales and biases).
-	layer4, layer8       *driver.Function
-	layer4Occ, layer8Occ occupancy
+	// layer8 is moe_layer (the norm, router and experts of a token in one
+	// launch) for an 8-bit router, the family's; nil for a variant without
+	// it (other than qmv=exact's and qmv=fast's kinds).
+	layer8    *driver.Function
+	layer8Occ occupancy
 	// layerPerSM, where not 0, caps moe_layer's blocks a multiprocessor
 	// (measurements).
 	layerPerSM int
@@ -120,14 +120,11 @@ func NewMoE(c *driver.Context, mod *driver.Module, v MoEVariant) (*MoE, error) {
 		return nil, err
 	}
 	k := &MoE{up: up, down: down, upOcc: newOccupancy(c, up), downOcc: newOccupancy(c, down), variant: v}
-	if v.SB {
-		if k.layer4, err = mod.Function("moe_layer_" + v.String() + "_r4"); err != nil {
-			return nil, err
-		}
+	if v.SB && (v.Kind == QI8x3 || v.Kind == QI8x2) {
 		if k.layer8, err = mod.Function("moe_layer_" + v.String() + "_r8"); err != nil {
 			return nil, err
 		}
-		k.layer4Occ, k.layer8Occ = newOccupancy(c, k.layer4), newOccupancy(c, k.layer8)
+		k.layer8Occ = newOccupancy(c, k.layer8)
 	}
 	return k, nil
 }
@@ -235,19 +232,14 @@ type MoELayerBuffers struct {
 const moeLayerArgsSize = 38*8 + 4 + 7*4
 
 // HasLayer says whether LaunchLayer takes a router of these bits.
-func (k *MoE) HasLayer(routerBits int) bool {
-	return (routerBits == 4 && k.layer4 != nil) || (routerBits == 8 && k.layer8 != nil)
-}
+func (k *MoE) HasLayer(routerBits int) bool { return routerBits == 8 && k.layer8 != nil }
 
 // layerShape is moe_layer's grid and shared memory for w and router: as
 // many blocks as the GPU holds at once (at most two a multiprocessor),
 // more than the router's.
 func (k *MoE) layerShape(w *MoEWeights, router *QMatrix) (fn *driver.Function, grid, shared, routerBlocks int, err error) {
 	fn, occ := k.layer8, &k.layer8Occ
-	if router.Bits == 4 {
-		fn, occ = k.layer4, &k.layer4Occ
-	}
-	if fn == nil {
+	if fn == nil || router.Bits != 8 {
 		return nil, 0, 0, 0, fmt.Errorf("cuda: the one-launch MoE layer is not built for %s weights and a %d-bit router", k.variant, router.Bits)
 	}
 	kind, E, H, I := k.variant.Kind, w.Experts, w.Hidden, w.Inter

@@ -419,7 +419,7 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
 // being warp w·blocks + b, so that a phase with fewer rows than warps still
 // spreads them over every multiprocessor.)
 //
-// Entry points moe_layer_<kind>_sb_r<bits>: MOE_UP_WARPS*32 threads, a grid
+// Entry points moe_layer_<kind>_sb_r8: MOE_UP_WARPS*32 threads, a grid
 // of more than routerBlocks blocks that the GPU holds at once, and
 // max(QSTAGE_BYTES(kind, hidden/64) + 8·experts, QSTAGE_BYTES(kind,
 // (MOE_TOPK+1)·inter/64)) bytes of shared memory.
@@ -428,9 +428,8 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
     pdl_wait();                                                                               \
     moe_layer<M, 1, BITS>(a);                                                                 \
   }
+// (only the kinds of qmv=exact and qmv=fast with an 8-bit router, the
+// family's: each entry point is some 250 KB of PTX for the driver to
+// compile at load)
 MOE_LAYER(QM_I8X3, 8, moe_layer_i8x3_sb_r8)
-MOE_LAYER(QM_I8X3, 4, moe_layer_i8x3_sb_r4)
 MOE_LAYER(QM_I8X2, 8, moe_layer_i8x2_sb_r8)
-MOE_LAYER(QM_I8X2, 4, moe_layer_i8x2_sb_r4)
-MOE_LAYER(QM_F32, 8, moe_layer_f32_sb_r8)
-MOE_LAYER(QM_F32, 4, moe_layer_f32_sb_r4)
