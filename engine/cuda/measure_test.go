@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -452,4 +453,122 @@ func measureMoELayerPhases(t *testing.T, perSM int) {
 	fmt.Printf("%-26s %10.2f\n", "router: selection done", median(med[len(points)+1]))
 	fmt.Printf("%-26s %10.2f\n", "x copied and normed", median(med[len(points)+2]))
 	fmt.Printf("%-26s %10.2f\n", "activations copied", median(med[len(points)+3]))
+}
+
+// TestMeasureQMVPhases: where the time of the decode mat-vecs goes at the
+// 35B shapes, from the clock build of qmv.cu (kernels/clock/qmv.ptx: each
+// block records %globaltimer at PETAL_MARK's points), run as a decode step
+// runs them, one graph a program: a Gated DeltaNet layer's input norm and
+// first projections (qmv_group_norm, 12352 rows) and its output projection
+// (qmv, 2048 rows of 4096). Per point, the median and the last block's
+// time after the first block started, medians over replays.
+func TestMeasureQMVPhases(t *testing.T) {
+	benchOnly(t)
+	b := testBackend(t, DefaultOptions())
+	src, err := os.ReadFile("kernels/clock/qmv.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := b.ctx.LoadModule(append(src, 0), "qmv clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mods = append(b.mods, mod) // closed with the backend, after its programs
+	if b.qmv, err = NewQMV(b.ctx, mod, DefaultQMV); err != nil {
+		t.Fatal(err)
+	}
+	const slots = 16
+	blocks := 2 * b.ctx.Device().SMs
+	clock, err := b.alloc(8*slots*int64(blocks), "qmv clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, size, err := mod.Global("petal_clock")
+	if err != nil || size != 8 {
+		t.Fatalf("petal_clock: %d bytes, %v", size, err)
+	}
+	if err := b.s.CopyToDevice(g, binary.LittleEndian.AppendUint64(nil, uint64(clock))); err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const H = 2048
+	upload := func(rows, cols int) backend.Matrix {
+		m, err := b.Upload(quant.RandomMatrix(rng, 1, rows, cols, 4, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	inProj := []backend.Matrix{upload(8192, H), upload(4096, H), upload(32, H), upload(32, H)}
+	h := randoms(rng, H, 2)
+	n := &backend.AddRMSNorm{H: floats(b, h), Delta: floats(b, randoms(rng, H, 1)), Weight: floats(b, randoms(rng, H, 1)),
+		Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+	grp := &backend.QLinearGroup{X: n.Out, W: inProj, Y: floats(b, nans(8192+4096+64)), Rows: 1}
+	out := &backend.QLinear{X: floats(b, randoms(rng, 4096, 1)), W: upload(H, 4096), Y: floats(b, nans(H)), Rows: 1}
+	points := map[int]string{0: "start", 1: "first weights asked", 2: "x copied (and normed)", 3: "x staged",
+		4: "step 1 done", 5: "step 2 done", 6: "step 3 done", 7: "step 4 done", 14: "rows done", 15: "norm written back (last block)"}
+	for _, c := range []struct {
+		name string
+		ops  []backend.Op
+	}{
+		{"qmv_group_norm: a Gated DeltaNet layer's norm and in_proj (12352 x 2048)", []backend.Op{n, grp}},
+		{"qmv: out_proj (2048 x 4096)", []backend.Op{out}},
+	} {
+		p, err := b.Compile(c.ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const runs, skip = 40, 5
+		med, last := map[int][]float64{}, map[int][]float64{}
+		raw := make([]byte, 8*slots*blocks)
+		for run := range runs {
+			if err := b.s.Fill32(clock, 0, int64(2*slots*blocks)); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Write(n.H, h); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.s.CopyToHost(raw, clock); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if run < skip {
+				continue
+			}
+			at := func(blk, k int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*(blk*slots+k):])) }
+			t0 := 0.0
+			for blk := range blocks {
+				if v := at(blk, 0); v != 0 && (t0 == 0 || v < t0) {
+					t0 = v
+				}
+			}
+			for k := range points {
+				var v []float64
+				for blk := range blocks {
+					if x := at(blk, k); x != 0 {
+						v = append(v, (x-t0)/1e3)
+					}
+				}
+				if len(v) == 0 {
+					continue
+				}
+				slices.Sort(v)
+				med[k], last[k] = append(med[k], v[len(v)/2]), append(last[k], v[len(v)-1])
+			}
+		}
+		median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+		fmt.Printf("%s, medians of %d replays, µs after the first block's start\n%-32s %10s %10s\n", c.name, runs-skip, "point", "median", "last block")
+		keys := slices.Sorted(maps.Keys(med))
+		for _, k := range keys {
+			fmt.Printf("%-32s %10.2f %10.2f\n", points[k], median(med[k]), median(last[k]))
+		}
+	}
 }

@@ -55,6 +55,7 @@ var lib struct {
 	cuModuleLoadDataEx                          func(m *uintptr, image unsafe.Pointer, nopt uint32, opts *int32, vals *uintptr) uintptr
 	cuModuleUnload                              func(m uintptr) uintptr
 	cuModuleGetFunction                         func(f *uintptr, m uintptr, name string) uintptr
+	cuModuleGetGlobal                           func(p *Ptr, bytes *uint64, m uintptr, name string) uintptr
 	cuFuncGetAttribute                          func(v *int32, attr int32, f uintptr) uintptr
 	cuFuncSetAttribute                          func(f uintptr, attr int32, v int32) uintptr
 	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, f uintptr, block int32, shared uint64) uintptr
@@ -109,6 +110,7 @@ func symbols() []symbol {
 		{&l.cuModuleLoadDataEx, []string{"cuModuleLoadDataEx"}},
 		{&l.cuModuleUnload, []string{"cuModuleUnload"}},
 		{&l.cuModuleGetFunction, []string{"cuModuleGetFunction"}},
+		{&l.cuModuleGetGlobal, []string{"cuModuleGetGlobal_v2"}},
 		{&l.cuFuncGetAttribute, []string{"cuFuncGetAttribute"}},
 		{&l.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}},
 		{&l.cuOccupancyMaxActiveBlocksPerMultiprocessor, []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor"}},

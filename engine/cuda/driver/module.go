@@ -84,6 +84,17 @@ func (m *Module) Function(name string) (*Function, error) {
 	return f, nil
 }
 
+// Global is the device address and size of the module's global variable
+// called name (an extern "C" name).
+func (m *Module) Global(name string) (Ptr, int64, error) {
+	var p Ptr
+	var n uint64
+	if err := m.c.do("cuModuleGetGlobal", m.label+"."+name, func() uintptr { return lib.cuModuleGetGlobal(&p, &n, m.h, name) }); err != nil {
+		return 0, 0, err
+	}
+	return p, int64(n), nil
+}
+
 // FuncInfo is what the compiler made of a kernel.
 type FuncInfo struct {
 	Registers   int // per thread

@@ -18,6 +18,14 @@ for src in "$here"/*.cu; do
 		status=1
 	fi
 done
+for src in "$here"/clock/*.cu; do
+	[ -e "$src" ] || continue
+	name=$(basename "$src" .cu)
+	if ! cmp -s "$tmp/clock/$name.ptx" "$here/clock/$name.ptx"; then
+		echo "check.sh: engine/cuda/kernels/clock/$name.ptx is out of date with clock/$name.cu: run go generate ./engine/cuda/kernels" >&2
+		status=1
+	fi
+done
 for ptx in "$here"/*.ptx; do
 	name=$(basename "$ptx" .ptx)
 	if [ ! -f "$here/$name.cu" ]; then

@@ -59,6 +59,32 @@ struct u32x4 {
   u32 x, y, z, w;
 };
 
+// petal_globaltimer is the GPU's nanosecond clock, the same on every
+// multiprocessor.
+static __device__ __forceinline__ u64 petal_globaltimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// PETAL_MARK(k) records, in a build of a family with PETAL_CLOCK defined
+// (kernels/clock/, for measurements; not embedded), the time block b
+// reaches point k (< 16) of its kernel in petal_clock[16·b + k], where the
+// measurement set petal_clock; elsewhere it is nothing.
+#ifdef PETAL_CLOCK
+extern "C" {
+__device__ u64* petal_clock;
+}
+#define PETAL_MARK(k)                                                                             \
+  do {                                                                                            \
+    if (petal_clock && PETAL_TID_X() == 0) petal_clock[(long long)PETAL_BID_X() * 16 + (k)] = petal_globaltimer(); \
+  } while (0)
+#else
+#define PETAL_MARK(k) \
+  do {                \
+  } while (0)
+#endif
+
 // bf16 widens to float32 exactly: its bits are the high half of a float's.
 static __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float((u32)b << 16); }
 

@@ -21,3 +21,14 @@ for src in "$here"/*.cu; do
 		--cuda-gpu-arch=sm_90 -Xclang -target-feature -Xclang +ptx80 \
 		-O3 -S -o "$out/$name.ptx" "$name.cu")
 done
+# clock/*.cu: a family built with PETAL_CLOCK (device.h's PETAL_MARK records
+# the time blocks reach points of their kernels), for measurements; read
+# from disk by them, not embedded.
+mkdir -p "$out/clock"
+for src in "$here"/clock/*.cu; do
+	[ -e "$src" ] || continue
+	name=$(basename "$src" .cu)
+	(cd "$here/clock" && "$clang" -x cuda --cuda-device-only -nocudainc -nocudalib \
+		--cuda-gpu-arch=sm_90 -Xclang -target-feature -Xclang +ptx80 \
+		-O3 -S -o "$out/clock/$name.ptx" "$name.cu")
+done

@@ -45,7 +45,8 @@ func TestEmbeddedPTX(t *testing.T) {
 }
 
 // TestPTXUpToDate regenerates the PTX with clang-19 and compares (the same
-// check as check.sh); it skips where clang-19 is not installed.
+// check as check.sh), the measurement builds of clock/ too; it skips where
+// clang-19 is not installed.
 func TestPTXUpToDate(t *testing.T) {
 	if _, err := exec.LookPath("clang-19"); err != nil {
 		t.Skip("clang-19 not installed: cannot regenerate the PTX (apt-get install clang-19)")
@@ -55,7 +56,8 @@ func TestPTXUpToDate(t *testing.T) {
 		t.Fatalf("gen.sh: %v\n%s", err, out)
 	}
 	srcs, _ := filepath.Glob("*.cu")
-	for _, src := range srcs {
+	clocks, _ := filepath.Glob("clock/*.cu")
+	for _, src := range append(srcs, clocks...) {
 		name := strings.TrimSuffix(src, ".cu") + ".ptx"
 		fresh, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {

@@ -326,11 +326,6 @@ static __device__ __forceinline__ float ld_cg_f(const float* p) {
   return v;
 }
 
-static __device__ __forceinline__ u64 globaltimer() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // ML_MARK(i, k) records the time of point k of block i in a.clock where a
 // measurement asked for it: a block's points 0-7 are its start, x staged,
 // phase 1 done, barrier 1 passed, phase 2 done, barrier 2 passed, the
@@ -339,7 +334,7 @@ static __device__ __forceinline__ u64 globaltimer() {
 // block b's float32 copies of x and of the activations done (qstage_raw).
 #define ML_MARK(i, k)                                                     \
   do {                                                                     \
-    if (a.clock && tid == 0) a.clock[(long long)(i) * 8 + (k)] = globaltimer(); \
+    if (a.clock && tid == 0) a.clock[(long long)(i) * 8 + (k)] = petal_globaltimer(); \
   } while (0)
 
 template <int M, int SB, int BITS>

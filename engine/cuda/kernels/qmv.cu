@@ -94,6 +94,10 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
   if (G) rows = grp->start[grp->n];
   const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
+  // PETAL_MARK's points: 0 start, 1 the first weights asked for, 2 x copied
+  // (and normed), 3 x staged, 4 + i step i done (up to 9), 14 the rows done,
+  // 15 the norm's write-back done (the last block).
+  PETAL_MARK(0);
 
   // In the grouped kernels (a layer's first projections) the first group of
   // the warp's first rows is loaded before x is staged (the weights do not
@@ -122,7 +126,11 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       }
     }
   }
-  const QView q = qstage<M, N>(x, groups, nrm.in);
+  PETAL_MARK(1);
+  qstage_raw<N>(x, groups, nrm.in);
+  PETAL_MARK(2);
+  const QView q = qstage_layout<M>(groups);
+  PETAL_MARK(3);
   // With the norm, a ticket once this block has read h (qstage ends with a
   // barrier): the block that takes the last one writes h and the normed row
   // back when it is done, once every block has read h. Thread 0 takes it
@@ -134,7 +142,8 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     ticket = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1);
   }
 
-  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp) {
+  int step = 0;
+  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp, step++) {
     QRow row[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -165,7 +174,9 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       long long r = base + sub * R + j;
       if (tl == 0 && r < rows) *row[j].y = acc[j];
     }
+    PETAL_MARK(4 + (step < 9 ? step : 9));
   }
+  PETAL_MARK(14);
   if (N) {
     __shared__ int last;
     if (tid == 0) last = ticket == PETAL_NCTAID_X() - 1;
@@ -177,6 +188,10 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       if (nrm.in.delta) h[i] += nrm.in.delta[i];
       nrm.out[i] = q.raw[i];
     }
+#ifdef PETAL_CLOCK
+    __syncthreads();
+    PETAL_MARK(15);
+#endif
   }
 }
 
