@@ -455,64 +455,97 @@ func measureMoELayerPhases(t *testing.T, perSM int) {
 	fmt.Printf("%-26s %10.2f\n", "activations copied", median(med[len(points)+3]))
 }
 
-// TestMeasureQMVPhases: where the time of the decode mat-vecs goes at the
-// 35B shapes, from the clock build of qmv.cu (kernels/clock/qmv.ptx: each
-// block records %globaltimer at PETAL_MARK's points), run as a decode step
-// runs them, one graph a program: a Gated DeltaNet layer's input norm and
-// first projections (qmv_group_norm, 12352 rows) and its output projection
-// (qmv, 2048 rows of 4096). Per point, the median and the last block's
-// time after the first block started, medians over replays.
-func TestMeasureQMVPhases(t *testing.T) {
+// TestMeasureDecodePhases: where the time of a decoded token's main
+// kernels goes at the 35B shapes, from the clock builds of their families
+// (kernels/clock/*.ptx: each block records %globaltimer at PETAL_MARK's
+// points), run as a decode step runs them, one graph a program: a Gated
+// DeltaNet layer's input norm and first projections (qmv_group_norm, 12352
+// rows), its output projection (qmv, 2048 rows of 4096), the post-attention
+// norm and the router (route_norm8), and the experts (moe_gate_up, then
+// moe_down). Per point, the median and the last block's time after the
+// first block started, medians over replays.
+func TestMeasureDecodePhases(t *testing.T) {
 	benchOnly(t)
 	b := testBackend(t, DefaultOptions())
-	src, err := os.ReadFile("kernels/clock/qmv.ptx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := b.ctx.LoadModule(append(src, 0), "qmv clock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.mods = append(b.mods, mod) // closed with the backend, after its programs
-	if b.qmv, err = NewQMV(b.ctx, mod, DefaultQMV); err != nil {
-		t.Fatal(err)
-	}
 	const slots = 16
-	blocks := 2 * b.ctx.Device().SMs
-	clock, err := b.alloc(8*slots*int64(blocks), "qmv clock")
+	blocks := 4 * b.ctx.Device().SMs
+	clock, err := b.alloc(8*slots*int64(blocks), "phase clock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, size, err := mod.Global("petal_clock")
-	if err != nil || size != 8 {
-		t.Fatalf("petal_clock: %d bytes, %v", size, err)
-	}
-	if err := b.s.CopyToDevice(g, binary.LittleEndian.AppendUint64(nil, uint64(clock))); err != nil {
-		t.Fatal(err)
-	}
-	rng := freshRNG(t)
-	const H = 2048
-	upload := func(rows, cols int) backend.Matrix {
-		m, err := b.Upload(quant.RandomMatrix(rng, 1, rows, cols, 4, 64))
+	load := func(family string) *driver.Module {
+		src, err := os.ReadFile("kernels/clock/" + family + ".ptx")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m
+		mod, err := b.ctx.LoadModule(append(src, 0), family+" clock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mods = append(b.mods, mod) // closed with the backend, after its programs
+		g, size, err := mod.Global("petal_clock")
+		if err != nil || size != 8 {
+			t.Fatalf("%s: petal_clock: %d bytes, %v", family, size, err)
+		}
+		if err := b.s.CopyToDevice(g, binary.LittleEndian.AppendUint64(nil, uint64(clock))); err != nil {
+			t.Fatal(err)
+		}
+		return mod
 	}
-	inProj := []backend.Matrix{upload(8192, H), upload(4096, H), upload(32, H), upload(32, H)}
+	if b.qmv, err = NewQMV(b.ctx, load("qmv"), DefaultQMV); err != nil {
+		t.Fatal(err)
+	}
+	if b.route, err = NewRoute(load("route")); err != nil {
+		t.Fatal(err)
+	}
+	if b.moe, err = NewMoE(b.ctx, load("moe"), MoEVariant{DefaultQMV.Kind, true}); err != nil {
+		t.Fatal(err)
+	}
+
+	rng := freshRNG(t)
+	const E, H, I = 256, 2048, 512
+	upload := func(m quant.Matrix) backend.Matrix {
+		u, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	random4 := func(rows, cols int) backend.Matrix { return upload(quant.RandomMatrix(rng, 1, rows, cols, 4, 64)) }
 	h := randoms(rng, H, 2)
 	n := &backend.AddRMSNorm{H: floats(b, h), Delta: floats(b, randoms(rng, H, 1)), Weight: floats(b, randoms(rng, H, 1)),
 		Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
-	grp := &backend.QLinearGroup{X: n.Out, W: inProj, Y: floats(b, nans(8192+4096+64)), Rows: 1}
-	out := &backend.QLinear{X: floats(b, randoms(rng, 4096, 1)), W: upload(H, 4096), Y: floats(b, nans(H)), Rows: 1}
-	points := map[int]string{0: "start", 1: "first weights asked", 2: "x copied (and normed)", 3: "x staged",
+	grp := &backend.QLinearGroup{X: n.Out, W: []backend.Matrix{random4(8192, H), random4(4096, H), random4(32, H), random4(32, H)},
+		Y: floats(b, nans(8192+4096+64)), Rows: 1}
+	out := &backend.QLinear{X: floats(b, randoms(rng, 4096, 1)), W: random4(H, 4096), Y: floats(b, nans(H)), Rows: 1}
+	mn, r, e := newMoEBlock(t, b, randomMoEMatrices(rng, E, H, I, 8), I, h, randoms(rng, H, 1), randoms(rng, H, 1))
+	var ids []int32
+	for _, x := range rng.Perm(E)[:MoETopK] {
+		ids = append(ids, int32(x))
+	}
+	if err := b.WriteInts(r.Idx, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Write(r.Weights, randoms(rng, MoETopK, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Write(mn.Out, randoms(rng, H, 1)); err != nil {
+		t.Fatal(err)
+	}
+	qmvPoints := map[int]string{0: "start", 1: "first weights asked", 2: "x copied (and normed)", 3: "x staged",
 		4: "step 1 done", 5: "step 2 done", 6: "step 3 done", 7: "step 4 done", 14: "rows done", 15: "norm written back (last block)"}
 	for _, c := range []struct {
-		name string
-		ops  []backend.Op
+		name   string
+		ops    []backend.Op
+		points map[int]string
 	}{
-		{"qmv_group_norm: a Gated DeltaNet layer's norm and in_proj (12352 x 2048)", []backend.Op{n, grp}},
-		{"qmv: out_proj (2048 x 4096)", []backend.Op{out}},
+		{"qmv_group_norm: a Gated DeltaNet layer's norm and in_proj (12352 x 2048)", []backend.Op{n, grp}, qmvPoints},
+		{"qmv: out_proj (2048 x 4096)", []backend.Op{out}, qmvPoints},
+		{"route_norm8: the post-attention norm and the router (256 x 2048, 8-bit)", []backend.Op{mn, r},
+			map[int]string{0: "start", 1: "x staged (normed)", 2: "logits written", 3: "ticket taken", 4: "selection done (last block)"}},
+		{"moe_gate_up, moe_down: the experts (8 of 256 and the shared one)", []backend.Op{e},
+			map[int]string{0: "gate/up: start", 1: "gate/up: x copied", 2: "gate/up: x staged", 3: "gate/up: done",
+				8: "down: start", 9: "down: routing read", 10: "down: h copied", 11: "down: h staged", 12: "down: done"}},
 	} {
 		p, err := b.Compile(c.ops)
 		if err != nil {
@@ -526,6 +559,9 @@ func TestMeasureQMVPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := b.Write(n.H, h); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Write(mn.H, h); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.Run(); err != nil {
@@ -546,11 +582,13 @@ func TestMeasureQMVPhases(t *testing.T) {
 			at := func(blk, k int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*(blk*slots+k):])) }
 			t0 := 0.0
 			for blk := range blocks {
-				if v := at(blk, 0); v != 0 && (t0 == 0 || v < t0) {
-					t0 = v
+				for k := range c.points {
+					if v := at(blk, k); v != 0 && (t0 == 0 || v < t0) {
+						t0 = v
+					}
 				}
 			}
-			for k := range points {
+			for k := range c.points {
 				var v []float64
 				for blk := range blocks {
 					if x := at(blk, k); x != 0 {
@@ -566,9 +604,8 @@ func TestMeasureQMVPhases(t *testing.T) {
 		}
 		median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 		fmt.Printf("%s, medians of %d replays, µs after the first block's start\n%-32s %10s %10s\n", c.name, runs-skip, "point", "median", "last block")
-		keys := slices.Sorted(maps.Keys(med))
-		for _, k := range keys {
-			fmt.Printf("%-32s %10.2f %10.2f\n", points[k], median(med[k]), median(last[k]))
+		for _, k := range slices.Sorted(maps.Keys(med)) {
+			fmt.Printf("%-32s %10.2f %10.2f\n", c.points[k], median(med[k]), median(last[k]))
 		}
 	}
 }

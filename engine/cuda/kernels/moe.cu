@@ -130,10 +130,17 @@ static __device__ __forceinline__ void moe_gate_up(
     int I, int H, int team) {
   // (no prefetch_l2 of the first rows here: reading the ids before x is
   // staged made this kernel 0.4 us slower, run l2pre1)
-  const QView q = qstage<M>(x, H / 64);
+  // PETAL_MARK's points (clock builds): 0 start, 1 x copied, 2 x staged,
+  // 3 the tasks done.
+  PETAL_MARK(0);
+  qstage_raw(x, H / 64);
+  PETAL_MARK(1);
+  const QView q = qstage_layout<M>(H / 64);
+  PETAL_MARK(2);
   moe_gate_up_tasks<M, R, SB>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, q, h, logit, I, H,
                               team, 0, (MOE_TOPK + 1) * I + 1, PETAL_BID_X() * MOE_UP_WARPS + (PETAL_TID_X() >> 5),
                               PETAL_NCTAID_X() * MOE_UP_WARPS);
+  PETAL_MARK(3);
 }
 
 // moe_down_prefetch asks L2 for the nine down rows (MOE_TOPK routed, the
@@ -197,6 +204,9 @@ static __device__ __forceinline__ void moe_down(
     const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
     const int* __restrict__ ids, const float* __restrict__ wts, const float* __restrict__ logit,
     const float* __restrict__ h, const float* resid, float* out, int H, int I, int team) {
+  // PETAL_MARK's points (clock builds): 8 start, 9 the routing read and
+  // the first rows asked for, 10 h copied, 11 h staged, 12 the rows done.
+  PETAL_MARK(8);
   int eid[MOE_TOPK];
   float coef[MOE_TOPK + 1];
 #pragma unroll
@@ -207,9 +217,14 @@ static __device__ __forceinline__ void moe_down(
   // the nine down rows of the warp's first output row asked of L2 before h
   // is staged: they depend on the router's ids, not on h
   if (first < H) moe_down_prefetch(dw, sdw, eid, first, H, I, team);
-  const QView q = qstage<M>(h, (MOE_TOPK + 1) * (I / 64));
+  PETAL_MARK(9);
+  qstage_raw(h, (MOE_TOPK + 1) * (I / 64));
+  PETAL_MARK(10);
+  const QView q = qstage_layout<M>((MOE_TOPK + 1) * (I / 64));
+  PETAL_MARK(11);
   moe_down_rows<M, SB>(dw, ds, db, sdw, sds, sdb, eid, coef, q, resid, out, H, I, team,
                        PETAL_BID_X() * MOE_DOWN_WARPS + warp, PETAL_NCTAID_X() * MOE_DOWN_WARPS);
+  PETAL_MARK(12);
 }
 
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch

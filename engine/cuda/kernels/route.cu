@@ -41,6 +41,10 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   int* ks = (int*)(ls + experts);  // the candidates of the selection
   __shared__ int last;
   const int tid = PETAL_TID_X();
+  // PETAL_MARK's points (clock builds): 0 start, 1 x staged (normed), 2 the
+  // logits written, 3 the ticket taken, 4 the selection done (the last
+  // block).
+  PETAL_MARK(0);
   // the warp's first row asked of L2 before x is staged (prefetch_l2)
   route_prefetch<BITS>(words, experts, cols, PETAL_BID_X());
   if (NORM) {
@@ -88,13 +92,16 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
   }
   __syncthreads();
+  PETAL_MARK(1);
   route_logits<BITS>(words, scales, biases, xs, logits, experts, cols, PETAL_BID_X(), PETAL_NCTAID_X());
+  PETAL_MARK(2);
 
   // Publish this block's logits, then take a ticket: the last block selects.
   fence_gpu();
   __syncthreads();
   if (tid == 0) last = atomic_inc_wrap(counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
   __syncthreads();
+  PETAL_MARK(3);
   if (!last) return;
   fence_gpu();
   if (NORM) {
@@ -105,6 +112,10 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     }
   }
   route_select(logits, ls, ks, ids, wts, experts, topk, normalize);
+#ifdef PETAL_CLOCK
+  __syncthreads();
+  PETAL_MARK(4);
+#endif
 }
 
 // Entry points route4 and route8, by the router's bits.
