@@ -59,6 +59,19 @@ struct u32x4 {
   u32 x, y, z, w;
 };
 
+// ticket_inc returns *p and stores (*p >= limit) ? 0 : *p + 1: the tickets
+// of "the last block to finish" (a counter that wraps by itself, so that a
+// launch can be replayed in a graph) and the arrivals of a grid barrier.
+static __device__ __forceinline__ u32 ticket_inc(u32* p, u32 limit) {
+  u32 old;
+  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+
+// fence_gpu orders this thread's memory accesses before and after it for
+// every thread of the GPU (with a barrier, the block's accesses too).
+static __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 // petal_globaltimer is the GPU's nanosecond clock, the same on every
 // multiprocessor.
 static __device__ __forceinline__ u64 petal_globaltimer() {

@@ -43,13 +43,6 @@ static __device__ __forceinline__ float gsoftplus(float x) {
   return glog(1.f + e);
 }
 
-static __device__ __forceinline__ u32 gdn_ticket(u32* p, u32 limit) {
-  u32 old;
-  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
-  return old;
-}
-static __device__ __forceinline__ void gdn_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
 struct __attribute__((aligned(16))) f32x4 {
   float x, y, z, w;
 };
@@ -132,7 +125,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   __syncthreads();
   if (tid == 0) {
     const u32 readers = (u32)(Hv / Hk) * split;
-    last = gdn_ticket(counters + kh, readers - 1) == readers - 1;
+    last = ticket_inc(counters + kh, readers - 1) == readers - 1;
   }
   __syncthreads();
   if (last) {
@@ -166,12 +159,12 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
     if (lane == i) oh[row0 + i] = o[i];
 
   // The gated norm of the head, by the last of its blocks.
-  gdn_fence();
+  fence_gpu();
   __syncthreads();
-  if (tid == 0) last = split == 1 || gdn_ticket(counters + Hk + j, split - 1) == split - 1;
+  if (tid == 0) last = split == 1 || ticket_inc(counters + Hk + j, split - 1) == split - 1;
   __syncthreads();
   if (!last) return;
-  gdn_fence();
+  fence_gpu();
   const float ov = tid < GDN_D ? ((volatile float*)oh)[tid] : 0.f;
   ss = warp_sum(ov * ov);
   __syncthreads();

@@ -318,7 +318,7 @@ static __device__ __forceinline__ void grid_sync(u32* bar, u32 nblocks) {
     volatile u32* gen = bar + 1;
     const u32 g = *gen;
     fence_gpu();  // the block's writes (and the read of g) before the arrival
-    if (atomic_inc_wrap(bar, nblocks - 1) == nblocks - 1) {
+    if (ticket_inc(bar, nblocks - 1) == nblocks - 1) {
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
     } else {
       while (*gen == g) {
@@ -370,7 +370,7 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
     route_logits<BITS>(a.rw, a.rs, a.rb, q.raw, a.logits, a.experts, H, bid, RB);
     fence_gpu();
     __syncthreads();
-    if (tid == 0) last = atomic_inc_wrap(a.ticket, RB - 1) == (u32)(RB - 1);
+    if (tid == 0) last = ticket_inc(a.ticket, RB - 1) == (u32)(RB - 1);
     __syncthreads();
     if (last) {
       ML_MARK(nb, 0);

@@ -47,13 +47,6 @@ struct QMVNorm {
   u32* counter;
 };
 
-static __device__ __forceinline__ u32 qmv_ticket(u32* p, u32 limit) {
-  u32 old;
-  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
-  return old;
-}
-static __device__ __forceinline__ void qmv_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
 // qrow_at is launch row r: in matrix m of the group (G), else of words.
 template <bool G>
 static __device__ __forceinline__ QRow qrow_at(long long r, const u32* words, float* y, long long wpr, int groups,
@@ -138,8 +131,8 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   // the mat-vec instead of following the stores.
   u32 ticket = 0;
   if (N && tid == 0) {
-    qmv_fence();
-    ticket = qmv_ticket(nrm.counter, PETAL_NCTAID_X() - 1);
+    fence_gpu();
+    ticket = ticket_inc(nrm.counter, PETAL_NCTAID_X() - 1);
   }
 
   int step = 0;
@@ -182,7 +175,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     if (tid == 0) last = ticket == PETAL_NCTAID_X() - 1;
     __syncthreads();
     if (!last) return;
-    qmv_fence();
+    fence_gpu();
     float* h = (float*)nrm.in.h;
     for (int i = tid; i < cols; i += PETAL_NTID_X()) {
       if (nrm.in.delta) h[i] += nrm.in.delta[i];

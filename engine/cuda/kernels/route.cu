@@ -99,7 +99,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   // Publish this block's logits, then take a ticket: the last block selects.
   fence_gpu();
   __syncthreads();
-  if (tid == 0) last = atomic_inc_wrap(counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
+  if (tid == 0) last = ticket_inc(counter, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
   __syncthreads();
   PETAL_MARK(3);
   if (!last) return;

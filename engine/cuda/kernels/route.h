@@ -14,15 +14,6 @@ static __device__ __forceinline__ float route_exp(float x) {
   return r;
 }
 
-// atomic_inc_wrap returns *p and stores (*p >= limit) ? 0 : *p + 1.
-static __device__ __forceinline__ u32 atomic_inc_wrap(u32* p, u32 limit) {
-  u32 old;
-  asm volatile("atom.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(limit) : "memory");
-  return old;
-}
-
-static __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
 // group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
 // of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs.
 template <int BITS>
