@@ -30,15 +30,14 @@ type Backend struct {
 	gdn   *GDN
 	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter  driver.Ptr             // the router kernel's ticket (left as found by every launch)
-	moeClock driver.Ptr             // 0, or where moe_layer records its phases' times (a measurement sets it)
-	scratch  grower                 // temporaries of one op at a time (ops run in order)
-	zeros    grower                 // never written: the MoE kernel's residual input
-	tickets  grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
-	ropes    map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
-	last     *program               // the last program run, named in errors that surface later
-	rb       readback               // reads that wait only for their buffer's writer (readback.go)
-	held     []driver.Ptr           // memory freed at Close
+	counter driver.Ptr             // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch grower                 // temporaries of one op at a time (ops run in order)
+	zeros   grower                 // never written: the MoE kernel's residual input
+	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
+	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
+	last    *program               // the last program run, named in errors that surface later
+	rb      readback               // reads that wait only for their buffer's writer (readback.go)
+	held    []driver.Ptr           // memory freed at Close
 }
 
 type ropeKey struct {

@@ -642,7 +642,6 @@ func (b *Backend) moeLayerStep(p *program, i int) (step, bool) {
 	return step{kernels: 1, name: moeLayerKernel, launch: func(s *driver.Stream) error {
 		bb := bufs
 		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
-		bb.Clock = b.moeClock
 		return b.moe.LaunchLayer(s, mw, q, bb, normalize)
 	}}, true
 }

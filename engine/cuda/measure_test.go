@@ -356,60 +356,73 @@ func TestMeasureUploads(t *testing.T) {
 	}
 }
 
-// TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
-// at the 35B shape, from the times its blocks record (%globaltimer) at
-// each point of the kernel (ML_MARK in moe.cu): per point the median and
-// the last block's time after the first block started, and the last
-// router block's ticket and selection, medians over graph replays.
-func TestMeasureMoELayerPhases(t *testing.T) {
-	benchOnly(t)
-	for _, perSM := range []int{2, 1} {
-		t.Run(fmt.Sprintf("%d blocks a multiprocessor", perSM), func(t *testing.T) { measureMoELayerPhases(t, perSM) })
-	}
+// phaseClock points the clock builds of kernel families (kernels/clock/*.ptx,
+// PETAL_MARK in device.h) loaded into a backend at one buffer, 16 points a
+// block, and reads it.
+type phaseClock struct {
+	b      *Backend
+	buf    driver.Ptr
+	blocks int
 }
 
-func measureMoELayerPhases(t *testing.T, perSM int) {
-	o := DefaultOptions()
-	o.MoELayer = true
-	b := testBackend(t, o)
-	b.moe.layerPerSM = perSM
-	const E, H, I = 256, 2048, 512
-	rng := freshRNG(t)
-	h := randoms(rng, H, 2)
-	n, r, e := newMoEBlock(t, b, randomMoEMatrices(rng, E, H, I, 8), I, h, randoms(rng, H, 1), randoms(rng, H, 1))
-	mw := &MoEWeights{Experts: E, Hidden: H, Inter: I}
-	router, err := b.mat(r.Router)
+const phaseSlots = 16 // PETAL_MARK's points a block
+
+func newPhaseClock(t *testing.T, b *Backend) *phaseClock {
+	blocks := 4 * b.ctx.Device().SMs
+	buf, err := b.alloc(8*phaseSlots*int64(blocks), "phase clock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, grid, _, _, err := b.moe.layerShape(mw, router.q)
+	return &phaseClock{b: b, buf: buf, blocks: blocks}
+}
+
+// load loads the clock build of family, its petal_clock pointing at c's
+// buffer; the module is closed with the backend, after its programs.
+func (c *phaseClock) load(t *testing.T, family string) *driver.Module {
+	src, err := os.ReadFile("kernels/clock/" + family + ".ptx")
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := (2*grid + 1) * 8
-	if b.moeClock, err = b.alloc(8*int64(words), "moe_layer clock"); err != nil {
+	mod, err := c.b.ctx.LoadModule(append(src, 0), family+" clock")
+	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := b.Compile([]backend.Op{n, r, e})
+	c.b.mods = append(c.b.mods, mod)
+	g, size, err := mod.Global("petal_clock")
+	if err != nil || size != 8 {
+		t.Fatalf("%s: petal_clock: %d bytes, %v", family, size, err)
+	}
+	if err := c.b.s.CopyToDevice(g, binary.LittleEndian.AppendUint64(nil, uint64(c.buf))); err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+// measure compiles ops, replays them 40 times (prep before each) and
+// prints, per point of points, the median block's and the last block's
+// time after the first block started, medians over the replays after the
+// first five.
+func (c *phaseClock) measure(t *testing.T, name string, ops []backend.Op, points map[int]string, prep func()) {
+	b := c.b
+	p, err := b.Compile(ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const runs, skip = 40, 5
-	points := []string{"start", "x staged (norm)", "phase 1 done", "barrier 1 passed", "phase 2 done (gate/up)", "barrier 2 passed", "activations staged", "end"}
-	med := make([][]float64, len(points)+4)
-	last := make([][]float64, len(points))
-	raw := make([]byte, 8*words)
+	med, last := map[int][]float64{}, map[int][]float64{}
+	raw := make([]byte, 8*phaseSlots*c.blocks)
 	for run := range runs {
-		if err := b.Write(n.H, h); err != nil {
+		if err := b.s.Fill32(c.buf, 0, int64(2*phaseSlots*c.blocks)); err != nil {
 			t.Fatal(err)
 		}
+		prep()
 		if err := p.Run(); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.s.CopyToHost(raw, b.moeClock); err != nil {
+		if err := b.s.CopyToHost(raw, c.buf); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.s.Sync(); err != nil {
@@ -418,100 +431,98 @@ func measureMoELayerPhases(t *testing.T, perSM int) {
 		if run < skip {
 			continue
 		}
-		at := func(i int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*i:])) }
-		t0 := at(0)
-		for blk := range grid {
-			t0 = min(t0, at(blk*8))
+		at := func(blk, k int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*(blk*phaseSlots+k):])) }
+		t0 := 0.0
+		for blk := range c.blocks {
+			for k := range points {
+				if v := at(blk, k); v != 0 && (t0 == 0 || v < t0) {
+					t0 = v
+				}
+			}
 		}
 		for k := range points {
-			v := make([]float64, grid)
-			for blk := range grid {
-				v[blk] = (at(blk*8+k) - t0) / 1e3
+			var v []float64
+			for blk := range c.blocks {
+				if x := at(blk, k); x != 0 {
+					v = append(v, (x-t0)/1e3)
+				}
+			}
+			if len(v) == 0 {
+				continue
 			}
 			slices.Sort(v)
-			med[k] = append(med[k], v[grid/2])
-			last[k] = append(last[k], v[grid-1])
-		}
-		med[len(points)] = append(med[len(points)], (at(grid*8)-t0)/1e3)
-		med[len(points)+1] = append(med[len(points)+1], (at(grid*8+1)-t0)/1e3)
-		for k := range 2 {
-			v := make([]float64, grid)
-			for blk := range grid {
-				v[blk] = (at((grid+1+blk)*8+k) - t0) / 1e3
-			}
-			slices.Sort(v)
-			med[len(points)+2+k] = append(med[len(points)+2+k], v[grid/2])
+			med[k], last[k] = append(med[k], v[len(v)/2]), append(last[k], v[len(v)-1])
 		}
 	}
 	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-	fmt.Printf("moe_layer at E=%d H=%d I=%d, grid %d, medians of %d runs, µs after the first block's start\n", E, H, I, grid, runs-skip)
-	fmt.Printf("%-26s %10s %10s\n", "point", "median", "last block")
-	for k, name := range points {
-		fmt.Printf("%-26s %10.2f %10.2f\n", name, median(med[k]), median(last[k]))
+	fmt.Printf("%s, medians of %d replays, µs after the first block's start\n%-32s %10s %10s\n", name, runs-skip, "point", "median", "last block")
+	for _, k := range slices.Sorted(maps.Keys(med)) {
+		fmt.Printf("%-32s %10.2f %10.2f\n", points[k], median(med[k]), median(last[k]))
 	}
-	fmt.Printf("%-26s %10.2f\n", "router: last ticket", median(med[len(points)]))
-	fmt.Printf("%-26s %10.2f\n", "router: selection done", median(med[len(points)+1]))
-	fmt.Printf("%-26s %10.2f\n", "x copied and normed", median(med[len(points)+2]))
-	fmt.Printf("%-26s %10.2f\n", "activations copied", median(med[len(points)+3]))
+}
+
+// TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
+// at the 35B shape, at two and at one block a multiprocessor, from the
+// clock build of moe.cu (PETAL_MARK's points of moe_layer).
+func TestMeasureMoELayerPhases(t *testing.T) {
+	benchOnly(t)
+	o := DefaultOptions()
+	o.MoELayer = true
+	b := testBackend(t, o)
+	c := newPhaseClock(t, b)
+	var err error
+	if b.moe, err = NewMoE(b.ctx, c.load(t, "moe"), MoEVariant{DefaultQMV.Kind, true}); err != nil {
+		t.Fatal(err)
+	}
+	const E, H, I = 256, 2048, 512
+	rng := freshRNG(t)
+	h := randoms(rng, H, 2)
+	n, r, e := newMoEBlock(t, b, randomMoEMatrices(rng, E, H, I, 8), I, h, randoms(rng, H, 1), randoms(rng, H, 1))
+	points := map[int]string{0: "start", 1: "x copied and normed", 2: "x staged", 3: "phase 1 done", 4: "barrier 1 passed",
+		5: "phase 2 done (gate/up)", 6: "barrier 2 passed", 7: "activations copied", 8: "activations staged", 9: "end",
+		10: "router: last ticket", 11: "router: selection done"}
+	for _, perSM := range []int{2, 1} {
+		b.moe.layerPerSM = perSM
+		c.measure(t, fmt.Sprintf("moe_layer at E=%d H=%d I=%d, %d blocks a multiprocessor", E, H, I, perSM), []backend.Op{n, r, e}, points,
+			func() {
+				if err := b.Write(n.H, h); err != nil {
+					t.Fatal(err)
+				}
+			})
+	}
 }
 
 // TestMeasureDecodePhases: where the time of a decoded token's main
-// kernels goes at the 35B shapes, from the clock builds of their families
-// (kernels/clock/*.ptx: each block records %globaltimer at PETAL_MARK's
-// points), run as a decode step runs them, one graph a program: a Gated
-// DeltaNet layer's input norm and first projections (qmv_group_norm, 12352
-// rows), its output projection (qmv, 2048 rows of 4096), the post-attention
-// norm and the router (route_norm8), and the experts (moe_gate_up, then
-// moe_down). Per point, the median and the last block's time after the
-// first block started, medians over replays.
+// kernels goes at the 35B shapes, from the clock builds of their families,
+// run as a decode step runs them, one graph a program: a Gated DeltaNet
+// layer's input norm and first projections (qmv_group_norm, 12352 rows),
+// its output projection (qmv, 2048 rows of 4096), the post-attention norm
+// and the router (route_norm8), and the experts (moe_gate_up, then
+// moe_down).
 func TestMeasureDecodePhases(t *testing.T) {
 	benchOnly(t)
 	b := testBackend(t, DefaultOptions())
-	const slots = 16
-	blocks := 4 * b.ctx.Device().SMs
-	clock, err := b.alloc(8*slots*int64(blocks), "phase clock")
-	if err != nil {
+	c := newPhaseClock(t, b)
+	var err error
+	if b.qmv, err = NewQMV(b.ctx, c.load(t, "qmv"), DefaultQMV); err != nil {
 		t.Fatal(err)
 	}
-	load := func(family string) *driver.Module {
-		src, err := os.ReadFile("kernels/clock/" + family + ".ptx")
-		if err != nil {
-			t.Fatal(err)
-		}
-		mod, err := b.ctx.LoadModule(append(src, 0), family+" clock")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.mods = append(b.mods, mod) // closed with the backend, after its programs
-		g, size, err := mod.Global("petal_clock")
-		if err != nil || size != 8 {
-			t.Fatalf("%s: petal_clock: %d bytes, %v", family, size, err)
-		}
-		if err := b.s.CopyToDevice(g, binary.LittleEndian.AppendUint64(nil, uint64(clock))); err != nil {
-			t.Fatal(err)
-		}
-		return mod
-	}
-	if b.qmv, err = NewQMV(b.ctx, load("qmv"), DefaultQMV); err != nil {
+	if b.route, err = NewRoute(c.load(t, "route")); err != nil {
 		t.Fatal(err)
 	}
-	if b.route, err = NewRoute(load("route")); err != nil {
-		t.Fatal(err)
-	}
-	if b.moe, err = NewMoE(b.ctx, load("moe"), MoEVariant{DefaultQMV.Kind, true}); err != nil {
+	if b.moe, err = NewMoE(b.ctx, c.load(t, "moe"), MoEVariant{DefaultQMV.Kind, true}); err != nil {
 		t.Fatal(err)
 	}
 
 	rng := freshRNG(t)
 	const E, H, I = 256, 2048, 512
-	upload := func(m quant.Matrix) backend.Matrix {
-		u, err := b.Upload(m)
+	random4 := func(rows, cols int) backend.Matrix {
+		u, err := b.Upload(quant.RandomMatrix(rng, 1, rows, cols, 4, 64))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return u
 	}
-	random4 := func(rows, cols int) backend.Matrix { return upload(quant.RandomMatrix(rng, 1, rows, cols, 4, 64)) }
 	h := randoms(rng, H, 2)
 	n := &backend.AddRMSNorm{H: floats(b, h), Delta: floats(b, randoms(rng, H, 1)), Weight: floats(b, randoms(rng, H, 1)),
 		Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
@@ -532,80 +543,20 @@ func TestMeasureDecodePhases(t *testing.T) {
 	if err := b.Write(mn.Out, randoms(rng, H, 1)); err != nil {
 		t.Fatal(err)
 	}
-	qmvPoints := map[int]string{0: "start", 1: "first weights asked", 2: "x copied (and normed)", 3: "x staged",
-		4: "step 1 done", 5: "step 2 done", 6: "step 3 done", 7: "step 4 done", 14: "rows done", 15: "norm written back (last block)"}
-	for _, c := range []struct {
-		name   string
-		ops    []backend.Op
-		points map[int]string
-	}{
-		{"qmv_group_norm: a Gated DeltaNet layer's norm and in_proj (12352 x 2048)", []backend.Op{n, grp}, qmvPoints},
-		{"qmv: out_proj (2048 x 4096)", []backend.Op{out}, qmvPoints},
-		{"route_norm8: the post-attention norm and the router (256 x 2048, 8-bit)", []backend.Op{mn, r},
-			map[int]string{0: "start", 1: "x staged (normed)", 2: "logits written", 3: "ticket taken", 4: "selection done (last block)"}},
-		{"moe_gate_up, moe_down: the experts (8 of 256 and the shared one)", []backend.Op{e},
-			map[int]string{0: "gate/up: start", 1: "gate/up: x copied", 2: "gate/up: x staged", 3: "gate/up: done",
-				8: "down: start", 9: "down: routing read", 10: "down: h copied", 11: "down: h staged", 12: "down: done"}},
-	} {
-		p, err := b.Compile(c.ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const runs, skip = 40, 5
-		med, last := map[int][]float64{}, map[int][]float64{}
-		raw := make([]byte, 8*slots*blocks)
-		for run := range runs {
-			if err := b.s.Fill32(clock, 0, int64(2*slots*blocks)); err != nil {
+	prep := func() { // the norms add delta to h in place
+		for _, buf := range []backend.Buffer{n.H, mn.H} {
+			if err := b.Write(buf, h); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Write(n.H, h); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Write(mn.H, h); err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Run(); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.s.CopyToHost(raw, clock); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.s.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			if run < skip {
-				continue
-			}
-			at := func(blk, k int) float64 { return float64(binary.LittleEndian.Uint64(raw[8*(blk*slots+k):])) }
-			t0 := 0.0
-			for blk := range blocks {
-				for k := range c.points {
-					if v := at(blk, k); v != 0 && (t0 == 0 || v < t0) {
-						t0 = v
-					}
-				}
-			}
-			for k := range c.points {
-				var v []float64
-				for blk := range blocks {
-					if x := at(blk, k); x != 0 {
-						v = append(v, (x-t0)/1e3)
-					}
-				}
-				if len(v) == 0 {
-					continue
-				}
-				slices.Sort(v)
-				med[k], last[k] = append(med[k], v[len(v)/2]), append(last[k], v[len(v)-1])
-			}
-		}
-		median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-		fmt.Printf("%s, medians of %d replays, µs after the first block's start\n%-32s %10s %10s\n", c.name, runs-skip, "point", "median", "last block")
-		for _, k := range slices.Sorted(maps.Keys(med)) {
-			fmt.Printf("%-32s %10.2f %10.2f\n", c.points[k], median(med[k]), median(last[k]))
 		}
 	}
+	qmvPoints := map[int]string{0: "start", 1: "first weights asked", 2: "x copied (and normed)", 3: "x staged",
+		4: "step 1 done", 5: "step 2 done", 6: "step 3 done", 7: "step 4 done", 14: "rows done", 15: "norm written back (last block)"}
+	c.measure(t, "qmv_group_norm: a Gated DeltaNet layer's norm and in_proj (12352 x 2048)", []backend.Op{n, grp}, qmvPoints, prep)
+	c.measure(t, "qmv: out_proj (2048 x 4096)", []backend.Op{out}, qmvPoints, prep)
+	c.measure(t, "route_norm8: the post-attention norm and the router (256 x 2048, 8-bit)", []backend.Op{mn, r},
+		map[int]string{0: "start", 1: "x staged (normed)", 2: "logits written", 3: "ticket taken", 4: "selection done (last block)"}, prep)
+	c.measure(t, "moe_gate_up, moe_down: the experts (8 of 256 and the shared one)", []backend.Op{e},
+		map[int]string{0: "gate/up: start", 1: "gate/up: x copied", 2: "gate/up: x staged", 3: "gate/up: done",
+			8: "down: start", 9: "down: routing read", 10: "down: h copied", 11: "down: h staged", 12: "down: done"}, prep)
 }

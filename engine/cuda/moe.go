@@ -223,13 +223,12 @@ type MoELayerBuffers struct {
 	H, Delta, NormW, X               driver.Ptr
 	Logits, IDs, Weights, Act, Logit driver.Ptr
 	Resid, Out, Counter              driver.Ptr
-	Clock                            driver.Ptr // 0, or (2·grid+1)·8 u64 for the phases' times (measurements)
 	Eps                              float32
 }
 
-// moeLayerArgsSize is sizeof(MoELayerArgs) in moe.cu: 38 pointers, a
+// moeLayerArgsSize is sizeof(MoELayerArgs) in moe.cu: 37 pointers, a
 // float and 7 ints.
-const moeLayerArgsSize = 38*8 + 4 + 7*4
+const moeLayerArgsSize = 37*8 + 4 + 7*4
 
 // HasLayer says whether LaunchLayer takes a router of these bits.
 func (k *MoE) HasLayer(routerBits int) bool { return routerBits == 8 && k.layer8 != nil }
@@ -294,7 +293,7 @@ func (k *MoE) LaunchLayer(s *driver.Stream, w *MoEWeights, router *QMatrix, b Mo
 		ptr(s1)
 		ptr(b1)
 	}
-	for _, p := range []driver.Ptr{b.Act, b.Logit, b.Resid, b.Out, b.Clock} {
+	for _, p := range []driver.Ptr{b.Act, b.Logit, b.Resid, b.Out} {
 		ptr(p)
 	}
 	buf = le.AppendUint32(buf, math.Float32bits(b.Eps))

@@ -303,7 +303,6 @@ struct MoELayerArgs {
   float* slogit;        // [1] scratch: the shared expert gate's logit
   const float* resid;   // added to the output (may be out)
   float* out;           // [hidden]
-  u64* clock;           // null, or [(2·grid + 1)·8]: the phases' times (ML_MARK), for measurements
   float eps;
   int experts, hidden, inter, normalize, upTeam, downTeam, routerBlocks;
 };
@@ -341,28 +340,21 @@ static __device__ __forceinline__ float ld_cg_f(const float* p) {
   return v;
 }
 
-// ML_MARK(i, k) records the time of point k of block i in a.clock where a
-// measurement asked for it: a block's points 0-7 are its start, x staged,
-// phase 1 done, barrier 1 passed, phase 2 done, barrier 2 passed, the
-// activations staged and its end; grid·8 and grid·8+1 are the last router
-// block's ticket and its selection done; (grid+1+b)·8 and (grid+1+b)·8+1
-// block b's float32 copies of x and of the activations done (qstage_raw).
-#define ML_MARK(i, k)                                                     \
-  do {                                                                     \
-    if (a.clock && tid == 0) a.clock[(long long)(i) * 8 + (k)] = petal_globaltimer(); \
-  } while (0)
-
 template <int M, int SB, int BITS>
 static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
   const int tid = PETAL_TID_X(), warp = tid >> 5, bid = PETAL_BID_X(), nb = PETAL_NCTAID_X();
   const int H = a.hidden, I = a.inter, RB = a.routerBlocks;
   const int routed = MOE_TOPK * I;
-  ML_MARK(bid, 0);
+  // PETAL_MARK's points (clock builds): 0 start, 1 x copied and normed, 2 x
+  // staged, 3 phase 1 done, 4 barrier 1 passed, 5 phase 2 done, 6 barrier 2
+  // passed, 7 the activations copied, 8 staged, 9 the end; 10 and 11 the
+  // last router block's ticket and its selection done.
+  PETAL_MARK(0);
   if (bid < RB) route_prefetch<BITS>(a.rw, a.experts, H, bid);
   qstage_raw<true>(nullptr, H / 64, QNormIn{a.h, a.delta, a.normw, a.eps});
-  ML_MARK(nb + 1 + bid, 0);
+  PETAL_MARK(1);
   const QView q = qstage_layout<M>(H / 64);
-  ML_MARK(bid, 1);
+  PETAL_MARK(2);
 
   // phase 1: the router | the shared expert
   if (bid < RB) {
@@ -373,21 +365,21 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
     if (tid == 0) last = ticket_inc(a.ticket, RB - 1) == (u32)(RB - 1);
     __syncthreads();
     if (last) {
-      ML_MARK(nb, 0);
+      PETAL_MARK(10);
       fence_gpu();
       // ls and ks past the staged x (qstage's bytes)
       float* ls = (float*)((char*)q.raw + QSTAGE_BYTES(M, H / 64));
       route_select(a.logits, ls, (int*)(ls + a.experts), a.ids, a.wts, a.experts, MOE_TOPK, a.normalize);
-      ML_MARK(nb, 1);
+      PETAL_MARK(11);
     }
   } else {
     moe_gate_up_tasks<M, 1, SB>(a.gw, a.gs, a.gb, a.uw, a.us, a.ub, a.sgw, a.sgs, a.sgb, a.suw, a.sus, a.sub, a.ew, a.es,
                                 a.eb, a.ids, q, a.act, a.slogit, I, H, a.upTeam, routed, routed + I + 1,
                                 warp * (nb - RB) + bid - RB, (nb - RB) * MOE_UP_WARPS);
   }
-  ML_MARK(bid, 2);
+  PETAL_MARK(3);
   grid_sync(a.bar, nb);
-  ML_MARK(bid, 3);
+  PETAL_MARK(4);
 
   // phase 2: the routed experts' gate/up
   int eid[MOE_TOPK];
@@ -406,9 +398,9 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
   moe_gate_up_tasks<M, 1, SB>(a.gw, a.gs, a.gb, a.uw, a.us, a.ub, a.sgw, a.sgs, a.sgb, a.suw, a.sus, a.sub, a.ew, a.es,
                               a.eb, a.ids, q, a.act, a.slogit, I, H, a.upTeam, 0, routed, warp * nb + bid,
                               nb * MOE_UP_WARPS);
-  ML_MARK(bid, 4);
+  PETAL_MARK(5);
   grid_sync(a.bar, nb);
-  ML_MARK(bid, 5);
+  PETAL_MARK(6);
 
   // phase 3: the down projections, the routing weights, the residual
   float coef[MOE_TOPK + 1];
@@ -416,13 +408,15 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
   for (int k = 0; k < MOE_TOPK; k++) coef[k] = ld_cg_f(a.wts + k);
   coef[MOE_TOPK] = sigmoid(ld_cg_f(a.slogit));
   qstage_raw(a.act, (MOE_TOPK + 1) * (I / 64));
-  ML_MARK(nb + 1 + bid, 1);
+  PETAL_MARK(7);
   const QView hq = qstage_layout<M>((MOE_TOPK + 1) * (I / 64));
-  ML_MARK(bid, 6);
+  PETAL_MARK(8);
   moe_down_rows<M, SB>(a.dw, a.ds, a.db, a.sdw, a.sds, a.sdb, eid, coef, hq, a.resid, a.out, H, I, a.downTeam,
                        warp * nb + bid, nb * MOE_UP_WARPS);
+#ifdef PETAL_CLOCK
   __syncthreads();
-  ML_MARK(bid, 7);
+  PETAL_MARK(9);
+#endif
 }
 
 // (Warps take their rows interleaved across the blocks, warp w of block b
