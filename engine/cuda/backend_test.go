@@ -582,17 +582,7 @@ func TestNormRouteMatchesApart(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					for range 2 { // the second run replays the captured graph
-						if err := b.Write(n.H, h); err != nil {
-							t.Fatal(err)
-						}
-						if err := p.Run(); err != nil {
-							t.Fatal(err)
-						}
-						if err := b.Sync(); err != nil {
-							t.Fatal(err)
-						}
-					}
+					runWith(t, b, p, 2, map[backend.Buffer][]float32{n.H: h}) // the second run replays the captured graph
 					names := p.(*program).kernelNames()
 					return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), readInts(t, b, r.Idx), append(names[0], names[1]...)}
 				}
@@ -663,17 +653,7 @@ func TestNormGroupMatchesApart(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for range 3 { // the second and third runs replay the captured graph
-					if err := b.Write(n.H, h); err != nil {
-						t.Fatal(err)
-					}
-					if err := p.Run(); err != nil {
-						t.Fatal(err)
-					}
-					if err := b.Sync(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h}) // the second and third runs replay the captured graph
 				names := p.(*program).kernelNames()
 				return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), append(names[0], names[1]...)}
 			}
@@ -691,6 +671,26 @@ func TestNormGroupMatchesApart(t *testing.T) {
 				at += R
 			}
 		})
+	}
+}
+
+// runWith runs p times times on b, writing each of inputs' buffers its
+// values before each run (ops that update a buffer in place, a poisoned
+// output), and waits for each run.
+func runWith(t *testing.T, b *Backend, p backend.Program, times int, inputs map[backend.Buffer][]float32) {
+	t.Helper()
+	for range times {
+		for buf, v := range inputs {
+			if err := b.Write(buf, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -863,20 +863,8 @@ func TestMoELayerMatchesApart(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						for range 3 { // the second and third runs replay the captured graph
-							if err := b.Write(n.H, h); err != nil {
-								t.Fatal(err)
-							}
-							if err := b.Write(e.Out, nans(H)); err != nil {
-								t.Fatal(err)
-							}
-							if err := p.Run(); err != nil {
-								t.Fatal(err)
-							}
-							if err := b.Sync(); err != nil {
-								t.Fatal(err)
-							}
-						}
+						// the second and third runs replay the captured graph
+						runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h, e.Out: nans(H)})
 						names := p.(*program).kernelNames()
 						return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
 							slices.Concat(names...)}

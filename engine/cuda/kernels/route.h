@@ -93,7 +93,8 @@ static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ wo
 
 // route_rank_key orders experts for the choice: a larger logit first (NaN
 // below every number, -0 as +0: route_key's order), then the lower id;
-// every key is distinct and above 0.
+// every key is distinct and above 0. (rowmath.h's rank_key is the same
+// key; route.h does not include rowmath.h, whose fexp moe.cu defines too.)
 static __device__ __forceinline__ u64 route_rank_key(float v, int e) {
   return (u64)((u32)route_key(v) ^ 0x80000000u) << 32 | (0xffffffffu - (u32)e);
 }
