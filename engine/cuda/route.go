@@ -105,9 +105,9 @@ func routeFits(router *QMatrix, topK int) bool {
 		E <= 1024 && routeShared(C, E) <= 48<<10
 }
 
-// routeShared is the dynamic shared memory of the router kernels: x, the
-// logits and their order keys.
-func routeShared(C, E int) int { return 4 * (C + 2*E) }
+// routeShared is the dynamic shared memory of the router kernels: x (68
+// floats a group of 64), the logits and the selection's candidates.
+func routeShared(C, E int) int { return 4 * (C/64*68 + 2*E) }
 
 // shape checks a routing the kernels take and gives the plain kernel for
 // the router's bits, the grid and the normalize flag.

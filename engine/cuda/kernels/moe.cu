@@ -359,7 +359,7 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
   // phase 1: the router | the shared expert
   if (bid < RB) {
     __shared__ int last;
-    route_logits<BITS>(a.rw, a.rs, a.rb, q.raw, a.logits, a.experts, H, bid, RB);
+    route_logits<BITS, 64>(a.rw, a.rs, a.rb, q.raw, a.logits, a.experts, H, bid, RB);
     fence_gpu();
     __syncthreads();
     if (tid == 0) last = ticket_inc(a.ticket, RB - 1) == (u32)(RB - 1);

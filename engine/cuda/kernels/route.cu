@@ -14,6 +14,9 @@
 #include "rowmath.h"
 #include "route.h"
 
+// rpad is where element i of x lives in the staged copy: 68 floats a group.
+static __device__ __forceinline__ int rpad(int i) { return i + (i >> 6) * 4; }
+
 // RouteNorm is the add-and-norm before the router (the post-attention
 // norm: h += delta where delta is given, x = h/rms(h)·w), done by route_norm
 // in the same launch: every block computes x from h and delta itself, in
@@ -28,7 +31,7 @@ struct RouteNorm {
   float eps;
 };
 
-// route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, cols + 2·experts floats
+// route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, cols/64·68 + 2·experts floats
 // of dynamic shared memory; counter a u32 the host zeroes once. With NORM, x is computed from nrm.
 template <int BITS, bool NORM>
 static __device__ __forceinline__ void route(const u32* __restrict__ words, const u16* __restrict__ scales,
@@ -36,8 +39,8 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
                                              float* logits, int* ids, float* wts, u32* counter, int experts,
                                              int cols, int topk, int normalize, RouteNorm nrm) {
   extern __shared__ float rsm[];
-  float* xs = rsm;
-  float* ls = rsm + cols;
+  float* xs = rsm;  // x, 68 floats a group of 64 (route_logits' XS)
+  float* ls = rsm + cols / 64 * 68;
   int* ks = (int*)(ls + experts);  // the candidates of the selection
   __shared__ int last;
   const int tid = PETAL_TID_X();
@@ -71,13 +74,13 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
       if (i >= cols) break;
       float v = hv[k];
       if (nrm.delta) v += dv[k];
-      xs[i] = v;
+      xs[rpad(i)] = v;
       ss += v * v;
     }
     for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) {  // columns past the preloaded ones
       float v = nrm.h[i];
       if (nrm.delta) v += nrm.delta[i];
-      xs[i] = v;
+      xs[rpad(i)] = v;
       ss += v * v;
     }
     ss = block_sum(ss, red);
@@ -85,15 +88,15 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
       const int i = tid + k * ROUTE_WARPS * 32;
-      if (i < cols) xs[i] = xs[i] * inv * wv[k];
+      if (i < cols) xs[rpad(i)] = xs[rpad(i)] * inv * wv[k];
     }
-    for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) xs[i] = xs[i] * inv * nrm.w[i];
+    for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) xs[rpad(i)] = xs[rpad(i)] * inv * nrm.w[i];
   } else {
-    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[i] = x[i];
+    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) xs[rpad(i)] = x[i];
   }
   __syncthreads();
   PETAL_MARK(1);
-  route_logits<BITS>(words, scales, biases, xs, logits, experts, cols, PETAL_BID_X(), PETAL_NCTAID_X());
+  route_logits<BITS, 68>(words, scales, biases, xs, logits, experts, cols, PETAL_BID_X(), PETAL_NCTAID_X());
   PETAL_MARK(2);
 
   // Publish this block's logits, then take a ticket: the last block selects.
@@ -108,7 +111,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     // every block has read h: the sum and the normed x go back
     for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
       if (nrm.delta) nrm.h[i] += nrm.delta[i];
-      nrm.out[i] = xs[i];
+      nrm.out[i] = xs[rpad(i)];
     }
   }
   route_select(logits, ls, ks, ids, wts, experts, topk, normalize);

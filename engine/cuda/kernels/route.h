@@ -15,9 +15,11 @@ static __device__ __forceinline__ float route_exp(float x) {
 }
 
 // group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
-// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs.
+// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs (16-byte
+// aligned, read 16 bytes at a time; the sums in element order).
 template <int BITS>
 static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
+  const float4v* x4 = (const float4v*)x;
   float acc = 0.f, xs = 0.f;
   if (BITS == 8) {
     u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
@@ -25,12 +27,16 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
     for (int i = 0; i < 4; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
 #pragma unroll
-      for (int k = 0; k < 16; k++) {
-        // A byte OR-ed into 2^23's bits is the float 2^23 + q, exactly.
-        const float q = __uint_as_float(((ws[k >> 2] >> (8 * (k & 3))) & 0xFFu) | 0x4B000000u) - 8388608.f;
-        const float xv = x[16 * i + k];
-        acc += q * xv;
-        xs += xv;
+      for (int c = 0; c < 4; c++) {
+        const float4v v = x4[4 * i + c];
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          // A byte OR-ed into 2^23's bits is the float 2^23 + q, exactly.
+          const float q = __uint_as_float(((ws[c] >> (8 * m)) & 0xFFu) | 0x4B000000u) - 8388608.f;
+          acc += q * xv[m];
+          xs += xv[m];
+        }
       }
     }
   } else {
@@ -39,11 +45,15 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
     for (int i = 0; i < 2; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
 #pragma unroll
-      for (int k = 0; k < 32; k++) {
-        const float q = __uint_as_float(((ws[k >> 3] >> (4 * (k & 7))) & 0xFu) | 0x4B000000u) - 8388608.f;
-        const float xv = x[32 * i + k];
-        acc += q * xv;
-        xs += xv;
+      for (int c = 0; c < 8; c++) {
+        const float4v v = x4[8 * i + c];
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          const float q = __uint_as_float(((ws[c >> 1] >> (4 * (4 * (c & 1) + m))) & 0xFu) | 0x4B000000u) - 8388608.f;
+          acc += q * xv[m];
+          xs += xv[m];
+        }
       }
     }
   }
@@ -62,8 +72,9 @@ static __device__ __forceinline__ int route_key(float v) {
 
 // route_logits writes logits[r] = router row r · xs for the rows of the
 // warps of block vb of nvb (ROUTE_WARPS warps a block, a warp a row); xs is
-// x in shared memory.
-template <int BITS>
+// x in shared memory, XS floats a group of 64 (68: padded so that the lanes,
+// a group each, read distinct banks).
+template <int BITS, int XS>
 static __device__ __forceinline__ void route_logits(const u32* __restrict__ words, const u16* __restrict__ scales,
                                                     const u16* __restrict__ biases, const float* xs, float* logits,
                                                     int experts, int cols, int vb, int nvb) {
@@ -75,7 +86,7 @@ static __device__ __forceinline__ void route_logits(const u32* __restrict__ word
     float acc = 0.f;
     for (int g = lane; g < groups; g += 32) {
       const long long gi = (long long)r * groups + g;
-      acc += group_dot<BITS>(words + r * wpr + g * wpg, xs + 64 * g, bf16_to_f32(scales[gi]), bf16_to_f32(biases[gi]));
+      acc += group_dot<BITS>(words + r * wpr + g * wpg, xs + XS * g, bf16_to_f32(scales[gi]), bf16_to_f32(biases[gi]));
     }
     acc = warp_sum(acc);
     if (lane == 0) logits[r] = acc;
