@@ -91,6 +91,12 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   f32x4 S[RPW];
 #pragma unroll
   for (int i = 0; i < RPW; i++) S[i] = ld4(S0 + i * GDN_D);
+  // The gates' inputs, and the gated norm's z and weight (used by the last
+  // block of the head at the end), loaded with them: read after the conv,
+  // each was one more wait for memory on the way.
+  float gb = 0.f, ga = 0.f, gl = 0.f, gd = 0.f;
+  if (tid == 0) gb = bb[j], ga = aa[j], gl = aLog[j], gd = dtBias[j];
+  const float zv = tid < GDN_D ? z[j * GDN_D + tid] : 0.f, nw = tid < GDN_D ? normW[tid] : 0.f;
 
   // Conv and SiLU of the key head's q (threads 0-127) and k (128-255)
   // channels, and of this block's rows of v.
@@ -109,8 +115,8 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   float ss = warp_sum(c * c);
   if (lane == 0) red[warp] = ss;
   if (tid == 0) {
-    gates[0] = gsigmoid(bb[j]);
-    gates[1] = gexp(-gexp(aLog[j]) * gsoftplus(aa[j] + dtBias[j]));
+    gates[0] = gsigmoid(gb);
+    gates[1] = gexp(-gexp(gl) * gsoftplus(ga + gd));
   }
   __syncthreads();
   {
@@ -172,7 +178,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   __syncthreads();
   if (tid < GDN_D) {
     const float inv = 1.f / __builtin_sqrtf((red[0] + red[1] + red[2] + red[3]) / GDN_D + eps);
-    oh[tid] = ov * inv * normW[tid] * gsilu(z[j * GDN_D + tid]);
+    oh[tid] = ov * inv * nw * gsilu(zv);
   }
 }
 
