@@ -7,7 +7,8 @@
 # petal petal-old; the two share most bytes, so xz keeps them in 19 MB).
 #   1. ptxas -v: local memory (stack frames) and spills of every entry point;
 #   2. the tests TESTS names;
-#   3. moe_layer's phases (TestMeasureMoELayerPhases);
+#   3. the phase measurements PHASES names (default
+#      TestMeasureMoELayerPhases: moe_layer's);
 #   4. petal bench with each RUN of RUNS (binary:--backend spec), ROUNDS
 #      rounds alternating, prefill 512, decode 256 / 4K / 16K;
 #   5. every kernel of the new build's decode at 4K traced (run-ktrace.sh),
@@ -22,8 +23,8 @@ grep -B1 "bytes stack frame" "$O/ptxas.txt" | grep -v "0 bytes stack frame" | gr
 export PETAL_CUDA_REQUIRE=1
 (cd engine/cuda && timeout 200 "$D/cuda.test" -test.v -test.run "${TESTS:-TestMoELayer|TestMoEMatchesReference|TestNormRouteMatchesApart|TestNormGroupMatchesApart|TestFusedMatchReferences|TestConformance|TestQMV|TestRoute}" > "$O/tests.txt" 2>&1; echo "tests: rc=$?" | tee -a "$O/tests.txt")
 grep -E '^(--- FAIL|    --- FAIL|panic|ok|FAIL)' "$O/tests.txt" | head -20
-(cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 60 "$D/cuda.test" -test.v -test.run TestMeasureMoELayerPhases > "$O/phases.txt" 2>&1)
-grep -vE '^(=== RUN|    ---|    gpu_test)' "$O/phases.txt" | head -40
+(cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 120 "$D/cuda.test" -test.v -test.run "${PHASES:-TestMeasureMoELayerPhases}" > "$O/phases.txt" 2>&1)
+grep -vE '^(=== RUN|    ---|    gpu_test)' "$O/phases.txt" | head -80
 for r in $(seq ${ROUNDS:-2}); do
 	for run in ${RUNS:-petal-old:cuda petal:cuda petal:cuda:moelayer=one}; do
 		p=${run%%:*}; spec=${run#*:}
