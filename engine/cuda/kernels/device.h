@@ -118,3 +118,26 @@ static __device__ __forceinline__ u32x4 ld_stream_16(const void* p) {
                : "l"(p));
   return v;
 }
+
+// cp.async: copies from device to shared memory that take no registers and
+// are waited for by group (cp_commit closes a thread's group, cp_wait<N>
+// waits until at most N of its groups are in flight). smem_u32 is a shared
+// pointer's address in the shared window, as cp.async and ldmatrix take it.
+static __device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 a;
+  asm("{.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
+  return a;
+}
+// cp_async16 copies 16 bytes (zeros where !valid), bypassing L1.
+static __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+// cp_async4 copies 4 bytes (zeros where !valid).
+static __device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}

@@ -242,13 +242,8 @@ static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chun
 // shared memory: the state's slice [VT][LK], two buffers, Vn and γ·S0·q [C][LV]
 #define GC_STATE_SHARED (4 * (GC_VT * GC_LK + 2 * GC_BUF + 2 * GC_C * GC_LV))
 
-static __device__ __forceinline__ u32 gc_smem_u32(const void* p) {
-  u32 a;
-  asm("{.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;}" : "=r"(a) : "l"(p));
-  return a;
-}
 static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(gc_smem_u32(dst)), "l"(src) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 
 // gc_fetch starts copying one block's workspace src (the slice's
