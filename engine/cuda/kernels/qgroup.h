@@ -65,6 +65,14 @@ struct QStage {
 // float32 copy, the staged layout, and per group sum(x) and d.
 #define QSTAGE_BYTES(M, ngroups) ((ngroups) * (64 + QStage<M>::words + 2) * 4)
 
+// add_rn is a + b rounded to nearest, never fused with a product before
+// it (an explicit rounding mode keeps the compilers from contracting it).
+static __device__ __forceinline__ float add_rn(float a, float b) {
+  float r;
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 static __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
   u32 r;
   asm("{.reg .f16 l, h;\n\tcvt.rn.f16.f32 l, %1;\n\tcvt.rn.f16.f32 h, %2;\n\tmov.b32 %0, {l, h};}"
@@ -269,8 +277,13 @@ static __device__ __forceinline__ QView qstage_layout(int ngroups) {
         u32 w[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-          const float q = __builtin_rintf(t[j]);
-          w[j & 1] |= ((u32)(int)q & 0xFFu) << (8 * (j >> 1));
+          // rint(t) and its low byte without conversions (a quarter-rate
+          // unit: 48 a group took most of the layout's 1-2 us, run pad1):
+          // 1.5*2^23 + t, rounded to nearest even, is a float whose low
+          // mantissa bits are rint(t) in two's complement (|t| <= 127.5).
+          const float m = add_rn(t[j], 12582912.f);
+          const float q = add_rn(m, -12582912.f);
+          w[j & 1] |= (__float_as_uint(m) & 0xFFu) << (8 * (j >> 1));
           t[j] = (t[j] - q) * 254.f;
         }
         *(u32x2a*)(st + (p * ngroups + g) * 20 + 2 * sl) = u32x2a{w[0], w[1]};
@@ -293,6 +306,13 @@ template <int M, bool NORM = false>
 static __device__ __forceinline__ QView qstage(const float* __restrict__ x, int ngroups, QNormIn n = QNormIn{}) {
   qstage_raw<NORM>(x, ngroups, n);
   return qstage_layout<M>(ngroups);
+}
+
+// small_int_to_f32 is (float)(int)v for |v| < 2^22 (a group's dp4a sum is
+// at most 64*15*127), without the conversion unit: v added to the bits of
+// 1.5*2^23, whose unit in the last place is 1, then 1.5*2^23 taken away.
+static __device__ __forceinline__ float small_int_to_f32(u32 v) {
+  return __uint_as_float(0x4B400000u + v) - 12582912.f;
 }
 
 static __device__ __forceinline__ u32 dp4a_us(u32 a, u32 b, u32 c) {
@@ -382,9 +402,9 @@ static __device__ __forceinline__ float qdot(const u32x4& w0, const u32x4& w1, c
         acc[p] = dp4a_us((w[i] >> 4) & 0x0F0F0F0Fu, xs[2 * i + 1], acc[p]);
       }
     }
-    float r = (float)(int)acc[0];
-    if (P > 1) r += (float)(int)acc[1] * (1.f / 254.f);
-    if (P > 2) r += (float)(int)acc[P - 1] * (1.f / (254.f * 254.f));
+    float r = small_int_to_f32(acc[0]);
+    if (P > 1) r += small_int_to_f32(acc[1]) * (1.f / 254.f);
+    if (P > 2) r += small_int_to_f32(acc[P - 1]) * (1.f / (254.f * 254.f));
     return gd[g] * r;
   }
 }
