@@ -686,12 +686,12 @@ func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
 	for j := range ws {
 		ys[j] = y.Add(4 * int64(off[j]))
 	}
-	tOff, total, cols, ok := groupTable(p, ws, ys)
+	table, total, cols, ok := groupTable(ws, ys)
 	if !ok {
 		return step{}, false
 	}
 	return step{kernels: 1, name: normGroupKernel, launch: func(s *driver.Stream) error {
-		return b.qmv.LaunchGroupNorm(s, p.consts.Add(tOff), qn, total, cols)
+		return b.qmv.LaunchGroupNorm(s, table, qn, total, cols)
 	}}, true
 }
 

@@ -61,19 +61,19 @@ func (b *Backend) qmvGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver.P
 	if rows != 1 || len(ws) < 2 || len(ws) > QMVGroupMax || !b.o.Fused || !b.qmv.Grouped() || x%16 != 0 {
 		return nil
 	}
-	off, total, cols, ok := groupTable(p, ws, ys)
+	table, total, cols, ok := groupTable(ws, ys)
 	if !ok {
 		return nil
 	}
 	return []step{{kernels: 1, name: "qmv_group", launch: func(s *driver.Stream) error {
-		return b.qmv.LaunchGroup(s, p.consts.Add(off), x, total, cols)
+		return b.qmv.LaunchGroup(s, table, x, total, cols)
 	}}}
 }
 
-// groupTable puts the QMVGroupTable of ws and their outputs ys among p's
-// constants: its offset there, the rows of all matrices and their width;
-// false where the grouped mat-vec does not take them.
-func groupTable(p *program, ws []*matrix, ys []driver.Ptr) (off int64, rows, cols int, ok bool) {
+// groupTable is the QMVGroupTable of ws and their outputs ys, the rows of
+// all matrices and their width; false where the grouped mat-vec does not
+// take them.
+func groupTable(ws []*matrix, ys []driver.Ptr) (table []byte, rows, cols int, ok bool) {
 	qs := make([]*QMatrix, len(ws))
 	for i, w := range ws {
 		qs[i] = w.q
@@ -81,9 +81,9 @@ func groupTable(p *program, ws []*matrix, ys []driver.Ptr) (off int64, rows, col
 	}
 	table, err := QMVGroupTable(qs, ys)
 	if err != nil {
-		return 0, 0, 0, false
+		return nil, 0, 0, false
 	}
-	return p.constant(table), rows, qs[0].Cols, true
+	return table, rows, qs[0].Cols, true
 }
 
 // expertsTC lowers an Experts op of several rows to the grouped MoE GEMMs

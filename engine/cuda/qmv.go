@@ -137,7 +137,8 @@ const QMVGroupMax = 4
 // 4-bit matrices in groups of 64 with interleaved scales and biases, all
 // as wide) and their outputs ys: the codes, the scale/bias words and the
 // output of each, the first launch row of each and the end, the count
-// (120 bytes, the layout of the struct: eight-byte pointers first).
+// (120 bytes, the layout of the struct: eight-byte pointers first),
+// passed to the grouped kernels by value.
 func QMVGroupTable(ms []*QMatrix, ys []driver.Ptr) ([]byte, error) {
 	if len(ms) == 0 || len(ms) > QMVGroupMax || len(ys) != len(ms) {
 		return nil, fmt.Errorf("cuda: a grouped mat-vec of %d matrices and %d outputs (1 to %d)", len(ms), len(ys), QMVGroupMax)
@@ -173,7 +174,7 @@ func (k *QMV) GroupedNorm() bool { return k.groupNorm != nil }
 // LaunchGroupNorm is LaunchGroup with the add-and-norm of n first, in the
 // same kernel: x is n's normed row (bit for bit add_rmsnorm's), written to
 // n.Out with the sum to n.H by the block that finishes last.
-func (k *QMV) LaunchGroupNorm(s *driver.Stream, table driver.Ptr, n QMVNorm, rows, cols int) error {
+func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, cols int) error {
 	if k.groupNorm == nil {
 		return fmt.Errorf("cuda: mat-vec %v has no grouped form with a norm", k.variant)
 	}
@@ -188,14 +189,14 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table driver.Ptr, n QMVNorm, row
 		return err
 	}
 	var a driver.Args
-	a.Ptr(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
+	a.Struct(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
 	return s.Launch(k.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 
-// LaunchGroup queues the mat-vecs of the QMVGroupTable at table (on the
-// device), rows in all, each cols wide, against x (float32, 16-byte
-// aligned), in one launch.
-func (k *QMV) LaunchGroup(s *driver.Stream, table, x driver.Ptr, rows, cols int) error {
+// LaunchGroup queues the mat-vecs of the QMVGroupTable table, rows in
+// all, each cols wide, against x (float32, 16-byte aligned), in one
+// launch.
+func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, cols int) error {
 	if k.group == nil {
 		return fmt.Errorf("cuda: mat-vec %v has no grouped form", k.variant)
 	}
@@ -210,7 +211,7 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table, x driver.Ptr, rows, cols int)
 		return err
 	}
 	var a driver.Args
-	a.Ptr(table).Ptr(x).I32(int32(cols)).I32(int32(team))
+	a.Struct(table).Ptr(x).I32(int32(cols)).I32(int32(team))
 	return s.Launch(k.group, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 

@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"testing"
 
 	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -168,5 +170,24 @@ func TestQMVGroupTableLayout(t *testing.T) {
 	}
 	if _, err := QMVGroupTable(append(ms, ms[0], ms[1], ms[0]), make([]driver.Ptr, 5)); err == nil {
 		t.Error("five matrices accepted")
+	}
+}
+
+// TestQMVGroupArgsMatchKernel: every grouped mat-vec in qmv.ptx takes the
+// table by value as its first parameter, as many bytes as QMVGroupTable
+// makes (LaunchGroup and LaunchGroupNorm pass it so).
+func TestQMVGroupArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("qmv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := regexp.MustCompile(`\.entry (qmv_group\w+)\(\s*\.param( \.align 8 \.b8 \w+\[(\d+)\])?`).FindAllStringSubmatch(string(ptx), -1)
+	if len(entries) != 8 {
+		t.Fatalf("%d grouped entry points in qmv.ptx, want 8", len(entries))
+	}
+	for _, e := range entries {
+		if e[3] != "120" {
+			t.Errorf("%s's first parameter is %q, want the 120-byte table by value", e[1], e[2])
+		}
 	}
 }

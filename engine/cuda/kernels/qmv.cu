@@ -16,8 +16,10 @@
 // projections, attention's q, k and v), so that one launch does them all:
 // the rows of matrix m are rows start[m] .. start[m+1]-1 of the launch,
 // its codes at words[m], its interleaved scales and biases at sb[m], its
-// output at y[m]. It lives in device memory (the backend uploads it when
-// it compiles the program).
+// output at y[m]. It is passed by value, so that it is read from the
+// kernel's parameters: in device memory, reading it was the first wait of
+// every block, about a microsecond (run pad1). Its fields are read at
+// constant indices only, so that it stays there.
 #define QMV_GROUP 4
 struct QMVGroup {
   const u32* words[QMV_GROUP];
@@ -27,14 +29,23 @@ struct QMVGroup {
   int n;
 };
 
-// QRow is where one launch row lives: its codes, its group's scales
-// and biases (index of its first group), its output element.
+// QRow is where one launch row lives: its codes, its scales and biases
+// (the interleaved words of a group matrix, else the scales) and the index
+// of its first group there, its output element.
 struct QRow {
   const u32* words;
+  const u16* sb;
   long long sbIndex;
   float* y;
-  int m;
 };
+
+// group_rows is the rows of all of grp's matrices, start[n].
+static __device__ __forceinline__ int group_rows(const QMVGroup& grp) {
+  int rows = grp.start[1];
+#pragma unroll
+  for (int k = 2; k <= QMV_GROUP; k++) rows = grp.n >= k ? grp.start[k] : rows;
+  return rows;
+}
 
 // QMVNorm is the add-and-norm a grouped mat-vec does first (the input
 // norm of a layer): x staged from in (qstage's NORM); the block that takes
@@ -49,43 +60,44 @@ struct QMVNorm {
 
 // qrow_at is launch row r: in matrix m of the group (G), else of words.
 template <bool G>
-static __device__ __forceinline__ QRow qrow_at(long long r, const u32* words, float* y, long long wpr, int groups,
-                                               const QMVGroup* __restrict__ grp) {
+static __device__ __forceinline__ QRow qrow_at(long long r, const u32* words, const u16* scales, float* y,
+                                               long long wpr, int groups, const QMVGroup& grp) {
   if (G) {
-    int m = 0;
-    while (m + 1 < grp->n && r >= grp->start[m + 1]) m++;
-    const long long local = r - grp->start[m];
-    return QRow{grp->words[m] + local * wpr, local * groups, grp->y[m] + local, m};
+    const u32* w = grp.words[0];
+    const u32* sb = grp.sb[0];
+    float* out = grp.y[0];
+    int start = 0;
+#pragma unroll
+    for (int k = 1; k < QMV_GROUP; k++) {
+      if (k < grp.n && r >= grp.start[k]) w = grp.words[k], sb = grp.sb[k], out = grp.y[k], start = grp.start[k];
+    }
+    const long long local = r - start;
+    return QRow{w + local * wpr, (const u16*)sb, local * groups, out + local};
   }
-  return QRow{words + r * wpr, r * groups, y + r, 0};
+  return QRow{words + r * wpr, scales, r * groups, y + r};
 }
 
-template <int M, int R, int SB, bool G>
-static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* __restrict__ scales,
-                                             const u16* __restrict__ biases, const QMVGroup* __restrict__ grp,
-                                             u32x4& w0, u32x4& w1, float& s, float& b) {
+template <int SB>
+static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* __restrict__ biases, u32x4& w0,
+                                             u32x4& w1, float& s, float& b) {
   const u32* p = row.words + g * 8;
   w0 = ld_stream_16(p);
   w1 = ld_stream_16(p + 4);
-  if (G) {
-    load_sb<1>((const u16*)grp->sb[row.m], nullptr, row.sbIndex + g, s, b);
-  } else {
-    load_sb<SB>(scales, biases, row.sbIndex + g, s, b);
-  }
+  load_sb<SB>(row.sb, biases, row.sbIndex + g, s, b);
 }
 
 template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team,
-                                           const QMVGroup* __restrict__ grp, QMVNorm nrm = QMVNorm{}) {
+                                           const QMVGroup& grp, QMVNorm nrm = QMVNorm{}) {
   const int groups = cols / 64;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub = lane / team, tl = lane % team;
   const int rowsPerWarp = (32 / team) * R;
   const long long wpr = cols / 8;
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
-  if (G) rows = grp->start[grp->n];
+  if (G) rows = group_rows(grp);
   const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
   // PETAL_MARK's points: 0 start, 1 the first weights asked for, 2 x copied
   // (and normed), 3 x staged, 4 + i step i done (up to 9), 14 the rows done,
@@ -104,7 +116,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     for (int j = 0; j < R; j++) {
       long long r = first + sub * R + j;
       r = r < rows ? r : rows - 1;
-      qload<M, R, SB, G>(qrow_at<G>(r, words, y, wpr, groups, grp), tl, scales, biases, grp, pw0[j], pw1[j], ps[j], pb[j]);
+      qload<G ? 1 : SB>(qrow_at<G>(r, words, scales, y, wpr, groups, grp), tl, biases, pw0[j], pw1[j], ps[j], pb[j]);
     }
   }
   if (!G) {
@@ -142,7 +154,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     for (int j = 0; j < R; j++) {
       long long r = base + sub * R + j;
       r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
-      row[j] = qrow_at<G>(r, words, y, wpr, groups, grp);
+      row[j] = qrow_at<G>(r, words, scales, y, wpr, groups, grp);
     }
     float acc[R];
 #pragma unroll
@@ -155,7 +167,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
         for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
       } else {
 #pragma unroll
-        for (int j = 0; j < R; j++) qload<M, R, SB, G>(row[j], g, scales, biases, grp, w0[j], w1[j], s[j], b[j]);
+        for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[j], w1[j], s[j], b[j]);
       }
       const float gs = q.gsum[g];
 #pragma unroll
@@ -196,7 +208,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
            int cols, int team) { pdl_begin();                                                           \
-    qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, nullptr);                       \
+    qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, QMVGroup{});                       \
   }
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
 QMV(QM_F32, 4, 1, 1, qmv_f32_r4_sb)
@@ -222,7 +234,7 @@ QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
 // memory.
 #define QMV_GROUPED(M, R, B, NAME)                                                                        \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
-      NAME(const QMVGroup* grp, const float* x, int cols, int team) { pdl_begin();                          \
+      NAME(const QMVGroup grp, const float* x, int cols, int team) { pdl_begin();                          \
     qmv<M, R, 1, true>(nullptr, nullptr, nullptr, x, nullptr, 0, cols, team, grp);                        \
   }
 QMV_GROUPED(QM_I8X3, 2, 2, qmv_group_i8x3_r2)
@@ -235,7 +247,7 @@ QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
 // row's output, a ticket counter), in one launch.
 #define QMV_GROUPED_NORM(M, R, B, NAME)                                                                   \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
-      NAME(const QMVGroup* grp, float* h, const float* delta, const float* w, float eps, float* out,     \
+      NAME(const QMVGroup grp, float* h, const float* delta, const float* w, float eps, float* out,     \
            u32* counter, int cols, int team) { pdl_begin();                                               \
     qmv<M, R, 1, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp,            \
                              QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                          \
