@@ -94,55 +94,7 @@ var (
 	FastQMV    = QMVVariant{QI8x2, 2, true}
 )
 
-const (
-	qmvWarps   = 8 // QMV_WARPS in qmv.cu
-	qmvRingMax = 4 // QMV_RING_MAX in qmv.cu
-)
-
-// qmvShape is how a mat-vec launch is laid out: its grid, the lanes
-// sharing a row, the steps of the ring in flight (QMVRing in qmv.cu; 0
-// where the kernel reads its weights without it) and the shared memory.
-type qmvShape struct {
-	grid, team, stages, shared int
-}
-
-// shape lays out a launch of rows rows of cols columns on the kernel of
-// occupancy occ (ring: one that reads through QMVRing). The ring takes as
-// many steps of the block's rows as there are, up to qmvRingMax, and fewer
-// where more would leave fewer blocks on a multiprocessor than the
-// staging alone does.
-func (k *QMV) shape(occ *occupancy, rows, cols int, ring bool, what string) (qmvShape, error) {
-	groups := cols / 64
-	team := teamFor(groups)
-	stage := k.variant.Kind.stageBytes(groups)
-	threads := qmvWarps * 32
-	perSM, err := occ.blocksPerSM(threads, stage, what)
-	if err != nil {
-		return qmvShape{}, err
-	}
-	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
-	blocks := (rows + rowsPerBlock - 1) / rowsPerBlock
-	grid := min(blocks, occ.sms*perSM)
-	if !ring {
-		return qmvShape{grid, team, 0, stage}, nil
-	}
-	pairs := k.variant.R * ((groups + team - 1) / team)
-	sharedFor := func(stages int) int { return (stage+15)&^15 + stages*pairs*threads*36 } // QMV_RING_BYTES
-	stages := min((blocks+grid-1)/grid, qmvRingMax)
-	for ; stages > 1; stages-- {
-		if sharedFor(stages) > occ.sharedOptIn {
-			continue
-		}
-		if n, err := occ.blocksPerSM(threads, sharedFor(stages), what); err == nil && n >= perSM {
-			break
-		}
-	}
-	shared := sharedFor(stages)
-	if perSM, err = occ.blocksPerSM(threads, shared, what); err != nil {
-		return qmvShape{}, err
-	}
-	return qmvShape{min(blocks, occ.sms*perSM), team, stages, shared}, nil
-}
+const qmvWarps = 8 // QMV_WARPS in qmv.cu
 
 // LoadQMVModule loads the qmv kernels embedded in the binary.
 func LoadQMVModule(c *driver.Context) (*driver.Module, error) {
@@ -232,13 +184,13 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, c
 	if rows == 0 {
 		return nil
 	}
-	sh, err := k.shape(&k.normOcc, rows, cols, true, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	grid, team, shared, err := k.groupShape(k.normOcc, rows, cols)
 	if err != nil {
 		return err
 	}
 	var a driver.Args
-	a.Struct(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(sh.team)).I32(int32(sh.stages))
-	return s.Launch(k.groupNorm, driver.D1(sh.grid), driver.D1(qmvWarps*32), sh.shared, &a)
+	a.Struct(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
+	return s.Launch(k.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 
 // LaunchGroup queues the mat-vecs of the QMVGroupTable table, rows in
@@ -254,13 +206,27 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, co
 	if rows == 0 {
 		return nil
 	}
-	sh, err := k.shape(&k.groupOcc, rows, cols, true, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	grid, team, shared, err := k.groupShape(k.groupOcc, rows, cols)
 	if err != nil {
 		return err
 	}
 	var a driver.Args
-	a.Struct(table).Ptr(x).I32(int32(cols)).I32(int32(sh.team)).I32(int32(sh.stages))
-	return s.Launch(k.group, driver.D1(sh.grid), driver.D1(qmvWarps*32), sh.shared, &a)
+	a.Struct(table).Ptr(x).I32(int32(cols)).I32(int32(team))
+	return s.Launch(k.group, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
+}
+
+// groupShape is a grouped launch's grid, team and shared memory for rows
+// rows of cols columns, on the kernel of occupancy occ.
+func (k *QMV) groupShape(occ occupancy, rows, cols int) (grid, team, shared int, err error) {
+	groups := cols / 64
+	team = teamFor(groups)
+	shared = k.variant.Kind.stageBytes(groups)
+	perSM, err := occ.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
+	return min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM), team, shared, nil
 }
 
 // NewQMV finds variant v in mod.
@@ -298,17 +264,22 @@ func (k *QMV) Launch(s *driver.Stream, m *QMatrix, x, y driver.Ptr) error {
 	if m.Rows == 0 {
 		return nil
 	}
-	sh, err := k.shape(&k.occ, m.Rows, m.Cols, k.variant.SB, fmt.Sprintf("a mat-vec with %d columns", m.Cols))
+	groups := m.Cols / 64
+	team := teamFor(groups)
+	shared := k.variant.Kind.stageBytes(groups)
+	perSM, err := k.occ.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a mat-vec with %d columns", m.Cols))
 	if err != nil {
 		return err
 	}
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
+	grid := min((m.Rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM)
 	scales, biases := m.Scales, m.Biases
 	if k.variant.SB {
 		scales, biases = m.ScaleBias, 0
 	}
 	var a driver.Args
-	a.Ptr(m.Words).Ptr(scales).Ptr(biases).Ptr(x).Ptr(y).I32(int32(m.Rows)).I32(int32(m.Cols)).I32(int32(sh.team)).I32(int32(sh.stages))
-	return s.Launch(k.fn, driver.D1(sh.grid), driver.D1(qmvWarps*32), sh.shared, &a)
+	a.Ptr(m.Words).Ptr(scales).Ptr(biases).Ptr(x).Ptr(y).I32(int32(m.Rows)).I32(int32(m.Cols)).I32(int32(team))
+	return s.Launch(k.fn, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 
 func check4bit(m *QMatrix) error {
@@ -326,9 +297,6 @@ type occupancy struct {
 	sms         int
 	sharedOptIn int
 	perSM       map[int]int
-	// limit is the largest shared size the kernel's limit was raised to:
-	// never lowered, so that a size asked for before stays launchable.
-	limit int
 }
 
 func newOccupancy(c *driver.Context, fn *driver.Function) occupancy {
@@ -343,11 +311,10 @@ func (o *occupancy) blocksPerSM(threads, shared int, what string) (int, error) {
 	if n, ok := o.perSM[shared]; ok {
 		return n, nil
 	}
-	if shared > 48<<10 && shared > o.limit {
+	if shared > 48<<10 {
 		if err := o.fn.SetMaxDynamicShared(shared); err != nil {
 			return 0, err
 		}
-		o.limit = shared
 	}
 	n, err := o.fn.BlocksPerSM(threads, shared)
 	if err != nil {

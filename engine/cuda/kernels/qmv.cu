@@ -86,78 +86,17 @@ static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* 
   load_sb<SB>(row.sb, biases, row.sbIndex + g, s, b);
 }
 
-// QMV_RING_MAX is the most steps a block has in flight (QMVRing).
-#define QMV_RING_MAX 4
-
-// QMVRing is where a block's weights wait in shared memory, after the
-// staged x: `stages` steps of the block's rows, each thread's own codes and
-// scale/bias words, copied by cp.async before x is staged and refilled a
-// step ahead, so that several steps' loads are in flight at once and the
-// copies hold no registers. A thread reads only what it copied itself, so
-// no barrier guards a slot: its own cp.async groups do (cp_wait).
-//   codes: [stage][pair][half][thread] 16 bytes, pair = j*ng + gi (row j
-//          of R, group gi of the lane's ng), consecutive threads 16 bytes
-//          apart (a warp's read is four conflict-free wavefronts);
-//   sb:    [stage][pair][thread] the group's scale/bias word.
-// Its bytes a block: QMV_RING_BYTES(stages, pairs, threads).
-#define QMV_RING_BYTES(stages, pairs, threads) ((stages) * (pairs) * (threads) * 36)
-struct QMVRing {
-  u32x4a* codes;
-  u32* sb;
-  int stages, pairs, nthreads;
-};
-
-// qmv_wait holds until at most n (< QMV_RING_MAX) of the thread's cp.async
-// groups are in flight (cp.async.wait_group takes a constant).
-static __device__ __forceinline__ void qmv_wait(int n) {
-  switch (n) {
-    case 0: cp_wait<0>(); break;
-    case 1: cp_wait<1>(); break;
-    case 2: cp_wait<2>(); break;
-    default: cp_wait<3>(); break;
-  }
-}
-
-// qmv_fill starts copying the thread's pairs of the step at base (rows
-// base + sub*R + j) into ring slot `slot`, then closes a cp.async group
-// (an empty one past the last row, so that every step counts one group).
-template <int R, bool G>
-static __device__ __forceinline__ void qmv_fill(const QMVRing& ring, int slot, long long base, int rows, int sub, int tl,
-                                                int team, int groups, int ng, const u32* words, const u16* scales,
-                                                long long wpr, const QMVGroup& grp) {
-  if (base < rows) {
-    const int tid = PETAL_TID_X();
-#pragma unroll
-    for (int j = 0; j < R; j++) {
-      long long r = base + sub * R + j;
-      r = r < rows ? r : rows - 1;  // a real row; only its store is skipped
-      const QRow row = qrow_at<G>(r, words, scales, nullptr, wpr, groups, grp);
-      for (int gi = 0; gi < ng; gi++) {
-        const int g = tl + gi * team;
-        const bool ok = g < groups;
-        const int pair = (slot * ring.pairs + j * ng + gi);
-        const u32* p = row.words + (ok ? g : 0) * 8;
-        cp_async16(smem_u32(ring.codes + (2 * pair) * ring.nthreads + tid), p, ok);
-        cp_async16(smem_u32(ring.codes + (2 * pair + 1) * ring.nthreads + tid), p + 4, ok);
-        cp_async4(smem_u32(ring.sb + pair * ring.nthreads + tid), (const u32*)row.sb + row.sbIndex + (ok ? g : 0), ok);
-      }
-    }
-  }
-  cp_commit();
-}
-
 template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team,
-                                           const QMVGroup& grp, int stages, QMVNorm nrm = QMVNorm{}) {
+                                           const QMVGroup& grp, QMVNorm nrm = QMVNorm{}) {
   const int groups = cols / 64;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub = lane / team, tl = lane % team;
   const int rowsPerWarp = (32 / team) * R;
   const long long wpr = cols / 8;
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
-  const long long stride = (long long)nwarps * rowsPerWarp;
   if (G) rows = group_rows(grp);
   const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
   // PETAL_MARK's points: 0 start, 1 the first weights asked for, 2 x copied
@@ -165,21 +104,32 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   // 15 the norm's write-back done (the last block).
   PETAL_MARK(0);
 
-  // The interleaved-scale kinds (SB, and the grouped ones) read their
-  // weights through the ring (QMVRing), its first steps asked for before
-  // x is staged: the weights do not depend on x.
-  constexpr bool RING = SB || G;
-  const int ng = (groups + team - 1) / team;
-  QMVRing ring{};
-  if (RING) {
-    extern __shared__ u32 smem[];
-    ring.codes = (u32x4a*)(smem + ((QSTAGE_BYTES(M, groups) + 15) & ~15) / 4);
-    ring.stages = stages;
-    ring.pairs = R * ng;
-    ring.nthreads = PETAL_NTID_X();
-    ring.sb = (u32*)(ring.codes + 2 * stages * ring.pairs * ring.nthreads);
-    for (int k = 0; k < stages; k++)
-      qmv_fill<R, G>(ring, k, first + k * stride, rows, sub, tl, team, groups, ng, words, scales, wpr, grp);
+  // In the grouped kernels (a layer's first projections) the first group of
+  // the warp's first rows is loaded before x is staged (the weights do not
+  // depend on x), so that the two waits for memory overlap; measured so, the
+  // single-matrix kernels were slower (8.3 -> 8.8 us, run qmvpre1).
+  u32x4 pw0[R], pw1[R];
+  float ps[R], pb[R];
+  const bool pre = G && first < rows && tl < groups;
+  if (pre) {
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      long long r = first + sub * R + j;
+      r = r < rows ? r : rows - 1;
+      qload<G ? 1 : SB>(qrow_at<G>(r, words, scales, y, wpr, groups, grp), tl, biases, pw0[j], pw1[j], ps[j], pb[j]);
+    }
+  }
+  if (!G) {
+    // the rows of the warp's first two steps asked of L2 (prefetch_l2)
+    for (long long base = first; base < rows && base < first + 2LL * nwarps * rowsPerWarp;
+         base += (long long)nwarps * rowsPerWarp) {
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        long long r = base + sub * R + j;
+        r = r < rows ? r : rows - 1;
+        for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
+      }
+    }
   }
   PETAL_MARK(1);
   qstage_raw<N>(x, groups, nrm.in);
@@ -197,46 +147,31 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     ticket = ticket_inc(nrm.counter, PETAL_NCTAID_X() - 1);
   }
 
-  int step = 0, slot = 0;
-  for (long long base = first; base < rows; base += stride, step++) {
+  int step = 0;
+  for (long long base = first; base < rows; base += (long long)nwarps * rowsPerWarp, step++) {
     QRow row[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
       long long r = base + sub * R + j;
-      r = r < rows ? r : rows - 1;
+      r = r < rows ? r : rows - 1;  // load a real row; only the store is skipped
       row[j] = qrow_at<G>(r, words, scales, y, wpr, groups, grp);
     }
     float acc[R];
 #pragma unroll
     for (int j = 0; j < R; j++) acc[j] = 0.f;
-    if (RING) {
-      qmv_wait(stages - 1);  // this step's group is done
-      for (int gi = 0; gi < ng; gi++) {
-        const int g = tl + gi * team;
-        if (g >= groups) break;
-        const float gs = q.gsum[g];
+    for (int g = tl; g < groups; g += team) {
+      u32x4 w0[R], w1[R];
+      float s[R], b[R];
+      if (pre && base == first && g == tl) {
 #pragma unroll
-        for (int j = 0; j < R; j++) {
-          const int pair = slot * ring.pairs + j * ng + gi;
-          const u32x4a a = ring.codes[(2 * pair) * ring.nthreads + tid], c = ring.codes[(2 * pair + 1) * ring.nthreads + tid];
-          float sv, bv;
-          load_sb<1>((const u16*)ring.sb, nullptr, (long long)pair * ring.nthreads + tid, sv, bv);
-          acc[j] += sv * qdot<M>(u32x4{a.x, a.y, a.z, a.w}, u32x4{c.x, c.y, c.z, c.w}, q.xs, groups, g, q.gd) + bv * gs;
-        }
+        for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[j], w1[j], s[j], b[j]);
       }
-      // the slot is read (its values are in acc): refill it stages ahead
-      qmv_fill<R, G>(ring, slot, base + stages * stride, rows, sub, tl, team, groups, ng, words, scales, wpr, grp);
-      slot = slot + 1 == stages ? 0 : slot + 1;
-    } else {
-      for (int g = tl; g < groups; g += team) {
-        u32x4 w0[R], w1[R];
-        float s[R], b[R];
+      const float gs = q.gsum[g];
 #pragma unroll
-        for (int j = 0; j < R; j++) qload<SB>(row[j], g, biases, w0[j], w1[j], s[j], b[j]);
-        const float gs = q.gsum[g];
-#pragma unroll
-        for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
-      }
+      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
     }
 #pragma unroll
     for (int j = 0; j < R; j++) {
@@ -267,15 +202,13 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
 
 // Entry points qmv_<kind>_r<R>[_sb]: sb takes the interleaved scale/bias
 // array as scales (biases unused). Launch with QMV_WARPS*32 threads and
-// QSTAGE_BYTES(kind, cols/64) bytes of shared memory, rounded up to 16,
-// then (sb) QMV_RING_BYTES(stages, R*ng, threads), ng the groups a lane
-// takes in a row (cols/64 over the team, rounded up), stages 1 to
-// QMV_RING_MAX; x must be 16-byte aligned.
+// QSTAGE_BYTES(kind, cols/64) bytes of shared memory; x must be 16-byte
+// aligned.
 #define QMV(M, R, SB, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team, int stages) { pdl_begin();                                               \
-    qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, QMVGroup{}, stages);               \
+           int cols, int team) { pdl_begin();                                                           \
+    qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, QMVGroup{});                       \
   }
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
 QMV(QM_F32, 4, 1, 1, qmv_f32_r4_sb)
@@ -297,11 +230,12 @@ QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
 
 // Entry points qmv_group_<kind>_r<R>: the matrices of a QMVGroup (4-bit,
 // interleaved scales and biases, the same width), in one launch with
-// QMV_WARPS*32 threads and the shared memory of an sb kernel.
+// QMV_WARPS*32 threads and QSTAGE_BYTES(kind, cols/64) bytes of shared
+// memory.
 #define QMV_GROUPED(M, R, B, NAME)                                                                        \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
-      NAME(const QMVGroup grp, const float* x, int cols, int team, int stages) { pdl_begin();              \
-    qmv<M, R, 1, true>(nullptr, nullptr, nullptr, x, nullptr, 0, cols, team, grp, stages);                \
+      NAME(const QMVGroup grp, const float* x, int cols, int team) { pdl_begin();                          \
+    qmv<M, R, 1, true>(nullptr, nullptr, nullptr, x, nullptr, 0, cols, team, grp);                        \
   }
 QMV_GROUPED(QM_I8X3, 2, 2, qmv_group_i8x3_r2)
 QMV_GROUPED(QM_I8X2, 2, 2, qmv_group_i8x2_r2)
@@ -314,8 +248,8 @@ QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
 #define QMV_GROUPED_NORM(M, R, B, NAME)                                                                   \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
       NAME(const QMVGroup grp, float* h, const float* delta, const float* w, float eps, float* out,     \
-           u32* counter, int cols, int team, int stages) { pdl_begin();                                   \
-    qmv<M, R, 1, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp, stages,    \
+           u32* counter, int cols, int team) { pdl_begin();                                               \
+    qmv<M, R, 1, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp,            \
                              QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                          \
   }
 QMV_GROUPED_NORM(QM_I8X3, 2, 2, qmv_group_norm_i8x3_r2)
