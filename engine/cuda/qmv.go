@@ -297,6 +297,9 @@ type occupancy struct {
 	sms         int
 	sharedOptIn int
 	perSM       map[int]int
+	// limit is the largest shared size the kernel's limit was raised to:
+	// never lowered, so that a size asked for before stays launchable.
+	limit int
 }
 
 func newOccupancy(c *driver.Context, fn *driver.Function) occupancy {
@@ -311,10 +314,11 @@ func (o *occupancy) blocksPerSM(threads, shared int, what string) (int, error) {
 	if n, ok := o.perSM[shared]; ok {
 		return n, nil
 	}
-	if shared > 48<<10 {
+	if shared > 48<<10 && shared > o.limit {
 		if err := o.fn.SetMaxDynamicShared(shared); err != nil {
 			return 0, err
 		}
+		o.limit = shared
 	}
 	n, err := o.fn.BlocksPerSM(threads, shared)
 	if err != nil {
