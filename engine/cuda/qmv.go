@@ -184,7 +184,7 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, c
 	if rows == 0 {
 		return nil
 	}
-	grid, team, shared, err := k.groupShape(k.normOcc, rows, cols)
+	grid, team, shared, err := k.groupShape(&k.normOcc, rows, cols, 4*cols) // and h + delta (QNormIn's keep)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, co
 	if rows == 0 {
 		return nil
 	}
-	grid, team, shared, err := k.groupShape(k.groupOcc, rows, cols)
+	grid, team, shared, err := k.groupShape(&k.groupOcc, rows, cols, 0)
 	if err != nil {
 		return err
 	}
@@ -216,11 +216,12 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, co
 }
 
 // groupShape is a grouped launch's grid, team and shared memory for rows
-// rows of cols columns, on the kernel of occupancy occ.
-func (k *QMV) groupShape(occ occupancy, rows, cols int) (grid, team, shared int, err error) {
+// rows of cols columns, on the kernel of occupancy occ, with extra bytes
+// of shared memory past the staging.
+func (k *QMV) groupShape(occ *occupancy, rows, cols, extra int) (grid, team, shared int, err error) {
 	groups := cols / 64
 	team = teamFor(groups)
-	shared = k.variant.Kind.stageBytes(groups)
+	shared = k.variant.Kind.stageBytes(groups) + extra
 	perSM, err := occ.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a grouped mat-vec with %d columns", cols))
 	if err != nil {
 		return 0, 0, 0, err

@@ -98,6 +98,10 @@ struct QNormIn {
   const float* delta;
   const float* w;
   float eps;
+  // keep, in shared memory (or null), receives h + delta, so that the
+  // block that writes the sum back to h stores it from there instead of
+  // reading h and delta again (a wait for memory at the kernel's end).
+  float* keep;
 };
 
 // QSTAGE_LOADS is how many 16-byte loads a thread of qstage has in flight.
@@ -184,6 +188,7 @@ static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x,
       if (n.delta) {
         v += dv[k];
         raw[i] = v;
+        if (n.keep) n.keep[i] = v;
       }
       ss += v * v;
     }
@@ -192,6 +197,7 @@ static __device__ __forceinline__ float* qstage_raw(const float* __restrict__ x,
       if (n.delta) {
         v += n.delta[i];
         raw[i] = v;
+        if (n.keep) n.keep[i] = v;
       }
       ss += v * v;
     }

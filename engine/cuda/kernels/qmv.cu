@@ -132,6 +132,10 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     }
   }
   PETAL_MARK(1);
+  if (N) {
+    extern __shared__ u32 smem[];
+    nrm.in.keep = (float*)(smem + QSTAGE_BYTES(M, groups) / 4);  // cols floats past the staging
+  }
   qstage_raw<N>(x, groups, nrm.in);
   PETAL_MARK(2);
   const QView q = qstage_layout<M>(groups);
@@ -190,7 +194,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     fence_gpu();
     float* h = (float*)nrm.in.h;
     for (int i = tid; i < cols; i += PETAL_NTID_X()) {
-      if (nrm.in.delta) h[i] += nrm.in.delta[i];
+      if (nrm.in.delta) h[i] = nrm.in.keep[i];
       nrm.out[i] = q.raw[i];
     }
 #ifdef PETAL_CLOCK
@@ -244,7 +248,8 @@ QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
 
 // Entry points qmv_group_norm_<kind>_r2: qmv_group with the add-and-norm
 // of a QMVNorm first (h, delta or null, the norm's weight, eps, the normed
-// row's output, a ticket counter), in one launch.
+// row's output, a ticket counter), in one launch, with cols floats of
+// shared memory past QSTAGE_BYTES for h + delta (QNormIn's keep).
 #define QMV_GROUPED_NORM(M, R, B, NAME)                                                                   \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
       NAME(const QMVGroup grp, float* h, const float* delta, const float* w, float eps, float* out,     \

@@ -50,6 +50,8 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   PETAL_MARK(0);
   // the warp's first row asked of L2 before x is staged (prefetch_l2)
   route_prefetch<BITS>(words, experts, cols, PETAL_BID_X());
+  constexpr int PRE = 8;  // columns a thread holds in registers: 8 x 256 threads covers 2048
+  float hv[PRE];          // h, then h + delta
   if (NORM) {
     __shared__ float red[32];
     // the norm's weight loaded with h and delta, not after their sum: one
@@ -58,8 +60,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
     // h and delta are loaded all at once too: a load of h and a store of
     // their sum at a time wait for memory once an element (the compiler
     // cannot move a load of h past a store to x, which it may alias)
-    constexpr int PRE = 8;
-    float wv[PRE], hv[PRE], dv[PRE];
+    float wv[PRE], dv[PRE];
 #pragma unroll
     for (int k = 0; k < PRE; k++) {
       const int i = tid + k * ROUTE_WARPS * 32;
@@ -74,6 +75,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
       if (i >= cols) break;
       float v = hv[k];
       if (nrm.delta) v += dv[k];
+      hv[k] = v;  // kept for the write-back: no second read of h and delta
       xs[rpad(i)] = v;
       ss += v * v;
     }
@@ -108,8 +110,15 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   if (!last) return;
   fence_gpu();
   if (NORM) {
-    // every block has read h: the sum and the normed x go back
-    for (int i = tid; i < cols; i += ROUTE_WARPS * 32) {
+    // every block has read h: the sum (kept in hv) and the normed x go back
+#pragma unroll
+    for (int k = 0; k < PRE; k++) {
+      const int i = tid + k * ROUTE_WARPS * 32;
+      if (i >= cols) break;
+      if (nrm.delta) nrm.h[i] = hv[k];
+      nrm.out[i] = xs[rpad(i)];
+    }
+    for (int i = tid + PRE * ROUTE_WARPS * 32; i < cols; i += ROUTE_WARPS * 32) {
       if (nrm.delta) nrm.h[i] += nrm.delta[i];
       nrm.out[i] = xs[rpad(i)];
     }
