@@ -16,7 +16,7 @@ const MoETopK = 8
 const (
 	moeUpWarps   = 8 // MOE_UP_WARPS
 	moeUpRows    = 1 // R of the gate/up kernels
-	moeDownWarps = 4 // MOE_DOWN_WARPS
+	moeDownWarps = 8 // MOE_DOWN_WARPS
 )
 
 // MoEWeights are one layer's MoE matrices on the device (spec 2.8): the

@@ -16,7 +16,7 @@
 
 #define MOE_TOPK 8
 #define MOE_UP_WARPS 8
-#define MOE_DOWN_WARPS 4
+#define MOE_DOWN_WARPS 8
 
 // fexp is e^x through ex2.approx (2 ulp): the activations' exponentials.
 static __device__ __forceinline__ float fexp(float x) {
@@ -242,7 +242,7 @@ static __device__ __forceinline__ void moe_down(
                           I, H, team);                                                                       \
   }
 #define MOE_DOWN(M, SB, NAME)                                                                                  \
-  extern "C" __global__ void __launch_bounds__(MOE_DOWN_WARPS * 32, 4)                                         \
+  extern "C" __global__ void __launch_bounds__(MOE_DOWN_WARPS * 32, 16 / MOE_DOWN_WARPS)                                       \
       NAME(const u32* dw, const u16* ds, const u16* db, const u32* sdw, const u16* sds, const u16* sdb,         \
            const int* ids, const float* wts, const float* logit, const float* h, const float* resid, float* out, \
            int H, int I, int team) { pdl_begin();                                                              \
