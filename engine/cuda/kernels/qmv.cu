@@ -119,15 +119,19 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       qload<G ? 1 : SB>(qrow_at<G>(r, words, scales, y, wpr, groups, grp), tl, biases, pw0[j], pw1[j], ps[j], pb[j]);
     }
   }
-  if (!G) {
-    // the rows of the warp's first two steps asked of L2 (prefetch_l2)
-    for (long long base = first; base < rows && base < first + 2LL * nwarps * rowsPerWarp;
+  {
+    // the rows of the warp's first two steps asked of L2 (prefetch_l2); the
+    // grouped kernels, whose first step is in registers, ask for the two
+    // after it (a Gated DeltaNet layer's in_proj is three steps)
+    const long long from = first + (G ? 1LL : 0LL) * nwarps * rowsPerWarp;
+    for (long long base = from; base < rows && base < from + 2LL * nwarps * rowsPerWarp;
          base += (long long)nwarps * rowsPerWarp) {
 #pragma unroll
       for (int j = 0; j < R; j++) {
         long long r = base + sub * R + j;
         r = r < rows ? r : rows - 1;
-        for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
+        const QRow row = qrow_at<G>(r, words, scales, y, wpr, groups, grp);
+        for (int g = tl; g < groups; g += team) prefetch_l2(row.words + g * 8);
       }
     }
   }
