@@ -167,19 +167,35 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     float acc[R];
 #pragma unroll
     for (int j = 0; j < R; j++) acc[j] = 0.f;
-    for (int g = tl; g < groups; g += team) {
-      u32x4 w0[R], w1[R];
-      float s[R], b[R];
-      if (pre && base == first && g == tl) {
+    // U of the lane's groups a row at a time, all their loads issued before
+    // the first is used (out_proj and o_proj are two groups a lane: one
+    // wait for memory instead of two); the grouped kernels, at their
+    // register limit, take one.
+    constexpr int U = G ? 1 : 2;
+    for (int g0 = tl; g0 < groups; g0 += U * team) {
+      u32x4 w0[U][R], w1[U][R];
+      float s[U][R], b[U][R];
 #pragma unroll
-        for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
-      } else {
+      for (int u = 0; u < U; u++) {
+        const int g = g0 + u * team;
+        if (g >= groups) break;
+        if (pre && base == first && g == tl) {
 #pragma unroll
-        for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[j], w1[j], s[j], b[j]);
+          for (int j = 0; j < R; j++) w0[u][j] = pw0[j], w1[u][j] = pw1[j], s[u][j] = ps[j], b[u][j] = pb[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[u][j], w1[u][j], s[u][j], b[u][j]);
+        }
       }
-      const float gs = q.gsum[g];
 #pragma unroll
-      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
+      for (int u = 0; u < U; u++) {
+        const int g = g0 + u * team;
+        if (g >= groups) break;
+        const float gs = q.gsum[g];
+#pragma unroll
+        for (int j = 0; j < R; j++)
+          acc[j] += s[u][j] * qdot<M>(w0[u][j], w1[u][j], q.xs, groups, g, q.gd) + b[u][j] * gs;
+      }
     }
 #pragma unroll
     for (int j = 0; j < R; j++) {
