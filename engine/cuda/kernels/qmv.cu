@@ -119,19 +119,15 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       qload<G ? 1 : SB>(qrow_at<G>(r, words, scales, y, wpr, groups, grp), tl, biases, pw0[j], pw1[j], ps[j], pb[j]);
     }
   }
-  {
-    // the rows of the warp's first two steps asked of L2 (prefetch_l2); the
-    // grouped kernels, whose first step is in registers, ask for the two
-    // after it (a Gated DeltaNet layer's in_proj is three steps)
-    const long long from = first + (G ? 1LL : 0LL) * nwarps * rowsPerWarp;
-    for (long long base = from; base < rows && base < from + 2LL * nwarps * rowsPerWarp;
+  if (!G) {
+    // the rows of the warp's first two steps asked of L2 (prefetch_l2)
+    for (long long base = first; base < rows && base < first + 2LL * nwarps * rowsPerWarp;
          base += (long long)nwarps * rowsPerWarp) {
 #pragma unroll
       for (int j = 0; j < R; j++) {
         long long r = base + sub * R + j;
         r = r < rows ? r : rows - 1;
-        const QRow row = qrow_at<G>(r, words, scales, y, wpr, groups, grp);
-        for (int g = tl; g < groups; g += team) prefetch_l2(row.words + g * 8);
+        for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
       }
     }
   }
@@ -167,35 +163,19 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     float acc[R];
 #pragma unroll
     for (int j = 0; j < R; j++) acc[j] = 0.f;
-    // U of the lane's groups a row at a time, all their loads issued before
-    // the first is used (out_proj and o_proj are two groups a lane: one
-    // wait for memory instead of two); the grouped kernels, at their
-    // register limit, take one.
-    constexpr int U = G ? 1 : 2;
-    for (int g0 = tl; g0 < groups; g0 += U * team) {
-      u32x4 w0[U][R], w1[U][R];
-      float s[U][R], b[U][R];
+    for (int g = tl; g < groups; g += team) {
+      u32x4 w0[R], w1[R];
+      float s[R], b[R];
+      if (pre && base == first && g == tl) {
 #pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int g = g0 + u * team;
-        if (g >= groups) break;
-        if (pre && base == first && g == tl) {
+        for (int j = 0; j < R; j++) w0[j] = pw0[j], w1[j] = pw1[j], s[j] = ps[j], b[j] = pb[j];
+      } else {
 #pragma unroll
-          for (int j = 0; j < R; j++) w0[u][j] = pw0[j], w1[u][j] = pw1[j], s[u][j] = ps[j], b[u][j] = pb[j];
-        } else {
-#pragma unroll
-          for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[u][j], w1[u][j], s[u][j], b[u][j]);
-        }
+        for (int j = 0; j < R; j++) qload<G ? 1 : SB>(row[j], g, biases, w0[j], w1[j], s[j], b[j]);
       }
+      const float gs = q.gsum[g];
 #pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int g = g0 + u * team;
-        if (g >= groups) break;
-        const float gs = q.gsum[g];
-#pragma unroll
-        for (int j = 0; j < R; j++)
-          acc[j] += s[u][j] * qdot<M>(w0[u][j], w1[u][j], q.xs, groups, g, q.gd) + b[u][j] * gs;
-      }
+      for (int j = 0; j < R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, groups, g, q.gd) + b[j] * gs;
     }
 #pragma unroll
     for (int j = 0; j < R; j++) {
