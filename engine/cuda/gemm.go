@@ -14,10 +14,14 @@ import (
 // (gemm_rq: B fragments dequantised in registers, no dense kernel), whose
 // blocks take the tile map's items in turn: Blocks of them fit a
 // multiprocessor, and the grid is as many as fit the GPU.
+//
+// A tile with Stream is gemm_stream's: its items are taken as a Reg tile's,
+// and it stages its X rows for all of K, so its shared memory depends on K
+// (sharedK).
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
-	Reg                     bool
+	Reg, Stream             bool
 	Blocks                  int
 }
 
@@ -47,8 +51,28 @@ const (
 	rqXRow         = 2*128 + 16
 )
 
-// allGEMMTiles is GEMMTiles then MoERegTiles.
-func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles) }
+// MoEStreamTiles are gemm.cu's streamed grouped MoE GEMMs: 16 rows a tile,
+// stWarps warps a block, one block a multiprocessor.
+var MoEStreamTiles = []GEMMTile{
+	{Name: "s16", BM: 16, BN: stGateUpOutputs, Threads: 32 * stWarps, Stages: stRing, Reg: true, Stream: true, Blocks: 1},
+}
+
+// gemm_stream's shape (gemm.cu ST_*): stWarps warps of stNT n8 tiles, a
+// ring of stRing steps of stSlot bytes a warp; an item's outputs,
+// stGateUpOutputs for gate/up and stDownOutputs for down (stDownPasses
+// passes a warp).
+const (
+	stWarps         = 16
+	stNT            = 4
+	stRing          = 3
+	stSlot          = stNT * 32 * 20
+	stDownPasses    = 2
+	stGateUpOutputs = stWarps * stNT / 2 * 8
+	stDownOutputs   = stWarps * stNT * 8 * stDownPasses
+)
+
+// allGEMMTiles is GEMMTiles, MoERegTiles and MoEStreamTiles.
+func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, MoEStreamTiles) }
 
 // GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
@@ -63,8 +87,16 @@ func GEMMTileByName(name string) (GEMMTile, error) {
 func (t GEMMTile) String() string { return t.Name }
 
 // shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
-// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its stages.
-func (t GEMMTile) shared() int {
+// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its stages;
+// for a Stream tile, its rings and X rows at K = 2048 (sharedK).
+func (t GEMMTile) shared() int { return t.sharedK(2048) }
+
+// sharedK is the dynamic shared memory of tile t at K columns: ST_SHARED(K)
+// for a Stream tile, shared() for the others.
+func (t GEMMTile) sharedK(K int) int {
+	if t.Stream {
+		return stWarps*stRing*stSlot + t.BM*2*K
+	}
 	if t.Reg {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
@@ -112,7 +144,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 		}
 		g.tiles[t.Name] = k
 	}
-	for _, t := range MoERegTiles {
+	for _, t := range slices.Concat(MoERegTiles, MoEStreamTiles) {
 		var k gemmKernels
 		var err error
 		if k.gateUp, err = mod.Function("gemm_gateup_" + t.Name); err != nil {
@@ -151,21 +183,30 @@ func (g *GEMM) Function(tile GEMMTile, kind string) *driver.Function {
 	return nil
 }
 
-// launchTile raises fn's shared-memory limit once and launches it.
-func (g *GEMM) launchTile(s *driver.Stream, fn *driver.Function, t GEMMTile, grid driver.Dim3, a *driver.Args) error {
+// launchTile raises fn's shared-memory limit once and launches it, its
+// shared memory that of tile t at K columns.
+func (g *GEMM) launchTile(s *driver.Stream, fn *driver.Function, t GEMMTile, K int, grid driver.Dim3, a *driver.Args) error {
 	if err := g.ready(fn, t); err != nil {
 		return err
 	}
-	return s.Launch(fn, grid, driver.D1(t.Threads), t.shared(), a)
+	shared := t.sharedK(K)
+	if max := g.c.Device().SharedOptIn; shared > max {
+		return fmt.Errorf("cuda: GEMM tile %s at %d columns needs %d bytes of shared memory; the GPU allows %d", t, K, shared, max)
+	}
+	return s.Launch(fn, grid, driver.D1(t.Threads), shared, a)
 }
 
-// ready raises fn's shared-memory limit to what tile t needs, once.
+// ready raises fn's shared-memory limit to what tile t needs, once: a
+// Stream tile's, whose need grows with K, to all the GPU allows.
 func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
 	if g.sharedReady[fn] {
 		return nil
 	}
-	shared := t.shared()
-	if max := g.c.Device().SharedOptIn; shared > max {
+	shared, max := t.shared(), g.c.Device().SharedOptIn
+	if t.Stream {
+		shared = max
+	}
+	if shared > max {
 		return fmt.Errorf("cuda: GEMM tile %s needs %d bytes of shared memory; the GPU allows %d", t, shared, max)
 	}
 	if err := fn.SetMaxDynamicShared(shared); err != nil {
@@ -173,6 +214,14 @@ func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
 	}
 	g.sharedReady[fn] = true
 	return nil
+}
+
+// StreamFits says whether the Stream tile t runs the MoE of hidden columns
+// and inter experts' columns on this GPU: K a multiple of 128 and its X
+// rows for all of K in shared memory, for both GEMMs.
+func (g *GEMM) StreamFits(t GEMMTile, hidden, inter int) bool {
+	max := g.c.Device().SharedOptIn
+	return hidden%128 == 0 && inter%128 == 0 && t.sharedK(hidden) <= max && t.sharedK(inter) <= max
 }
 
 // Prepare raises every tile's shared-memory limit now, so that no launch
@@ -270,7 +319,7 @@ func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, 
 	N, K := m.Rows, m.Cols
 	var a driver.Args
 	a.Ptr(x).Ptr(m.Words).Ptr(m.ScaleBias).Ptr(y).I32(int32(M)).I32(int32(N)).I32(int32(K))
-	return g.launchTile(s, k.dense, t, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
+	return g.launchTile(s, k.dense, t, K, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
 }
 
 // MoEGroups are the device buffers of one MoE's grouping: Tokens·MoETopK
@@ -293,15 +342,18 @@ type MoEGroups struct {
 // MoETile is the tile shape for tokens routed over experts: BM from the
 // rows an expert receives on average (tokens·MoETopK/experts). At 16 rows
 // on average m32 beats m16 (run gemm1: 390 against 457 µs at 512 tokens),
-// the counts spreading to 30 and more. With reg, up to 32 rows on average
-// take the register-dequant kernels of MoERegTiles instead.
-func MoETile(tokens, experts int, reg bool) GEMMTile {
+// the counts spreading to 30 and more. Under MoEReg, up to 32 rows on
+// average take the register-dequant kernels of MoERegTiles instead; under
+// MoEStream, gemm_stream's s16.
+func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	avg := tokens * MoETopK / max(experts, 1)
 	name := "m128"
 	switch {
-	case reg && avg <= 4:
+	case kernel == MoEStream && avg <= 32:
+		name = "s16"
+	case kernel == MoEReg && avg <= 4:
 		name = "r16"
-	case reg && avg <= 32:
+	case kernel == MoEReg && avg <= 32:
 		name = "r32"
 	case avg <= 4:
 		name = "m16"
@@ -381,14 +433,20 @@ func (g *GEMM) MoEGateUp(s *driver.Stream, grp *MoEGroups, gate, up *QMatrix, in
 		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
 	}
 	t := grp.Tile
+	if t.Stream && !g.StreamFits(t, hidden, inter) {
+		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
+	}
 	var a driver.Args
 	a.Ptr(x).Ptr(grp.RowTok).Ptr(gate.Words).Ptr(gate.ScaleBias).Ptr(up.Words).Ptr(up.ScaleBias).Ptr(h).
 		I32(int32(inter)).I32(int32(hidden)).Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (inter + t.BN/2 - 1) / (t.BN / 2), Y: grp.MaxTiles, Z: 1}
-	if t.Reg {
+	switch {
+	case t.Stream:
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, stGateUpOutputs))
+	case t.Reg:
 		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.BN/2))
 	}
-	return g.launchTile(s, g.tiles[t.Name].gateUp, t, grid, &a)
+	return g.launchTile(s, g.tiles[t.Name].gateUp, t, hidden, grid, &a)
 }
 
 // MoEDown queues the grouped down projection on s: ys[r] = h[r]·down_e^T,
@@ -402,14 +460,20 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
 	}
 	t := grp.Tile
+	if t.Stream && !g.StreamFits(t, hidden, inter) {
+		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
+	}
 	var a driver.Args
 	a.Ptr(h).Ptr(down.Words).Ptr(down.ScaleBias).Ptr(ys).I32(int32(hidden)).I32(int32(inter)).
 		Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
-	if t.Reg {
+	switch {
+	case t.Stream:
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, stDownOutputs))
+	case t.Reg:
 		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.BN))
 	}
-	return g.launchTile(s, g.tiles[t.Name].down, t, grid, &a)
+	return g.launchTile(s, g.tiles[t.Name].down, t, inter, grid, &a)
 }
 
 // itemGrid is the grid of a Reg tile's kernel: as many blocks as fit the

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -21,19 +22,20 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range MoERegTiles {
+	for _, tile := range slices.Concat(MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
 	}
 	for _, c := range []struct {
 		tokens int
-		reg    bool
+		kernel MoEKernel
 		want   string
-	}{{512, false, "m32"}, {4096, false, "m128"}, {100, false, "m16"}, {512, true, "r32"}, {1024, true, "r32"},
-		{100, true, "r16"}, {2048, true, "m64"}, {4096, true, "m128"}} {
-		if got := MoETile(c.tokens, 256, c.reg); got.Name != c.want {
-			t.Errorf("MoE tile of %d tokens on 256 experts (registers %v): %v, want %s", c.tokens, c.reg, got, c.want)
+	}{{512, MoESmem, "m32"}, {4096, MoESmem, "m128"}, {100, MoESmem, "m16"}, {512, MoEReg, "r32"}, {1024, MoEReg, "r32"},
+		{100, MoEReg, "r16"}, {2048, MoEReg, "m64"}, {4096, MoEReg, "m128"}, {100, MoEStream, "s16"}, {1024, MoEStream, "s16"},
+		{2048, MoEStream, "m64"}} {
+		if got := MoETile(c.tokens, 256, c.kernel); got.Name != c.want {
+			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}
 	}
 	if _, err := GEMMTileByName("m99"); err == nil {
@@ -371,7 +373,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
 		ys := newBuf(t, c, s, T*MoETopK*H, "ys")
 		out := newBuf(t, c, s, T*H, "out")
-		tiles := []GEMMTile{MoETile(T, E, true)}
+		tiles := []GEMMTile{MoETile(T, E, MoEStream)}
 		if T == 100 || T == 512 {
 			tiles = allGEMMTiles()
 		}
@@ -713,7 +715,7 @@ func TestMeasureGEMM(t *testing.T) {
 			us := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
 			t.Logf("moe T=%-4d %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)",
 				T, tile, us(dr), us(du), flopUp/du.Seconds()/1e12, us(dd), flopDown/dd.Seconds()/1e12, us(dc), us(dt),
-				(flopUp+flopDown)/dt.Seconds()/1e12, MoETile(T, E, true))
+				(flopUp+flopDown)/dt.Seconds()/1e12, MoETile(T, E, MoEStream))
 			grp.Free()
 		}
 	}

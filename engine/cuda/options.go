@@ -30,15 +30,14 @@ type Options struct {
 	// going in, sums are float32 (relative error about 3e-3, one bf16
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
-	// MoERegisters runs the grouped MoE GEMMs of up to 32 rows an expert
-	// on average (prompts of up to 1K tokens on 256 experts) on gemm.cu's
-	// gemm_rq, which dequantises each thread's weights in registers as the
-	// mma's operands; off (the default), through the bf16 W tile in shared
-	// memory that the larger tiles use. The same products and float32 sums,
-	// in another order. Off by default because it is not yet faster: 267
-	// against 259 µs for the 35B shape's gate/up at 512 tokens
-	// (docs/bench/cuda, moereg4).
-	MoERegisters bool
+	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 32 rows an
+	// expert on average (prompts of up to 1K tokens on 256 experts):
+	// MoESmem, through the bf16 W tile in shared memory that the larger
+	// tiles use; MoEReg, gemm_rq, which dequantises each thread's weights
+	// in registers as the mma's operands; MoEStream, gemm_stream, whose
+	// warps stream their own weight rows with no barrier in the k loop,
+	// 16 rows a tile. The same products and float32 sums, in another order.
+	MoE MoEKernel
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -103,9 +102,19 @@ const (
 	RouterPlain
 )
 
+// MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
+// an expert (the value of moe=).
+type MoEKernel string
+
+const (
+	MoESmem   MoEKernel = "smem"
+	MoEReg    MoEKernel = "reg"
+	MoEStream MoEKernel = "stream"
+)
+
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -117,7 +126,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
-	`moe=smem|reg (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, or dequantised in registers; default smem), ` +
+	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows; default smem), ` +
 	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -174,8 +183,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "gemm":
 			o.TensorCores, err = kv.Is("cuda", "tc", "plain")
 		case "moe":
-			first, err = kv.Is("cuda", "smem", "reg")
-			o.MoERegisters = !first
+			switch k := MoEKernel(kv.Value); k {
+			case MoESmem, MoEReg, MoEStream:
+				o.MoE = k
+			default:
+				err = fmt.Errorf("cuda: moe=%q: want smem, reg or stream", kv.Value)
+			}
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "attn":

@@ -11,22 +11,23 @@ import (
 // and a value outside a key's choices is refused with the key named.
 func TestParseOptionsChoices(t *testing.T) {
 	for _, c := range []struct {
-		key, value    string
-		pdl, some, rq bool
+		key, value string
+		pdl, some  bool
+		moe        MoEKernel
 	}{
-		{"pdl", "off", false, false, false}, {"pdl", "on", true, false, false}, {"pdl", "some", true, true, false},
-		{"moe", "smem", true, true, false}, {"moe", "reg", true, true, true},
+		{"pdl", "off", false, false, MoESmem}, {"pdl", "on", true, false, MoESmem}, {"pdl", "some", true, true, MoESmem},
+		{"moe", "smem", true, true, MoESmem}, {"moe", "reg", true, true, MoEReg}, {"moe", "stream", true, true, MoEStream},
 	} {
 		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
 		if err != nil {
 			t.Fatalf("%s=%s: %v", c.key, c.value, err)
 		}
-		if o.PDL != c.pdl || o.PDLSome != c.some || o.MoERegisters != c.rq {
-			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoERegisters %v", c.key, c.value, o.PDL, o.PDLSome, o.MoERegisters)
+		if o.PDL != c.pdl || o.PDLSome != c.some || o.MoE != c.moe {
+			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoE %v", c.key, c.value, o.PDL, o.PDLSome, o.MoE)
 		}
 	}
-	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoERegisters {
-		t.Errorf("defaults: PDL %v, PDLSome %v, MoERegisters %v; want pdl=some and moe=smem", d.PDL, d.PDLSome, d.MoERegisters)
+	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoESmem {
+		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=some and moe=smem", d.PDL, d.PDLSome, d.MoE)
 	}
 	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})

@@ -105,7 +105,10 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			return nil, false
 		}
 	}
-	tile := MoETile(rows, E, b.o.MoERegisters)
+	tile := MoETile(rows, E, b.o.MoE)
+	if tile.Stream && !b.gemm.StreamFits(tile, H, I) {
+		tile = MoETile(rows, E, MoESmem)
+	}
 	pairs := rows * MoETopK
 	maxTiles := ceil(pairs, tile.BM) + E
 	var off int64

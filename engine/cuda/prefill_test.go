@@ -248,16 +248,18 @@ func relErr(got []float32, want []float64) float64 {
 // stays on the plain GEMM), outputs poisoned first, within tcOwnBars of
 // float64 from the rounded inputs and within tcBars of the exact
 // references; a bad expert id makes its row NaN, as on the plain kernels.
-// The same under moe=reg (the MoE through gemm_rq at few rows). With
+// The same under moe=reg and moe=stream (the MoE through gemm_rq or
+// gemm_stream at few rows). With
 // gemm=plain the same ops run no tensor-core kernel and meet the
 // conformance suite's float32 bars.
 func TestTensorCoreOpsMatchReferences(t *testing.T) {
 	for _, m := range []struct {
-		mode    string
-		tc, reg bool
-	}{{"tc", true, false}, {"tc,moe=reg", true, true}, {"plain", false, false}} {
+		mode string
+		tc   bool
+		moe  MoEKernel
+	}{{"tc", true, MoESmem}, {"tc,moe=reg", true, MoEReg}, {"tc,moe=stream", true, MoEStream}, {"plain", false, MoESmem}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoERegisters = m.tc, m.reg
+		o.TensorCores, o.MoE = m.tc, m.moe
 		b := testBackend(t, o)
 		tc, mode := m.tc, m.mode
 		for i, c := range tcCases() {

@@ -573,6 +573,211 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
 RQ_ENTRIES(r16, 1, 4)
 RQ_ENTRIES(r32, 2, 3)
 
+// ---- The grouped MoE GEMMs streamed (gemm_gateup_s16, gemm_down_s16) ----
+//
+// At a few rows an expert the grouped GEMM is a read of every expert's
+// weights, and what it needs is many weight bytes in flight and no barrier
+// between them. Here a block's warps each stream their own weight rows
+// through a ring of ST_RING steps in shared memory that only the lane that
+// copied a word reads back (cp.async, no barrier), and the tile's 16 X rows
+// are staged once an item for all of K, so that the k loop has no barrier.
+//
+// A step is a k-block of 128 for ST_NT n8 tiles of a warp: lane (g, c)
+// copies the 16 code bytes 32c .. 32c+31 of its tile row g (elements 32c ..
+// 32c+31 of the k-block: one group, 64c/64 ... of the block's two) and that
+// group's scale/bias word. As in gemm_rq the mma's k order is free as long
+// as A and B agree: dequant_pairs gives, for code word w of the lane, the
+// pairs P[w][j] = (e_8w+j, e_8w+j+4), and k-step s (0..7) takes b0 =
+// P[2(s/4)][s%4] and b1 = P[2(s/4)+1][s%4]. X is staged with each 16-byte
+// chunk (8 elements) rewritten into the same pairs, so that the A
+// fragments are whole 16-byte loads: a0 = the pair of row g at b0's
+// elements, a1 the same of row g+8, a2 and a3 at b1's.
+//
+// Staged X chunk L of row r sits at L ^ ((L >> 3) & 1) ^ ((r & 1) << 1):
+// the eight lanes of a quarter warp (rows g, g+1, lanes c 0..3) then read
+// eight distinct 16-byte bank groups.
+//
+// A block takes items (a 16-row tile of the tile map and a chunk of
+// outputs: ST_WARPS warps of ST_NT n8 tiles a pass; gate/up, a warp's first
+// ST_NT/2 tiles gate rows and the rest the up rows of the same outputs) in
+// turn; its warps' step streams run on across items, so the next item's
+// weights are in flight while its X is staged.
+#define ST_WARPS 16
+#define ST_NT 4
+#define ST_RING 3
+#define ST_SLOT (ST_NT * 32 * 20)  // a warp's step: 16 code bytes and a scale/bias word a lane and n-tile
+#define ST_RINGS (ST_WARPS * ST_RING * ST_SLOT)
+#define ST_SHARED(K) (ST_RINGS + 16 * 2 * (K))
+#define ST_DOWN_PASSES 2
+
+static __device__ __forceinline__ int st_phys(int L, int r) { return L ^ ((L >> 3) & 1) ^ ((r & 1) << 1); }
+
+template <int MODE>
+static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, const int* __restrict__ rowTok,
+                                                   const u32* __restrict__ W, const u32* __restrict__ SB,
+                                                   const u32* __restrict__ W2, const u32* __restrict__ SB2,
+                                                   void* __restrict__ Y, int N, int K, const int* __restrict__ tiles,
+                                                   const int* __restrict__ offsets, const int* __restrict__ ntiles) {
+  constexpr int NTHREADS = ST_WARPS * 32, HALF = ST_NT / 2;
+  constexpr int OUT_W = MODE == MODE_GATEUP ? HALF * 8 : ST_NT * 8;  // outputs of a warp's pass
+  constexpr int PASSES = MODE == MODE_GATEUP ? 1 : ST_DOWN_PASSES;
+  constexpr int OUT_B = OUT_W * ST_WARPS * PASSES;  // outputs of an item
+  extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
+  const u32 sbase = smem_u32(gsm);
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const u32 ring = sbase + warp * (ST_RING * ST_SLOT), xs = sbase + ST_RINGS;
+  const int kblocks = K / 128, per = PASSES * kblocks, xrow = 2 * K;
+  const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
+  const int bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
+  const int mine = bid < items ? (items - bid + grid - 1) / grid : 0;
+  const int total = mine * per;
+  const long long wpr = K / 8, gpr = K / 64;
+
+  // issue queues the copies of step q (item mine-index q / per, pass and
+  // k-block from q % per) into ring slot q % ST_RING.
+  auto issue = [&](int q) __attribute__((always_inline)) {
+    if (q < total) {
+      const int item = bid + (q / per) * grid, rq = q % per, p = rq / kblocks, kb = rq % kblocks;
+      const int e = tiles[2 * (item / nch)];
+      const int ob = (item % nch) * OUT_B + (p * ST_WARPS + warp) * OUT_W;
+      const u32 slot = ring + (q % ST_RING) * ST_SLOT;
+#pragma unroll
+      for (int j = 0; j < ST_NT; j++) {
+        const int n = ob + (MODE == MODE_GATEUP ? j % HALF : j) * 8 + g;
+        const bool up = MODE == MODE_GATEUP && j >= HALF, v = n < N;
+        const long long row = (long long)e * N + (v ? n : 0);
+        cp_async16(slot + (j * 32 + lane) * 16, (up ? W2 : W) + row * wpr + kb * 16 + c * 4, v);
+        cp_async4(slot + ST_NT * 512 + (j * 32 + lane) * 4, (up ? SB2 : SB) + row * gpr + kb * 2 + (c >> 1), v);
+      }
+    }
+    cp_commit();
+  };
+
+  float acc[ST_NT][4];
+#pragma unroll
+  for (int j = 0; j < ST_NT; j++)
+#pragma unroll
+    for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
+
+#pragma unroll
+  for (int q = 0; q < ST_RING - 1; q++) issue(q);
+  int q = 0;
+  for (int i = 0; i < mine; i++) {
+    const int item = bid + i * grid, t = item / nch;
+    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + 16 ? oe : r0 + 16;
+
+    // Stage the tile's X rows (zeros past rend), chunks rewritten into
+    // pairs, eight 16-byte loads of a thread in flight at once.
+    __syncthreads();  // every warp is done with the last item's X
+    const int cpr = K / 8, chunks = 16 * cpr;
+    for (int x0 = tid; x0 < chunks; x0 += 8 * NTHREADS) {
+      u32x4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int x = x0 + u * NTHREADS, row = x / cpr, r = r0 + row;
+        v[u] = u32x4{0u, 0u, 0u, 0u};
+        if (x < chunks && r < rend) {
+          const long long src = MODE == MODE_GATEUP ? rowTok[r] : r;
+          v[u] = *(const u32x4*)(X + src * K + (x % cpr) * 8);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const int x = x0 + u * NTHREADS, row = x / cpr;
+        if (x < chunks)
+          st_shared_v4(xs + row * xrow + st_phys(x % cpr, row) * 16, prmt(v[u].x, v[u].z, 0x5410u),
+                       prmt(v[u].x, v[u].z, 0x7632u), prmt(v[u].y, v[u].w, 0x5410u), prmt(v[u].y, v[u].w, 0x7632u));
+      }
+    }
+    __syncthreads();
+
+    for (int p = 0; p < PASSES; p++) {
+      for (int kb = 0; kb < kblocks; kb++, q++) {
+        cp_wait<ST_RING - 2>();  // this lane's copies of step q have landed
+        issue(q + ST_RING - 1);  // into the slot this lane read at step q-1
+        const u32 slot = ring + (q % ST_RING) * ST_SLOT;
+        u32 xa[2][4][4];  // rows g, g+8: the lane's four X chunks of the k-block
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int w = 0; w < 4; w++) {
+            const int row = g + 8 * h;
+            ld_shared_v4(xs + row * xrow + st_phys(kb * 16 + c * 4 + w, row) * 16, xa[h][w]);
+          }
+#pragma unroll
+        for (int j = 0; j < ST_NT; j++) {
+          u32 cw[4];
+          ld_shared_v4(slot + (j * 32 + lane) * 16, cw);
+          const u32 sb = ld_shared_u32(slot + ST_NT * 512 + (j * 32 + lane) * 4);
+          const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
+          u32 pp[4][4];
+#pragma unroll
+          for (int w = 0; w < 4; w++) dequant_pairs(cw[w], s2, b2, pp[w]);
+#pragma unroll
+          for (int s = 0; s < 8; s++) {
+            const int w0 = 2 * (s >> 2), jj = s & 3;
+            const u32 a[4] = {xa[0][w0][jj], xa[1][w0][jj], xa[0][w0 + 1][jj], xa[1][w0 + 1][jj]};
+            mma_bf16(acc[j], a, pp[w0][jj], pp[w0 + 1][jj]);
+          }
+        }
+      }
+
+      // The pass's outputs: acc[j] element i is row g (+8 for i >= 2),
+      // column 2c + (i & 1) of tile j.
+      const int ob = (item % nch) * OUT_B + (p * ST_WARPS + warp) * OUT_W;
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int r = r0 + g + 8 * half;
+        if (r < rend) {
+          if (MODE == MODE_GATEUP) {
+            u16* h = (u16*)Y + (long long)r * N;
+#pragma unroll
+            for (int j = 0; j < HALF; j++) {
+              const int n = ob + j * 8 + 2 * c;
+              if (n >= N) continue;
+              const float g0 = acc[j][2 * half], g1 = acc[j][2 * half + 1];
+              const float u0 = acc[j + HALF][2 * half], u1 = acc[j + HALF][2 * half + 1];
+              const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
+              *(u32*)(h + n) = pack_bf16x2(h0, h1);
+            }
+          } else {
+            float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+            for (int j = 0; j < ST_NT; j++) {
+              const int n = ob + j * 8 + 2 * c;
+              if (n >= N) continue;
+              float2v v = {acc[j][2 * half], acc[j][2 * half + 1]};
+              *(float2v*)(y + n) = v;
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < ST_NT; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
+    }
+  }
+  cp_wait<0>();
+}
+
+// Entry points gemm_gateup_s16 and gemm_down_s16: the arguments of
+// gemm_gateup_m32 and gemm_down_m32, ST_WARPS*32 threads, ST_SHARED(K)
+// bytes of dynamic shared memory (K: hidden for gate/up, inter for down), a
+// grid of any size. K % 128 == 0, N % 8 == 0.
+extern "C" __global__ void __launch_bounds__(ST_WARPS * 32, 1)
+    gemm_gateup_s16(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu, const u32* SBu,
+                    u16* H, int N, int K, const int* tiles, const int* offsets, const int* ntiles) {
+  pdl_begin();
+  gemm_stream<MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);
+}
+extern "C" __global__ void __launch_bounds__(ST_WARPS * 32, 1)
+    gemm_down_s16(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,
+                  const int* offsets, const int* ntiles) {
+  pdl_begin();
+  gemm_stream<MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);
+}
+
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {
   pdl_begin();
