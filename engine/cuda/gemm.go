@@ -113,7 +113,7 @@ func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
 }
 
 type gemmKernels struct {
-	dense, gateUp, down *driver.Function
+	dense, group, gateUp, down *driver.Function
 }
 
 // GEMM launches the 4-bit weight GEMMs of prefill on the tensor cores and
@@ -135,7 +135,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 		for _, f := range []struct {
 			dst  **driver.Function
 			name string
-		}{{&k.dense, "gemm_dense_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
+		}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
 			fn, err := mod.Function(f.name + t.Name)
 			if err != nil {
 				return nil, err
@@ -168,13 +168,15 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 	return g, nil
 }
 
-// Function returns the kernel of a tile and kind ("dense", "gateup",
-// "down"), for its resource report.
+// Function returns the kernel of a tile and kind ("dense", "group",
+// "gateup", "down"), for its resource report.
 func (g *GEMM) Function(tile GEMMTile, kind string) *driver.Function {
 	k := g.tiles[tile.Name]
 	switch kind {
 	case "dense":
 		return k.dense
+	case "group":
+		return k.group
 	case "gateup":
 		return k.gateUp
 	case "down":
@@ -228,8 +230,8 @@ func (g *GEMM) StreamFits(t GEMMTile, hidden, inter int) bool {
 // recorded into a CUDA graph changes a function's attributes.
 func (g *GEMM) Prepare() error {
 	for _, t := range allGEMMTiles() {
-		for _, kind := range []string{"dense", "gateup", "down"} {
-			if t.Reg && kind == "dense" {
+		for _, kind := range []string{"dense", "group", "gateup", "down"} {
+			if t.Reg && (kind == "dense" || kind == "group") {
 				continue
 			}
 			if err := g.ready(g.Function(t, kind), t); err != nil {
@@ -320,6 +322,40 @@ func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, 
 	var a driver.Args
 	a.Ptr(x).Ptr(m.Words).Ptr(m.ScaleBias).Ptr(y).I32(int32(M)).I32(int32(N)).I32(int32(K))
 	return g.launchTile(s, k.dense, t, K, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
+}
+
+// DenseGroup queues ys[i][M, N_i] = x[M,K]·W_i^T on s for the matrices ms
+// (at most QMVGroupMax, all K wide) in one launch of tile t: x bf16
+// row-major (ToBF16), each y float32 row-major. table is
+// QMVGroupTable(ms, ys).
+func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, table []byte, x driver.Ptr, M int) error {
+	k, ok := g.tiles[t.Name]
+	if !ok || k.group == nil {
+		return fmt.Errorf("cuda: no grouped GEMM of tile %q", t.Name)
+	}
+	if len(ms) == 0 || len(ms) > QMVGroupMax || len(table) != 120 {
+		return fmt.Errorf("cuda: a grouped GEMM of %d matrices (1 to %d) and a table of %d bytes", len(ms), QMVGroupMax, len(table))
+	}
+	blocks := 0
+	for i, m := range ms {
+		if err := checkGEMMWeights(m, fmt.Sprintf("weight %d", i), m.Rows, ms[0].Cols); err != nil {
+			return err
+		}
+		if !aligned16(m.Words) {
+			return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
+		}
+		blocks += ceil(m.Rows, t.BN)
+	}
+	if !aligned16(x) {
+		return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
+	}
+	if M <= 0 {
+		return nil
+	}
+	K := ms[0].Cols
+	var a driver.Args
+	a.Struct(table).Ptr(x).I32(int32(M)).I32(int32(K))
+	return g.launchTile(s, k.group, t, K, driver.Dim3{X: blocks, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
 }
 
 // MoEGroups are the device buffers of one MoE's grouping: Tokens·MoETopK

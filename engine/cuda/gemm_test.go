@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -717,6 +719,25 @@ func TestMeasureGEMM(t *testing.T) {
 				T, tile, us(dr), us(du), flopUp/du.Seconds()/1e12, us(dd), flopDown/dd.Seconds()/1e12, us(dc), us(dt),
 				(flopUp+flopDown)/dt.Seconds()/1e12, MoETile(T, E, MoEStream))
 			grp.Free()
+		}
+	}
+}
+
+// TestGEMMGroupArgsMatchKernel: every grouped dense GEMM in gemm.ptx takes
+// the table by value as its first parameter, as many bytes as
+// QMVGroupTable makes (DenseGroup passes it so), one entry a dense tile.
+func TestGEMMGroupArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("gemm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := regexp.MustCompile(`\.entry (gemm_group_\w+)\(\s*\.param( \.align 8 \.b8 \w+\[(\d+)\])?`).FindAllStringSubmatch(string(ptx), -1)
+	if len(entries) != len(GEMMTiles) {
+		t.Fatalf("%d grouped entry points in gemm.ptx, want %d", len(entries), len(GEMMTiles))
+	}
+	for _, e := range entries {
+		if e[3] != "120" {
+			t.Errorf("%s's first parameter is %q, want the 120-byte table by value", e[1], e[2])
 		}
 	}
 }

@@ -28,6 +28,11 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 		return g
 	}
 	tc := b.gemm != nil && rows > 1 && x%16 == 0
+	if tc && len(ws) > 1 {
+		if g := b.denseGroup(p, ws, x, ys, rows); g != nil {
+			return g
+		}
+	}
 	xb := int64(-1)
 	var steps []step
 	for i, w := range ws {
@@ -50,6 +55,41 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 		}})
 	}
 	return steps
+}
+
+// denseGroup lowers the GEMMs of several matrices reading one x (a
+// QLinearGroup of several rows) to one conversion of x and one grouped
+// dense launch where the tensor-core GEMM takes them all, else returns nil:
+// the Gated DeltaNet's b and a projections (32 rows each) and attention's
+// k and v (512) ride in the launch of the large ones instead of taking a
+// launch, and most of a wave, apiece.
+func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver.Ptr, rows int) []step {
+	if len(ws) > QMVGroupMax {
+		return nil
+	}
+	qs := make([]*QMatrix, len(ws))
+	total := 0
+	for i, w := range ws {
+		if w.q.Rows == 0 || !tcMatrix(w) || ys[i]%16 != 0 {
+			return nil
+		}
+		qs[i] = w.q
+		total += w.q.Rows
+	}
+	table, err := QMVGroupTable(qs, ys)
+	if err != nil {
+		return nil
+	}
+	var off int64
+	n := rows * qs[0].Cols
+	xb := p.reserve(&off, 2*int64(n))
+	tile := b.gemm.DenseTile(rows, total)
+	return []step{
+		{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }},
+		{kernels: 1, name: "gemm_group_" + tile.Name, launch: func(s *driver.Stream) error {
+			return b.gemm.DenseGroup(s, tile, qs, table, p.scratch.Add(xb), rows)
+		}},
+	}
 }
 
 // qmvGroup lowers the one-token mat-vecs of a group of matrices (a
@@ -126,7 +166,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	}
 	one := func(name string, f func(s *driver.Stream) error) step { return step{kernels: 1, name: name, launch: f} }
 	g := b.gemm
-	tileS, tileD := g.DenseTile(rows, SI), g.DenseTile(rows, H)
+	tileS, tileD := g.DenseTile(rows, 2*SI), g.DenseTile(rows, H)
 	segGemm, segGrid := b.qgemmShape(1, rows)
 	if rowsKernelFits(seg.q) {
 		segGemm, segGrid = "qgemm_rows", driver.D1(ceil(rows, 8))
@@ -138,8 +178,14 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
 			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
 		}),
-		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
-		one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),
+		one("gemm_group_"+tileS.Name, func(s *driver.Stream) error { // the shared expert's gate and up in one launch
+			qs := []*QMatrix{sg.q, su.q}
+			table, err := QMVGroupTable(qs, []driver.Ptr{at(gs), at(us)})
+			if err != nil {
+				return err
+			}
+			return g.DenseGroup(s, tileS, qs, table, at(xb), rows)
+		}),
 		one("moe_shared_swiglu", func(s *driver.Stream) error { return g.SharedSwiGLU(s, at(gs), at(us), at(logit), at(hs), rows, SI) }),
 		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
 		one("moe_route", func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }),

@@ -84,17 +84,26 @@ func tcCases() []tcCase {
 					}}
 			}})
 	}
-	for _, rows := range []int{3, 100} {
-		// an 8-bit matrix and one of 67 rows stay on the plain GEMM
-		cases = append(cases, tcCase{name: fmt.Sprintf("QLinearGroup %d rows", rows), op: "QLinearGroup",
-			kernels: []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"},
+	for _, g := range []struct {
+		rows  int
+		plain bool
+	}{{3, true}, {100, true}, {3, false}, {100, false}} {
+		rows := g.rows
+		// plain: an 8-bit matrix and one of 67 rows stay on the plain GEMM,
+		// the others one launch each; else four 4-bit matrices, one
+		// grouped launch.
+		name, kernels, shape := fmt.Sprintf("QLinearGroup %d rows, one launch", rows), []string{"gemm_to_bf16", "gemm_group_"}, []int{264, 8, 136, 72}
+		if g.plain {
+			name, kernels, shape = fmt.Sprintf("QLinearGroup %d rows", rows), []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"}, []int{264, 8, 136, 72, 67}
+		}
+		cases = append(cases, tcCase{name: name, op: "QLinearGroup", kernels: kernels,
 			make: func(rng *rand.Rand) *tcData {
 				const C = 256
 				x := randoms(rng, rows*C, 1)
 				d := &tcData{nanRow: -1}
-				for i, R := range []int{264, 8, 136, 72, 67} {
+				for i, R := range shape {
 					bits := 4
-					if i == 2 {
+					if i == 2 && g.plain {
 						bits = 8
 					}
 					m := quant.RandomMatrix(rng, 1, R, C, bits, 64)
@@ -124,7 +133,7 @@ func tcCases() []tcCase {
 			name += ", a bad expert id"
 		}
 		cases = append(cases, tcCase{name: name, op: "Experts",
-			kernels: []string{"gemm_to_bf16", "qgemm", "gemm_dense_", "gemm_dense_", "moe_shared_swiglu", "gemm_dense_",
+			kernels: []string{"gemm_to_bf16", "qgemm", "gemm_group_", "moe_shared_swiglu", "gemm_dense_",
 				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
 			make: func(rng *rand.Rand) *tcData { return expertsData(rng, c.rows, c.bad) }})
 	}

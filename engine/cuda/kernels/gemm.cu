@@ -126,7 +126,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
                                                  const u32* __restrict__ W2, const u32* __restrict__ SB2,
                                                  void* __restrict__ Y, int M, int N, int K,
                                                  const int* __restrict__ tiles, const int* __restrict__ offsets,
-                                                 const int* __restrict__ ntiles) {
+                                                 const int* __restrict__ ntiles, int bx) {
   constexpr int NTHREADS = WM * WN * 32;
   constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
@@ -152,7 +152,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     rend = offsets[e + 1];
     wbase = (long long)e * N;
   }
-  const int n0 = MODE == MODE_GATEUP ? PETAL_BID_X() * (BN / 2) : PETAL_BID_X() * BN;
+  const int n0 = MODE == MODE_GATEUP ? bx * (BN / 2) : bx * BN;
   const int ktiles = K / 64;
   const long long wpr = K / 8, gpr = K / 64;
 
@@ -316,26 +316,60 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   }
 }
 
+// GemmGroup is the table of a grouped dense launch: matrices of one width
+// reading the same X, each with its output (y[i]: M rows of start[i+1] -
+// start[i]), n of them; the layout of qmv.cu's QMVGroup (engine/cuda's
+// QMVGroupTable makes both), passed by value.
+#define GEMM_GROUP 4
+struct GemmGroup {
+  const u32* w[GEMM_GROUP];
+  const u32* sb[GEMM_GROUP];
+  float* y[GEMM_GROUP];
+  int start[GEMM_GROUP + 1];
+  int n;
+};
+
 // Entry points, one per tile shape and mode. Launch with WM*WN*32 threads,
 // GEMM_SHARED(BM, BN, S) bytes of dynamic shared memory; grid x = N/BN
 // (gate/up: N/(BN/2)) rounded up, grid y = M/BM rounded up (grouped: the
 // tile map's upper bound, blocks past ntiles return). K % 64 == 0, N % 8 ==
-// 0, X and the weights 16-byte aligned.
+// 0, X and the weights 16-byte aligned. gemm_group_<tile>: the dense GEMMs
+// of a GemmGroup in one launch, grid x the sum over its matrices of their
+// rows / BN rounded up (each block finds its matrix), grid y as dense.
 #define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) { pdl_begin();            \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0);                         \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
+      gemm_group_##NAME(const GemmGroup g, const u16* X, int M, int K) {                                         \
+    pdl_begin();                                                                                                 \
+    const int bx = PETAL_BID_X();                                                                                \
+    int b0 = 0, at = -1, N = 0, lx = 0;                                                                          \
+    _Pragma("unroll") for (int i = 0; i < GEMM_GROUP; i++) {                                                     \
+      if (i < g.n) {                                                                                             \
+        const int ni = g.start[i + 1] - g.start[i], nb = (ni + BN - 1) / BN;                                     \
+        if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;                                              \
+        b0 += nb;                                                                                                \
+      }                                                                                                          \
+    }                                                                                                            \
+    const u32 *W = g.w[0], *SB = g.sb[0];                                                                        \
+    float* Y = g.y[0];                                                                                           \
+    _Pragma("unroll") for (int i = 1; i < GEMM_GROUP; i++) if (at == i) W = g.w[i], SB = g.sb[i], Y = g.y[i];    \
+    if (at < 0) return;                                                                                          \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \
                          const int* ntiles) { pdl_begin();                                                       \
-    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles); \
+    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles,  \
+                                              PETAL_BID_X());                                                    \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,     \
                        const int* offsets, const int* ntiles) { pdl_begin();                                     \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles);          \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, PETAL_BID_X()); \
   }
 
 GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2)
