@@ -258,6 +258,40 @@ extern "C" __global__ void __launch_bounds__(256)
   const int r0 = PETAL_BID_Y() * CONV_ROWS, r1 = imin(rows, r0 + CONV_ROWS);
   // the input at row i (negative: the state's rows)
 #define CONV_IN(i) ((i) >= 0 ? x[(long long)(i) * C + c] : state[(long long)((i) + K - 1) * C + c])
+  if (K == 4) {
+    // The Qwen3.5 / 3.6 Gated DeltaNet's width: the window in registers
+    // (the loops below keep it in local memory, K being known only at run
+    // time) and the rows' loads free to run ahead.
+    const float w0 = w[c * 4LL], w1 = w[c * 4LL + 1], w2 = w[c * 4LL + 2], w3 = w[c * 4LL + 3];
+    float a = CONV_IN(r0 - 3), b = CONV_IN(r0 - 2), d = CONV_IN(r0 - 1);
+    // the sums in the order of the loops below
+    auto conv = [&](float p0, float p1, float p2, float xv) __attribute__((always_inline)) {
+      float s = w3 * xv;
+      s += w0 * p0;
+      s += w1 * p1;
+      s += w2 * p2;
+      return fsilu(s);
+    };
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) {  // four rows' loads in flight at once
+      const float* xr = x + (long long)r * C + c;
+      const float x0 = xr[0], x1 = xr[C], x2 = xr[2LL * C], x3 = xr[3LL * C];
+      float* o = out + (long long)r * C + c;
+      o[0] = conv(a, b, d, x0);
+      o[C] = conv(b, d, x0, x1);
+      o[2LL * C] = conv(d, x0, x1, x2);
+      o[3LL * C] = conv(x0, x1, x2, x3);
+      a = x1, b = x2, d = x3;
+    }
+    for (; r < r1; r++) {
+      const float xv = x[(long long)r * C + c];
+      out[(long long)r * C + c] = conv(a, b, d, xv);
+      a = b, b = d, d = xv;
+    }
+    if (r0 == 0)
+      for (int j = 0; j < 3; j++) state[(long long)j * C + c] = CONV_IN(rows - 3 + j);
+    return;
+  }
   float wk[16], win[16];
   for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
   for (int j = 0; j < K - 1; j++) win[j] = CONV_IN(r0 - (K - 1) + j);
