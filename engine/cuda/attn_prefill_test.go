@@ -261,3 +261,40 @@ func TestFlashAttnInBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureFlash times the flash kernel on the 35B model's attention (16
+// query heads on 2 KV heads of 256) for a chunk of 4096 rows at several
+// positions, both KV element types, in TFLOP/s of the causal products
+// (QKᵀ and PV: 4·D per query head per key seen) (PETAL_CUDA_BENCH=1).
+func TestMeasureFlash(t *testing.T) {
+	c := benchOnly(t)
+	s := newTestStream(t, c)
+	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const QH, KVH, D, rows, maxPos = 16, 2, 256, 4096, 128 << 10
+	kvW := KVH * D
+	q, qg := upBuf(t, c, s, randomVector(rng, rows*QH*D), "q"), upBuf(t, c, s, randomVector(rng, rows*QH*2*D), "qg")
+	out := newBuf(t, c, s, rows*QH*D, "out")
+	caches := map[KVType][2]devBuf{
+		KVF32: {upBuf(t, c, s, randomVector(rng, maxPos*kvW), "k f32"), upBuf(t, c, s, randomVector(rng, maxPos*kvW), "v f32")},
+	}
+	kh, vh := make([]uint16, maxPos*kvW), make([]uint16, maxPos*kvW)
+	for i := range kh {
+		kh[i], vh[i] = quant.ToBF16(float32(rng.NormFloat64())), quant.ToBF16(float32(rng.NormFloat64()))
+	}
+	caches[KVBF16] = [2]devBuf{upBuf(t, c, s, kh, "k bf16"), upBuf(t, c, s, vh, "v bf16")}
+	for _, kv := range []KVType{KVF32, KVBF16} {
+		for _, start := range []int{0, 28 << 10, maxPos - rows} {
+			pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
+			sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv}
+			b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
+			d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
+			keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
+			flop := 4 * D * QH * keys
+			t.Logf("flash %v: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+		}
+	}
+}
