@@ -12,9 +12,16 @@ import (
 // and 64 query rows (64/G tokens times the G query heads sharing it), the
 // scores and the probabilities on the tensor cores in bf16 with float32
 // sums and the softmax in float32.
+//
+// The wide kernels (flash_wide_*, FlashShape.Wide) take 128 query rows a
+// block in 8 warps and keep the next key tile's copies in flight while a
+// tile's products run.
 const (
 	flashRows    = 64  // query rows (token, head) per block
 	flashThreads = 128 // 4 warps of 16 query rows
+	wideRows     = 128
+	wideThreads  = 256
+	wideKeys     = 32 // keys a tile (FW_BN)
 )
 
 // flashHeadDims are the head sizes the kernels are built for.
@@ -27,6 +34,7 @@ type FlashShape struct {
 	HeadDim         int
 	MaxPos          int // rows the caches hold
 	KV              KVType
+	Wide            bool // the flash_wide kernels
 }
 
 // FlashBuffers are the op's device buffers: Q [Rows][QH][D] and QG
@@ -36,15 +44,45 @@ type FlashBuffers struct {
 	Q, QG, KCache, VCache, Pos, Out driver.Ptr
 }
 
-// shared is the Q tile and one K and one V tile of 64 rows of D bf16.
-func (sh FlashShape) shared() int { return 3 * flashRows * 2 * sh.HeadDim }
+// shared is the Q tile and one K and one V tile of 64 rows of D bf16;
+// wide, FW_SHARED: the Q tile of 128 rows, two K and two V tiles of 32, and
+// for a float32 cache the staging of one K and one V tile in float32.
+func (sh FlashShape) shared() int {
+	if sh.Wide {
+		n := wideRows*2*sh.HeadDim + 4*wideKeys*2*sh.HeadDim
+		if sh.KV == KVF32 {
+			n += 2 * wideKeys * 4 * sh.HeadDim
+		}
+		return n
+	}
+	return 3 * flashRows * 2 * sh.HeadDim
+}
+
+// rows and threads are the query rows and threads of a block.
+func (sh FlashShape) rows() int {
+	if sh.Wide {
+		return wideRows
+	}
+	return flashRows
+}
+
+func (sh FlashShape) threads() int {
+	if sh.Wide {
+		return wideThreads
+	}
+	return flashThreads
+}
 
 func (sh FlashShape) kernel() string {
 	kv := "f32"
 	if sh.KV == KVBF16 {
 		kv = "bf16"
 	}
-	return fmt.Sprintf("flash_attn_%s_d%d", kv, sh.HeadDim)
+	kind := "attn"
+	if sh.Wide {
+		kind = "wide"
+	}
+	return fmt.Sprintf("flash_%s_%s_d%d", kind, kv, sh.HeadDim)
 }
 
 // Check says why the kernels cannot take sh, or nil.
@@ -52,8 +90,8 @@ func (sh FlashShape) Check() error {
 	switch {
 	case sh.KVHeads < 1 || sh.QHeads%sh.KVHeads != 0:
 		return fmt.Errorf("cuda: flash attention: %d query heads over %d KV heads", sh.QHeads, sh.KVHeads)
-	case flashRows%(sh.QHeads/sh.KVHeads) != 0:
-		return fmt.Errorf("cuda: flash attention: %d query heads per KV head; the kernel takes a divisor of %d", sh.QHeads/sh.KVHeads, flashRows)
+	case sh.rows()%(sh.QHeads/sh.KVHeads) != 0:
+		return fmt.Errorf("cuda: flash attention: %d query heads per KV head; the kernel takes a divisor of %d", sh.QHeads/sh.KVHeads, sh.rows())
 	case sh.HeadDim != 128 && sh.HeadDim != 256:
 		return fmt.Errorf("cuda: flash attention: heads of %d values; the kernels are built for %v", sh.HeadDim, flashHeadDims)
 	case sh.KV != KVF32 && sh.KV != KVBF16:
@@ -64,9 +102,9 @@ func (sh FlashShape) Check() error {
 	return nil
 }
 
-// grid is (blocks of 64/G tokens, KV heads).
+// grid is (blocks of rows()/G tokens, KV heads).
 func (sh FlashShape) grid() driver.Dim3 {
-	tokens := flashRows / (sh.QHeads / sh.KVHeads)
+	tokens := sh.rows() / (sh.QHeads / sh.KVHeads)
 	return driver.Dim3{X: ceil(sh.Rows, tokens), Y: sh.KVHeads, Z: 1}
 }
 
@@ -103,9 +141,11 @@ type FlashAttn struct {
 // flashKernels are the entry points of attn_prefill.cu.
 func flashKernels() []FlashShape {
 	var shapes []FlashShape
-	for _, kv := range []KVType{KVF32, KVBF16} {
-		for _, d := range flashHeadDims {
-			shapes = append(shapes, FlashShape{HeadDim: d, KV: kv})
+	for _, wide := range []bool{false, true} {
+		for _, kv := range []KVType{KVF32, KVBF16} {
+			for _, d := range flashHeadDims {
+				shapes = append(shapes, FlashShape{HeadDim: d, KV: kv, Wide: wide})
+			}
 		}
 	}
 	return shapes
@@ -144,7 +184,7 @@ func (f *FlashAttn) Launch(s *driver.Stream, sh FlashShape, b FlashBuffers) erro
 	}
 	var a driver.Args
 	sh.args(&a, b)
-	return s.Launch(f.fn[sh.kernel()], sh.grid(), driver.D1(flashThreads), sh.shared(), &a)
+	return s.Launch(f.fn[sh.kernel()], sh.grid(), driver.D1(sh.threads()), sh.shared(), &a)
 }
 
 // flashAttention is the Attention op on the flash kernels where
@@ -158,7 +198,7 @@ func (b *Backend) flashAttention(o *backend.Attention, bufs FlashBuffers) (step,
 	}
 	kvW := o.KVHeads * o.HeadDim
 	sh := FlashShape{Rows: o.Rows, QHeads: o.QHeads, KVHeads: o.KVHeads, HeadDim: o.HeadDim,
-		MaxPos: o.KCache.Len / max(kvW, 1), KV: kvType(o.KCache.Type)}
+		MaxPos: o.KCache.Len / max(kvW, 1), KV: kvType(o.KCache.Type), Wide: b.o.FlashWide}
 	if sh.Check() != nil || checkFlashAligned(bufs) != nil {
 		return step{}, false, nil
 	}
@@ -176,5 +216,5 @@ func (b *Backend) flashAttention(o *backend.Attention, bufs FlashBuffers) (step,
 			b.fn[name] = fn
 		}
 	}
-	return b.launch(sh.kernel(), sh.grid(), driver.D1(flashThreads), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) }), true, nil
+	return b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) }), true, nil
 }

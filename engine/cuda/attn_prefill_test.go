@@ -23,7 +23,10 @@ func TestParseAttnOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
 		t.Fatalf("attn=flash: %+v, %v", o, err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "plain"}}); err != nil || o.FlashAttention {
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wide"}}); err != nil || !o.FlashAttention || !o.FlashWide {
+		t.Fatalf("attn=wide: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "plain"}}); err != nil || o.FlashAttention || o.FlashWide {
 		t.Fatalf("attn=plain: %+v, %v", o, err)
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "attn", Value: "fast"}}); err == nil {
@@ -105,24 +108,26 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	}
 	rng := freshRNG(t)
 	type shape struct{ QH, KVH, D int }
-	for _, kv := range []KVType{KVF32, KVBF16} {
-		for _, hs := range []shape{{16, 2, 256}, {8, 2, 128}} {
-			for _, start := range []int{0, 37, 4096} {
-				for _, rows := range []int{1, 7, 64, 100, 512} {
-					if hs.D == 128 && rows == 512 {
-						continue // the 35B shape covers the long chunk
+	for _, wide := range []bool{false, true} {
+		for _, kv := range []KVType{KVF32, KVBF16} {
+			for _, hs := range []shape{{16, 2, 256}, {8, 2, 128}} {
+				for _, start := range []int{0, 37, 4096} {
+					for _, rows := range []int{1, 7, 64, 100, 512} {
+						if hs.D == 128 && rows == 512 {
+							continue // the 35B shape covers the long chunk
+						}
+						name := fmt.Sprintf("wide=%v/%v/h%d-%d-d%d/start%d/rows%d", wide, kv, hs.QH, hs.KVH, hs.D, start, rows)
+						t.Run(name, func(t *testing.T) {
+							flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows, wide)
+						})
 					}
-					name := fmt.Sprintf("%v/h%d-%d-d%d/start%d/rows%d", kv, hs.QH, hs.KVH, hs.D, start, rows)
-					t.Run(name, func(t *testing.T) {
-						flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows)
-					})
 				}
 			}
 		}
 	}
 }
 
-func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int) {
+func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int, wide bool) {
 	kvW, n := KVH*D, start+rows
 	maxPos := n + 3
 	q := randomVector(rng, rows*QH*D)
@@ -152,7 +157,7 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
-	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv}
+	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: wide}
 	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +200,11 @@ func TestFlashAttnInBackend(t *testing.T) {
 	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
 	kvW, maxPos := KVH*D, 256
 	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
-		for _, flash := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/flash=%v", kvt, flash), func(t *testing.T) {
+		for _, mode := range []string{"flash", "wide", "plain"} {
+			flash := mode != "plain"
+			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
-				o.FlashAttention = flash
+				o.FlashAttention, o.FlashWide = flash, mode == "wide"
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
 				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)
@@ -225,8 +231,9 @@ func TestFlashAttnInBackend(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
-				if isFlash := len(names) == 1 && strings.HasPrefix(names[0], "flash_attn_"); isFlash != flash {
-					t.Fatalf("kernels %v with attn flash=%v", names, flash)
+				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "plain": "attn_rows_"}[mode]
+				if len(names) != 1 || !strings.HasPrefix(names[0], kernel) {
+					t.Fatalf("kernels %v with attn=%s, want one %s*", names, mode, kernel)
 				}
 				if err := p.Run(); err != nil {
 					t.Fatal(err)
@@ -288,13 +295,15 @@ func TestMeasureFlash(t *testing.T) {
 	caches[KVBF16] = [2]devBuf{upBuf(t, c, s, kh, "k bf16"), upBuf(t, c, s, vh, "v bf16")}
 	for _, kv := range []KVType{KVF32, KVBF16} {
 		for _, start := range []int{0, 28 << 10, maxPos - rows} {
-			pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
-			sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv}
-			b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
-			d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
-			keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
-			flop := 4 * D * QH * keys
-			t.Logf("flash %v: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+			for _, wide := range []bool{false, true} {
+				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
+				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: wide}
+				b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
+				d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
+				keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
+				flop := 4 * D * QH * keys
+				t.Logf("flash %v wide=%-5v: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, wide, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+			}
 		}
 	}
 }

@@ -43,6 +43,10 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
+	// FlashWide (attn=wide) runs that attention on the flash_wide kernels:
+	// 128 query rows a block, the next key tile's copies in flight while a
+	// tile's products run.
+	FlashWide bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
 	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
@@ -127,7 +131,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows; default smem), ` +
-	`attn=flash|plain (prefill's attention on the tensor cores, bf16 operands, or the float32 kernel; default flash), ` +
+	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -192,7 +196,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "attn":
-			o.FlashAttention, err = kv.Is("cuda", "flash", "plain")
+			switch kv.Value {
+			case "flash", "wide":
+				o.FlashAttention, o.FlashWide = true, kv.Value == "wide"
+			case "plain":
+				o.FlashAttention, o.FlashWide = false, false
+			default:
+				err = fmt.Errorf("cuda: attn=%q: want flash, wide or plain", kv.Value)
+			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")
 		case "sync":

@@ -283,3 +283,236 @@ FLASH_ATTN(flash_attn_f32_d128, float, 128)
 FLASH_ATTN(flash_attn_f32_d256, float, 256)
 FLASH_ATTN(flash_attn_bf16_d128, u16, 128)
 FLASH_ATTN(flash_attn_bf16_d256, u16, 256)
+
+// ---- flash_wide_<kv>_d<D>: 128 query rows a block, the key tiles pipelined ----
+//
+// The kernels above read a K and a V tile between two barriers and wait for
+// them; at long context a block spends most of its time there, and each
+// tile serves 64 query rows. Here a block takes 128 query rows (8 warps) and
+// FW_BN keys a tile in two buffers: the next tile's copies (cp.async) are
+// in flight while this one's products run. A bf16 cache is copied into the
+// tile as it is; a float32 one into a staging area, rounded to bf16 into the
+// tile by the whole block once it has landed. The same products, softmax
+// and epilogue as flash_attn, in the same order for a row: the results
+// differ from flash_attn's only where FW_BN splits the keys differently
+// (the running maximum and the rescaling by tile).
+//
+// Shared memory: the Q tile (128 rows of D bf16), two K and two V tiles of
+// FW_BN rows, and for a float32 cache the staging of one K and one V tile
+// in float32: 128 KiB (bf16) or 192 KiB (float32) at D = 256, one block a
+// multiprocessor.
+#define FW_BM 128
+#define FW_BN 32
+#define FW_THREADS 256
+#define FW_SHARED(D, F32) (FW_BM * 2 * (D) + 4 * FW_BN * 2 * (D) + ((F32) ? 2 * FW_BN * 4 * (D) : 0))
+
+// fw_issue queues the copies of keys k0..k0+FW_BN-1 (zeros past kend) of
+// KV head g: bf16 rows straight into the swizzled tiles tk and tv, float32
+// rows into the staging area st (K then V, rows of 4·D bytes).
+template <typename T, int D>
+static __device__ __forceinline__ void fw_issue(const T* __restrict__ kc, const T* __restrict__ vc, long long stride,
+                                                int g, int k0, int kend, u32 tk, u32 tv, u32 st, int tid) {
+  constexpr int CH = D * (int)sizeof(T) / 16;  // 16-byte chunks of a cache row
+#pragma unroll
+  for (int j = 0; j < 2 * FW_BN * CH / FW_THREADS; j++) {
+    const int id = tid + j * FW_THREADS, kv = id / (FW_BN * CH), r = (id / CH) % FW_BN, c = id % CH, key = k0 + r;
+    const bool v = key < kend;
+    const T* src = (kv ? vc : kc) + (v ? (long long)key * stride + (long long)g * D : 0) + c * (16 / (int)sizeof(T));
+    u32 dst;
+    if (sizeof(T) == 2)
+      dst = (kv ? tv : tk) + r * (2 * D) + ((c ^ (r & 7)) << 4);
+    else
+      dst = st + (kv * FW_BN + r) * (4 * D) + c * 16;
+    cp_async16(dst, src, v);
+  }
+  cp_commit();
+}
+
+// fw_round rounds the staged float32 K and V tiles to bf16 into tk and tv.
+template <int D>
+static __device__ __forceinline__ void fw_round(const unsigned char* st, u32 tk, u32 tv, int tid) {
+  constexpr int CH = D / 8;  // 16-byte bf16 chunks a row: 8 floats
+#pragma unroll 4
+  for (int j = 0; j < 2 * FW_BN * CH / FW_THREADS; j++) {
+    const int id = tid + j * FW_THREADS, kv = id / (FW_BN * CH), r = (id / CH) % FW_BN, c = id % CH;
+    u32 w[4];
+    fa_chunk8((const float*)(st + (kv * FW_BN + r) * (4 * D)) + c * 8, w);
+    fa_st16((kv ? tv : tk) + r * (2 * D) + ((c ^ (r & 7)) << 4), w[0], w[1], w[2], w[3]);
+  }
+}
+
+template <typename T, int D>
+static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, const float* __restrict__ qg,
+                                                  const T* __restrict__ kc, const T* __restrict__ vc,
+                                                  const int* __restrict__ pos, float* __restrict__ out, int rows,
+                                                  int QH, int KVH, int maxPos) {
+  constexpr int CH = D / 8, ROWB = 2 * D, NT = FW_BN / 8, DT = D / 8, TILE = FW_BN * ROWB;
+  constexpr bool F32 = sizeof(T) == 4;
+  extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
+  const u32 sq = fa_smem(fa_sm), tiles = sq + FW_BM * ROWB, stg = tiles + 4 * TILE;
+  const unsigned char* stgp = fa_sm + FW_BM * ROWB + 4 * TILE;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int G = QH / KVH, TPB = FW_BM / G;
+  const int g = FA_BID_Y();
+  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
+  const int p0 = *pos;
+  const long long stride = (long long)KVH * D;
+  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
+  int kend = p0 + tokEnd;
+  if (kend > maxPos) kend = maxPos;
+  // tile buffer b: K at tiles + 2b·TILE, V after it
+  auto tk = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b) * TILE; };
+  auto tv = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b + 1) * TILE; };
+
+  // The first tile's copies go out before the Q tile is written.
+  fw_issue<T, D>(kc, vc, stride, g, 0, kend, tk(0), tv(0), stg, tid);
+#pragma unroll 4
+  for (int j = 0; j < FW_BM * CH / FW_THREADS; j++) {
+    const int id = tid + j * FW_THREADS, m = id / CH, c = id % CH, t = tok0 + m / G, h = g * G + m % G;
+    u32 w[4] = {0u, 0u, 0u, 0u};
+    if (t < rows) fa_chunk8(q + ((long long)t * QH + h) * D + c * 8, w);
+    fa_st16(sq + m * ROWB + ((c ^ (m & 7)) << 4), w[0], w[1], w[2], w[3]);
+  }
+  cp_wait<0>();
+  __syncthreads();
+  if (F32) {
+    fw_round<D>(stgp, tk(0), tv(0), tid);
+    __syncthreads();
+  }
+
+  const int g8 = lane >> 2, c4 = lane & 3;
+  const int m0 = warp * 16 + g8, m1 = m0 + 8;
+  int lim0 = p0 + tok0 + m0 / G, lim1 = p0 + tok0 + m1 / G;
+  if (lim0 > kend - 1) lim0 = kend - 1;
+  if (lim1 > kend - 1) lim1 = kend - 1;
+  const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);
+
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float mx0 = -__builtin_inff(), mx1 = -__builtin_inff(), l0 = 0.f, l1 = 0.f;
+
+  for (int k0 = 0, b = 0; k0 < kend; k0 += FW_BN, b ^= 1) {
+    // The next tile's copies: into the buffer every warp finished with at
+    // the barrier that ended the last iteration.
+    if (k0 + FW_BN < kend) fw_issue<T, D>(kc, vc, stride, g, k0 + FW_BN, kend, tk(b ^ 1), tv(b ^ 1), stg, tid);
+    const u32 sk = tk(b), sv = tv(b);
+
+    float s[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+      u32 a[4];
+      {
+        const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+        fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; np++) {
+        const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+        u32 b0, b1, b2, b3;
+        fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+        fa_mma(s[2 * np], a, b0, b1);
+        fa_mma(s[2 * np + 1], a, b2, b3);
+      }
+    }
+
+    const bool edge = k0 + FW_BN - 1 > p0 + tok0;
+    float t0 = -__builtin_inff(), t1 = -__builtin_inff();
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const int key = k0 + nt * 8 + 2 * c4 + (j & 1);
+        float v = s[nt][j] * scale;
+        if (edge && key > (j < 2 ? lim0 : lim1)) v = -__builtin_inff();
+        s[nt][j] = v;
+      }
+      t0 = __builtin_fmaxf(t0, __builtin_fmaxf(s[nt][0], s[nt][1]));
+      t1 = __builtin_fmaxf(t1, __builtin_fmaxf(s[nt][2], s[nt][3]));
+    }
+    const float n0 = __builtin_fmaxf(mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(mx1, fa_quad_max(t1));
+    const float c0 = fa_ex2(mx0 - n0), c1 = fa_ex2(mx1 - n1);
+    mx0 = n0;
+    mx1 = n1;
+    float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      s[nt][0] = fa_ex2(s[nt][0] - n0);
+      s[nt][1] = fa_ex2(s[nt][1] - n0);
+      s[nt][2] = fa_ex2(s[nt][2] - n1);
+      s[nt][3] = fa_ex2(s[nt][3] - n1);
+      r0 += s[nt][0] + s[nt][1];
+      r1 += s[nt][2] + s[nt][3];
+    }
+    l0 = l0 * c0 + r0;
+    l1 = l1 * c1 + r1;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+      o[i][0] *= c0;
+      o[i][1] *= c0;
+      o[i][2] *= c1;
+      o[i][3] *= c1;
+    }
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++) {
+      u32 pa[4];
+      pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; dp++) {
+        const int ch = dp * 2 + (lane >> 4);
+        u32 b0, b1, b2, b3;
+        fa_ldsm_x4_t(sv + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+        fa_mma(o[2 * dp], pa, b0, b1);
+        fa_mma(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+
+    // The next tile has landed (a float32 one is rounded into its buffer)
+    // and every warp is done with this one.
+    cp_wait<0>();
+    __syncthreads();
+    if (F32 && k0 + FW_BN < kend) {
+      fw_round<D>(stgp, tk(b ^ 1), tv(b ^ 1), tid);
+      __syncthreads();
+    }
+  }
+
+  l0 = fa_quad_sum(l0);
+  l1 = fa_quad_sum(l1);
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int m = half ? m1 : m0, t = tok0 + m / G, h = g * G + m % G;
+    if (t >= rows) continue;
+    const bool held = p0 >= 0 && p0 + t < maxPos;
+    const float inv = held ? 1.f / (half ? l1 : l0) : __uint_as_float(0x7fc00000u);
+    const float* gate = qg + ((long long)t * QH + h) * 2 * D + D;
+    float* y = out + ((long long)t * QH + h) * D;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      const int d = dt * 8 + 2 * c4;
+      const fa_f2 gt = *(const fa_f2*)(gate + d);
+      fa_f2 v;
+      v.x = o[dt][2 * half] * inv / (1.f + fa_ex2(-gt.x * 1.4426950408889634f));
+      v.y = o[dt][2 * half + 1] * inv / (1.f + fa_ex2(-gt.y * 1.4426950408889634f));
+      *(fa_f2*)(y + d) = v;
+    }
+  }
+}
+
+#define FLASH_WIDE(NAME, T, D)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(FW_THREADS, 1) NAME(const float* q, const float* qg, const T* kc,  \
+                                                                   const T* vc, const int* pos, float* out,      \
+                                                                   int rows, int QH, int KVH, int maxPos) {      \
+    pdl_begin();                                                                                                  \
+    flash_wide<T, D>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);                                            \
+  }
+FLASH_WIDE(flash_wide_f32_d128, float, 128)
+FLASH_WIDE(flash_wide_f32_d256, float, 256)
+FLASH_WIDE(flash_wide_bf16_d128, u16, 128)
+FLASH_WIDE(flash_wide_bf16_d256, u16, 256)
