@@ -116,6 +116,9 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 						if hs.D == 128 && rows == 512 {
 							continue // the 35B shape covers the long chunk
 						}
+						if wide && hs.D == 128 && (start != 37 || rows != 100) {
+							continue // the wide kernels' loads differ by type and D, not by head count
+						}
 						name := fmt.Sprintf("wide=%v/%v/h%d-%d-d%d/start%d/rows%d", wide, kv, hs.QH, hs.KVH, hs.D, start, rows)
 						t.Run(name, func(t *testing.T) {
 							flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows, wide)
