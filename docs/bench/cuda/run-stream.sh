@@ -21,7 +21,7 @@ ${TESTS:+timeout 240 $D/cuda.test -test.v -test.run "$TESTS" > $O/tests.txt 2>&1
 cd $R
 for spec in ${SPECS:-petal:cuda petal:cuda:moe=stream}; do
   bin=${spec%%:*}; be=${spec#*:}; f=$(echo "$spec" | tr ':=,' '_--')
-  timeout 120 $D/$bin bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 8192 --prompt-lengths ${PROMPTS:-512,1K,2K,4K} --context-lengths 256 --decode-tokens 8 --repeats 3 --out $O/bench-$f.json > $O/bench-$f.txt 2>&1
+  timeout 120 $D/$bin bench --backend $be --synthetic qwen3.6-35b-a3b --max-context ${MAXCTX:-8192} --prompt-lengths ${PROMPTS:-512,1K,2K,4K} --context-lengths 256 --decode-tokens 8 --repeats 3 --out $O/bench-$f.json > $O/bench-$f.txt 2>&1
   echo "$spec"; grep -E "^ +[0-9]+K? |rror" $O/bench-$f.txt | head -12
 done
 # NCU=1: a profile of the first gate/up and the first down launch of s16 (TestMeasureGEMM's 512 tokens).
