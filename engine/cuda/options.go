@@ -43,6 +43,11 @@ type Options struct {
 	// bf16 operands, float32 sums and softmax; off, the plain float32
 	// kernel of ops.cu.
 	FlashAttention bool
+	// GroupGEMM (linears=group) runs the dense GEMMs of several matrices
+	// reading one x (a QLinearGroup of several rows: the Gated DeltaNet's
+	// in_proj with its 32-row b and a, attention's q/k/v, the shared
+	// expert's gate and up) in one launch; apart, one launch a matrix.
+	GroupGEMM bool
 	// FlashWide (attn=wide) runs that attention on the flash_wide kernels:
 	// 128 query rows a block, the next key tile's copies in flight while a
 	// tile's products run.
@@ -131,6 +136,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows; default smem), ` +
+	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default apart), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default flash), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -195,6 +201,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
+		case "linears":
+			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
 		case "attn":
 			switch kv.Value {
 			case "flash", "wide":

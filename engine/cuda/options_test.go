@@ -29,7 +29,12 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoESmem {
 		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=some and moe=smem", d.PDL, d.PDLSome, d.MoE)
 	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}} {
+	for v, want := range map[string]bool{"group": true, "apart": false} {
+		if o, err := ParseOptions([]backend.Option{{Key: "linears", Value: v}}); err != nil || o.GroupGEMM != want {
+			t.Errorf("linears=%s: GroupGEMM %v, %v; want %v", v, o.GroupGEMM, err, want)
+		}
+	}
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

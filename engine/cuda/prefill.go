@@ -28,7 +28,7 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 		return g
 	}
 	tc := b.gemm != nil && rows > 1 && x%16 == 0
-	if tc && len(ws) > 1 {
+	if tc && len(ws) > 1 && b.o.GroupGEMM {
 		if g := b.denseGroup(p, ws, x, ys, rows); g != nil {
 			return g
 		}
@@ -171,14 +171,16 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	if rowsKernelFits(seg.q) {
 		segGemm, segGrid = "qgemm_rows", driver.D1(ceil(rows, 8))
 	}
-	return []step{
+	head := []step{
 		one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }),
 		one(segGemm, func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
 			var a driver.Args
 			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
 			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
 		}),
-		one("gemm_group_"+tileS.Name, func(s *driver.Stream) error { // the shared expert's gate and up in one launch
+	}
+	shared := []step{ // the shared expert's gate and up: one launch, or one each
+		one("gemm_group_"+tileS.Name, func(s *driver.Stream) error {
 			qs := []*QMatrix{sg.q, su.q}
 			table, err := QMVGroupTable(qs, []driver.Ptr{at(gs), at(us)})
 			if err != nil {
@@ -186,11 +188,21 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			}
 			return g.DenseGroup(s, tileS, qs, table, at(xb), rows)
 		}),
+	}
+	if !b.o.GroupGEMM {
+		tileS = g.DenseTile(rows, SI)
+		shared = []step{
+			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
+			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),
+		}
+	}
+	tail := []step{
 		one("moe_shared_swiglu", func(s *driver.Stream) error { return g.SharedSwiGLU(s, at(gs), at(us), at(logit), at(hs), rows, SI) }),
 		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
 		one("moe_route", func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }),
 		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
 		one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
 		one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }),
-	}, true
+	}
+	return append(append(head, shared...), tail...), true
 }

@@ -36,6 +36,7 @@ type tcCase struct {
 	name    string
 	op      string   // the op's name, for the bars
 	kernels []string // with gemm=tc: the kernels, by prefix
+	grouped []string // the same under linears=group, where they differ
 	make    func(rng *rand.Rand) *tcData
 }
 
@@ -92,11 +93,13 @@ func tcCases() []tcCase {
 		// plain: an 8-bit matrix and one of 67 rows stay on the plain GEMM,
 		// the others one launch each; else four 4-bit matrices, one
 		// grouped launch.
-		name, kernels, shape := fmt.Sprintf("QLinearGroup %d rows, one launch", rows), []string{"gemm_to_bf16", "gemm_group_"}, []int{264, 8, 136, 72}
+		name, shape := fmt.Sprintf("QLinearGroup %d rows, 4-bit", rows), []int{264, 8, 136, 72}
+		kernels, grouped := []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "gemm_dense_", "gemm_dense_"}, []string{"gemm_to_bf16", "gemm_group_"}
 		if g.plain {
-			name, kernels, shape = fmt.Sprintf("QLinearGroup %d rows", rows), []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"}, []int{264, 8, 136, 72, 67}
+			name, shape = fmt.Sprintf("QLinearGroup %d rows", rows), []int{264, 8, 136, 72, 67}
+			kernels, grouped = []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"}, nil
 		}
-		cases = append(cases, tcCase{name: name, op: "QLinearGroup", kernels: kernels,
+		cases = append(cases, tcCase{name: name, op: "QLinearGroup", kernels: kernels, grouped: grouped,
 			make: func(rng *rand.Rand) *tcData {
 				const C = 256
 				x := randoms(rng, rows*C, 1)
@@ -133,7 +136,9 @@ func tcCases() []tcCase {
 			name += ", a bad expert id"
 		}
 		cases = append(cases, tcCase{name: name, op: "Experts",
-			kernels: []string{"gemm_to_bf16", "qgemm", "gemm_group_", "moe_shared_swiglu", "gemm_dense_",
+			kernels: []string{"gemm_to_bf16", "qgemm", "gemm_dense_", "gemm_dense_", "moe_shared_swiglu", "gemm_dense_",
+				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
+			grouped: []string{"gemm_to_bf16", "qgemm", "gemm_group_", "moe_shared_swiglu", "gemm_dense_",
 				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
 			make: func(rng *rand.Rand) *tcData { return expertsData(rng, c.rows, c.bad) }})
 	}
@@ -257,18 +262,20 @@ func relErr(got []float32, want []float64) float64 {
 // stays on the plain GEMM), outputs poisoned first, within tcOwnBars of
 // float64 from the rounded inputs and within tcBars of the exact
 // references; a bad expert id makes its row NaN, as on the plain kernels.
-// The same under moe=reg and moe=stream (the MoE through gemm_rq or
-// gemm_stream at few rows). With
+// The same under linears=group (a QLinearGroup's GEMMs in one launch),
+// moe=reg and moe=stream (the MoE through gemm_rq or gemm_stream at few
+// rows). With
 // gemm=plain the same ops run no tensor-core kernel and meet the
 // conformance suite's float32 bars.
 func TestTensorCoreOpsMatchReferences(t *testing.T) {
 	for _, m := range []struct {
-		mode string
-		tc   bool
-		moe  MoEKernel
-	}{{"tc", true, MoESmem}, {"tc,moe=reg", true, MoEReg}, {"tc,moe=stream", true, MoEStream}, {"plain", false, MoESmem}} {
+		mode       string
+		tc, groups bool
+		moe        MoEKernel
+	}{{"tc", true, false, MoESmem}, {"tc,linears=group", true, true, MoESmem}, {"tc,moe=reg", true, false, MoEReg},
+		{"tc,moe=stream,linears=group", true, true, MoEStream}, {"plain", false, false, MoESmem}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoE = m.tc, m.moe
+		o.TensorCores, o.MoE, o.GroupGEMM = m.tc, m.moe, m.groups
 		b := testBackend(t, o)
 		tc, mode := m.tc, m.mode
 		for i, c := range tcCases() {
@@ -289,12 +296,16 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 				}
 				names := p.(*program).kernelNames()[0]
 				if tc {
-					ok := len(names) == len(c.kernels)
+					want := c.kernels
+					if o.GroupGEMM && c.grouped != nil {
+						want = c.grouped
+					}
+					ok := len(names) == len(want)
 					for j := 0; ok && j < len(names); j++ {
-						ok = strings.HasPrefix(names[j], c.kernels[j])
+						ok = strings.HasPrefix(names[j], want[j])
 					}
 					if !ok {
-						t.Errorf("kernels %v, want %v", names, c.kernels)
+						t.Errorf("kernels %v, want %v", names, want)
 					}
 				} else {
 					for _, n := range names {
