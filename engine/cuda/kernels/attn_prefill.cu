@@ -122,137 +122,134 @@ static __device__ __forceinline__ void fa_load_kv(u32 tile, const T* __restrict_
   }
 }
 
-template <typename T, int D>
-static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, const float* __restrict__ qg,
-                                                  const T* __restrict__ kc, const T* __restrict__ vc,
-                                                  const int* __restrict__ pos, float* __restrict__ out, int rows,
-                                                  int QH, int KVH, int maxPos) {
-  constexpr int CH = D / 8, ROWB = 2 * D, NT = FA_BN / 8, DT = D / 8;
-  extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
-  const u32 sq = fa_smem(fa_sm), sk = sq + FA_BM * ROWB, sv = sk + FA_BN * ROWB;
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int G = QH / KVH, TPB = FA_BM / G;  // query heads per KV head, tokens per block
-  const int g = FA_BID_Y();
-  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
-  const int p0 = *pos;
-  const long long stride = (long long)KVH * D;
-  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
-  int kend = p0 + tokEnd;  // keys 0..kend-1 are read
-  if (kend > maxPos) kend = maxPos;
-
-  // The Q tile: row m is token tok0 + m/G, query head g·G + m%G.
+// fa_load_q writes the Q tile of BM query rows as bf16: row m is token
+// tok0 + m/G, query head g·G + m%G (zeros past the chunk's rows).
+template <int BM, int THREADS, int D>
+static __device__ __forceinline__ void fa_load_q(u32 sq, const float* __restrict__ q, int tid, int tok0, int rows,
+                                                 int G, int g, int QH) {
+  constexpr int CH = D / 8, ROWB = 2 * D;
 #pragma unroll 4
-  for (int j = 0; j < FA_BM * CH / FA_THREADS; j++) {
-    const int id = tid + j * FA_THREADS, m = id / CH, c = id % CH, t = tok0 + m / G, h = g * G + m % G;
+  for (int j = 0; j < BM * CH / THREADS; j++) {
+    const int id = tid + j * THREADS, m = id / CH, c = id % CH, t = tok0 + m / G, h = g * G + m % G;
     u32 w[4] = {0u, 0u, 0u, 0u};
     if (t < rows) fa_chunk8(q + ((long long)t * QH + h) * D + c * 8, w);
     fa_st16(sq + m * ROWB + ((c ^ (m & 7)) << 4), w[0], w[1], w[2], w[3]);
   }
+}
 
-  // This thread's two rows of the warp's 16: g8 and g8+8 of the fragments.
-  const int g8 = lane >> 2, c4 = lane & 3;
-  const int m0 = warp * 16 + g8, m1 = m0 + 8;
-  int lim0 = p0 + tok0 + m0 / G, lim1 = p0 + tok0 + m1 / G;  // the last key each row sees
-  if (lim0 > kend - 1) lim0 = kend - 1;
-  if (lim1 > kend - 1) lim1 = kend - 1;
+// FaRows is a thread's share of its warp's 16 query rows (rows g8 and
+// g8+8 of the fragments): the output accumulators, the running maxima and
+// sums of the online softmax, and the last key each row sees.
+template <int D>
+struct FaRows {
+  float o[D / 8][4];
+  float mx0, mx1, l0, l1;
+  int lim0, lim1;
+};
+
+// fa_tile takes keys k0 .. k0+BN-1 (the K tile at sk, the V tile at sv) into
+// the rows' state: S = Q·Kᵀ, scores in log2 units masked past each row's
+// last key (first: the block's first row's position), the online softmax,
+// O += P·V with P rounded to bf16 in registers (the accumulator fragment
+// of S is the A fragment of P·V) and V read with ldmatrix.trans.
+template <int D, int BN>
+static __device__ __forceinline__ void fa_tile(u32 sq, u32 sk, u32 sv, int warp, int lane, int k0, int first,
+                                               FaRows<D>& st) {
+  constexpr int ROWB = 2 * D, NT = BN / 8, DT = D / 8;
+  const int c4 = lane & 3;
   const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);  // log2 units
-
-  float o[DT][4];
+  float s[NT][4];
 #pragma unroll
-  for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float mx0 = -__builtin_inff(), mx1 = -__builtin_inff(), l0 = 0.f, l1 = 0.f;
-
-  for (int k0 = 0; k0 < kend; k0 += FA_BN) {
-    __syncthreads();  // every warp is done with the last tiles (and the Q tile is written)
-    fa_load_kv<T, D>(sk, kc, stride, g, k0, kend, tid);
-    fa_load_kv<T, D>(sv, vc, stride, g, k0, kend, tid);
-    __syncthreads();
-
-    float s[NT][4];
+  for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
-    for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-      u32 a[4];
-      {
-        const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-        fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
-      }
-#pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
-        u32 b0, b1, b2, b3;
-        fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
-        fa_mma(s[2 * np], a, b0, b1);
-        fa_mma(s[2 * np + 1], a, b2, b3);
-      }
+  for (int ks = 0; ks < D / 16; ks++) {
+    u32 a[4];
+    {
+      const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+      fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
     }
-
-    // Scores in log2 units, masked past each row's last key.
-    const bool edge = k0 + FA_BN - 1 > p0 + tok0;  // some key here is past some row's last
-    float t0 = -__builtin_inff(), t1 = -__builtin_inff();
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const int key = k0 + nt * 8 + 2 * c4 + (j & 1);
-        float v = s[nt][j] * scale;
-        if (edge && key > (j < 2 ? lim0 : lim1)) v = -__builtin_inff();
-        s[nt][j] = v;
-      }
-      t0 = __builtin_fmaxf(t0, __builtin_fmaxf(s[nt][0], s[nt][1]));
-      t1 = __builtin_fmaxf(t1, __builtin_fmaxf(s[nt][2], s[nt][3]));
-    }
-    // Key 0 is in every row's range and in the first tile, so the maxima
-    // are finite from the first tile on.
-    const float n0 = __builtin_fmaxf(mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(mx1, fa_quad_max(t1));
-    const float c0 = fa_ex2(mx0 - n0), c1 = fa_ex2(mx1 - n1);
-    mx0 = n0;
-    mx1 = n1;
-    float r0 = 0.f, r1 = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-      s[nt][0] = fa_ex2(s[nt][0] - n0);
-      s[nt][1] = fa_ex2(s[nt][1] - n0);
-      s[nt][2] = fa_ex2(s[nt][2] - n1);
-      s[nt][3] = fa_ex2(s[nt][3] - n1);
-      r0 += s[nt][0] + s[nt][1];
-      r1 += s[nt][2] + s[nt][3];
-    }
-    l0 = l0 * c0 + r0;  // this thread's share; the quad's are summed at the end
-    l1 = l1 * c1 + r1;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-      o[i][0] *= c0;
-      o[i][1] *= c0;
-      o[i][2] *= c1;
-      o[i][3] *= c1;
-    }
-
-    // O += P·V: P's A fragment for keys 16kk.. is S's tiles 2kk and 2kk+1.
-#pragma unroll
-    for (int kk = 0; kk < FA_BN / 16; kk++) {
-      u32 pa[4];
-      pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-      for (int dp = 0; dp < DT / 2; dp++) {
-        const int ch = dp * 2 + (lane >> 4);
-        u32 b0, b1, b2, b3;
-        fa_ldsm_x4_t(sv + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
-        fa_mma(o[2 * dp], pa, b0, b1);
-        fa_mma(o[2 * dp + 1], pa, b2, b3);
-      }
+    for (int np = 0; np < NT / 2; np++) {
+      const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+      u32 b0, b1, b2, b3;
+      fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+      fa_mma(s[2 * np], a, b0, b1);
+      fa_mma(s[2 * np + 1], a, b2, b3);
     }
   }
 
-  // Epilogue: O/l times sigmoid(gate); fragment element j of o[dt] is row
-  // g8 (+8 for j >= 2), column dt·8 + 2·c4 + (j & 1).
-  l0 = fa_quad_sum(l0);
-  l1 = fa_quad_sum(l1);
+  // Scores in log2 units, masked past each row's last key.
+  const bool edge = k0 + BN - 1 > first;  // some key here is past some row's last
+  float t0 = -__builtin_inff(), t1 = -__builtin_inff();
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const int key = k0 + nt * 8 + 2 * c4 + (j & 1);
+      float v = s[nt][j] * scale;
+      if (edge && key > (j < 2 ? st.lim0 : st.lim1)) v = -__builtin_inff();
+      s[nt][j] = v;
+    }
+    t0 = __builtin_fmaxf(t0, __builtin_fmaxf(s[nt][0], s[nt][1]));
+    t1 = __builtin_fmaxf(t1, __builtin_fmaxf(s[nt][2], s[nt][3]));
+  }
+  // Key 0 is in every row's range and in the first tile, so the maxima
+  // are finite from the first tile on.
+  const float n0 = __builtin_fmaxf(st.mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(st.mx1, fa_quad_max(t1));
+  const float c0 = fa_ex2(st.mx0 - n0), c1 = fa_ex2(st.mx1 - n1);
+  st.mx0 = n0;
+  st.mx1 = n1;
+  float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    s[nt][0] = fa_ex2(s[nt][0] - n0);
+    s[nt][1] = fa_ex2(s[nt][1] - n0);
+    s[nt][2] = fa_ex2(s[nt][2] - n1);
+    s[nt][3] = fa_ex2(s[nt][3] - n1);
+    r0 += s[nt][0] + s[nt][1];
+    r1 += s[nt][2] + s[nt][3];
+  }
+  st.l0 = st.l0 * c0 + r0;  // this thread's share; the quad's are summed at the end
+  st.l1 = st.l1 * c1 + r1;
+#pragma unroll
+  for (int i = 0; i < DT; i++) {
+    st.o[i][0] *= c0;
+    st.o[i][1] *= c0;
+    st.o[i][2] *= c1;
+    st.o[i][3] *= c1;
+  }
+
+  // O += P·V: P's A fragment for keys 16kk.. is S's tiles 2kk and 2kk+1.
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; kk++) {
+    u32 pa[4];
+    pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int dp = 0; dp < DT / 2; dp++) {
+      const int ch = dp * 2 + (lane >> 4);
+      u32 b0, b1, b2, b3;
+      fa_ldsm_x4_t(sv + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+      fa_mma(st.o[2 * dp], pa, b0, b1);
+      fa_mma(st.o[2 * dp + 1], pa, b2, b3);
+    }
+  }
+}
+
+// fa_store writes the rows' outputs: O/l times sigmoid(gate); fragment
+// element j of o[dt] is row g8 (+8 for j >= 2), column dt·8 + 2·c4 + (j & 1).
+// A row at a position the cache does not hold gets NaN.
+template <int D>
+static __device__ __forceinline__ void fa_store(FaRows<D>& st, int warp, int lane, int G, int g, int tok0,
+                                                int rows, int p0, int maxPos, int QH, const float* __restrict__ qg,
+                                                float* __restrict__ out) {
+  constexpr int DT = D / 8;
+  const int g8 = lane >> 2, c4 = lane & 3;
+  const int m0 = warp * 16 + g8, m1 = m0 + 8;
+  const float l0 = fa_quad_sum(st.l0), l1 = fa_quad_sum(st.l1);
 #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int m = half ? m1 : m0, t = tok0 + m / G, h = g * G + m % G;
@@ -266,11 +263,57 @@ static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, c
       const int d = dt * 8 + 2 * c4;
       const fa_f2 gt = *(const fa_f2*)(gate + d);
       fa_f2 v;
-      v.x = o[dt][2 * half] * inv / (1.f + fa_ex2(-gt.x * 1.4426950408889634f));
-      v.y = o[dt][2 * half + 1] * inv / (1.f + fa_ex2(-gt.y * 1.4426950408889634f));
+      v.x = st.o[dt][2 * half] * inv / (1.f + fa_ex2(-gt.x * 1.4426950408889634f));
+      v.y = st.o[dt][2 * half + 1] * inv / (1.f + fa_ex2(-gt.y * 1.4426950408889634f));
       *(fa_f2*)(y + d) = v;
     }
   }
+}
+
+// fa_rows starts a thread's rows: nothing summed, and the last key of each
+// row (its position, or the block's last key read).
+template <int D>
+static __device__ __forceinline__ void fa_rows(FaRows<D>& st, int warp, int lane, int G, int first, int kend) {
+  const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
+  st.lim0 = first + m0 / G;
+  st.lim1 = first + m1 / G;
+  if (st.lim0 > kend - 1) st.lim0 = kend - 1;
+  if (st.lim1 > kend - 1) st.lim1 = kend - 1;
+#pragma unroll
+  for (int i = 0; i < D / 8; i++) st.o[i][0] = st.o[i][1] = st.o[i][2] = st.o[i][3] = 0.f;
+  st.mx0 = st.mx1 = -__builtin_inff();
+  st.l0 = st.l1 = 0.f;
+}
+
+template <typename T, int D>
+static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, const float* __restrict__ qg,
+                                                  const T* __restrict__ kc, const T* __restrict__ vc,
+                                                  const int* __restrict__ pos, float* __restrict__ out, int rows,
+                                                  int QH, int KVH, int maxPos) {
+  constexpr int ROWB = 2 * D;
+  extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
+  const u32 sq = fa_smem(fa_sm), sk = sq + FA_BM * ROWB, sv = sk + FA_BN * ROWB;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int G = QH / KVH, TPB = FA_BM / G;  // query heads per KV head, tokens per block
+  const int g = FA_BID_Y();
+  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
+  const int p0 = *pos;
+  const long long stride = (long long)KVH * D;
+  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
+  int kend = p0 + tokEnd;  // keys 0..kend-1 are read
+  if (kend > maxPos) kend = maxPos;
+
+  fa_load_q<FA_BM, FA_THREADS, D>(sq, q, tid, tok0, rows, G, g, QH);
+  FaRows<D> st;
+  fa_rows<D>(st, warp, lane, G, p0 + tok0, kend);
+  for (int k0 = 0; k0 < kend; k0 += FA_BN) {
+    __syncthreads();  // every warp is done with the last tiles (and the Q tile is written)
+    fa_load_kv<T, D>(sk, kc, stride, g, k0, kend, tid);
+    fa_load_kv<T, D>(sv, vc, stride, g, k0, kend, tid);
+    __syncthreads();
+    fa_tile<D, FA_BN>(sq, sk, sv, warp, lane, k0, p0 + tok0, st);
+  }
+  fa_store<D>(st, warp, lane, G, g, tok0, rows, p0, maxPos, QH, qg, out);
 }
 
 #define FLASH_ATTN(NAME, T, D)                                                                                     \
@@ -346,7 +389,7 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
                                                   const T* __restrict__ kc, const T* __restrict__ vc,
                                                   const int* __restrict__ pos, float* __restrict__ out, int rows,
                                                   int QH, int KVH, int maxPos) {
-  constexpr int CH = D / 8, ROWB = 2 * D, NT = FW_BN / 8, DT = D / 8, TILE = FW_BN * ROWB;
+  constexpr int ROWB = 2 * D, TILE = FW_BN * ROWB;
   constexpr bool F32 = sizeof(T) == 4;
   extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
   const u32 sq = fa_smem(fa_sm), tiles = sq + FW_BM * ROWB, stg = tiles + 4 * TILE;
@@ -366,13 +409,7 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
 
   // The first tile's copies go out before the Q tile is written.
   fw_issue<T, D>(kc, vc, stride, g, 0, kend, tk(0), tv(0), stg, tid);
-#pragma unroll 4
-  for (int j = 0; j < FW_BM * CH / FW_THREADS; j++) {
-    const int id = tid + j * FW_THREADS, m = id / CH, c = id % CH, t = tok0 + m / G, h = g * G + m % G;
-    u32 w[4] = {0u, 0u, 0u, 0u};
-    if (t < rows) fa_chunk8(q + ((long long)t * QH + h) * D + c * 8, w);
-    fa_st16(sq + m * ROWB + ((c ^ (m & 7)) << 4), w[0], w[1], w[2], w[3]);
-  }
+  fa_load_q<FW_BM, FW_THREADS, D>(sq, q, tid, tok0, rows, G, g, QH);
   cp_wait<0>();
   __syncthreads();
   if (F32) {
@@ -380,99 +417,13 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
     __syncthreads();
   }
 
-  const int g8 = lane >> 2, c4 = lane & 3;
-  const int m0 = warp * 16 + g8, m1 = m0 + 8;
-  int lim0 = p0 + tok0 + m0 / G, lim1 = p0 + tok0 + m1 / G;
-  if (lim0 > kend - 1) lim0 = kend - 1;
-  if (lim1 > kend - 1) lim1 = kend - 1;
-  const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);
-
-  float o[DT][4];
-#pragma unroll
-  for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float mx0 = -__builtin_inff(), mx1 = -__builtin_inff(), l0 = 0.f, l1 = 0.f;
-
+  FaRows<D> st;
+  fa_rows<D>(st, warp, lane, G, p0 + tok0, kend);
   for (int k0 = 0, b = 0; k0 < kend; k0 += FW_BN, b ^= 1) {
     // The next tile's copies: into the buffer every warp finished with at
     // the barrier that ended the last iteration.
     if (k0 + FW_BN < kend) fw_issue<T, D>(kc, vc, stride, g, k0 + FW_BN, kend, tk(b ^ 1), tv(b ^ 1), stg, tid);
-    const u32 sk = tk(b), sv = tv(b);
-
-    float s[NT][4];
-#pragma unroll
-    for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-      u32 a[4];
-      {
-        const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-        fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
-      }
-#pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
-        u32 b0, b1, b2, b3;
-        fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
-        fa_mma(s[2 * np], a, b0, b1);
-        fa_mma(s[2 * np + 1], a, b2, b3);
-      }
-    }
-
-    const bool edge = k0 + FW_BN - 1 > p0 + tok0;
-    float t0 = -__builtin_inff(), t1 = -__builtin_inff();
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const int key = k0 + nt * 8 + 2 * c4 + (j & 1);
-        float v = s[nt][j] * scale;
-        if (edge && key > (j < 2 ? lim0 : lim1)) v = -__builtin_inff();
-        s[nt][j] = v;
-      }
-      t0 = __builtin_fmaxf(t0, __builtin_fmaxf(s[nt][0], s[nt][1]));
-      t1 = __builtin_fmaxf(t1, __builtin_fmaxf(s[nt][2], s[nt][3]));
-    }
-    const float n0 = __builtin_fmaxf(mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(mx1, fa_quad_max(t1));
-    const float c0 = fa_ex2(mx0 - n0), c1 = fa_ex2(mx1 - n1);
-    mx0 = n0;
-    mx1 = n1;
-    float r0 = 0.f, r1 = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-      s[nt][0] = fa_ex2(s[nt][0] - n0);
-      s[nt][1] = fa_ex2(s[nt][1] - n0);
-      s[nt][2] = fa_ex2(s[nt][2] - n1);
-      s[nt][3] = fa_ex2(s[nt][3] - n1);
-      r0 += s[nt][0] + s[nt][1];
-      r1 += s[nt][2] + s[nt][3];
-    }
-    l0 = l0 * c0 + r0;
-    l1 = l1 * c1 + r1;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-      o[i][0] *= c0;
-      o[i][1] *= c0;
-      o[i][2] *= c1;
-      o[i][3] *= c1;
-    }
-#pragma unroll
-    for (int kk = 0; kk < FW_BN / 16; kk++) {
-      u32 pa[4];
-      pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-      for (int dp = 0; dp < DT / 2; dp++) {
-        const int ch = dp * 2 + (lane >> 4);
-        u32 b0, b1, b2, b3;
-        fa_ldsm_x4_t(sv + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
-        fa_mma(o[2 * dp], pa, b0, b1);
-        fa_mma(o[2 * dp + 1], pa, b2, b3);
-      }
-    }
-
+    fa_tile<D, FW_BN>(sq, tk(b), tv(b), warp, lane, k0, p0 + tok0, st);
     // The next tile has landed (a float32 one is rounded into its buffer)
     // and every warp is done with this one.
     cp_wait<0>();
@@ -482,27 +433,7 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
       __syncthreads();
     }
   }
-
-  l0 = fa_quad_sum(l0);
-  l1 = fa_quad_sum(l1);
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int m = half ? m1 : m0, t = tok0 + m / G, h = g * G + m % G;
-    if (t >= rows) continue;
-    const bool held = p0 >= 0 && p0 + t < maxPos;
-    const float inv = held ? 1.f / (half ? l1 : l0) : __uint_as_float(0x7fc00000u);
-    const float* gate = qg + ((long long)t * QH + h) * 2 * D + D;
-    float* y = out + ((long long)t * QH + h) * D;
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      const int d = dt * 8 + 2 * c4;
-      const fa_f2 gt = *(const fa_f2*)(gate + d);
-      fa_f2 v;
-      v.x = o[dt][2 * half] * inv / (1.f + fa_ex2(-gt.x * 1.4426950408889634f));
-      v.y = o[dt][2 * half + 1] * inv / (1.f + fa_ex2(-gt.y * 1.4426950408889634f));
-      *(fa_f2*)(y + d) = v;
-    }
-  }
+  fa_store<D>(st, warp, lane, G, g, tok0, rows, p0, maxPos, QH, qg, out);
 }
 
 #define FLASH_WIDE(NAME, T, D)                                                                                     \
