@@ -141,3 +141,22 @@ template <int N>
 static __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+// QMVGroup describes up to QMV_GROUP matrices of the same width read
+// against one x, for qmv.cu's grouped mat-vecs and gemm.cu's grouped
+// GEMMs (a QLinearGroup: the Gated DeltaNet's four input
+// projections, attention's q, k and v), so that one launch does them all:
+// the rows of matrix m are rows start[m] .. start[m+1]-1 of the launch,
+// its codes at words[m], its interleaved scales and biases at sb[m], its
+// output at y[m]. It is passed by value, so that it is read from the
+// kernel's parameters: in device memory, reading it was the first wait of
+// every block, about a microsecond (run pad1). Its fields are read at
+// constant indices only, so that it stays there.
+#define QMV_GROUP 4
+struct QMVGroup {
+  const u32* words[QMV_GROUP];
+  const u32* sb[QMV_GROUP];
+  float* y[QMV_GROUP];
+  int start[QMV_GROUP + 1];
+  int n;
+};

@@ -316,25 +316,13 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   }
 }
 
-// GemmGroup is the table of a grouped dense launch: matrices of one width
-// reading the same X, each with its output (y[i]: M rows of start[i+1] -
-// start[i]), n of them; the layout of qmv.cu's QMVGroup (engine/cuda's
-// QMVGroupTable makes both), passed by value.
-#define GEMM_GROUP 4
-struct GemmGroup {
-  const u32* w[GEMM_GROUP];
-  const u32* sb[GEMM_GROUP];
-  float* y[GEMM_GROUP];
-  int start[GEMM_GROUP + 1];
-  int n;
-};
 
 // Entry points, one per tile shape and mode. Launch with WM*WN*32 threads,
 // GEMM_SHARED(BM, BN, S) bytes of dynamic shared memory; grid x = N/BN
 // (gate/up: N/(BN/2)) rounded up, grid y = M/BM rounded up (grouped: the
 // tile map's upper bound, blocks past ntiles return). K % 64 == 0, N % 8 ==
 // 0, X and the weights 16-byte aligned. gemm_group_<tile>: the dense GEMMs
-// of a GemmGroup in one launch, grid x the sum over its matrices of their
+// of a QMVGroup (device.h) in one launch, grid x the sum over its matrices of their
 // rows / BN rounded up (each block finds its matrix), grid y as dense.
 #define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
@@ -342,20 +330,20 @@ struct GemmGroup {
     gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
-      gemm_group_##NAME(const GemmGroup g, const u16* X, int M, int K) {                                         \
+      gemm_group_##NAME(const QMVGroup g, const u16* X, int M, int K) {                                         \
     pdl_begin();                                                                                                 \
     const int bx = PETAL_BID_X();                                                                                \
     int b0 = 0, at = -1, N = 0, lx = 0;                                                                          \
-    _Pragma("unroll") for (int i = 0; i < GEMM_GROUP; i++) {                                                     \
+    _Pragma("unroll") for (int i = 0; i < QMV_GROUP; i++) {                                                     \
       if (i < g.n) {                                                                                             \
         const int ni = g.start[i + 1] - g.start[i], nb = (ni + BN - 1) / BN;                                     \
         if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;                                              \
         b0 += nb;                                                                                                \
       }                                                                                                          \
     }                                                                                                            \
-    const u32 *W = g.w[0], *SB = g.sb[0];                                                                        \
+    const u32 *W = g.words[0], *SB = g.sb[0];                                                                        \
     float* Y = g.y[0];                                                                                           \
-    _Pragma("unroll") for (int i = 1; i < GEMM_GROUP; i++) if (at == i) W = g.w[i], SB = g.sb[i], Y = g.y[i];    \
+    _Pragma("unroll") for (int i = 1; i < QMV_GROUP; i++) if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];    \
     if (at < 0) return;                                                                                          \
     gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
   }                                                                                                              \

@@ -11,23 +11,7 @@
 
 #define QMV_WARPS 8
 
-// QMVGroup describes up to QMV_GROUP matrices of the same width read
-// against one x (a QLinearGroup: the Gated DeltaNet's four input
-// projections, attention's q, k and v), so that one launch does them all:
-// the rows of matrix m are rows start[m] .. start[m+1]-1 of the launch,
-// its codes at words[m], its interleaved scales and biases at sb[m], its
-// output at y[m]. It is passed by value, so that it is read from the
-// kernel's parameters: in device memory, reading it was the first wait of
-// every block, about a microsecond (run pad1). Its fields are read at
-// constant indices only, so that it stays there.
-#define QMV_GROUP 4
-struct QMVGroup {
-  const u32* words[QMV_GROUP];
-  const u32* sb[QMV_GROUP];
-  float* y[QMV_GROUP];
-  int start[QMV_GROUP + 1];
-  int n;
-};
+// QMVGroup (device.h): the table of a grouped launch.
 
 // QRow is where one launch row lives: its codes, its scales and biases
 // (the interleaved words of a group matrix, else the scales) and the index
