@@ -83,6 +83,13 @@ static __device__ __forceinline__ float gexp(float x) {
   return r;
 }
 
+// store_swiglu writes silu(g)·u of two adjacent outputs, rounded to bf16,
+// at h[n], h[n+1]: the gate/up GEMMs' epilogue.
+static __device__ __forceinline__ void store_swiglu(u16* h, int n, float g0, float g1, float u0, float u1) {
+  const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
+  *(u32*)(h + n) = pack_bf16x2(h0, h1);
+}
+
 // dequant_pairs turns one code word and its group's scale and bias (s2, b2:
 // each in both halves) into the bf16x2 pairs (e_j, e_j+4), j = 0..3, each
 // s*q + b rounded once.
@@ -297,10 +304,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         for (int nt = 0; nt < NT; nt += 2) {
           const int n = n0 + ((wn * TN / 8 + nt) >> 1) * 8 + 2 * c;
           if (n >= N) continue;
-          const float g0 = acc[mt][nt][2 * half], g1 = acc[mt][nt][2 * half + 1];
-          const float u0 = acc[mt][nt + 1][2 * half], u1 = acc[mt][nt + 1][2 * half + 1];
-          const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
-          *(u32*)(h + n) = pack_bf16x2(h0, h1);
+          store_swiglu(h, n, acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1], acc[mt][nt + 1][2 * half],
+                       acc[mt][nt + 1][2 * half + 1]);
         }
       } else {
         float* y = (float*)Y + (long long)r * N;
@@ -553,10 +558,8 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
             for (int j = 0; j < HALF; j++) {
               const int n = n0 + j * 8 + 2 * c;
               if (n >= N) continue;
-              const float g0 = acc[mt][j][2 * half], g1 = acc[mt][j][2 * half + 1];
-              const float u0 = acc[mt][j + HALF][2 * half], u1 = acc[mt][j + HALF][2 * half + 1];
-              const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
-              *(u32*)(h + n) = pack_bf16x2(h0, h1);
+              store_swiglu(h, n, acc[mt][j][2 * half], acc[mt][j][2 * half + 1], acc[mt][j + HALF][2 * half],
+                           acc[mt][j + HALF][2 * half + 1]);
             }
           } else {
             float* y = (float*)Y + (long long)r * N;
@@ -757,10 +760,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
             for (int j = 0; j < HALF; j++) {
               const int n = ob + j * 8 + 2 * c;
               if (n >= N) continue;
-              const float g0 = acc[j][2 * half], g1 = acc[j][2 * half + 1];
-              const float u0 = acc[j + HALF][2 * half], u1 = acc[j + HALF][2 * half + 1];
-              const float h0 = g0 / (1.f + gexp(-g0)) * u0, h1 = g1 / (1.f + gexp(-g1)) * u1;
-              *(u32*)(h + n) = pack_bf16x2(h0, h1);
+              store_swiglu(h, n, acc[j][2 * half], acc[j][2 * half + 1], acc[j + HALF][2 * half], acc[j + HALF][2 * half + 1]);
             }
           } else {
             float* y = (float*)Y + (long long)r * N;
