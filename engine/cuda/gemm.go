@@ -51,25 +51,28 @@ const (
 	rqXRow         = 2*128 + 16
 )
 
-// MoEStreamTiles are gemm.cu's streamed grouped MoE GEMMs: 16 rows a tile,
-// stWarps warps a block, one block a multiprocessor.
+// MoEStreamTiles are gemm.cu's streamed grouped MoE GEMMs (STREAM_ENTRIES):
+// 16 rows a tile, one block a multiprocessor of Threads/32 warps, each warp
+// BN/8 n8 tiles a pass through a ring of Stages steps. s16 is moe=stream's;
+// the others are variants measured beside it.
 var MoEStreamTiles = []GEMMTile{
-	{Name: "s16", BM: 16, BN: stGateUpOutputs, Threads: 32 * stWarps, Stages: stRing, Reg: true, Stream: true, Blocks: 1},
+	{Name: "s16", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 3, Reg: true, Stream: true, Blocks: 1},
+	{Name: "s16r4", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 4, Reg: true, Stream: true, Blocks: 1},
+	{Name: "s16n8", BM: 16, BN: 8 * 8, Threads: 16 * 32, Stages: 2, Reg: true, Stream: true, Blocks: 1},
 }
 
-// gemm_stream's shape (gemm.cu ST_*): stWarps warps of stNT n8 tiles, a
-// ring of stRing steps of stSlot bytes a warp; an item's outputs,
-// stGateUpOutputs for gate/up and stDownOutputs for down (stDownPasses
-// passes a warp).
-const (
-	stWarps         = 16
-	stNT            = 4
-	stRing          = 3
-	stSlot          = stNT * 32 * 20
-	stDownPasses    = 2
-	stGateUpOutputs = stWarps * stNT / 2 * 8
-	stDownOutputs   = stWarps * stNT * 8 * stDownPasses
-)
+// stDownPasses is ST_DOWN_PASSES: the passes of a warp over an item of the
+// down GEMM.
+const stDownPasses = 2
+
+// streamOutputs is the outputs of an item of a Stream tile: gate/up's (the
+// warps' n-tiles half gate, half up) or down's (stDownPasses passes).
+func (t GEMMTile) streamOutputs(gateUp bool) int {
+	if gateUp {
+		return t.Threads / 32 * t.BN / 2
+	}
+	return t.Threads / 32 * t.BN * stDownPasses
+}
 
 // allGEMMTiles is GEMMTiles, MoERegTiles and MoEStreamTiles.
 func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, MoEStreamTiles) }
@@ -94,8 +97,8 @@ func (t GEMMTile) shared() int { return t.sharedK(2048) }
 // sharedK is the dynamic shared memory of tile t at K columns: ST_SHARED(K)
 // for a Stream tile, shared() for the others.
 func (t GEMMTile) sharedK(K int) int {
-	if t.Stream {
-		return stWarps*stRing*stSlot + t.BM*2*K
+	if t.Stream { // ST_SHARED: the warps' rings (a step: 20 bytes a lane and n-tile) and the X rows
+		return t.Threads/32*t.Stages*(t.BN/8)*32*20 + t.BM*2*K
 	}
 	if t.Reg {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
@@ -478,7 +481,7 @@ func (g *GEMM) MoEGateUp(s *driver.Stream, grp *MoEGroups, gate, up *QMatrix, in
 	grid := driver.Dim3{X: (inter + t.BN/2 - 1) / (t.BN / 2), Y: grp.MaxTiles, Z: 1}
 	switch {
 	case t.Stream:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, stGateUpOutputs))
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.streamOutputs(true)))
 	case t.Reg:
 		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.BN/2))
 	}
@@ -505,7 +508,7 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
 	switch {
 	case t.Stream:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, stDownOutputs))
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.streamOutputs(false)))
 	case t.Reg:
 		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.BN))
 	}

@@ -603,11 +603,11 @@ RQ_ENTRIES(r32, 2, 3)
 // At a few rows an expert the grouped GEMM is a read of every expert's
 // weights, and what it needs is many weight bytes in flight and no barrier
 // between them. Here a block's warps each stream their own weight rows
-// through a ring of ST_RING steps in shared memory that only the lane that
+// through a ring of RING steps in shared memory that only the lane that
 // copied a word reads back (cp.async, no barrier), and the tile's 16 X rows
 // are staged once an item for all of K, so that the k loop has no barrier.
 //
-// A step is a k-block of 128 for ST_NT n8 tiles of a warp: lane (g, c)
+// A step is a k-block of 128 for NT n8 tiles of a warp: lane (g, c)
 // copies the 16 code bytes 32c .. 32c+31 of its tile row g (elements 32c ..
 // 32c+31 of the k-block: one group, 64c/64 ... of the block's two) and that
 // group's scale/bias word. As in gemm_rq the mma's k order is free as long
@@ -623,34 +623,31 @@ RQ_ENTRIES(r32, 2, 3)
 // eight distinct 16-byte bank groups.
 //
 // A block takes items (a 16-row tile of the tile map and a chunk of
-// outputs: ST_WARPS warps of ST_NT n8 tiles a pass; gate/up, a warp's first
-// ST_NT/2 tiles gate rows and the rest the up rows of the same outputs) in
+// outputs: WARPS warps of NT n8 tiles a pass; gate/up, a warp's first
+// NT/2 tiles gate rows and the rest the up rows of the same outputs) in
 // turn; its warps' step streams run on across items, so the next item's
 // weights are in flight while its X is staged.
-#define ST_WARPS 16
-#define ST_NT 4
-#define ST_RING 3
-#define ST_SLOT (ST_NT * 32 * 20)  // a warp's step: 16 code bytes and a scale/bias word a lane and n-tile
-#define ST_RINGS (ST_WARPS * ST_RING * ST_SLOT)
-#define ST_SHARED(K) (ST_RINGS + 16 * 2 * (K))
+#define ST_SLOT(NT) ((NT) * 32 * 20)  // a warp's step: 16 code bytes and a scale/bias word a lane and n-tile
+#define ST_RINGS(WARPS, NT, RING) ((WARPS) * (RING) * ST_SLOT(NT))
+#define ST_SHARED(WARPS, NT, RING, K) (ST_RINGS(WARPS, NT, RING) + 16 * 2 * (K))
 #define ST_DOWN_PASSES 2
 
 static __device__ __forceinline__ int st_phys(int L, int r) { return L ^ ((L >> 3) & 1) ^ ((r & 1) << 1); }
 
-template <int MODE>
+template <int MODE, int WARPS, int NT, int RING>
 static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                    const u32* __restrict__ W, const u32* __restrict__ SB,
                                                    const u32* __restrict__ W2, const u32* __restrict__ SB2,
                                                    void* __restrict__ Y, int N, int K, const int* __restrict__ tiles,
                                                    const int* __restrict__ offsets, const int* __restrict__ ntiles) {
-  constexpr int NTHREADS = ST_WARPS * 32, HALF = ST_NT / 2;
-  constexpr int OUT_W = MODE == MODE_GATEUP ? HALF * 8 : ST_NT * 8;  // outputs of a warp's pass
+  constexpr int NTHREADS = WARPS * 32, HALF = NT / 2;
+  constexpr int OUT_W = MODE == MODE_GATEUP ? HALF * 8 : NT * 8;  // outputs of a warp's pass
   constexpr int PASSES = MODE == MODE_GATEUP ? 1 : ST_DOWN_PASSES;
-  constexpr int OUT_B = OUT_W * ST_WARPS * PASSES;  // outputs of an item
+  constexpr int OUT_B = OUT_W * WARPS * PASSES;  // outputs of an item
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const u32 ring = sbase + warp * (ST_RING * ST_SLOT), xs = sbase + ST_RINGS;
+  const u32 ring = sbase + warp * (RING * ST_SLOT(NT)), xs = sbase + ST_RINGS(WARPS, NT, RING);
   const int kblocks = K / 128, per = PASSES * kblocks, xrow = 2 * K;
   const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
   const int bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
@@ -659,33 +656,33 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
   const long long wpr = K / 8, gpr = K / 64;
 
   // issue queues the copies of step q (item mine-index q / per, pass and
-  // k-block from q % per) into ring slot q % ST_RING.
+  // k-block from q % per) into ring slot q % RING.
   auto issue = [&](int q) __attribute__((always_inline)) {
     if (q < total) {
       const int item = bid + (q / per) * grid, rq = q % per, p = rq / kblocks, kb = rq % kblocks;
       const int e = tiles[2 * (item / nch)];
-      const int ob = (item % nch) * OUT_B + (p * ST_WARPS + warp) * OUT_W;
-      const u32 slot = ring + (q % ST_RING) * ST_SLOT;
+      const int ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W;
+      const u32 slot = ring + (q % RING) * ST_SLOT(NT);
 #pragma unroll
-      for (int j = 0; j < ST_NT; j++) {
+      for (int j = 0; j < NT; j++) {
         const int n = ob + (MODE == MODE_GATEUP ? j % HALF : j) * 8 + g;
         const bool up = MODE == MODE_GATEUP && j >= HALF, v = n < N;
         const long long row = (long long)e * N + (v ? n : 0);
         cp_async16(slot + (j * 32 + lane) * 16, (up ? W2 : W) + row * wpr + kb * 16 + c * 4, v);
-        cp_async4(slot + ST_NT * 512 + (j * 32 + lane) * 4, (up ? SB2 : SB) + row * gpr + kb * 2 + (c >> 1), v);
+        cp_async4(slot + NT * 512 + (j * 32 + lane) * 4, (up ? SB2 : SB) + row * gpr + kb * 2 + (c >> 1), v);
       }
     }
     cp_commit();
   };
 
-  float acc[ST_NT][4];
+  float acc[NT][4];
 #pragma unroll
-  for (int j = 0; j < ST_NT; j++)
+  for (int j = 0; j < NT; j++)
 #pragma unroll
     for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
 
 #pragma unroll
-  for (int q = 0; q < ST_RING - 1; q++) issue(q);
+  for (int q = 0; q < RING - 1; q++) issue(q);
   int q = 0;
   for (int i = 0; i < mine; i++) {
     const int item = bid + i * grid, t = item / nch;
@@ -718,9 +715,9 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
 
     for (int p = 0; p < PASSES; p++) {
       for (int kb = 0; kb < kblocks; kb++, q++) {
-        cp_wait<ST_RING - 2>();  // this lane's copies of step q have landed
-        issue(q + ST_RING - 1);  // into the slot this lane read at step q-1
-        const u32 slot = ring + (q % ST_RING) * ST_SLOT;
+        cp_wait<RING - 2>();  // this lane's copies of step q have landed
+        issue(q + RING - 1);  // into the slot this lane read at step q-1
+        const u32 slot = ring + (q % RING) * ST_SLOT(NT);
         u32 xa[2][4][4];  // rows g, g+8: the lane's four X chunks of the k-block
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -730,10 +727,10 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
             ld_shared_v4(xs + row * xrow + st_phys(kb * 16 + c * 4 + w, row) * 16, xa[h][w]);
           }
 #pragma unroll
-        for (int j = 0; j < ST_NT; j++) {
+        for (int j = 0; j < NT; j++) {
           u32 cw[4];
           ld_shared_v4(slot + (j * 32 + lane) * 16, cw);
-          const u32 sb = ld_shared_u32(slot + ST_NT * 512 + (j * 32 + lane) * 4);
+          const u32 sb = ld_shared_u32(slot + NT * 512 + (j * 32 + lane) * 4);
           const u32 s2 = prmt(sb, sb, 0x1010u), b2 = prmt(sb, sb, 0x3232u);
           u32 pp[4][4];
 #pragma unroll
@@ -749,7 +746,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
 
       // The pass's outputs: acc[j] element i is row g (+8 for i >= 2),
       // column 2c + (i & 1) of tile j.
-      const int ob = (item % nch) * OUT_B + (p * ST_WARPS + warp) * OUT_W;
+      const int ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W;
 #pragma unroll
       for (int half = 0; half < 2; half++) {
         const int r = r0 + g + 8 * half;
@@ -765,7 +762,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
           } else {
             float* y = (float*)Y + (long long)r * N;
 #pragma unroll
-            for (int j = 0; j < ST_NT; j++) {
+            for (int j = 0; j < NT; j++) {
               const int n = ob + j * 8 + 2 * c;
               if (n >= N) continue;
               float2v v = {acc[j][2 * half], acc[j][2 * half + 1]};
@@ -775,7 +772,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
         }
       }
 #pragma unroll
-      for (int j = 0; j < ST_NT; j++)
+      for (int j = 0; j < NT; j++)
 #pragma unroll
         for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
     }
@@ -783,22 +780,28 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
   cp_wait<0>();
 }
 
-// Entry points gemm_gateup_s16 and gemm_down_s16: the arguments of
-// gemm_gateup_m32 and gemm_down_m32, ST_WARPS*32 threads, ST_SHARED(K)
-// bytes of dynamic shared memory (K: hidden for gate/up, inter for down), a
-// grid of any size. K % 128 == 0, N % 8 == 0.
-extern "C" __global__ void __launch_bounds__(ST_WARPS * 32, 1)
-    gemm_gateup_s16(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu, const u32* SBu,
-                    u16* H, int N, int K, const int* tiles, const int* offsets, const int* ntiles) {
-  pdl_begin();
-  gemm_stream<MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);
-}
-extern "C" __global__ void __launch_bounds__(ST_WARPS * 32, 1)
-    gemm_down_s16(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,
-                  const int* offsets, const int* ntiles) {
-  pdl_begin();
-  gemm_stream<MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);
-}
+// Entry points gemm_gateup_<name> and gemm_down_<name> of WARPS warps of NT
+// n8 tiles and a ring of RING steps: the arguments of gemm_gateup_m32 and
+// gemm_down_m32, WARPS*32 threads, ST_SHARED(WARPS, NT, RING, K) bytes of
+// dynamic shared memory (K: hidden for gate/up, inter for down), a grid of
+// any size. K % 128 == 0, N % 8 == 0.
+#define STREAM_ENTRIES(NAME, WARPS, NT, RING)                                                                       \
+  extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)                                                      \
+      gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,            \
+                         const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,               \
+                         const int* ntiles) {                                                                      \
+    pdl_begin();                                                                                                   \
+    gemm_stream<MODE_GATEUP, WARPS, NT, RING>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);       \
+  }                                                                                                                \
+  extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)                                                      \
+      gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,      \
+                       const int* offsets, const int* ntiles) {                                                    \
+    pdl_begin();                                                                                                   \
+    gemm_stream<MODE_DOWN, WARPS, NT, RING>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);                 \
+  }
+STREAM_ENTRIES(s16, 16, 4, 3)
+STREAM_ENTRIES(s16r4, 16, 4, 4)
+STREAM_ENTRIES(s16n8, 16, 8, 2)
 
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {

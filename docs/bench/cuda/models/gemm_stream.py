@@ -46,8 +46,7 @@ for kb in range(2):
         gs=set(phys(kb*16+(l&3)*4+w,(l>>2)+8*h)%8 for l in range(8*q,8*q+8))
         assert len(gs)==8,(kb,w,q,gs)
 print("swizzle ok")
-WARPS, NT, RING = 16, 4, 3
-def run(mode, E, N, K, counts, grid):
+def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
     HALF = NT // 2
     OUT_W = HALF * 8 if mode == 'gateup' else NT * 8
     PASSES = 1 if mode == 'gateup' else 2
@@ -174,9 +173,12 @@ def run(mode, E, N, K, counts, grid):
                     if Y.get((r, n)) != (gsum, usum): bad += 1
                 else:
                     if Y.get((r, n)) != gsum: bad += 1
-    print(mode, "E", E, "N", N, "K", K, "counts", counts, "grid", grid, "outputs", len(Y), "wrong", bad)
+    print(mode, f"{WARPS} warps, {NT} n-tiles, ring {RING}:", "E", E, "N", N, "K", K, "counts", counts, "grid", grid, "outputs", len(Y), "wrong", bad)
     assert bad == 0 and len(Y) == T * N
 run('gateup', 3, 128, 256, [20, 5, 0], 2)
 run('down', 2, 272, 256, [3, 17], 3)
 run('gateup', 2, 512, 384, [17, 9], 3)
 run('down', 2, 1040, 128, [16, 1], 4)
+for nt, ring in [(4, 4), (8, 2)]:  # the variants s16r4 and s16n8
+    run('gateup', 2, 512, 384, [17, 9], 3, NT=nt, RING=ring)
+    run('down', 2, 1040, 256, [16, 1], 4, NT=nt, RING=ring)
