@@ -1,12 +1,24 @@
 #!/bin/bash
-# run-stream.sh: gemm_stream (moe=stream) against the grouped MoE GEMMs it
-# may replace: ptxas's resource report of the embedded gemm.ptx, the MoE
-# GEMM tests, TestMeasureGEMM (every tile at 512 .. 4096 tokens), and the
-# prefill of the 35B shape at 512 .. 4K tokens under moe=smem, reg and
-# stream. devrun/gm holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
-# GOARCH=amd64 go test -c ./engine/cuda; gzip), petals.txz (builds of
-# petal, go build ., named as SPECS names them) and gemm.ptx. SPECS: the
-# prefill runs, each BINARY:BACKEND. From the repository root.
+# run-stream.sh: the prefill kernels behind moe=stream, linears=group and
+# attn=wide checked and measured in one call: ptxas's resource report of
+# the embedded gemm.ptx, the tests named by TESTS, the measurements named
+# by MEASURE (TestMeasureGEMM: every MoE tile at 512 .. 4096 tokens;
+# TestMeasureFlash: both flash kernels at 0 .. 124K), the prefill of the
+# 35B shape under each of SPECS (BINARY:BACKEND) at PROMPTS, and with
+# NCU=1 a profile of s16. From the repository root, devrun/gm holding
+# cuda.test.gz, petals.txz and gemm.ptx, made here by:
+#   mkdir -p devrun/gm /tmp/bins
+#   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -ldflags='-s -w' -o devrun/gm/cuda.test ./engine/cuda
+#   gzip devrun/gm/cuda.test; cp engine/cuda/kernels/gemm.ptx devrun/gm/
+#   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags='-s -w' -o /tmp/bins/petal .
+#   git worktree add --detach /tmp/wt-old 4f3d75a   # the build before these kernels
+#   (cd /tmp/wt-old && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags='-s -w' -o /tmp/bins/petal-old .)
+#   XZ_OPT='-9 -T4' tar cJf devrun/gm/petals.txz -C /tmp/bins .
+# and the call (about 8 minutes):
+#   TESTS='TestGEMM|TestMoEGrouped|TestMoERoute|TestTensorCoreOpsMatchReferences|TestConformance|TestFlash|TestParse' \
+#   MEASURE='TestMeasureGEMM|TestMeasureFlash' MAXCTX=40000 PROMPTS=512,1K,4K,32K \
+#   SPECS="petal-old:cuda petal:cuda:linears=group petal:cuda:moe=stream,linears=group petal:cuda:moe=stream,linears=group,attn=wide" \
+#   bash docs/bench/cuda/run-stream.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p $O; D=$R/devrun/gm
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && tar xJf petals.txz
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
