@@ -45,7 +45,7 @@ type FlashBuffers struct {
 }
 
 // shared is the Q tile and one K and one V tile of 64 rows of D bf16;
-// wide, FW_SHARED: the Q tile of 128 rows, two K and two V tiles of 32, and
+// wide: the Q tile of 128 rows, two K and two V tiles of 32, and
 // for a float32 cache the staging of one K and one V tile in float32.
 func (sh FlashShape) shared() int {
 	if sh.Wide {

@@ -65,19 +65,27 @@ var MoEStreamTiles = []GEMMTile{
 // down GEMM.
 const stDownPasses = 2
 
-// streamOutputs is the outputs of an item of a Stream tile: gate/up's (the
-// warps' n-tiles half gate, half up) or down's (stDownPasses passes).
-func (t GEMMTile) streamOutputs(gateUp bool) int {
-	if gateUp {
-		return t.Threads / 32 * t.BN / 2
+// itemOutputs is the outputs of a block item of a Reg or Stream tile, for
+// gate/up (its weight rows half gate, half up) or down: gemm_rq's BN weight
+// rows, or gemm_stream's warps of BN/8 n8 tiles (down: stDownPasses passes).
+func (t GEMMTile) itemOutputs(gateUp bool) int {
+	n := t.BN
+	if t.Stream {
+		n = t.Threads / 32 * t.BN
+		if !gateUp {
+			n *= stDownPasses
+		}
 	}
-	return t.Threads / 32 * t.BN * stDownPasses
+	if gateUp {
+		n /= 2
+	}
+	return n
 }
 
 // allGEMMTiles is GEMMTiles, MoERegTiles and MoEStreamTiles.
 func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, MoEStreamTiles) }
 
-// GEMMTileByName finds a tile shape of GEMMTiles or MoERegTiles.
+// GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles or MoEStreamTiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
 	for _, t := range allGEMMTiles() {
 		if t.Name == name {
@@ -94,10 +102,10 @@ func (t GEMMTile) String() string { return t.Name }
 // for a Stream tile, its rings and X rows at K = 2048 (sharedK).
 func (t GEMMTile) shared() int { return t.sharedK(2048) }
 
-// sharedK is the dynamic shared memory of tile t at K columns: ST_SHARED(K)
-// for a Stream tile, shared() for the others.
+// sharedK is the dynamic shared memory of tile t at K columns: for a Stream
+// tile ST_RINGS + 32·K, for the others their fixed GEMM_SHARED or RQ_SHARED.
 func (t GEMMTile) sharedK(K int) int {
-	if t.Stream { // ST_SHARED: the warps' rings (a step: 20 bytes a lane and n-tile) and the X rows
+	if t.Stream { // the warps' rings (a step: 20 bytes a lane and n-tile) and the X rows
 		return t.Threads/32*t.Stages*(t.BN/8)*32*20 + t.BM*2*K
 	}
 	if t.Reg {
@@ -225,8 +233,17 @@ func (g *GEMM) ready(fn *driver.Function, t GEMMTile) error {
 // and inter experts' columns on this GPU: K a multiple of 128 and its X
 // rows for all of K in shared memory, for both GEMMs.
 func (g *GEMM) StreamFits(t GEMMTile, hidden, inter int) bool {
+	return g.checkStream(t, hidden, inter) == nil
+}
+
+// checkStream is StreamFits as an error naming the shape, nil for a tile
+// that is not a Stream tile.
+func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
 	max := g.c.Device().SharedOptIn
-	return hidden%128 == 0 && inter%128 == 0 && t.sharedK(hidden) <= max && t.sharedK(inter) <= max
+	if t.Stream && (hidden%128 != 0 || inter%128 != 0 || t.sharedK(hidden) > max || t.sharedK(inter) > max) {
+		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
+	}
+	return nil
 }
 
 // Prepare raises every tile's shared-memory limit now, so that no launch
@@ -328,23 +345,24 @@ func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, 
 }
 
 // DenseGroup queues ys[i][M, N_i] = x[M,K]·W_i^T on s for the matrices ms
-// (at most QMVGroupMax, all K wide) in one launch of tile t: x bf16
-// row-major (ToBF16), each y float32 row-major. table is
-// QMVGroupTable(ms, ys).
-func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, table []byte, x driver.Ptr, M int) error {
+// (at most QMVGroupMax, all K wide) in one launch of tile t, each block
+// finding its matrix in their QMVGroupTable: x bf16 row-major (ToBF16),
+// each y float32 row-major.
+func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driver.Ptr, x driver.Ptr, M int) error {
 	k, ok := g.tiles[t.Name]
 	if !ok || k.group == nil {
 		return fmt.Errorf("cuda: no grouped GEMM of tile %q", t.Name)
 	}
-	if len(ms) == 0 || len(ms) > QMVGroupMax || len(table) != 120 {
-		return fmt.Errorf("cuda: a grouped GEMM of %d matrices (1 to %d) and a table of %d bytes", len(ms), QMVGroupMax, len(table))
+	table, err := QMVGroupTable(ms, ys)
+	if err != nil {
+		return err
 	}
 	blocks := 0
 	for i, m := range ms {
 		if err := checkGEMMWeights(m, fmt.Sprintf("weight %d", i), m.Rows, ms[0].Cols); err != nil {
 			return err
 		}
-		if !aligned16(m.Words) {
+		if !aligned16(m.Words, ys[i]) {
 			return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
 		}
 		blocks += ceil(m.Rows, t.BN)
@@ -472,18 +490,15 @@ func (g *GEMM) MoEGateUp(s *driver.Stream, grp *MoEGroups, gate, up *QMatrix, in
 		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
 	}
 	t := grp.Tile
-	if t.Stream && !g.StreamFits(t, hidden, inter) {
-		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
+	if err := g.checkStream(t, hidden, inter); err != nil {
+		return err
 	}
 	var a driver.Args
 	a.Ptr(x).Ptr(grp.RowTok).Ptr(gate.Words).Ptr(gate.ScaleBias).Ptr(up.Words).Ptr(up.ScaleBias).Ptr(h).
 		I32(int32(inter)).I32(int32(hidden)).Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (inter + t.BN/2 - 1) / (t.BN / 2), Y: grp.MaxTiles, Z: 1}
-	switch {
-	case t.Stream:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.streamOutputs(true)))
-	case t.Reg:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.BN/2))
+	if t.Reg {
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(inter, t.itemOutputs(true)))
 	}
 	return g.launchTile(s, g.tiles[t.Name].gateUp, t, hidden, grid, &a)
 }
@@ -499,18 +514,15 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
 	}
 	t := grp.Tile
-	if t.Stream && !g.StreamFits(t, hidden, inter) {
-		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
+	if err := g.checkStream(t, hidden, inter); err != nil {
+		return err
 	}
 	var a driver.Args
 	a.Ptr(h).Ptr(down.Words).Ptr(down.ScaleBias).Ptr(ys).I32(int32(hidden)).I32(int32(inter)).
 		Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
 	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
-	switch {
-	case t.Stream:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.streamOutputs(false)))
-	case t.Reg:
-		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.BN))
+	if t.Reg {
+		grid = g.itemGrid(t, grp.MaxTiles*ceil(hidden, t.itemOutputs(false)))
 	}
 	return g.launchTile(s, g.tiles[t.Name].down, t, inter, grid, &a)
 }

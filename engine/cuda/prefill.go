@@ -76,10 +76,6 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 		qs[i] = w.q
 		total += w.q.Rows
 	}
-	table, err := QMVGroupTable(qs, ys)
-	if err != nil {
-		return nil
-	}
 	var off int64
 	n := rows * qs[0].Cols
 	xb := p.reserve(&off, 2*int64(n))
@@ -87,7 +83,7 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 	return []step{
 		{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }},
 		{kernels: 1, name: "gemm_group_" + tile.Name, launch: func(s *driver.Stream) error {
-			return b.gemm.DenseGroup(s, tile, qs, table, p.scratch.Add(xb), rows)
+			return b.gemm.DenseGroup(s, tile, qs, ys, p.scratch.Add(xb), rows)
 		}},
 	}
 }
@@ -166,7 +162,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	}
 	one := func(name string, f func(s *driver.Stream) error) step { return step{kernels: 1, name: name, launch: f} }
 	g := b.gemm
-	tileS, tileD := g.DenseTile(rows, 2*SI), g.DenseTile(rows, H)
+	tileD := g.DenseTile(rows, H)
 	segGemm, segGrid := b.qgemmShape(1, rows)
 	if rowsKernelFits(seg.q) {
 		segGemm, segGrid = "qgemm_rows", driver.D1(ceil(rows, 8))
@@ -179,18 +175,14 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
 		}),
 	}
-	shared := []step{ // the shared expert's gate and up: one launch, or one each
-		one("gemm_group_"+tileS.Name, func(s *driver.Stream) error {
-			qs := []*QMatrix{sg.q, su.q}
-			table, err := QMVGroupTable(qs, []driver.Ptr{at(gs), at(us)})
-			if err != nil {
-				return err
-			}
-			return g.DenseGroup(s, tileS, qs, table, at(xb), rows)
-		}),
-	}
-	if !b.o.GroupGEMM {
-		tileS = g.DenseTile(rows, SI)
+	var shared []step // the shared expert's gate and up: one launch, or one each
+	if b.o.GroupGEMM {
+		tileS := g.DenseTile(rows, 2*SI)
+		shared = []step{one("gemm_group_"+tileS.Name, func(s *driver.Stream) error {
+			return g.DenseGroup(s, tileS, []*QMatrix{sg.q, su.q}, []driver.Ptr{at(gs), at(us)}, at(xb), rows)
+		})}
+	} else {
+		tileS := g.DenseTile(rows, SI)
 		shared = []step{
 			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
 			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),

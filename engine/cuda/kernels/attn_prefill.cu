@@ -347,7 +347,6 @@ FLASH_ATTN(flash_attn_bf16_d256, u16, 256)
 #define FW_BM 128
 #define FW_BN 32
 #define FW_THREADS 256
-#define FW_SHARED(D, F32) (FW_BM * 2 * (D) + 4 * FW_BN * 2 * (D) + ((F32) ? 2 * FW_BN * 4 * (D) : 0))
 
 // fw_issue queues the copies of keys k0..k0+FW_BN-1 (zeros past kend) of
 // KV head g: bf16 rows straight into the swizzled tiles tk and tv, float32

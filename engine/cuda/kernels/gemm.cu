@@ -629,7 +629,6 @@ RQ_ENTRIES(r32, 2, 3)
 // weights are in flight while its X is staged.
 #define ST_SLOT(NT) ((NT) * 32 * 20)  // a warp's step: 16 code bytes and a scale/bias word a lane and n-tile
 #define ST_RINGS(WARPS, NT, RING) ((WARPS) * (RING) * ST_SLOT(NT))
-#define ST_SHARED(WARPS, NT, RING, K) (ST_RINGS(WARPS, NT, RING) + 16 * 2 * (K))
 #define ST_DOWN_PASSES 2
 
 static __device__ __forceinline__ int st_phys(int L, int r) { return L ^ ((L >> 3) & 1) ^ ((r & 1) << 1); }
@@ -782,7 +781,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
 
 // Entry points gemm_gateup_<name> and gemm_down_<name> of WARPS warps of NT
 // n8 tiles and a ring of RING steps: the arguments of gemm_gateup_m32 and
-// gemm_down_m32, WARPS*32 threads, ST_SHARED(WARPS, NT, RING, K) bytes of
+// gemm_down_m32, WARPS*32 threads, ST_RINGS(WARPS, NT, RING) + 32·K bytes of
 // dynamic shared memory (K: hidden for gate/up, inter for down), a grid of
 // any size. K % 128 == 0, N % 8 == 0.
 #define STREAM_ENTRIES(NAME, WARPS, NT, RING)                                                                       \
