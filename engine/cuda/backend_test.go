@@ -726,7 +726,7 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	// the 35B model's router, the tiny model's, one off the 32-row tiles
 	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}, {40, 192}} {
 		for _, bits := range []int{8, 4} {
-			for _, rows := range []int{7, 100, 512} {
+			for _, rows := range []int{7, 100, 512, 2100} { // qgemm_f64's columns split 32, 16, 4 ways and not at all at the 35B shape
 				E, C := sh.E, sh.C
 				t.Run(fmt.Sprintf("%dx%d %d-bit %d rows", E, C, bits, rows), func(t *testing.T) {
 					m := quant.RandomMatrix(rand.New(rand.NewPCG(uint64(bits), uint64(rows))), 1, E, C, bits, 64)
@@ -767,6 +767,37 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestMeasureRouter: the Route of several tokens (qgemm_f64 and
+// route_select) at the 35B router's shape, its columns split as
+// routerSplits would for a target of 0 (one split) to 16 blocks a
+// multiprocessor.
+func TestMeasureRouter(t *testing.T) {
+	benchOnly(t)
+	b := testBackend(t, DefaultOptions())
+	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
+	const E, C, K = 256, 2048, 8
+	rng := freshRNG(t)
+	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
+	w, err := b.Upload(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range []int{16, 64, 512, 1024, 4096} {
+		x := floats(b, randoms(rng, rows*C, 1))
+		for _, per := range []int{0, 1, 2, 4, 8, 16} {
+			routerBlocks = func(sms int) int { return per * sms }
+			r := &backend.Route{X: x, Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
+			p, err := b.Compile([]backend.Op{r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
+			splits := routerSplits(ceil(E, 32)*ceil(rows, 32), C/64, b.ctx.Device().SMs)
+			t.Logf("router %4d rows, %2d blocks an SM: %2d splits, %7.1f µs", rows, per, splits, d.Seconds()*1e6)
 		}
 	}
 }

@@ -368,23 +368,53 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		norm = 1
 	}
 	gemm, grid := b.qgemmShape(E, rows)
-	threads := 256
+	threads, f64, splits, pOff := 256, false, 0, int64(0)
 	if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
-		// the logits in float64 on the tensor cores
-		gemm, grid, threads = "qgemm_f64", grid2(ceil(E, 32), ceil(rows, 32)), 128
+		// the logits in float64 on the tensor cores, the columns split
+		// where the tiles are too few to fill the GPU
+		f64, gemm, threads = true, "qgemm_f64", 128
+		tiles := ceil(E, 32) * ceil(rows, 32)
+		if splits = routerSplits(tiles, C/64, b.ctx.Device().SMs); splits > 1 {
+			pOff = p.reserve(&off, 8*int64(splits*rows*E))
+		}
+		grid = driver.Dim3{X: ceil(E, 32), Y: ceil(rows, 32), Z: splits}
+	}
+	if splits == 1 {
+		splits = 0 // route_select reads the float32 logits as they are
 	}
 	return []step{
 		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
 			var a driver.Args
-			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff)).I32(int32(rows)).I32(int32(E))
+			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff))
+			if f64 {
+				a.Ptr(p.scratch.Add(pOff))
+			}
+			a.I32(int32(rows)).I32(int32(E))
 			return s.Launch(b.fn[gemm], grid, driver.D1(threads), 0, &a)
 		}},
 		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
 			var a driver.Args
-			a.Ptr(p.scratch.Add(lOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm)
+			a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(int32(splits))
 			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
 		}},
 	}, nil
+}
+
+// routerBlocks is the number of qgemm_f64 blocks a split of the columns
+// aims for (at most; splits are powers of two): a few a multiprocessor,
+// each thread's loads of one group in flight while another's products run.
+// Zero keeps one split (the measurement's baseline).
+var routerBlocks = func(sms int) int { return 4 * sms }
+
+// routerSplits: how many ways qgemm_f64 splits the router's groups of 64
+// columns for tiles blocks of 32 x 32 logits: the largest power of two
+// that keeps the blocks within routerBlocks, at most one group a split.
+func routerSplits(tiles, groups, sms int) int {
+	s := 1
+	for 2*s <= groups && 2*s*tiles <= routerBlocks(sms) {
+		s *= 2
+	}
+	return s
 }
 
 func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, error) {

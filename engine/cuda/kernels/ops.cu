@@ -125,9 +125,14 @@ extern "C" __global__ void __launch_bounds__(256)
 // tf32 parts, float64 sums after every 8-column product: as close to the
 // reference, and 87 us a layer at 512 tokens, 326 us at 4K, where this
 // takes 48.5 and 223; docs/bench/cuda/2026-12-01-router4).
-// Grid (ceil(R/32), ceil(T/32)), block 128: four warps, each 16 tokens x 16
-// rows (2 x 2 tiles of 8 x 8); C a multiple of 64. Each thread's loads of
-// the next group are issued before the current group's products.
+// Grid (ceil(R/32), ceil(T/32), S), block 128: four warps, each 16 tokens
+// x 16 rows (2 x 2 tiles of 8 x 8); C a multiple of 64. Each thread's loads
+// of the next group are issued before the current group's products. With
+// S > 1 the columns are split S ways (split-K): block z sums groups
+// [z·G/S, (z+1)·G/S) in order and writes its float64 sums to part[z, T, ldy],
+// which route_select adds in split order, so the logits are the same for
+// the same S. One split took 48 us a layer whatever T up to 512 (32 groups
+// one after another a block, 8 blocks at 16 tokens): latency, not work.
 #define QF_M 32
 #define QF_N 32
 #define QF_K 64
@@ -168,7 +173,8 @@ static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-    qgemm_f64(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy) {
+    qgemm_f64(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
+              double* __restrict__ part, int T, int ldy) {
   pdl_begin();
   __shared__ double xs[QF_M][QF_LD], ws[QF_N][QF_LD];
   const QDesc d = *wd;
@@ -179,11 +185,12 @@ extern "C" __global__ void __launch_bounds__(128)
   const int m0 = bid_y() * QF_M;
   const int per = 32 / d.bits, wpg = QF_K / per;
   const u32 mask = (1u << d.bits) - 1u;
-  const int groups = d.cols / QF_K;
+  const int groups = d.cols / QF_K, split = bid_z(), splits = nbid_z();
+  const int g0 = split * groups / splits, g1 = (split + 1) * groups / splits;
   double acc[2][2][2] = {};  // [token tile][row tile][the fragment's two columns]
   QfLoads next;
-  qf_fetch(next, d, x, T, m0, n0, 0, tid);
-  for (int grp = 0; grp < groups; grp++) {
+  qf_fetch(next, d, x, T, m0, n0, g0, tid);
+  for (int grp = g0; grp < g1; grp++) {
 #pragma unroll
     for (int i = 0; i < 8; i++) {
       const int r = warp * 8 + i;
@@ -199,7 +206,7 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
     __syncthreads();
-    if (grp + 1 < groups) qf_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
+    if (grp + 1 < g1) qf_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
 #pragma unroll
     for (int k = 0; k < QF_K; k += 4) {
       const double a0 = xs[wm + fr][k + fk], a1 = xs[wm + 8 + fr][k + fk];
@@ -219,7 +226,11 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int e = 0; e < 2; e++) {
         const int m = m0 + wm + 8 * i + fr;
         const long long n = n0 + wn + 8 * j + 2 * fk + e;
-        if (m < T && n < d.rows) y[(long long)m * ldy + n] = (float)acc[i][j][e];
+        if (m >= T || n >= d.rows) continue;
+        if (splits == 1)
+          y[(long long)m * ldy + n] = (float)acc[i][j][e];
+        else
+          part[((long long)split * T + m) * ldy + n] = acc[i][j][e];
       }
 }
 
@@ -532,14 +543,24 @@ ATTN_ROWS(attn_rows_bf16_j16, u16, 16)
 // block 32, dynamic shared memory E bytes): the topK largest logits (the
 // lower id first on ties; NaN never chosen first), their softmax
 // probabilities over all E (float64 from the float32 logits),
-// renormalised over the chosen when normalize.
+// renormalised over the chosen when normalize. With splits > 0 the row's
+// logits are first the sums of qgemm_f64's split partials part[splits,
+// rows, E], added in split order and rounded once to float32.
 extern "C" __global__ void __launch_bounds__(32)
-    route_select(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts, int E, int topK,
-                 int normalize) {
+    route_select(float* __restrict__ logits, const double* __restrict__ part, int* __restrict__ ids,
+                 float* __restrict__ wts, int E, int topK, int normalize, int splits) {
   pdl_begin();
   extern __shared__ unsigned char taken[];
-  const int lane = PETAL_TID_X(), r = PETAL_BID_X();
-  const float* l = logits + (long long)r * E;
+  const int lane = PETAL_TID_X(), r = PETAL_BID_X(), rows = PETAL_NCTAID_X();
+  float* l = logits + (long long)r * E;
+  if (splits > 0) {
+    for (int e = lane; e < E; e += 32) {
+      double v = 0;
+      for (int z = 0; z < splits; z++) v += part[((long long)z * rows + r) * E + e];
+      l[e] = (float)v;
+    }
+    __syncwarp();  // the row, written by the warp's lanes, read by all of them below
+  }
   float m = -__builtin_inff();
   for (int e = lane; e < E; e += 32) {
     taken[e] = 0;

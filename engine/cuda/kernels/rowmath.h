@@ -8,6 +8,8 @@
 
 static __device__ __forceinline__ int tid_y() { return __nvvm_read_ptx_sreg_tid_y(); }
 static __device__ __forceinline__ int bid_y() { return __nvvm_read_ptx_sreg_ctaid_y(); }
+static __device__ __forceinline__ int bid_z() { return __nvvm_read_ptx_sreg_ctaid_z(); }
+static __device__ __forceinline__ int nbid_z() { return __nvvm_read_ptx_sreg_nctaid_z(); }
 static __device__ __forceinline__ float f32_nan() { return __uint_as_float(0x7fc00000u); }
 static __device__ __forceinline__ bool is_nan(float x) { return x != x; }
 
