@@ -724,9 +724,9 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 	const K = 8
 	// the 35B model's router, the tiny model's, one off the 32-row tiles
-	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}, {40, 192}} {
+	for _, sh := range []struct{ E, C int }{{256, 2048}, {32, 256}, {40, 320}} {
 		for _, bits := range []int{8, 4} {
-			for _, rows := range []int{7, 100, 512, 2100} { // qgemm_f64's columns split 32, 16, 4 ways and not at all at the 35B shape
+			for _, rows := range []int{7, 100, 512, 2100} { // qgemm_f64's columns split 16, 16, 4 ways and not at all at the 35B shape; 2 ways (unevenly for 5 groups) at the small ones
 				E, C := sh.E, sh.C
 				t.Run(fmt.Sprintf("%dx%d %d-bit %d rows", E, C, bits, rows), func(t *testing.T) {
 					m := quant.RandomMatrix(rand.New(rand.NewPCG(uint64(bits), uint64(rows))), 1, E, C, bits, 64)

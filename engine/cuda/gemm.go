@@ -399,22 +399,24 @@ type MoEGroups struct {
 // MoETile is the tile shape for tokens routed over experts: BM from the
 // rows an expert receives on average (tokens·MoETopK/experts). At 16 rows
 // on average m32 beats m16 (run gemm1: 390 against 457 µs at 512 tokens),
-// the counts spreading to 30 and more. Under MoEReg, up to 32 rows on
-// average take the register-dequant kernels of MoERegTiles instead; under
-// MoEStream, gemm_stream's s16.
+// the counts spreading to 30 and more; at 32, m64 beats m32 (2026-12-06-
+// stream1: 508 against 559 µs at 1024 tokens). Under MoEReg, up to 16 rows
+// on average take the register-dequant kernels of MoERegTiles instead;
+// under MoEStream, gemm_stream's s16 (388 µs at 512 tokens, as m32; 641 at
+// 1024).
 func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	avg := tokens * MoETopK / max(experts, 1)
 	name := "m128"
 	switch {
-	case kernel == MoEStream && avg <= 32:
+	case kernel == MoEStream && avg <= 16:
 		name = "s16"
 	case kernel == MoEReg && avg <= 4:
 		name = "r16"
-	case kernel == MoEReg && avg <= 32:
+	case kernel == MoEReg && avg <= 16:
 		name = "r32"
 	case avg <= 4:
 		name = "m16"
-	case avg <= 32:
+	case avg <= 16:
 		name = "m32"
 	case avg <= 64:
 		name = "m64"

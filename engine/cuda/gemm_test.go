@@ -33,9 +33,9 @@ func TestGEMMTilesFit(t *testing.T) {
 		tokens int
 		kernel MoEKernel
 		want   string
-	}{{512, MoESmem, "m32"}, {4096, MoESmem, "m128"}, {100, MoESmem, "m16"}, {512, MoEReg, "r32"}, {1024, MoEReg, "r32"},
-		{100, MoEReg, "r16"}, {2048, MoEReg, "m64"}, {4096, MoEReg, "m128"}, {100, MoEStream, "s16"}, {1024, MoEStream, "s16"},
-		{2048, MoEStream, "m64"}} {
+	}{{512, MoESmem, "m32"}, {1024, MoESmem, "m64"}, {4096, MoESmem, "m128"}, {100, MoESmem, "m16"}, {512, MoEReg, "r32"},
+		{1024, MoEReg, "m64"}, {100, MoEReg, "r16"}, {2048, MoEReg, "m64"}, {4096, MoEReg, "m128"}, {100, MoEStream, "s16"},
+		{512, MoEStream, "s16"}, {1024, MoEStream, "m64"}, {2048, MoEStream, "m64"}} {
 		if got := MoETile(c.tokens, 256, c.kernel); got.Name != c.want {
 			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}

@@ -408,10 +408,13 @@ var routerBlocks = func(sms int) int { return 4 * sms }
 
 // routerSplits: how many ways qgemm_f64 splits the router's groups of 64
 // columns for tiles blocks of 32 x 32 logits: the largest power of two
-// that keeps the blocks within routerBlocks, at most one group a split.
+// that keeps the blocks within routerBlocks, at least two groups a split
+// (one loading while the other's products run). On the H200 (2026-12-06-
+// stream1, the 35B router with route_select): 64 us at 16 and 512 rows in
+// one split, 24 at 16 rows in 16, 48 at 512 in 4, 78 at 1024 in 2 (88).
 func routerSplits(tiles, groups, sms int) int {
 	s := 1
-	for 2*s <= groups && 2*s*tiles <= routerBlocks(sms) {
+	for 4*s <= groups && 2*s*tiles <= routerBlocks(sms) {
 		s *= 2
 	}
 	return s

@@ -30,8 +30,8 @@ type Options struct {
 	// going in, sums are float32 (relative error about 3e-3, one bf16
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
-	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 32 rows an
-	// expert on average (prompts of up to 1K tokens on 256 experts):
+	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
+	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
 	// tiles use; MoEReg, gemm_rq, which dequantises each thread's weights
 	// in registers as the mma's operands; MoEStream, gemm_stream, whose
@@ -123,7 +123,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem, GroupGEMM: true, FlashWide: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -135,9 +135,9 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
-	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 32 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows, stream not yet measured on a GPU; default smem), ` +
-	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix, group not yet measured on a GPU; default apart), ` +
-	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used, not yet measured on a GPU; or the float32 kernel; default flash), ` +
+	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows, stream as fast as smem on the H200; default smem), ` +
+	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
+	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +

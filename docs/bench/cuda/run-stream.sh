@@ -26,13 +26,13 @@ ptxas -arch=sm_90 -O3 -v -o /tmp/gemm.cubin gemm.ptx > $O/ptxas.txt 2>&1
 grep -A1 -E "Compiling entry function '(gemm_gateup|gemm_down)_(s16|r32|m32)'" $O/ptxas.txt | grep -E "Compiling|Used|spill" | paste - - | sed 's/ptxas info    ://g' | cut -c1-200
 export PETAL_CUDA_REQUIRE=1
 cd $R/engine/cuda
-${TESTS:+timeout 240 $D/cuda.test -test.v -test.run "$TESTS" > $O/tests.txt 2>&1}
+[ -n "$TESTS" ] && timeout ${TTIME:-240} $D/cuda.test -test.v -test.run "$TESTS" > $O/tests.txt 2>&1
 [ -n "$TESTS" ] && grep -E '^(--- |ok|FAIL|PASS)|panic|s16' $O/tests.txt | cut -c1-300
 [ -n "$MEASURE" ] && PETAL_CUDA_BENCH=1 timeout 260 $D/cuda.test -test.v -test.run "$MEASURE" > $O/measure.txt 2>&1
 [ -n "$MEASURE" ] && grep -E 'moe T=|s16|flash ' $O/measure.txt | cut -c1-300
 cd $R
 for spec in ${SPECS:-petal:cuda petal:cuda:moe=stream}; do
-  bin=${spec%%:*}; be=${spec#*:}; f=$(echo "$spec" | tr ':=,' '_--')
+  bin=${spec%%:*}; be=${spec#*:}; f=$(echo "$spec" | tr ':=,' '_._')
   timeout 120 $D/$bin bench --backend $be --synthetic qwen3.6-35b-a3b --max-context ${MAXCTX:-8192} --prompt-lengths ${PROMPTS:-512,1K,2K,4K} --context-lengths 256 --decode-tokens 8 --repeats 3 --out $O/bench-$f.json > $O/bench-$f.txt 2>&1
   echo "$spec"; grep -E "^ +[0-9]+K? |rror" $O/bench-$f.txt | head -12
 done
