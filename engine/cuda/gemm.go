@@ -133,7 +133,7 @@ type GEMM struct {
 	c                      *driver.Context
 	tiles                  map[string]gemmKernels
 	toBF16, route, combine *driver.Function
-	sharedSwiGLU           *driver.Function
+	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady            map[*driver.Function]bool
 }
 
@@ -169,7 +169,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 	for _, f := range []struct {
 		dst  **driver.Function
 		name string
-	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}, {&g.sharedSwiGLU, "moe_shared_swiglu"}} {
+	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}, {&g.sharedSwiGLU, "moe_shared_swiglu"}, {&g.sumSplits, "gemm_sum_splits"}} {
 		fn, err := mod.Function(f.name)
 		if err != nil {
 			return nil, err
@@ -344,6 +344,60 @@ func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, 
 	return g.launchTile(s, k.dense, t, K, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
 }
 
+// DenseSplit queues ys[i][M, N_i] = x[M,K]·W_i^T for one matrix or a group
+// (as Dense and DenseGroup) with K split splits ways: each block sums a
+// splits-th of the k-tiles into parts, then gemm_sum_splits adds the
+// partials in order. At a few rows the tiles are too few to fill the GPU
+// and each walks all of K (gemm_dense_m16: 21-25 µs a launch at 16 rows
+// whatever N, 52 µs for a 2048 x 4096 matrix); split, more blocks share
+// the walk. parts holds splits·M·(the rows of all of ms) floats, 16-byte
+// aligned; two launches.
+func (g *GEMM) DenseSplit(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driver.Ptr, parts, x driver.Ptr, M, splits int) error {
+	k, ok := g.tiles[t.Name]
+	if !ok || k.group == nil {
+		return fmt.Errorf("cuda: no dense GEMM of tile %q", t.Name)
+	}
+	if splits < 1 || len(ms) == 0 || splits > ms[0].Cols/64 {
+		return fmt.Errorf("cuda: a GEMM of %d columns split %d ways", ms[0].Cols, splits)
+	}
+	if !aligned16(parts) {
+		return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
+	}
+	sums, err := QMVGroupTable(ms, ys)
+	if err != nil {
+		return err
+	}
+	if M <= 0 {
+		return nil
+	}
+	ps, at, rows := make([]driver.Ptr, len(ms)), int64(0), 0
+	for i, m := range ms {
+		ps[i] = parts.Add(at)
+		at += 4 * int64(splits*M*m.Rows)
+		rows += m.Rows
+	}
+	K := ms[0].Cols
+	if len(ms) == 1 {
+		if err := checkGEMMWeights(ms[0], "weight", ms[0].Rows, K); err != nil {
+			return err
+		}
+		if !aligned16(x, ys[0], ms[0].Words) {
+			return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
+		}
+		var a driver.Args
+		a.Ptr(x).Ptr(ms[0].Words).Ptr(ms[0].ScaleBias).Ptr(parts).I32(int32(M)).I32(int32(ms[0].Rows)).I32(int32(K))
+		grid := driver.Dim3{X: ceil(ms[0].Rows, t.BN), Y: ceil(M, t.BM), Z: splits}
+		if err := g.launchTile(s, k.dense, t, K, grid, &a); err != nil {
+			return err
+		}
+	} else if err := g.denseGroup(s, k, t, ms, ys, ps, x, M, splits); err != nil {
+		return err
+	}
+	var a driver.Args
+	a.Struct(sums).Ptr(parts).I32(int32(M)).I32(int32(splits))
+	return s.Launch(g.sumSplits, driver.D1(ceil(M*rows, 1024)), driver.D1(256), 0, &a)
+}
+
 // DenseGroup queues ys[i][M, N_i] = x[M,K]·W_i^T on s for the matrices ms
 // (at most QMVGroupMax, all K wide) in one launch of tile t, each block
 // finding its matrix in their QMVGroupTable: x bf16 row-major (ToBF16),
@@ -353,7 +407,13 @@ func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driv
 	if !ok || k.group == nil {
 		return fmt.Errorf("cuda: no grouped GEMM of tile %q", t.Name)
 	}
-	table, err := QMVGroupTable(ms, ys)
+	return g.denseGroup(s, k, t, ms, ys, ys, x, M, 1)
+}
+
+// denseGroup launches the grouped dense GEMM of tile t, its outputs (for a
+// split-K launch, the partials) at outs; ys are the checked outputs.
+func (g *GEMM) denseGroup(s *driver.Stream, k gemmKernels, t GEMMTile, ms []*QMatrix, ys, outs []driver.Ptr, x driver.Ptr, M, splits int) error {
+	table, err := QMVGroupTable(ms, outs)
 	if err != nil {
 		return err
 	}
@@ -376,7 +436,7 @@ func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driv
 	K := ms[0].Cols
 	var a driver.Args
 	a.Struct(table).Ptr(x).I32(int32(M)).I32(int32(K))
-	return g.launchTile(s, k.group, t, K, driver.Dim3{X: blocks, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
+	return g.launchTile(s, k.group, t, K, driver.Dim3{X: blocks, Y: (M + t.BM - 1) / t.BM, Z: splits}, &a)
 }
 
 // MoEGroups are the device buffers of one MoE's grouping: Tokens·MoETopK

@@ -247,6 +247,7 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 			}
 		}
 		y := newBuf(t, c, s, maxM*N, "y")
+		parts := newBuf(t, c, s, 8*513*N, "partials")
 		for _, M := range gemmMs {
 			ref := denseReference(w, wb, x, xb, K, N, checkRows(rng, M))
 			for _, tile := range GEMMTiles {
@@ -275,11 +276,83 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 				wv := worst[key]
 				worst[key] = gemmErrors{max(wv.bf, e.bf), max(wv.l2_64, e.l2_64), max(wv.l2_32, e.l2_32)}
 			}
+			// Split-K (DenseSplit): the columns split 2, 3 (unevenly) and
+			// up to 8 ways, the partials poisoned too.
+			for _, splits := range []int{2, 3, 8} {
+				if splits > K/64 || M > 513 {
+					continue
+				}
+				tile, _ := GEMMTileByName("m16")
+				y.Poison(t, s)
+				parts.Poison(t, s)
+				if err := g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range parts.Words(t, s, "partials")[:splits*M*N] {
+					if v == nanBits {
+						t.Fatalf("%s M=%d split %d: partial %d not written", sh.name, M, splits, i)
+					}
+				}
+				all := y.Words(t, s, "y")
+				for i := range all {
+					if (all[i] == nanBits) != (i >= M*N) {
+						t.Fatalf("%s M=%d split %d: y[%d] written %v, want %v", sh.name, M, splits, i, all[i] != nanBits, i < M*N)
+					}
+				}
+				e := ref.compare(func(r, n int) float32 { return math.Float32frombits(all[r*N+n]) })
+				if e.bf > 2e-5 || e.l2_64 > 1e-2 || !(e.l2_64 >= 0) {
+					t.Errorf("%s M=%d split %d: error %.3g of Σ|w·x| against the bf16-input reference (bound 2e-5), rel L2 %.3g against float64 (bound 1e-2)",
+						sh.name, M, splits, e.bf, e.l2_64)
+				}
+			}
 		}
 	}
 	for _, tile := range GEMMTiles {
 		e := worst[tile.Name]
 		t.Logf("worst %-7s: err/Σ|wx| vs bf16-input f64 %.2e; rel L2 vs f64 %.2e, vs f32 %.2e", tile, e.bf, e.l2_64, e.l2_32)
+	}
+}
+
+// TestMeasureDenseSplit: the dense GEMM of a few rows on the 16-row tile,
+// its columns in one piece (Dense) and split 2 to 16 ways (DenseSplit,
+// both launches), at the 35B model's projections.
+func TestMeasureDenseSplit(t *testing.T) {
+	c := benchOnly(t)
+	s := newTestStream(t, c)
+	g := newGEMM(t, c)
+	rng := freshRNG(t)
+	up, err := c.NewUploader(s, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	tile, _ := GEMMTileByName("m16")
+	for _, sh := range []struct {
+		name string
+		N, K int
+	}{{"in_proj_qkv 8192x2048", 8192, 2048}, {"in_proj_z 4096x2048", 4096, 2048}, {"out_proj 2048x4096", 2048, 4096}, {"shared down 2048x512", 2048, 512}} {
+		m := quant.RandomMatrix(rng, 1, sh.N, sh.K, 4, 64)
+		qm := uploadGEMMWeights(t, c, up, &m, sh.name)
+		const maxM = 16
+		xh := upBuf(t, c, s, randomVector(rng, maxM*sh.K/2), "x bf16") // any bits: timing only
+		y := newBuf(t, c, s, maxM*sh.N, "y")
+		parts := newBuf(t, c, s, 16*maxM*sh.N, "partials")
+		for _, M := range []int{4, 16} {
+			line := fmt.Sprintf("dense %-22s M=%2d:", sh.name, M)
+			for _, splits := range []int{1, 2, 4, 8, 16} {
+				if splits > sh.K/64/2 {
+					continue
+				}
+				d := timeLaunches(t, c, s, 20, func() error {
+					if splits == 1 {
+						return g.Dense(s, tile, qm, xh.P, y.P, M)
+					}
+					return g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits)
+				})
+				line += fmt.Sprintf("  %2d: %6.1f µs", splits, d.Seconds()*1e6)
+			}
+			t.Log(line)
+		}
 	}
 }
 

@@ -33,7 +33,7 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 			return g
 		}
 	}
-	xb := int64(-1)
+	xb, off := int64(-1), int64(0)
 	var steps []step
 	for i, w := range ws {
 		y := ys[i]
@@ -42,7 +42,6 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 			continue
 		}
 		if xb < 0 {
-			var off int64
 			n := rows * w.q.Cols
 			xb = p.reserve(&off, 2*int64(n))
 			steps = append(steps, step{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error {
@@ -50,6 +49,10 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 			}})
 		}
 		tile := b.gemm.DenseTile(rows, w.q.Rows)
+		if st, ok := b.denseSplit(p, &off, tile, []*QMatrix{w.q}, []driver.Ptr{y}, xb, rows, "gemm_dense_"); ok {
+			steps = append(steps, st)
+			continue
+		}
 		steps = append(steps, step{kernels: 1, name: "gemm_dense_" + tile.Name, launch: func(s *driver.Stream) error {
 			return b.gemm.Dense(s, tile, w.q, p.scratch.Add(xb), y, rows)
 		}})
@@ -80,12 +83,52 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 	n := rows * qs[0].Cols
 	xb := p.reserve(&off, 2*int64(n))
 	tile := b.gemm.DenseTile(rows, total)
-	return []step{
-		{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }},
-		{kernels: 1, name: "gemm_group_" + tile.Name, launch: func(s *driver.Stream) error {
-			return b.gemm.DenseGroup(s, tile, qs, ys, p.scratch.Add(xb), rows)
-		}},
+	steps := []step{{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }}}
+	if st, ok := b.denseSplit(p, &off, tile, qs, ys, xb, rows, "gemm_group_"); ok {
+		return append(steps, st)
 	}
+	return append(steps, step{kernels: 1, name: "gemm_group_" + tile.Name, launch: func(s *driver.Stream) error {
+		return b.gemm.DenseGroup(s, tile, qs, ys, p.scratch.Add(xb), rows)
+	}})
+}
+
+// denseSplit lowers the dense GEMMs of ms (one matrix, or a group) with
+// their columns split (splitk=on) where the tile is the 16-row one and
+// denseSplits finds more than one split, else returns false. xb is x's
+// bf16 copy in the scratch, whose use so far is off.
+func (b *Backend) denseSplit(p *program, off *int64, tile GEMMTile, ms []*QMatrix, ys []driver.Ptr, xb int64, rows int, kind string) (step, bool) {
+	if !b.o.SplitK || tile.Name != "m16" {
+		return step{}, false
+	}
+	blocks, total := 0, 0
+	for _, m := range ms {
+		blocks += ceil(m.Rows, tile.BN)
+		total += m.Rows
+	}
+	splits := denseSplits(blocks*ceil(rows, tile.BM), ms[0].Cols/64, b.ctx.Device().SMs)
+	if splits < 2 {
+		return step{}, false
+	}
+	parts := p.reserve(off, 4*int64(splits*rows*total))
+	return step{kernels: 2, name: kind + tile.Name + "_split", launch: func(s *driver.Stream) error {
+		return b.gemm.DenseSplit(s, tile, ms, ys, p.scratch.Add(parts), p.scratch.Add(xb), rows, splits)
+	}}, true
+}
+
+// denseBlocks is the number of blocks a split-K dense GEMM aims for (at
+// most; splits are powers of two): four 16-row tiles are resident on a
+// multiprocessor. Zero keeps one split.
+var denseBlocks = func(sms int) int { return 4 * sms }
+
+// denseSplits: how many ways to split the ktiles k-tiles of a dense GEMM of
+// tiles blocks: the largest power of two that keeps the blocks within
+// denseBlocks, at least two k-tiles a split.
+func denseSplits(tiles, ktiles, sms int) int {
+	s := 1
+	for 4*s <= ktiles && 2*s*tiles <= denseBlocks(sms) {
+		s *= 2
+	}
+	return s
 }
 
 // qmvGroup lowers the one-token mat-vecs of a group of matrices (a

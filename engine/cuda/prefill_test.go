@@ -264,7 +264,8 @@ func relErr(got []float32, want []float64) float64 {
 // references; a bad expert id makes its row NaN, as on the plain kernels.
 // The same under linears=group (a QLinearGroup's GEMMs in one launch),
 // moe=reg and moe=stream (the MoE through gemm_rq or gemm_stream at few
-// rows). With
+// rows), and splitk=on (the 16-row tile's columns split, apart and
+// grouped). With
 // gemm=plain the same ops run no tensor-core kernel and meet the
 // conformance suite's float32 bars.
 func TestTensorCoreOpsMatchReferences(t *testing.T) {
@@ -272,10 +273,12 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 		mode       string
 		tc, groups bool
 		moe        MoEKernel
-	}{{"tc", true, false, MoESmem}, {"tc,linears=group", true, true, MoESmem}, {"tc,moe=reg", true, false, MoEReg},
-		{"tc,moe=stream,linears=group", true, true, MoEStream}, {"plain", false, false, MoESmem}} {
+		splitK     bool
+	}{{"tc", true, false, MoESmem, false}, {"tc,linears=group", true, true, MoESmem, false}, {"tc,moe=reg", true, false, MoEReg, false},
+		{"tc,moe=stream,linears=group", true, true, MoEStream, false}, {"tc,splitk=on", true, false, MoESmem, true},
+		{"tc,linears=group,splitk=on", true, true, MoESmem, true}, {"plain", false, false, MoESmem, false}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoE, o.GroupGEMM = m.tc, m.moe, m.groups
+		o.TensorCores, o.MoE, o.GroupGEMM, o.SplitK = m.tc, m.moe, m.groups, m.splitK
 		b := testBackend(t, o)
 		tc, mode := m.tc, m.mode
 		for i, c := range tcCases() {

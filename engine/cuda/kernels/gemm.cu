@@ -29,9 +29,13 @@
 
 #if defined(__NVCC__)
 #define G_BID_Y() blockIdx.y
+#define G_BID_Z() blockIdx.z
+#define G_NBID_Z() gridDim.z
 static __device__ __forceinline__ int g_shfl_up(int v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
 #else
 #define G_BID_Y() __nvvm_read_ptx_sreg_ctaid_y()
+#define G_BID_Z() __nvvm_read_ptx_sreg_ctaid_z()
+#define G_NBID_Z() __nvvm_read_ptx_sreg_nctaid_z()
 static __device__ __forceinline__ int g_shfl_up(int v, int d) { return __nvvm_shfl_sync_up_i32(0xffffffffu, v, d, 0); }
 #endif
 
@@ -127,6 +131,9 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
 // gives the expert e and its first sorted row r0; rows run to offsets[e+1];
 // W rows are e*N + n (gate/up: N is the expert's inter size, and the block's
 // BN tile rows alternate 8 gate rows and the 8 up rows of the same outputs).
+// Dense with a grid of Z > 1 (split-K): block z sums k-tiles [z·KT/Z,
+// (z+1)·KT/Z) only and writes them to Y + z·M·N, partials that
+// gemm_sum_splits adds in z order.
 template <int BM, int BN, int WM, int WN, int S, int MODE>
 static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                  const u32* __restrict__ W, const u32* __restrict__ SB,
@@ -160,7 +167,12 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     wbase = (long long)e * N;
   }
   const int n0 = MODE == MODE_GATEUP ? bx * (BN / 2) : bx * BN;
-  const int ktiles = K / 64;
+  int kt0 = 0, kt1 = K / 64;
+  if (MODE == MODE_DENSE) {
+    const int z = G_BID_Z(), splits = G_NBID_Z();
+    kt0 = z * (K / 64) / splits, kt1 = (z + 1) * (K / 64) / splits;
+    Y = (float*)Y + (long long)z * M * N;
+  }
   const long long wpr = K / 8, gpr = K / 64;
 
   // The source of each thread's cp.async copies, fixed over k.
@@ -215,21 +227,22 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     ssrc[j] = base + (sval[j] ? (wbase + n) * gpr : 0);
   }
 
+  // load queues the copies of k-tile kt0 + kt into stage kt % S.
   auto load = [&](int kt) {
-    if (kt < ktiles) {
+    if (kt0 + kt < kt1) {
       const u32 st = sbase + (kt % S) * STAGE;
 #pragma unroll
       for (int j = 0; j < A_PER; j++)
-        if (tid + j * NTHREADS < BM * 8) cp_async16(st + adst[j], asrc[j] + kt * 64, aval[j]);
+        if (tid + j * NTHREADS < BM * 8) cp_async16(st + adst[j], asrc[j] + (kt0 + kt) * 64, aval[j]);
 #pragma unroll
       for (int j = 0; j < C_PER; j++) {
         const int i = tid + j * NTHREADS;
-        if (i < BN * 2) cp_async16(st + A_BYTES + i * 16, csrc[j] + kt * 8, cval[j]);
+        if (i < BN * 2) cp_async16(st + A_BYTES + i * 16, csrc[j] + (kt0 + kt) * 8, cval[j]);
       }
 #pragma unroll
       for (int j = 0; j < S_PER; j++) {
         const int row = tid + j * NTHREADS;
-        if (row < BN) cp_async4(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt, sval[j]);
+        if (row < BN) cp_async4(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt0 + kt, sval[j]);
       }
     }
     cp_commit();
@@ -246,7 +259,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
 
-  for (int kt = 0; kt < ktiles; kt++) {
+  for (int kt = 0; kt < kt1 - kt0; kt++) {
     cp_wait<S - 2>();
     // Every thread's copies of tile kt have landed, and every warp is done
     // with tile kt-1 (its stage and the W tile are free).
@@ -370,6 +383,34 @@ GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2)
 GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3)
 GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3)
 GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
+
+// gemm_sum_splits: y_i[M, N_i] = the sum over z of a split-K launch's
+// partials, for the matrices of g (y: the outputs; start: their rows):
+// matrix i's partials are [splits][M][N_i] floats from parts + splits·M·
+// start[i], added in z order. Four floats a thread (M·N_i % 4 == 0), grid
+// ceil(M·start[n] / 1024), block 256.
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_sum_splits(const QMVGroup g, const float* __restrict__ parts, int M, int splits) {
+  pdl_begin();
+  const long long at = ((long long)PETAL_BID_X() * 256 + PETAL_TID_X()) * 4;
+  if (at >= (long long)M * g.start[g.n]) return;
+  int i = 0;
+#pragma unroll
+  for (int m = 1; m < QMV_GROUP; m++)
+    if (m < g.n && at >= (long long)M * g.start[m]) i = m;
+  float* y = g.y[0];
+#pragma unroll
+  for (int m = 1; m < QMV_GROUP; m++)
+    if (i == m) y = g.y[m];
+  const long long n = (long long)M * (g.start[i + 1] - g.start[i]), j = at - (long long)M * g.start[i];
+  const float* p = parts + (long long)splits * M * g.start[i] + j;
+  float4v v = *(const float4v*)p;
+  for (int z = 1; z < splits; z++) {
+    const float4v u = *(const float4v*)(p + z * n);
+    v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+  }
+  *(float4v*)(y + j) = v;
+}
 
 // ---- The grouped MoE GEMMs at a few rows an expert (gemm_gateup_r16 ..) ----
 //
