@@ -130,11 +130,11 @@ type gemmKernels struct {
 // GEMM launches the 4-bit weight GEMMs of prefill on the tensor cores and
 // the device-side MoE grouping around them.
 type GEMM struct {
-	c                      *driver.Context
-	tiles                  map[string]gemmKernels
-	toBF16, route, combine *driver.Function
+	c                       *driver.Context
+	tiles                   map[string]gemmKernels
+	toBF16, route, combine  *driver.Function
 	sharedSwiGLU, sumSplits *driver.Function
-	sharedReady            map[*driver.Function]bool
+	sharedReady             map[*driver.Function]bool
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
