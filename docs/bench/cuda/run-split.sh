@@ -1,0 +1,26 @@
+#!/bin/bash
+# run-split.sh: every CUDA test with the oracle (TestOracleOnGPU under the
+# defaults and six other settings), then TestMeasureDenseSplit and
+# TestMeasureRouter, then ncu's view of the first gate/up launch of m32
+# and of s16 at 512 tokens (TestMeasureGEMM). From the repository root;
+# devrun/ml holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go
+# test -c -ldflags='-s -w' ./engine/cuda; gzip) and ref.txz (tar cJf
+# ref.txz -C ../shared/oracle reference). Logs to $OUT.
+R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
+cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
+	&& ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > "$O/env.txt" 2>&1
+cd "$R/engine/cuda"
+export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
+timeout ${TTIME:-330} "$D/cuda.test" -test.v ${TESTS:+-test.run "$TESTS"} > "$O/tests.txt" 2>&1; echo "tests: rc=$?" | tee -a "$O/tests.txt"
+grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$O/tests.txt" | head -20
+echo "passed: $(grep -c '^--- PASS' "$O/tests.txt"), skipped: $(grep -c '^--- SKIP' "$O/tests.txt")"
+grep -E 'top-1|KL' "$O/tests.txt" | head -20
+PETAL_CUDA_BENCH=1 timeout 90 "$D/cuda.test" -test.v -test.run 'TestMeasureDenseSplit|TestMeasureRouter' > "$O/measure.txt" 2>&1
+grep -E 'dense |router ' "$O/measure.txt" | cut -c1-200
+for k in ${NCU:+gateup_m32 gateup_s16}; do
+  PETAL_CUDA_BENCH=1 timeout 100 ncu --kernel-name gemm_$k --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+    --section Occupancy --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+    "$D/cuda.test" -test.run TestMeasureGEMM > "$O/ncu-$k.txt" 2>&1
+  grep -E "Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Stall|Achieved Occ|Registers Per" "$O/ncu-$k.txt" | head -24
+done
