@@ -128,7 +128,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem, GroupGEMM: true, FlashWide: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem, GroupGEMM: true, FlashWide: true, SplitK: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -142,7 +142,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows, stream as fast as smem on the H200; default smem), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
-	`splitk=on|off (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; not yet measured on a GPU; default off), ` +
+	`splitk=on|off (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; default on), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +

@@ -121,11 +121,15 @@ func (b *Backend) denseSplit(p *program, off *int64, tile GEMMTile, ms []*QMatri
 var denseBlocks = func(sms int) int { return 4 * sms }
 
 // denseSplits: how many ways to split the ktiles k-tiles of a dense GEMM of
-// tiles blocks: the largest power of two that keeps the blocks within
-// denseBlocks, at least two k-tiles a split.
+// tiles blocks: none below 16 k-tiles, else the largest power of two that
+// keeps the blocks within denseBlocks and four k-tiles a split. On an H100
+// (2026-12-06-split1, 16 rows): out_proj's 2048 x 4096 54.4 us in one
+// piece, 12.7 in 8, 12.5 in 16; in_proj's z (4096 x 2048) 28.0, 12.0 in
+// 8; its qkv (8192 x 2048) 26.8, 15.9 in 4, 16.2 in 8; the shared down
+// (2048 x 512, 8 k-tiles) 8.8, and 11.1 in 2.
 func denseSplits(tiles, ktiles, sms int) int {
 	s := 1
-	for 4*s <= ktiles && 2*s*tiles <= denseBlocks(sms) {
+	for ktiles >= 16 && 8*s <= ktiles && 2*s*tiles <= denseBlocks(sms) {
 		s *= 2
 	}
 	return s
