@@ -688,28 +688,41 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
   const u32 sbase = smem_u32(gsm);
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const u32 ring = sbase + warp * (RING * ST_SLOT(NT)), xs = sbase + ST_RINGS(WARPS, NT, RING);
-  const int kblocks = K / 128, per = PASSES * kblocks, xrow = 2 * K;
+  const int kblocks = K / 128, xrow = 2 * K;
   const int nch = (N + OUT_B - 1) / OUT_B, items = ntiles[0] * nch;
   const int bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
   const int mine = bid < items ? (items - bid + grid - 1) / grid : 0;
-  const int total = mine * per;
   const long long wpr = K / 8, gpr = K / 64;
 
-  // issue queues the copies of step q (item mine-index q / per, pass and
-  // k-block from q % per) into ring slot q % RING.
+  // The copies' cursor: the next step to issue is pass qp, k-block qkb of
+  // the block's item number qi (qe its expert, qob its first output),
+  // advanced a step an issue, so that the k loop divides by nothing
+  // (dividing q by the steps an item, as first built, took more
+  // instructions a step than a tile's products).
+  int qi = 0, qp = 0, qkb = 0, qe = 0, qob = 0;
+  auto locate = [&]() __attribute__((always_inline)) {
+    if (qi < mine) {
+      const int item = bid + qi * grid;
+      qe = tiles[2 * (item / nch)], qob = (item % nch) * OUT_B;
+    }
+  };
+  locate();
+  // issue queues the copies of step q (the cursor's) into ring slot q % RING.
   auto issue = [&](int q) __attribute__((always_inline)) {
-    if (q < total) {
-      const int item = bid + (q / per) * grid, rq = q % per, p = rq / kblocks, kb = rq % kblocks;
-      const int e = tiles[2 * (item / nch)];
-      const int ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W;
+    if (qi < mine) {
+      const int ob = qob + (qp * WARPS + warp) * OUT_W;
       const u32 slot = ring + (q % RING) * ST_SLOT(NT);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         const int n = ob + (MODE == MODE_GATEUP ? j % HALF : j) * 8 + g;
         const bool up = MODE == MODE_GATEUP && j >= HALF, v = n < N;
-        const long long row = (long long)e * N + (v ? n : 0);
-        cp_async16(slot + (j * 32 + lane) * 16, (up ? W2 : W) + row * wpr + kb * 16 + c * 4, v);
-        cp_async4(slot + NT * 512 + (j * 32 + lane) * 4, (up ? SB2 : SB) + row * gpr + kb * 2 + (c >> 1), v);
+        const long long row = (long long)qe * N + (v ? n : 0);
+        cp_async16(slot + (j * 32 + lane) * 16, (up ? W2 : W) + row * wpr + qkb * 16 + c * 4, v);
+        cp_async4(slot + NT * 512 + (j * 32 + lane) * 4, (up ? SB2 : SB) + row * gpr + qkb * 2 + (c >> 1), v);
+      }
+      if (++qkb == kblocks) {
+        qkb = 0;
+        if (++qp == PASSES) qp = 0, qi++, locate();
       }
     }
     cp_commit();

@@ -75,14 +75,26 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
     Y = {}
     for bid in range(grid):
         mine = (items - bid + grid - 1) // grid if bid < items else 0
-        total = mine * per
         for warp in range(WARPS):
             ring = {}
+            # the copies' cursor (qi, qp, qkb; qe, qob), advanced a step an issue
+            cur = {'qi': 0, 'qp': 0, 'qkb': 0, 'qe': 0, 'qob': 0}
+            def locate():
+                if cur['qi'] < mine:
+                    item = bid + cur['qi'] * grid
+                    cur['qe'] = tiles[item // nch][0]; cur['qob'] = (item % nch) * OUT_B
+            locate()
             def issue(q):
-                if q >= total: return
-                item = bid + (q // per) * grid; rq = q % per; p = rq // kblocks; kb = rq % kblocks
-                e = tiles[item // nch][0]
-                ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W
+                if cur['qi'] >= mine: return
+                # the definition, for the cursor's check: step q of the block
+                assert cur['qi'] == q // per and cur['qp'] * kblocks + cur['qkb'] == q % per, "cursor"
+                e, p, kb = cur['qe'], cur['qp'], cur['qkb']
+                ob = cur['qob'] + (p * WARPS + warp) * OUT_W
+                cur['qkb'] += 1
+                if cur['qkb'] == kblocks:
+                    cur['qkb'] = 0; cur['qp'] += 1
+                    if cur['qp'] == PASSES:
+                        cur['qp'] = 0; cur['qi'] += 1; locate()
                 slot = {}
                 for j in range(NT):
                     for lane in range(32):
