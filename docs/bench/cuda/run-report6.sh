@@ -1,16 +1,23 @@
 #!/bin/bash
 # run-report6.sh: the benchmark report (run-report.sh, into $OUT/report),
-# the peer's lengths with three runs a length (repeats-1), prompts of 16,
+# the peer's lengths with three runs a length (repeats-petal, and
+# repeats-petal-old for the baseline), prompts of 16,
 # 64 and 256 tokens under splitk=on and off, then moe=stream's kernels
 # checked and timed (TestMoEGroupedMatchesReference, TestMeasureGEMM). From
-# the repository root; devrun/report/petal.gz (CGO_ENABLED=0 GOOS=linux
-# GOARCH=amd64 go build -ldflags='-s -w' .; gzip) and devrun/ml/cuda.test.gz
+# the repository root; devrun/report/petals.txz holding petal (this build:
+# CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -ldflags='-s -w' .) and
+# petal-old (the same of 4f3d75a, the build of the 2026-12-03 report: the
+# baseline, its repeats beside this build's), and devrun/ml/cuda.test.gz
 # (go test -c of ./engine/cuda, the same way).
 R=$(pwd); O=${OUT:-/tmp/out}; P=$R/devrun/report/petal
-PETAL=$P LIMIT=300 ABLATE=linears=apart,attn=flash,graphs=off,kv=bf16 OUT=$O/report bash docs/bench/cuda/run-report.sh | tail -32
-timeout 130 $P bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths 512,1K,4K,16K \
-	--context-lengths 256,4K,16K --decode-tokens 64 --repeats 3 --out $O/repeats-1.json > $O/repeats-1.txt 2>&1
-tail -8 $O/repeats-1.txt
+(cd $R/devrun/report && tar xJf petals.txz)
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
+PETAL=$P LIMIT=240 ABLATE=linears=apart,attn=flash,graphs=off,kv=bf16 OUT=$O/report bash docs/bench/cuda/run-report.sh | tail -32
+for b in petal petal-old; do
+	timeout 130 $R/devrun/report/$b bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths 512,1K,4K,16K \
+		--context-lengths 256,4K,16K --decode-tokens 64 --repeats 3 --out $O/repeats-$b.json > $O/repeats-$b.txt 2>&1
+	echo "$b"; tail -8 $O/repeats-$b.txt
+done
 for b in cuda cuda:splitk=off; do
 	f=short-$(echo "$b" | tr ':=' '_.')
 	timeout 60 $P bench --backend $b --synthetic qwen3.6-35b-a3b --max-context 4096 --prompt-lengths 16,64,256 \
