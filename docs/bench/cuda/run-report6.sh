@@ -12,15 +12,15 @@
 R=$(pwd); O=${OUT:-/tmp/out}; P=$R/devrun/report/petal
 (cd $R/devrun/report && tar xJf petals.txz)
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
-PETAL=$P LIMIT=240 ABLATE=linears=apart,attn=flash,graphs=off,kv=bf16 OUT=$O/report bash docs/bench/cuda/run-report.sh | tail -32
+PETAL=$P LIMIT=200 ABLATE=linears=apart,attn=flash,graphs=off,kv=bf16 OUT=$O/report bash docs/bench/cuda/run-report.sh | tail -32
 for b in petal petal-old; do
-	timeout 130 $R/devrun/report/$b bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths 512,1K,4K,16K \
+	timeout 100 $R/devrun/report/$b bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths 512,1K,4K,16K \
 		--context-lengths 256,4K,16K --decode-tokens 64 --repeats 3 --out $O/repeats-$b.json > $O/repeats-$b.txt 2>&1
 	echo "$b"; tail -8 $O/repeats-$b.txt
 done
 for b in cuda cuda:splitk=off; do
 	f=short-$(echo "$b" | tr ':=' '_.')
-	timeout 60 $P bench --backend $b --synthetic qwen3.6-35b-a3b --max-context 4096 --prompt-lengths 16,64,256 \
+	timeout 45 $P bench --backend $b --synthetic qwen3.6-35b-a3b --max-context 4096 --prompt-lengths 16,64,256 \
 		--context-lengths 256 --decode-tokens 8 --repeats 3 --out $O/$f.json > $O/$f.txt 2>&1
 	echo "$b"; tail -4 $O/$f.txt
 done
