@@ -88,20 +88,20 @@ func tcCases() []tcCase {
 	for _, g := range []struct {
 		rows  int
 		plain bool
-	}{{3, true}, {100, true}, {3, false}, {100, false}} {
-		rows := g.rows
+		C     int // 2048: k-tiles enough for splitk=on to split the 16-row tile's GEMMs
+	}{{3, true, 256}, {100, true, 256}, {3, false, 256}, {100, false, 256}, {16, true, 2048}, {16, false, 2048}} {
+		rows, C := g.rows, g.C
 		// plain: an 8-bit matrix and one of 67 rows stay on the plain GEMM,
 		// the others one launch each; else four 4-bit matrices, one
 		// grouped launch.
-		name, shape := fmt.Sprintf("QLinearGroup %d rows, 4-bit", rows), []int{264, 8, 136, 72}
+		name, shape := fmt.Sprintf("QLinearGroup %d rows %d wide, 4-bit", rows, C), []int{264, 8, 136, 72}
 		kernels, grouped := []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "gemm_dense_", "gemm_dense_"}, []string{"gemm_to_bf16", "gemm_group_"}
 		if g.plain {
-			name, shape = fmt.Sprintf("QLinearGroup %d rows", rows), []int{264, 8, 136, 72, 67}
+			name, shape = fmt.Sprintf("QLinearGroup %d rows %d wide", rows, C), []int{264, 8, 136, 72, 67}
 			kernels, grouped = []string{"gemm_to_bf16", "gemm_dense_", "gemm_dense_", "qgemm", "gemm_dense_", "qgemm"}, nil
 		}
 		cases = append(cases, tcCase{name: name, op: "QLinearGroup", kernels: kernels, grouped: grouped,
 			make: func(rng *rand.Rand) *tcData {
-				const C = 256
 				x := randoms(rng, rows*C, 1)
 				d := &tcData{nanRow: -1}
 				for i, R := range shape {
