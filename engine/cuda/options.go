@@ -55,8 +55,10 @@ type Options struct {
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
 	// walking all of K) several ways, the partials added in order by a
-	// second kernel (GEMM.DenseSplit).
-	SplitK bool
+	// second kernel (GEMM.DenseSplit). SplitKGroups (splitk=all) splits a
+	// QLinearGroup's grouped launch too: not yet run on a GPU, so off by
+	// default.
+	SplitK, SplitKGroups bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
 	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
@@ -142,7 +144,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows, stream as fast as smem on the H200; default smem), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
-	`splitk=on|off (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; default on), ` +
+	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too, not yet run on a GPU; default on), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -210,7 +212,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
 		case "splitk":
-			o.SplitK, err = kv.On("cuda")
+			switch kv.Value {
+			case "on", "off":
+				o.SplitK, o.SplitKGroups = kv.Value == "on", false
+			case "all":
+				o.SplitK, o.SplitKGroups = true, true
+			default:
+				err = fmt.Errorf("cuda: splitk=%q: want on, off or all", kv.Value)
+			}
 		case "attn":
 			switch kv.Value {
 			case "flash", "wide":

@@ -34,7 +34,15 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("linears=%s: GroupGEMM %v, %v; want %v", v, o.GroupGEMM, err, want)
 		}
 	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}} {
+	for v, want := range map[string][2]bool{"on": {true, false}, "off": {false, false}, "all": {true, true}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "splitk", Value: v}}); err != nil || o.SplitK != want[0] || o.SplitKGroups != want[1] {
+			t.Errorf("splitk=%s: SplitK %v, SplitKGroups %v, %v; want %v", v, o.SplitK, o.SplitKGroups, err, want)
+		}
+	}
+	if d := DefaultOptions(); !d.SplitK || d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
+		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=on, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
+	}
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

@@ -92,12 +92,12 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 	}})
 }
 
-// denseSplit lowers the dense GEMMs of ms (one matrix, or a group) with
-// their columns split (splitk=on) where the tile is the 16-row one and
+// denseSplit lowers the dense GEMMs of ms (one matrix, or a group under
+// splitk=all) with their columns split (splitk=on) where the tile is the 16-row one and
 // denseSplits finds more than one split, else returns false. xb is x's
 // bf16 copy in the scratch, whose use so far is off.
 func (b *Backend) denseSplit(p *program, off *int64, tile GEMMTile, ms []*QMatrix, ys []driver.Ptr, xb int64, rows int, kind string) (step, bool) {
-	if !b.o.SplitK || tile.Name != "m16" {
+	if !b.o.SplitK || tile.Name != "m16" || (len(ms) > 1 && !b.o.SplitKGroups) {
 		return step{}, false
 	}
 	blocks, total := 0, 0

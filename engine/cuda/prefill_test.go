@@ -273,12 +273,13 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 		mode       string
 		tc, groups bool
 		moe        MoEKernel
-		splitK     bool
-	}{{"tc", true, false, MoESmem, false}, {"tc,linears=group", true, true, MoESmem, false}, {"tc,moe=reg", true, false, MoEReg, false},
-		{"tc,moe=stream,linears=group", true, true, MoEStream, false}, {"tc,splitk=on", true, false, MoESmem, true},
-		{"tc,linears=group,splitk=on", true, true, MoESmem, true}, {"plain", false, false, MoESmem, false}} {
+		splitK     string
+	}{{"tc,splitk=off", true, false, MoESmem, "off"}, {"tc,linears=group", true, true, MoESmem, "on"}, {"tc,moe=reg", true, false, MoEReg, "on"},
+		{"tc,moe=stream,linears=group", true, true, MoEStream, "on"}, {"tc,splitk=on", true, false, MoESmem, "on"},
+		{"tc,linears=group,splitk=all", true, true, MoESmem, "all"}, {"plain", false, false, MoESmem, "off"}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoE, o.GroupGEMM, o.SplitK = m.tc, m.moe, m.groups, m.splitK
+		o.TensorCores, o.MoE, o.GroupGEMM = m.tc, m.moe, m.groups
+		o.SplitK, o.SplitKGroups = m.splitK != "off", m.splitK == "all"
 		b := testBackend(t, o)
 		tc, mode := m.tc, m.mode
 		for i, c := range tcCases() {
