@@ -191,6 +191,19 @@ func uploadGEMMWeights(t testing.TB, c *driver.Context, up *driver.Uploader, m *
 	return q
 }
 
+// gemmHarness is what the GEMM tests share: a stream on c, the GEMM
+// kernels, a fresh random source and an uploader of weights.
+func gemmHarness(t *testing.T, c *driver.Context) (*driver.Context, *driver.Stream, *GEMM, *rand.Rand, *driver.Uploader) {
+	t.Helper()
+	s := newTestStream(t, c)
+	up, err := c.NewUploader(s, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	return c, s, newGEMM(t, c), freshRNG(t), up
+}
+
 // gemmDenseShapes are the (N, K) shapes tested: the tile-boundary set and
 // the 35B model's projections.
 var gemmDenseShapes = []struct {
@@ -210,15 +223,7 @@ var gemmMs = []int{1, 7, 100, 513, 4096}
 // fresh random weights and inputs, outputs poisoned, guards checked, against
 // float64 references of the bf16-rounded and of the exact inputs.
 func TestGEMMDenseMatchesReference(t *testing.T) {
-	c := gpu(t)
-	s := newTestStream(t, c)
-	g := newGEMM(t, c)
-	rng := freshRNG(t)
-	up, err := c.NewUploader(s, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
+	c, s, g, rng, up := gemmHarness(t, gpu(t))
 	maxM := gemmMs[len(gemmMs)-1]
 	xs := map[int][]float32{} // the inputs of each K, maxM rows
 	worst := map[string]gemmErrors{}
@@ -256,23 +261,8 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 				if err := g.Dense(s, tile, qm, xh.P, y.P, M); err != nil {
 					t.Fatal(err)
 				}
-				all := y.Words(t, s, "y")
-				for i := 0; i < M*N; i++ {
-					if all[i] == nanBits {
-						t.Fatalf("%s M=%d tile %s: y[%d][%d] not written", sh.name, M, tile, i/N, i%N)
-					}
-				}
-				for i := M * N; i < len(all); i++ {
-					if all[i] != nanBits {
-						t.Fatalf("%s M=%d tile %s: y[%d], past the %d×%d output, was written", sh.name, M, tile, i, M, N)
-					}
-				}
-				e := ref.compare(func(r, n int) float32 { return math.Float32frombits(all[r*N+n]) })
+				e := checkDenseOutput(t, fmt.Sprintf("%s M=%d tile %s", sh.name, M, tile), y.Words(t, s, "y"), M, N, ref)
 				t.Logf("%-30s M=%-4d %-7s err/Σ|wx| vs bf16-input f64 %.2e; rel L2 vs f64 %.2e, vs f32 %.2e", sh.name, M, tile, e.bf, e.l2_64, e.l2_32)
-				if e.bf > 2e-5 || e.l2_64 > 1e-2 || !(e.l2_64 >= 0) {
-					t.Errorf("%s M=%d tile %s: error %.3g of Σ|w·x| against the bf16-input reference (bound 2e-5), rel L2 %.3g against float64 (bound 1e-2)",
-						sh.name, M, tile, e.bf, e.l2_64)
-				}
 				key := tile.Name
 				wv := worst[key]
 				worst[key] = gemmErrors{max(wv.bf, e.bf), max(wv.l2_64, e.l2_64), max(wv.l2_32, e.l2_32)}
@@ -289,22 +279,9 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 				if err := g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits); err != nil {
 					t.Fatal(err)
 				}
-				for i, v := range parts.Words(t, s, "partials")[:splits*M*N] {
-					if v == nanBits {
-						t.Fatalf("%s M=%d split %d: partial %d not written", sh.name, M, splits, i)
-					}
-				}
-				all := y.Words(t, s, "y")
-				for i := range all {
-					if (all[i] == nanBits) != (i >= M*N) {
-						t.Fatalf("%s M=%d split %d: y[%d] written %v, want %v", sh.name, M, splits, i, all[i] != nanBits, i < M*N)
-					}
-				}
-				e := ref.compare(func(r, n int) float32 { return math.Float32frombits(all[r*N+n]) })
-				if e.bf > 2e-5 || e.l2_64 > 1e-2 || !(e.l2_64 >= 0) {
-					t.Errorf("%s M=%d split %d: error %.3g of Σ|w·x| against the bf16-input reference (bound 2e-5), rel L2 %.3g against float64 (bound 1e-2)",
-						sh.name, M, splits, e.bf, e.l2_64)
-				}
+				what := fmt.Sprintf("%s M=%d split %d", sh.name, M, splits)
+				checkWritten(t, what+": partials", parts.Words(t, s, "partials"), splits*M*N)
+				checkDenseOutput(t, what, y.Words(t, s, "y"), M, N, ref)
 			}
 		}
 	}
@@ -314,21 +291,38 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 	}
 }
 
+// checkWritten fails unless the first n words of all (a poisoned buffer)
+// were written and none after them.
+func checkWritten(t *testing.T, what string, all []uint32, n int) {
+	t.Helper()
+	for i := range all {
+		if (all[i] == nanBits) != (i >= n) {
+			t.Fatalf("%s: word %d of %d written %v, want %v", what, i, n, all[i] != nanBits, i < n)
+		}
+	}
+}
+
+// checkDenseOutput checks an M×N GEMM's output words all: written exactly
+// over the output (checkWritten), and within the dense GEMM's bars of ref:
+// 2e-5 of Σ|w·x| against the bf16-input reference, a relative L2 of 1e-2
+// against float64's.
+func checkDenseOutput(t *testing.T, what string, all []uint32, M, N int, ref *denseRef) gemmErrors {
+	t.Helper()
+	checkWritten(t, what+": y", all, M*N)
+	e := ref.compare(func(r, n int) float32 { return math.Float32frombits(all[r*N+n]) })
+	if e.bf > 2e-5 || e.l2_64 > 1e-2 || !(e.l2_64 >= 0) {
+		t.Errorf("%s: error %.3g of Σ|w·x| against the bf16-input reference (bound 2e-5), rel L2 %.3g against float64 (bound 1e-2)", what, e.bf, e.l2_64)
+	}
+	return e
+}
+
 // TestGEMMGroupSplitMatchesReference: DenseSplit of a group (in_proj's
 // four matrices at a smaller width: 1040, 512, 32 and 32 rows of 2048
 // columns) at 7 and 16 rows, split 2, 4 and 8 ways, the outputs and the
 // partials poisoned, each matrix against float64 references as in
 // TestGEMMDenseMatchesReference.
 func TestGEMMGroupSplitMatchesReference(t *testing.T) {
-	c := gpu(t)
-	s := newTestStream(t, c)
-	g := newGEMM(t, c)
-	rng := freshRNG(t)
-	up, err := c.NewUploader(s, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
+	c, s, g, rng, up := gemmHarness(t, gpu(t))
 	const K, maxM = 2048, 16
 	Ns := []int{1040, 512, 32, 32}
 	x := randomVector(rng, maxM*K)
@@ -369,23 +363,9 @@ func TestGEMMGroupSplitMatchesReference(t *testing.T) {
 			if err := g.DenseSplit(s, tile, qs, ptrs, parts.P, xh.P, M, splits); err != nil {
 				t.Fatal(err)
 			}
-			for i, v := range parts.Words(t, s, "partials")[:splits*M*total] {
-				if v == nanBits {
-					t.Fatalf("M=%d split %d: partial %d not written", M, splits, i)
-				}
-			}
+			checkWritten(t, fmt.Sprintf("M=%d split %d: partials", M, splits), parts.Words(t, s, "partials"), splits*M*total)
 			for i, N := range Ns {
-				all := ys[i].Words(t, s, "y")
-				for j := range all {
-					if (all[j] == nanBits) != (j >= M*N) {
-						t.Fatalf("M=%d split %d: matrix %d's y[%d] written %v, want %v", M, splits, i, j, all[j] != nanBits, j < M*N)
-					}
-				}
-				e := refs[i].compare(func(r, n int) float32 { return math.Float32frombits(all[r*N+n]) })
-				if e.bf > 2e-5 || e.l2_64 > 1e-2 || !(e.l2_64 >= 0) {
-					t.Errorf("M=%d split %d matrix %d (%d rows): error %.3g of Σ|w·x| against the bf16-input reference (bound 2e-5), rel L2 %.3g against float64 (bound 1e-2)",
-						M, splits, i, N, e.bf, e.l2_64)
-				}
+				checkDenseOutput(t, fmt.Sprintf("M=%d split %d matrix %d (%d rows)", M, splits, i, N), ys[i].Words(t, s, "y"), M, N, refs[i])
 			}
 		}
 	}
@@ -395,15 +375,7 @@ func TestGEMMGroupSplitMatchesReference(t *testing.T) {
 // its columns in one piece (Dense) and split 2 to 16 ways (DenseSplit,
 // both launches), at the 35B model's projections.
 func TestMeasureDenseSplit(t *testing.T) {
-	c := benchOnly(t)
-	s := newTestStream(t, c)
-	g := newGEMM(t, c)
-	rng := freshRNG(t)
-	up, err := c.NewUploader(s, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
+	c, s, g, rng, up := gemmHarness(t, benchOnly(t))
 	tile, _ := GEMMTileByName("m16")
 	for _, sh := range []struct {
 		name string
@@ -527,15 +499,7 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 // 256 experts × (2048, 512) against float64 references, for each token
 // count (every tile at 100 and 512 tokens, the chosen one elsewhere).
 func TestMoEGroupedMatchesReference(t *testing.T) {
-	c := gpu(t)
-	s := newTestStream(t, c)
-	g := newGEMM(t, c)
-	rng := freshRNG(t)
-	up, err := c.NewUploader(s, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
+	c, s, g, rng, up := gemmHarness(t, gpu(t))
 	const E, H, I = 256, 2048, 512
 	gate, upm := quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64)
 	down := quant.RandomMatrix(rng, E, H, I, 4, 64)
@@ -804,15 +768,7 @@ func (r *moeRef) compare(h, out []float32, pos []int32, I, H int, down *quant.Ma
 // projections at 512 and 4096 tokens, and the grouped MoE at 512 and 4096
 // tokens over 256 experts, in TFLOP/s (PETAL_CUDA_BENCH=1).
 func TestMeasureGEMM(t *testing.T) {
-	c := benchOnly(t)
-	s := newTestStream(t, c)
-	g := newGEMM(t, c)
-	rng := freshRNG(t)
-	up, err := c.NewUploader(s, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
+	c, s, g, rng, up := gemmHarness(t, benchOnly(t))
 	allTiles := allGEMMTiles()
 	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
