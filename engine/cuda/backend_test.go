@@ -711,7 +711,8 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 }
 
 // TestRouterTensorCoresMatchReference: under router=f64 the Route of
-// several tokens computes its logits with qgemm_f64, then route_select; its expert ids are the float64 reference's, and its
+// several tokens computes its logits with qgemm_f64 (and, forced, with
+// qgemm_f64_w), then route_select; its expert ids are the float64 reference's, and its
 // weights are at least as close to the reference's as router=plain's (the
 // float32 kernels, run on the same data) and within the kernel's bar, for
 // 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
@@ -756,14 +757,21 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 					}
 					plainKernel, _ := backends[RouterPlain].qgemmShape(E, rows)
 					_, plainW := route(backends[RouterPlain], plainKernel)
-					gotIDs, got := route(backends[RouterF64], "qgemm_f64")
-					if !slices.Equal(gotIDs, ids) {
-						t.Errorf("router=f64: experts differ from the reference's")
-					}
-					e, ep := relErr(got, wts), relErr(plainW, wts)
-					t.Logf("weights: error %.3g of the RMS under router=f64, %.3g under router=plain", e, ep)
-					if e > max(ep, routerF64Bar) {
-						t.Errorf("router=f64: error %.3g of the RMS, above router=plain's %.3g and the bar %g", e, ep, routerF64Bar)
+					// qgemm_f64, then qgemm_f64_w (its 64 x 64 blocks forced)
+					for _, kernel := range []string{"qgemm_f64", "qgemm_f64_w"} {
+						gotIDs, got := func() ([]int32, []float32) {
+							defer func(f func(int, int) bool) { routerWide = f }(routerWide)
+							routerWide = func(int, int) bool { return kernel == "qgemm_f64_w" }
+							return route(backends[RouterF64], kernel)
+						}()
+						if !slices.Equal(gotIDs, ids) {
+							t.Errorf("%s: experts differ from the reference's", kernel)
+						}
+						e, ep := relErr(got, wts), relErr(plainW, wts)
+						t.Logf("weights: error %.3g of the RMS under %s, %.3g under router=plain", e, kernel, ep)
+						if e > max(ep, routerF64Bar) {
+							t.Errorf("%s: error %.3g of the RMS, above router=plain's %.3g and the bar %g", kernel, e, ep, routerF64Bar)
+						}
 					}
 				})
 			}
@@ -771,10 +779,10 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
-// TestMeasureRouter: the Route of several tokens (qgemm_f64 and
-// route_select) at the 35B router's shape, its columns split as
-// routerSplits would for a target of 0 (one split) to 16 blocks a
-// multiprocessor.
+// TestMeasureRouter: the Route of several tokens (qgemm_f64 or, 64 x 64
+// blocks, qgemm_f64_w, then route_select) at the 35B router's shape, its
+// columns split as routerSplits would for a target of 0 (one split) to 16
+// blocks a multiprocessor.
 func TestMeasureRouter(t *testing.T) {
 	benchOnly(t)
 	b := testBackend(t, DefaultOptions())
@@ -786,18 +794,22 @@ func TestMeasureRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func(f func(int, int) bool) { routerWide = f }(routerWide)
 	for _, rows := range []int{16, 64, 512, 1024, 4096} {
 		x := floats(b, randoms(rng, rows*C, 1))
-		for _, per := range []int{0, 1, 2, 4, 8, 16} {
-			routerBlocks = func(sms int) int { return per * sms }
-			r := &backend.Route{X: x, Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
-			p, err := b.Compile([]backend.Op{r})
-			if err != nil {
-				t.Fatal(err)
+		for _, tile := range []int{32, 64} {
+			routerWide = func(int, int) bool { return tile == 64 }
+			for _, per := range []int{0, 1, 2, 4, 8, 16} {
+				routerBlocks = func(sms int) int { return per * sms }
+				r := &backend.Route{X: x, Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
+				p, err := b.Compile([]backend.Op{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
+				splits := routerSplits(ceil(E, tile)*ceil(rows, tile), C/64, b.ctx.Device().SMs)
+				t.Logf("router %4d rows, %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, tile, tile, per, splits, d.Seconds()*1e6)
 			}
-			d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
-			splits := routerSplits(ceil(E, 32)*ceil(rows, 32), C/64, b.ctx.Device().SMs)
-			t.Logf("router %4d rows, %2d blocks an SM: %2d splits, %7.1f µs", rows, per, splits, d.Seconds()*1e6)
 		}
 	}
 }

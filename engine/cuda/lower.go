@@ -368,16 +368,20 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		norm = 1
 	}
 	gemm, grid := b.qgemmShape(E, rows)
-	threads, f64, splits, pOff := 256, false, 0, int64(0)
+	threads, f64, splits, pOff, shared := 256, false, 0, int64(0), 0
 	if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
 		f64, gemm, threads = true, "qgemm_f64", 128
-		tiles := ceil(E, 32) * ceil(rows, 32)
+		tile := 32
+		if routerWide(ceil(E, 64)*ceil(rows, 64), b.ctx.Device().SMs) {
+			gemm, tile, shared = "qgemm_f64_w", 64, qfWideShared
+		}
+		tiles := ceil(E, tile) * ceil(rows, tile)
 		if splits = routerSplits(tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(&off, 8*int64(splits*rows*E))
 		}
-		grid = driver.Dim3{X: ceil(E, 32), Y: ceil(rows, 32), Z: splits}
+		grid = driver.Dim3{X: ceil(E, tile), Y: ceil(rows, tile), Z: splits}
 	}
 	if splits == 1 {
 		splits = 0 // route_select reads the float32 logits as they are
@@ -390,7 +394,7 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 				a.Ptr(p.scratch.Add(pOff))
 			}
 			a.I32(int32(rows)).I32(int32(E))
-			return s.Launch(b.fn[gemm], grid, driver.D1(threads), 0, &a)
+			return s.Launch(b.fn[gemm], grid, driver.D1(threads), shared, &a)
 		}},
 		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
 			var a driver.Args
@@ -405,6 +409,15 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 // each thread's loads of one group in flight while another's products run.
 // Zero keeps one split (the measurement's baseline).
 var routerBlocks = func(sms int) int { return 4 * sms }
+
+// qfWideShared is qgemm_f64_w's dynamic shared memory (QF_WIDE_SHARED):
+// 64 rows of x and 64 of weights, 68 doubles each.
+const qfWideShared = 2 * 64 * 68 * 8
+
+// routerWide says whether the router's logits take qgemm_f64_w (64 x 64
+// blocks, half the fragment loads a product) for tiles64 such blocks: not
+// yet, until it has run on a GPU (its test and TestMeasureRouter force it).
+var routerWide = func(tiles64, sms int) bool { return false }
 
 // routerSplits: how many ways qgemm_f64 splits the router's groups of 64
 // columns for tiles blocks of 32 x 32 logits: the largest power of two

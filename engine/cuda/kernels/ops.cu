@@ -125,46 +125,23 @@ extern "C" __global__ void __launch_bounds__(256)
 // tf32 parts, float64 sums after every 8-column product: as close to the
 // reference, and 87 us a layer at 512 tokens, 326 us at 4K, where this
 // takes 48.5 and 223; docs/bench/cuda/2026-12-01-router4).
-// Grid (ceil(R/32), ceil(T/32), S), block 128: four warps, each 16 tokens
-// x 16 rows (2 x 2 tiles of 8 x 8); C a multiple of 64. Each thread's loads
-// of the next group are issued before the current group's products. With
-// S > 1 the columns are split S ways (split-K): block z sums groups
-// [z·G/S, (z+1)·G/S) in order and writes its float64 sums to part[z, T, ldy],
-// which route_select adds in split order, so the logits are the same for
-// the same S. One split took 48 us a layer whatever T up to 512 (32 groups
-// one after another a block, 8 blocks at 16 tokens): latency, not work.
-#define QF_M 32
-#define QF_N 32
+// Four warps a block, 2 x 2, each TM x TN tiles of 8 x 8 (tokens x rows):
+// qgemm_f64 2 x 2 (a block 32 x 32, static shared memory), qgemm_f64_w
+// 4 x 4 (64 x 64, QF_WIDE_SHARED bytes of dynamic shared memory), whose
+// warps load half as many fragments a product: qgemm_f64 loads one double
+// of shared memory an mma, about 145 bytes a cycle a multiprocessor at the
+// float64 rate, above what shared memory gives (254 us a layer at 4096
+// rows, 2026-12-06-stream1). Grid (ceil(R/BN), ceil(T/BM), S), block 128;
+// C a multiple of 64. Each thread's loads of the next group are issued
+// before the current group's products. With S > 1 the columns are split S
+// ways (split-K): block z sums groups [z·G/S, (z+1)·G/S) in order and writes
+// its float64 sums to part[z, T, ldy], which route_select adds in split
+// order, so the logits are the same for the same S. One split took 48 us a
+// layer whatever T up to 512 (32 groups one after another a block, 8
+// blocks at 16 tokens): latency, not work.
 #define QF_K 64
 #define QF_LD (QF_K + 4)  // doubles: rows 8 banks apart, the fragments' loads conflict-free
-#define QF_WORDS (QF_N * (QF_K / 4) / 128)  // a thread's words of codes a group, 8-bit (4-bit: half)
-
-struct QfLoads {
-  float x[16];  // 8 tokens x 2 columns
-  u32 w[QF_WORDS];
-  u16 s[QF_WORDS], b[QF_WORDS];  // each word's row's scale and bias
-};
-
-static __device__ __forceinline__ void qf_fetch(QfLoads& l, const QDesc& d, const float* __restrict__ x, int T,
-                                                int m0, long long n0, int grp, int tid) {
-  const int lane = tid & 31, warp = tid >> 5, k0 = grp * QF_K;
-  const int per = 32 / d.bits, wpg = QF_K / per;
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    const int r = m0 + warp * 8 + i;
-    const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
-    l.x[2 * i] = r < T ? xr[lane] : 0.f;
-    l.x[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
-  }
-#pragma unroll
-  for (int i = 0; i < QF_WORDS; i++) {
-    const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-    const bool in = e < QF_N * wpg && n0 + n < d.rows;
-    l.w[i] = in ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-    l.s[i] = in ? d.s[(n0 + n) * d.gpr + grp] : (u16)0;
-    l.b[i] = in ? d.b[(n0 + n) * d.gpr + grp] : (u16)0;
-  }
-}
+#define QF_WIDE_SHARED (2 * 64 * QF_LD * 8)
 
 static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
   asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
@@ -172,56 +149,83 @@ static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
                : "d"(a), "d"(b));
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-    qgemm_f64(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
-              double* __restrict__ part, int T, int ldy) {
-  pdl_begin();
-  __shared__ double xs[QF_M][QF_LD], ws[QF_N][QF_LD];
+template <int TM, int TN>
+static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
+                                               float* __restrict__ y, double* __restrict__ part, int T, int ldy,
+                                               double (*__restrict__ xs)[QF_LD], double (*__restrict__ ws)[QF_LD]) {
+  constexpr int BM = 16 * TM, BN = 16 * TN;          // the block's tokens and weight rows
+  constexpr int XR = BM / 4;                         // token rows a warp stages
+  constexpr int WORDS = BN * (QF_K / 4) / 128;       // a thread's words of codes a group, 8-bit (4-bit: half)
   const QDesc d = *wd;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int wm = (warp >> 1) * 16, wn = (warp & 1) * 16;  // the warp's tokens and weight rows in the tile
-  const int fr = lane >> 2, fk = lane & 3;                // a fragment's row and k (A and B alike)
-  const long long n0 = (long long)PETAL_BID_X() * QF_N;
-  const int m0 = bid_y() * QF_M;
+  const int wm = (warp >> 1) * TM * 8, wn = (warp & 1) * TN * 8;  // the warp's tokens and weight rows in the tile
+  const int fr = lane >> 2, fk = lane & 3;                        // a fragment's row and k (A and B alike)
+  const long long n0 = (long long)PETAL_BID_X() * BN;
+  const int m0 = bid_y() * BM;
   const int per = 32 / d.bits, wpg = QF_K / per;
   const u32 mask = (1u << d.bits) - 1u;
   const int groups = d.cols / QF_K, split = bid_z(), splits = nbid_z();
   const int g0 = split * groups / splits, g1 = (split + 1) * groups / splits;
-  double acc[2][2][2] = {};  // [token tile][row tile][the fragment's two columns]
-  QfLoads next;
-  qf_fetch(next, d, x, T, m0, n0, g0, tid);
-  for (int grp = g0; grp < g1; grp++) {
+  double acc[TM][TN][2] = {};  // [token tile][row tile][the fragment's two columns]
+  // the next group's loads: XR tokens x 2 columns of x, and WORDS code words
+  // with their rows' scales and biases
+  float nx[2 * XR];
+  u32 nw[WORDS];
+  u16 ns[WORDS], nb[WORDS];
+  auto fetch = [&](int grp) __attribute__((always_inline)) {
+    const int k0 = grp * QF_K;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int r = warp * 8 + i;
-      xs[r][lane] = (double)next.x[2 * i];
-      xs[r][lane + 32] = (double)next.x[2 * i + 1];
+    for (int i = 0; i < XR; i++) {
+      const int r = m0 + warp * XR + i;
+      const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
+      nx[2 * i] = r < T ? xr[lane] : 0.f;
+      nx[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
     }
 #pragma unroll
-    for (int i = 0; i < QF_WORDS; i++) {
+    for (int i = 0; i < WORDS; i++) {
       const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      if (e < QF_N * wpg) {
-        const double sc = (double)bf16_to_f32(next.s[i]), bi = (double)bf16_to_f32(next.b[i]);
-        for (int c = 0; c < per; c++) ws[n][wi * per + c] = __builtin_fma((double)((next.w[i] >> (d.bits * c)) & mask), sc, bi);
+      const bool in = e < BN * wpg && n0 + n < d.rows;
+      nw[i] = in ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
+      ns[i] = in ? d.s[(n0 + n) * d.gpr + grp] : (u16)0;
+      nb[i] = in ? d.b[(n0 + n) * d.gpr + grp] : (u16)0;
+    }
+  };
+  fetch(g0);
+  for (int grp = g0; grp < g1; grp++) {
+#pragma unroll
+    for (int i = 0; i < XR; i++) {
+      const int r = warp * XR + i;
+      xs[r][lane] = (double)nx[2 * i];
+      xs[r][lane + 32] = (double)nx[2 * i + 1];
+    }
+#pragma unroll
+    for (int i = 0; i < WORDS; i++) {
+      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
+      if (e < BN * wpg) {
+        const double sc = (double)bf16_to_f32(ns[i]), bi = (double)bf16_to_f32(nb[i]);
+        for (int c = 0; c < per; c++) ws[n][wi * per + c] = __builtin_fma((double)((nw[i] >> (d.bits * c)) & mask), sc, bi);
       }
     }
     __syncthreads();
-    if (grp + 1 < g1) qf_fetch(next, d, x, T, m0, n0, grp + 1, tid);  // in flight during the products
+    if (grp + 1 < g1) fetch(grp + 1);  // in flight during the products
 #pragma unroll
     for (int k = 0; k < QF_K; k += 4) {
-      const double a0 = xs[wm + fr][k + fk], a1 = xs[wm + 8 + fr][k + fk];
-      const double b0 = ws[wn + fr][k + fk], b1 = ws[wn + 8 + fr][k + fk];
-      mma_f64(acc[0][0], a0, b0);
-      mma_f64(acc[0][1], a0, b1);
-      mma_f64(acc[1][0], a1, b0);
-      mma_f64(acc[1][1], a1, b1);
+      double a[TM], b[TN];
+#pragma unroll
+      for (int i = 0; i < TM; i++) a[i] = xs[wm + 8 * i + fr][k + fk];
+#pragma unroll
+      for (int j = 0; j < TN; j++) b[j] = ws[wn + 8 * j + fr][k + fk];
+#pragma unroll
+      for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) mma_f64(acc[i][j], a[i], b[j]);
     }
     __syncthreads();  // before the next group is staged over this one
   }
 #pragma unroll
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < TM; i++)
 #pragma unroll
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < TN; j++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         const int m = m0 + wm + 8 * i + fr;
@@ -232,6 +236,22 @@ extern "C" __global__ void __launch_bounds__(128)
         else
           part[((long long)split * T + m) * ldy + n] = acc[i][j][e];
       }
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    qgemm_f64(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
+              double* __restrict__ part, int T, int ldy) {
+  pdl_begin();
+  __shared__ double xs[32][QF_LD], ws[32][QF_LD];
+  qf_gemm<2, 2>(wd, x, y, part, T, ldy, xs, ws);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    qgemm_f64_w(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
+                double* __restrict__ part, int T, int ldy) {
+  pdl_begin();
+  extern __shared__ double qf_smem[];
+  qf_gemm<4, 4>(wd, x, y, part, T, ldy, (double (*)[QF_LD])qf_smem, (double (*)[QF_LD])(qf_smem + 64 * QF_LD));
 }
 
 // qgemm_rows: y[T, R] = x[T, C] · Wᵀ for a matrix of a few rows (the shared
