@@ -5,7 +5,12 @@
 # and of s16 at 512 tokens (TestMeasureGEMM). From the repository root;
 # devrun/ml holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go
 # test -c -ldflags='-s -w' ./engine/cuda; gzip) and ref.txz (tar cJf
-# ref.txz -C ../shared/oracle reference). Logs to $OUT.
+# ref.txz -C ../shared/oracle reference). Logs to $OUT. TESTS (a -test.run
+# pattern; default all) and MEASURE (default the two above) choose.
+# The next call, for what is written and not yet run (the grouped split,
+# qgemm_f64_w, the MoE tiles under skewed routing):
+#   TESTS='TestRouter|TestGEMMGroupSplit|TestGEMMDense|TestTensorCoreOps|TestMoEGrouped|TestOracleOnGPU' \
+#   MEASURE='TestMeasureRouter|TestMeasureGEMM' bash docs/bench/cuda/run-split.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
 cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
 	&& ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
@@ -16,8 +21,8 @@ timeout ${TTIME:-330} "$D/cuda.test" -test.v ${TESTS:+-test.run "$TESTS"} > "$O/
 grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$O/tests.txt" | head -20
 echo "passed: $(grep -c '^--- PASS' "$O/tests.txt"), skipped: $(grep -c '^--- SKIP' "$O/tests.txt")"
 grep -E 'top-1|KL' "$O/tests.txt" | head -20
-PETAL_CUDA_BENCH=1 timeout 90 "$D/cuda.test" -test.v -test.run 'TestMeasureDenseSplit|TestMeasureRouter' > "$O/measure.txt" 2>&1
-grep -E 'dense |router ' "$O/measure.txt" | cut -c1-200
+PETAL_CUDA_BENCH=1 timeout 120 "$D/cuda.test" -test.v -test.run "${MEASURE:-TestMeasureDenseSplit|TestMeasureRouter}" > "$O/measure.txt" 2>&1
+grep -E 'dense |router |moe T=' "$O/measure.txt" | cut -c1-200
 for k in ${NCU:+gateup_m32 gateup_s16}; do
   PETAL_CUDA_BENCH=1 timeout 100 ncu --kernel-name gemm_$k --launch-count 1 --section SpeedOfLight --section WarpStateStats \
     --section Occupancy --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
