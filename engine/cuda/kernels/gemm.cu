@@ -693,6 +693,14 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
   const int bid = PETAL_BID_X(), grid = PETAL_NCTAID_X();
   const int mine = bid < items ? (items - bid + grid - 1) / grid : 0;
   const long long wpr = K / 8, gpr = K / 64;
+  // X staging's chunks of 16 bytes: cpr a row; the thread's first, and
+  // the rows and chunks a block's threads advance
+  const int cpr = K / 8, chunks = 16 * cpr, srow = tid / cpr, sch = tid % cpr;
+  const int drow = NTHREADS / cpr, dch = NTHREADS % cpr;
+  auto st_next = [&](int& r, int& c) __attribute__((always_inline)) {
+    r += drow, c += dch;
+    if (c >= cpr) r++, c -= cpr;
+  };
 
   // The copies' cursor: the next step to issue is pass qp, k-block qkb of
   // the block's item number qi (qe its expert, qob its first output),
@@ -743,25 +751,31 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
 
     // Stage the tile's X rows (zeros past rend), chunks rewritten into
     // pairs, eight 16-byte loads of a thread in flight at once.
+    // Chunk x = row·cpr + ch is walked from the thread's first chunk
+    // (srow, sch) a block's threads at a time, without dividing.
     __syncthreads();  // every warp is done with the last item's X
-    const int cpr = K / 8, chunks = 16 * cpr;
+    int row = srow, ch = sch;
     for (int x0 = tid; x0 < chunks; x0 += 8 * NTHREADS) {
+      const int row1 = row, ch1 = ch;
       u32x4 v[8];
 #pragma unroll
       for (int u = 0; u < 8; u++) {
-        const int x = x0 + u * NTHREADS, row = x / cpr, r = r0 + row;
+        const int x = x0 + u * NTHREADS, r = r0 + row;
         v[u] = u32x4{0u, 0u, 0u, 0u};
         if (x < chunks && r < rend) {
           const long long src = MODE == MODE_GATEUP ? rowTok[r] : r;
-          v[u] = *(const u32x4*)(X + src * K + (x % cpr) * 8);
+          v[u] = *(const u32x4*)(X + src * K + ch * 8);
         }
+        st_next(row, ch);
       }
+      row = row1, ch = ch1;
 #pragma unroll
       for (int u = 0; u < 8; u++) {
-        const int x = x0 + u * NTHREADS, row = x / cpr;
+        const int x = x0 + u * NTHREADS;
         if (x < chunks)
-          st_shared_v4(xs + row * xrow + st_phys(x % cpr, row) * 16, prmt(v[u].x, v[u].z, 0x5410u),
+          st_shared_v4(xs + row * xrow + st_phys(ch, row) * 16, prmt(v[u].x, v[u].z, 0x5410u),
                        prmt(v[u].x, v[u].z, 0x7632u), prmt(v[u].y, v[u].w, 0x5410u), prmt(v[u].y, v[u].w, 0x7632u));
+        st_next(row, ch);
       }
     }
     __syncthreads();

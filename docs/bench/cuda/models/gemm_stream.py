@@ -46,6 +46,37 @@ for kb in range(2):
         gs=set(phys(kb*16+(l&3)*4+w,(l>>2)+8*h)%8 for l in range(8*q,8*q+8))
         assert len(gs)==8,(kb,w,q,gs)
 print("swizzle ok")
+# X staging's walk, transcribed: each thread starts at chunk tid (srow, sch)
+# and advances a block's threads at a time by (drow, dch) with one carry,
+# twice over the same eight chunks (loads, then stores): it must visit
+# divmod(x, cpr) for every chunk x it handles, and the threads together
+# every chunk once.
+def staging_walk(K, NTHREADS):
+    cpr = K // 8; chunks = 16 * cpr
+    drow, dch = NTHREADS // cpr, NTHREADS % cpr
+    seen = set()
+    for tid in range(NTHREADS):
+        row, ch = tid // cpr, tid % cpr
+        for x0 in range(tid, chunks, 8 * NTHREADS):
+            row1, ch1 = row, ch
+            for u in range(8):
+                x = x0 + u * NTHREADS
+                if x < chunks: assert (row, ch) == divmod(x, cpr), ("load", K, NTHREADS, tid, x)
+                row += drow; ch += dch
+                if ch >= cpr: row += 1; ch -= cpr
+            row, ch = row1, ch1
+            for u in range(8):
+                x = x0 + u * NTHREADS
+                if x < chunks:
+                    assert (row, ch) == divmod(x, cpr), ("store", K, NTHREADS, tid, x)
+                    assert x not in seen; seen.add(x)
+                row += drow; ch += dch
+                if ch >= cpr: row += 1; ch -= cpr
+    assert len(seen) == chunks
+for K in (128, 256, 384, 512, 1024, 2048, 4096, 8192):
+    for NTHREADS in (256, 512):
+        staging_walk(K, NTHREADS)
+print("staging walk ok")
 def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
     HALF = NT // 2
     OUT_W = HALF * 8 if mode == 'gateup' else NT * 8
