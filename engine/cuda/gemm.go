@@ -52,13 +52,16 @@ const (
 )
 
 // MoEStreamTiles are gemm.cu's streamed grouped MoE GEMMs (STREAM_ENTRIES):
-// 16 rows a tile, one block a multiprocessor of Threads/32 warps, each warp
-// BN/8 n8 tiles a pass through a ring of Stages steps. s16 is moe=stream's;
-// the others are variants measured beside it.
+// BM rows a tile (16, or 32 for s32: each weight dequantised once for 32
+// rows, an expert of 17-32 rows read once), one block a multiprocessor of
+// Threads/32 warps, each warp BN/8 n8 tiles a pass through a ring of Stages
+// steps. s16 is moe=stream's; the others are variants measured beside it
+// (s32 not yet run on a GPU).
 var MoEStreamTiles = []GEMMTile{
 	{Name: "s16", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 3, Reg: true, Stream: true, Blocks: 1},
 	{Name: "s16r4", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 4, Reg: true, Stream: true, Blocks: 1},
 	{Name: "s16n8", BM: 16, BN: 8 * 8, Threads: 16 * 32, Stages: 2, Reg: true, Stream: true, Blocks: 1},
+	{Name: "s32", BM: 32, BN: 4 * 8, Threads: 8 * 32, Stages: 4, Reg: true, Stream: true, Blocks: 1},
 }
 
 // stDownPasses is ST_DOWN_PASSES: the passes of a warp over an item of the

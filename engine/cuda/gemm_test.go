@@ -827,7 +827,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if rc.skew > 0 {
 			ids = skewedRouting(rng, T, E, rc.skew)
 			tiles = nil
-			for _, name := range []string{"m32", "m64", "r32", "s16", "s16n8"} {
+			for _, name := range []string{"m32", "m64", "r32", "s16", "s16n8", "s32"} {
 				tile, _ := GEMMTileByName(name)
 				tiles = append(tiles, tile)
 			}

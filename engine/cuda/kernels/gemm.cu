@@ -645,8 +645,10 @@ RQ_ENTRIES(r32, 2, 3)
 // weights, and what it needs is many weight bytes in flight and no barrier
 // between them. Here a block's warps each stream their own weight rows
 // through a ring of RING steps in shared memory that only the lane that
-// copied a word reads back (cp.async, no barrier), and the tile's 16 X rows
-// are staged once an item for all of K, so that the k loop has no barrier.
+// copied a word reads back (cp.async, no barrier), and the tile's 16·MT X
+// rows are staged once an item for all of K, so that the k loop has no
+// barrier. MT = 2 (s32) dequantises each weight once for 32 rows, and reads
+// an expert given 17-32 rows once where 16-row tiles read it twice.
 //
 // A step is a k-block of 128 for NT n8 tiles of a warp: lane (g, c)
 // copies the 16 code bytes 32c .. 32c+31 of its tile row g (elements 32c ..
@@ -663,7 +665,7 @@ RQ_ENTRIES(r32, 2, 3)
 // the eight lanes of a quarter warp (rows g, g+1, lanes c 0..3) then read
 // eight distinct 16-byte bank groups.
 //
-// A block takes items (a 16-row tile of the tile map and a chunk of
+// A block takes items (a 16·MT-row tile of the tile map and a chunk of
 // outputs: WARPS warps of NT n8 tiles a pass; gate/up, a warp's first
 // NT/2 tiles gate rows and the rest the up rows of the same outputs) in
 // turn; its warps' step streams run on across items, so the next item's
@@ -674,7 +676,7 @@ RQ_ENTRIES(r32, 2, 3)
 
 static __device__ __forceinline__ int st_phys(int L, int r) { return L ^ ((L >> 3) & 1) ^ ((r & 1) << 1); }
 
-template <int MODE, int WARPS, int NT, int RING>
+template <int MODE, int WARPS, int NT, int RING, int MT>
 static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                    const u32* __restrict__ W, const u32* __restrict__ SB,
                                                    const u32* __restrict__ W2, const u32* __restrict__ SB2,
@@ -695,7 +697,7 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
   const long long wpr = K / 8, gpr = K / 64;
   // X staging's chunks of 16 bytes: cpr a row; the thread's first, and
   // the rows and chunks a block's threads advance
-  const int cpr = K / 8, chunks = 16 * cpr, srow = tid / cpr, sch = tid % cpr;
+  const int cpr = K / 8, chunks = 16 * MT * cpr, srow = tid / cpr, sch = tid % cpr;
   const int drow = NTHREADS / cpr, dch = NTHREADS % cpr;
   auto st_next = [&](int& r, int& c) __attribute__((always_inline)) {
     r += drow, c += dch;
@@ -736,18 +738,20 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
     cp_commit();
   };
 
-  float acc[NT][4];
+  float acc[MT][NT][4];
 #pragma unroll
-  for (int j = 0; j < NT; j++)
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
 
 #pragma unroll
   for (int q = 0; q < RING - 1; q++) issue(q);
   int q = 0;
   for (int i = 0; i < mine; i++) {
     const int item = bid + i * grid, t = item / nch;
-    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + 16 ? oe : r0 + 16;
+    const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + 16 * MT ? oe : r0 + 16 * MT;
 
     // Stage the tile's X rows (zeros past rend), chunks rewritten into
     // pairs, eight 16-byte loads of a thread in flight at once.
@@ -785,14 +789,16 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
         cp_wait<RING - 2>();  // this lane's copies of step q have landed
         issue(q + RING - 1);  // into the slot this lane read at step q-1
         const u32 slot = ring + (q % RING) * ST_SLOT(NT);
-        u32 xa[2][4][4];  // rows g, g+8: the lane's four X chunks of the k-block
+        u32 xa[MT][2][4][4];  // rows g, g+8 of each 16: the lane's four X chunks of the k-block
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-          for (int w = 0; w < 4; w++) {
-            const int row = g + 8 * h;
-            ld_shared_v4(xs + row * xrow + st_phys(kb * 16 + c * 4 + w, row) * 16, xa[h][w]);
-          }
+          for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+              const int row = 16 * mt + g + 8 * h;
+              ld_shared_v4(xs + row * xrow + st_phys(kb * 16 + c * 4 + w, row) * 16, xa[mt][h][w]);
+            }
 #pragma unroll
         for (int j = 0; j < NT; j++) {
           u32 cw[4];
@@ -805,70 +811,80 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
 #pragma unroll
           for (int s = 0; s < 8; s++) {
             const int w0 = 2 * (s >> 2), jj = s & 3;
-            const u32 a[4] = {xa[0][w0][jj], xa[1][w0][jj], xa[0][w0 + 1][jj], xa[1][w0 + 1][jj]};
-            mma_bf16(acc[j], a, pp[w0][jj], pp[w0 + 1][jj]);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+              const u32 a[4] = {xa[mt][0][w0][jj], xa[mt][1][w0][jj], xa[mt][0][w0 + 1][jj], xa[mt][1][w0 + 1][jj]};
+              mma_bf16(acc[mt][j], a, pp[w0][jj], pp[w0 + 1][jj]);
+            }
           }
         }
       }
 
-      // The pass's outputs: acc[j] element i is row g (+8 for i >= 2),
-      // column 2c + (i & 1) of tile j.
+      // The pass's outputs: acc[mt][j] element i is row 16mt + g (+8 for
+      // i >= 2), column 2c + (i & 1) of tile j.
       const int ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W;
 #pragma unroll
-      for (int half = 0; half < 2; half++) {
-        const int r = r0 + g + 8 * half;
-        if (r < rend) {
-          if (MODE == MODE_GATEUP) {
-            u16* h = (u16*)Y + (long long)r * N;
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int j = 0; j < HALF; j++) {
-              const int n = ob + j * 8 + 2 * c;
-              if (n >= N) continue;
-              store_swiglu(h, n, acc[j][2 * half], acc[j][2 * half + 1], acc[j + HALF][2 * half], acc[j + HALF][2 * half + 1]);
-            }
-          } else {
-            float* y = (float*)Y + (long long)r * N;
+        for (int half = 0; half < 2; half++) {
+          const int r = r0 + 16 * mt + g + 8 * half;
+          if (r < rend) {
+            if (MODE == MODE_GATEUP) {
+              u16* h = (u16*)Y + (long long)r * N;
 #pragma unroll
-            for (int j = 0; j < NT; j++) {
-              const int n = ob + j * 8 + 2 * c;
-              if (n >= N) continue;
-              float2v v = {acc[j][2 * half], acc[j][2 * half + 1]};
-              *(float2v*)(y + n) = v;
+              for (int j = 0; j < HALF; j++) {
+                const int n = ob + j * 8 + 2 * c;
+                if (n >= N) continue;
+                store_swiglu(h, n, acc[mt][j][2 * half], acc[mt][j][2 * half + 1], acc[mt][j + HALF][2 * half],
+                             acc[mt][j + HALF][2 * half + 1]);
+              }
+            } else {
+              float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+              for (int j = 0; j < NT; j++) {
+                const int n = ob + j * 8 + 2 * c;
+                if (n >= N) continue;
+                float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
+                *(float2v*)(y + n) = v;
+              }
             }
           }
         }
-      }
 #pragma unroll
-      for (int j = 0; j < NT; j++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) acc[j][k] = 0.f;
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+          for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
     }
   }
   cp_wait<0>();
 }
 
 // Entry points gemm_gateup_<name> and gemm_down_<name> of WARPS warps of NT
-// n8 tiles and a ring of RING steps: the arguments of gemm_gateup_m32 and
-// gemm_down_m32, WARPS*32 threads, ST_RINGS(WARPS, NT, RING) + 32·K bytes of
-// dynamic shared memory (K: hidden for gate/up, inter for down), a grid of
-// any size. K % 128 == 0, N % 8 == 0.
-#define STREAM_ENTRIES(NAME, WARPS, NT, RING)                                                                       \
+// n8 tiles, a ring of RING steps and MT m16 tiles: the arguments of
+// gemm_gateup_m32 and gemm_down_m32, WARPS*32 threads, ST_RINGS(WARPS, NT,
+// RING) + 32·MT·K bytes of dynamic shared memory (K: hidden for gate/up,
+// inter for down), a grid of any size. K % 128 == 0, N % 8 == 0. s32: 8
+// warps (the registers of two m16 tiles' fragments), a ring of 4.
+#define STREAM_ENTRIES(NAME, WARPS, NT, RING, MT)                                                                   \
   extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)                                                      \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,            \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,               \
                          const int* ntiles) {                                                                      \
     pdl_begin();                                                                                                   \
-    gemm_stream<MODE_GATEUP, WARPS, NT, RING>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);       \
+    gemm_stream<MODE_GATEUP, WARPS, NT, RING, MT>(X, rowTok, Wg, SBg, Wu, SBu, H, N, K, tiles, offsets, ntiles);   \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)                                                      \
       gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,      \
                        const int* offsets, const int* ntiles) {                                                    \
     pdl_begin();                                                                                                   \
-    gemm_stream<MODE_DOWN, WARPS, NT, RING>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);                 \
+    gemm_stream<MODE_DOWN, WARPS, NT, RING, MT>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);             \
   }
-STREAM_ENTRIES(s16, 16, 4, 3)
-STREAM_ENTRIES(s16r4, 16, 4, 4)
-STREAM_ENTRIES(s16n8, 16, 8, 2)
+STREAM_ENTRIES(s16, 16, 4, 3, 1)
+STREAM_ENTRIES(s16r4, 16, 4, 4, 1)
+STREAM_ENTRIES(s16n8, 16, 8, 2, 1)
+STREAM_ENTRIES(s32, 8, 4, 4, 2)
 
 // gemm_to_bf16 rounds n float32 (n % 4 == 0, 16-byte aligned) to bf16.
 extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __restrict__ y, long long n) {

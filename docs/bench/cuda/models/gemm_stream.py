@@ -12,7 +12,9 @@ on the CPU before a GPU runs it.
    passes, the ring's steps, X staged through rowTok, the epilogue's
    outputs: every output written once, equal (exactly, small integers) to
    its definition, for gate/up and down, experts of 0, 1 and 2 tiles,
-   N off the item size.
+   N off the item size; for 16-row tiles (s16 and its variants) and 32-row
+   ones (s32: two m16 tiles a warp), and the copies' cursor and X staging's
+   walk against their definitions.
 
 Run: python3 docs/bench/cuda/models/gemm_stream.py (pure Python 3)."""
 import random
@@ -51,8 +53,8 @@ print("swizzle ok")
 # twice over the same eight chunks (loads, then stores): it must visit
 # divmod(x, cpr) for every chunk x it handles, and the threads together
 # every chunk once.
-def staging_walk(K, NTHREADS):
-    cpr = K // 8; chunks = 16 * cpr
+def staging_walk(K, NTHREADS, MT=1):
+    cpr = K // 8; chunks = 16 * MT * cpr
     drow, dch = NTHREADS // cpr, NTHREADS % cpr
     seen = set()
     for tid in range(NTHREADS):
@@ -75,9 +77,11 @@ def staging_walk(K, NTHREADS):
     assert len(seen) == chunks
 for K in (128, 256, 384, 512, 1024, 2048, 4096, 8192):
     for NTHREADS in (256, 512):
-        staging_walk(K, NTHREADS)
+        for MT in (1, 2):
+            staging_walk(K, NTHREADS, MT)
 print("staging walk ok")
-def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
+def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3, MT=1):
+    BM = 16 * MT
     HALF = NT // 2
     OUT_W = HALF * 8 if mode == 'gateup' else NT * 8
     PASSES = 1 if mode == 'gateup' else 2
@@ -99,7 +103,7 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
     rowTok = [random.randrange(64) for _ in range(T)]
     tiles = []
     for e, c in enumerate(counts):
-        for j in range((c + 15) // 16): tiles.append((e, offsets[e] + 16 * j))
+        for j in range((c + BM - 1) // BM): tiles.append((e, offsets[e] + BM * j))
     ntiles = len(tiles)
     # the kernel
     nch = (N + OUT_B - 1) // OUT_B; items = ntiles * nch; kblocks = K // 128; per = PASSES * kblocks
@@ -147,13 +151,13 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
                 ring[q % RING] = (q, slot)
             for q in range(RING - 1): issue(q)
             q = 0
-            acc = [[[0] * 8 for _ in range(16)] for _ in range(NT)]
+            acc = [[[0] * 8 for _ in range(BM)] for _ in range(NT)]
             for i in range(mine):
                 item = bid + i * grid; t = item // nch
-                e, r0 = tiles[t]; rend = min(offsets[e + 1], r0 + 16)
+                e, r0 = tiles[t]; rend = min(offsets[e + 1], r0 + BM)
                 xs = {}
                 cpr = K // 8
-                for x in range(16 * cpr):
+                for x in range(BM * cpr):
                     row, ch = x // cpr, x % cpr; r = r0 + row
                     vals = X[rowTok[r] if mode == 'gateup' else r][ch * 8:ch * 8 + 8] if r < rend else [0] * 8
                     L = ch
@@ -164,12 +168,13 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
                         issue(q + RING - 1)
                         qq, slot = ring[q % RING]
                         assert qq == q
-                        # the A fragments: lane (g, c) holds X rows g and g+8 at its chunks
+                        # the A fragments: lane (g, c) holds X rows 16mt + g and 16mt + g+8 at its chunks
                         xa = {}
                         for lane in range(32):
                             g, c = lane >> 2, lane & 3
-                            for h in range(2):
-                                row = g + 8 * h
+                            for mt in range(MT):
+                              for h in range(2):
+                                row = 16 * mt + g + 8 * h
                                 xv = []
                                 for w in range(4):
                                     L = kb * 16 + c * 4 + w
@@ -178,12 +183,12 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
                         for j in range(NT):
                             # the mma: acc(row, col) += sum over c of A(row, c's k) . B(c's k, col),
                             # B's column col held by lane (col, c)
-                            for row in range(16):
+                            for row in range(BM):
                                 for col in range(8):
                                     acc[j][row][col] += sum(sum(a * b for a, b in zip(xa[(row, c)], slot[(j, col * 4 + c)])) for c in range(4))
                         q += 1
                     ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W
-                    for rr in range(16):
+                    for rr in range(BM):
                         r = r0 + rr
                         if r >= rend: continue
                         for c in range(4):
@@ -203,7 +208,7 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
                                         key = (r, n + ii)
                                         assert key not in Y, ("written twice", key)
                                         Y[key] = acc[j][rr][2 * c + ii]
-                    acc = [[[0] * 8 for _ in range(16)] for _ in range(NT)]
+                    acc = [[[0] * 8 for _ in range(BM)] for _ in range(NT)]
     # check against the definition
     bad = 0
     for e in range(E):
@@ -216,7 +221,7 @@ def run(mode, E, N, K, counts, grid, WARPS=16, NT=4, RING=3):
                     if Y.get((r, n)) != (gsum, usum): bad += 1
                 else:
                     if Y.get((r, n)) != gsum: bad += 1
-    print(mode, f"{WARPS} warps, {NT} n-tiles, ring {RING}:", "E", E, "N", N, "K", K, "counts", counts, "grid", grid, "outputs", len(Y), "wrong", bad)
+    print(mode, f"{WARPS} warps, {NT} n-tiles, ring {RING}, {BM}-row tiles:", "E", E, "N", N, "K", K, "counts", counts, "grid", grid, "outputs", len(Y), "wrong", bad)
     assert bad == 0 and len(Y) == T * N
 run('gateup', 3, 128, 256, [20, 5, 0], 2)
 run('down', 2, 272, 256, [3, 17], 3)
@@ -225,3 +230,6 @@ run('down', 2, 1040, 128, [16, 1], 4)
 for nt, ring in [(4, 4), (8, 2)]:  # the variants s16r4 and s16n8
     run('gateup', 2, 512, 384, [17, 9], 3, NT=nt, RING=ring)
     run('down', 2, 1040, 256, [16, 1], 4, NT=nt, RING=ring)
+for counts in ([17, 9], [33, 20, 0, 5]):  # the variant s32: 32-row tiles, 8 warps, a ring of 4
+    run('gateup', len(counts), 256, 384, counts, 3, WARPS=8, RING=4, MT=2)
+    run('down', len(counts), 528, 256, counts, 4, WARPS=8, RING=4, MT=2)
