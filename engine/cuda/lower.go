@@ -420,7 +420,8 @@ const qfWideShared = 2 * 64 * 68 * 8
 var routerWide = func(tiles64, sms int) bool { return false }
 
 // routerSplits: how many ways qgemm_f64 splits the router's groups of 64
-// columns for tiles blocks of 32 x 32 logits: the largest power of two
+// columns for tiles blocks (of 32 x 32 logits, or 64 x 64 for
+// qgemm_f64_w): the largest power of two
 // that keeps the blocks within routerBlocks, at least two groups a split
 // (one loading while the other's products run). On the H200 (2026-12-06-
 // stream1, the 35B router with route_select): 64 us at 16 and 512 rows in
