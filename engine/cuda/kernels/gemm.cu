@@ -123,6 +123,46 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
 
+// store_item writes the outputs of an item of gemm_rq or gemm_stream from
+// a warp's mma fragments and clears them: acc[mt][j] element i is row r0 +
+// 16mt + g (+8 for i >= 2, rows from rend on dropped), column n0 + 8j + 2c
+// + (i & 1) of Y [rows][N]; gate/up, tiles j and j + NT/2 are the gate and
+// the up rows of the same outputs, stored as bf16 SwiGLU.
+template <int MODE, int MT, int NT>
+static __device__ __forceinline__ void store_item(void* __restrict__ Y, int N, float (&acc)[MT][NT][4], int r0,
+                                                  int rend, int n0, int g, int c) {
+  constexpr int HALF = NT / 2;
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+      const int r = r0 + 16 * mt + g + 8 * half;
+      if (r < rend) {
+        if (MODE == MODE_GATEUP) {
+          u16* h = (u16*)Y + (long long)r * N;
+#pragma unroll
+          for (int j = 0; j < HALF; j++) {
+            const int n = n0 + j * 8 + 2 * c;
+            if (n >= N) continue;
+            store_swiglu(h, n, acc[mt][j][2 * half], acc[mt][j][2 * half + 1], acc[mt][j + HALF][2 * half],
+                         acc[mt][j + HALF][2 * half + 1]);
+          }
+        } else {
+          float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+          for (int j = 0; j < NT; j++) {
+            const int n = n0 + j * 8 + 2 * c;
+            if (n >= N) continue;
+            float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
+            *(float2v*)(y + n) = v;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j++) acc[mt][j][2 * half] = acc[mt][j][2 * half + 1] = 0.f;
+    }
+}
+
 // Shared bytes: STAGES x (X tile, codes, scale/bias) and the bf16 W tile.
 #define GEMM_SHARED(BM, BN, S) ((S) * ((BM) * 128 + (BN) * 36) + (BN) * 128)
 
@@ -583,39 +623,10 @@ static __device__ __forceinline__ void gemm_rq(const u16* __restrict__ X, const 
     }
     if (q % kstages != kstages - 1) continue;
 
-    // The item's last stage: its outputs. acc[mt][j] element i is row g
-    // (+8 for i >= 2), column 2c + (i & 1) of tile j.
+    // The item's last stage: its outputs.
     const int item = bid + (q / kstages) * grid, t = item / nch, n0 = (item % nch) * OUT_B + warp * OUT_W;
     const int e = tiles[2 * t], r0 = tiles[2 * t + 1], oe = offsets[e + 1], rend = oe < r0 + BM ? oe : r0 + BM;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int half = 0; half < 2; half++) {
-        const int r = r0 + mt * 16 + g + 8 * half;
-        if (r < rend) {
-          if (MODE == MODE_GATEUP) {
-            u16* h = (u16*)Y + (long long)r * N;
-#pragma unroll
-            for (int j = 0; j < HALF; j++) {
-              const int n = n0 + j * 8 + 2 * c;
-              if (n >= N) continue;
-              store_swiglu(h, n, acc[mt][j][2 * half], acc[mt][j][2 * half + 1], acc[mt][j + HALF][2 * half],
-                           acc[mt][j + HALF][2 * half + 1]);
-            }
-          } else {
-            float* y = (float*)Y + (long long)r * N;
-#pragma unroll
-            for (int j = 0; j < RQ_NT; j++) {
-              const int n = n0 + j * 8 + 2 * c;
-              if (n >= N) continue;
-              float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
-              *(float2v*)(y + n) = v;
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < RQ_NT; j++) acc[mt][j][2 * half] = acc[mt][j][2 * half + 1] = 0.f;
-      }
+    store_item<MODE, MT, RQ_NT>(Y, N, acc, r0, rend, n0, g, c);
   }
   cp_wait<0>();
 }
@@ -820,42 +831,8 @@ static __device__ __forceinline__ void gemm_stream(const u16* __restrict__ X, co
         }
       }
 
-      // The pass's outputs: acc[mt][j] element i is row 16mt + g (+8 for
-      // i >= 2), column 2c + (i & 1) of tile j.
-      const int ob = (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W;
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-          const int r = r0 + 16 * mt + g + 8 * half;
-          if (r < rend) {
-            if (MODE == MODE_GATEUP) {
-              u16* h = (u16*)Y + (long long)r * N;
-#pragma unroll
-              for (int j = 0; j < HALF; j++) {
-                const int n = ob + j * 8 + 2 * c;
-                if (n >= N) continue;
-                store_swiglu(h, n, acc[mt][j][2 * half], acc[mt][j][2 * half + 1], acc[mt][j + HALF][2 * half],
-                             acc[mt][j + HALF][2 * half + 1]);
-              }
-            } else {
-              float* y = (float*)Y + (long long)r * N;
-#pragma unroll
-              for (int j = 0; j < NT; j++) {
-                const int n = ob + j * 8 + 2 * c;
-                if (n >= N) continue;
-                float2v v = {acc[mt][j][2 * half], acc[mt][j][2 * half + 1]};
-                *(float2v*)(y + n) = v;
-              }
-            }
-          }
-        }
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-          for (int k = 0; k < 4; k++) acc[mt][j][k] = 0.f;
+      // The pass's outputs.
+      store_item<MODE, MT, NT>(Y, N, acc, r0, rend, (item % nch) * OUT_B + (p * WARPS + warp) * OUT_W, g, c);
     }
   }
   cp_wait<0>();
