@@ -328,6 +328,13 @@ func (g *GEMM) DenseTile(M, N int) GEMMTile {
 // Dense queues y[M,N] = x[M,K]·W^T on s: x bf16 row-major (ToBF16), y
 // float32 row-major, W m of N rows by K columns.
 func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, M int) error {
+	return g.dense(s, t, m, x, y, y, M, 1)
+}
+
+// dense launches gemm_dense of tile t over K split splits ways, its
+// outputs (for a split-K launch, the partials) at out; y is the checked
+// output.
+func (g *GEMM) dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y, out driver.Ptr, M, splits int) error {
 	if err := checkGEMMWeights(m, "weight", m.Rows, m.Cols); err != nil {
 		return err
 	}
@@ -335,16 +342,16 @@ func (g *GEMM) Dense(s *driver.Stream, t GEMMTile, m *QMatrix, x, y driver.Ptr, 
 		return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
 	}
 	k, ok := g.tiles[t.Name]
-	if !ok {
-		return fmt.Errorf("cuda: no GEMM tile %q", t.Name)
+	if !ok || k.dense == nil {
+		return fmt.Errorf("cuda: no dense GEMM of tile %q", t.Name)
 	}
 	if M <= 0 {
 		return nil
 	}
 	N, K := m.Rows, m.Cols
 	var a driver.Args
-	a.Ptr(x).Ptr(m.Words).Ptr(m.ScaleBias).Ptr(y).I32(int32(M)).I32(int32(N)).I32(int32(K))
-	return g.launchTile(s, k.dense, t, K, driver.Dim3{X: (N + t.BN - 1) / t.BN, Y: (M + t.BM - 1) / t.BM, Z: 1}, &a)
+	a.Ptr(x).Ptr(m.Words).Ptr(m.ScaleBias).Ptr(out).I32(int32(M)).I32(int32(N)).I32(int32(K))
+	return g.launchTile(s, k.dense, t, K, driver.Dim3{X: ceil(N, t.BN), Y: ceil(M, t.BM), Z: splits}, &a)
 }
 
 // DenseSplit queues ys[i][M, N_i] = x[M,K]·W_i^T for one matrix or a group
@@ -360,7 +367,10 @@ func (g *GEMM) DenseSplit(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driv
 	if !ok || k.group == nil {
 		return fmt.Errorf("cuda: no dense GEMM of tile %q", t.Name)
 	}
-	if splits < 1 || len(ms) == 0 || splits > ms[0].Cols/64 {
+	if len(ms) == 0 {
+		return fmt.Errorf("cuda: a split GEMM of no matrices")
+	}
+	if splits < 1 || splits > ms[0].Cols/64 {
 		return fmt.Errorf("cuda: a GEMM of %d columns split %d ways", ms[0].Cols, splits)
 	}
 	if !aligned16(parts) {
@@ -379,21 +389,12 @@ func (g *GEMM) DenseSplit(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driv
 		at += 4 * int64(splits*M*m.Rows)
 		rows += m.Rows
 	}
-	K := ms[0].Cols
 	if len(ms) == 1 {
-		if err := checkGEMMWeights(ms[0], "weight", ms[0].Rows, K); err != nil {
-			return err
-		}
-		if !aligned16(x, ys[0], ms[0].Words) {
-			return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
-		}
-		var a driver.Args
-		a.Ptr(x).Ptr(ms[0].Words).Ptr(ms[0].ScaleBias).Ptr(parts).I32(int32(M)).I32(int32(ms[0].Rows)).I32(int32(K))
-		grid := driver.Dim3{X: ceil(ms[0].Rows, t.BN), Y: ceil(M, t.BM), Z: splits}
-		if err := g.launchTile(s, k.dense, t, K, grid, &a); err != nil {
-			return err
-		}
-	} else if err := g.denseGroup(s, k, t, ms, ys, ps, x, M, splits); err != nil {
+		err = g.dense(s, t, ms[0], x, ys[0], parts, M, splits)
+	} else {
+		err = g.denseGroup(s, k, t, ms, ys, ps, x, M, splits)
+	}
+	if err != nil {
 		return err
 	}
 	var a driver.Args
