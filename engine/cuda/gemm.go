@@ -18,10 +18,14 @@ import (
 // A tile with Stream is gemm_stream's: its items are taken as a Reg tile's,
 // and it stages its X rows for all of K, so its shared memory depends on K
 // (sharedK).
+//
+// A tile with Pipe is gemm_tile's pipelined form: two dequantised W tiles,
+// the next k-tile's dequantised beside this one's mma. For gemm_tile's
+// tiles Blocks is the blocks a multiprocessor holds when not two.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
-	Reg, Stream             bool
+	Reg, Stream, Pipe       bool
 	Blocks                  int
 }
 
@@ -32,6 +36,9 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m64", BM: 64, BN: 128, Threads: 128, Stages: 3},
 	{Name: "m32", BM: 32, BN: 128, Threads: 128, Stages: 4},
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
+	{Name: "p128", BM: 128, BN: 128, Threads: 128, Stages: 3, Pipe: true},
+	{Name: "p128s4", BM: 128, BN: 128, Threads: 128, Stages: 4, Pipe: true, Blocks: 1},
+	{Name: "p64", BM: 64, BN: 128, Threads: 128, Stages: 4, Pipe: true},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -101,7 +108,7 @@ func GEMMTileByName(name string) (GEMMTile, error) {
 func (t GEMMTile) String() string { return t.Name }
 
 // shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
-// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its stages;
+// and the dequantised bf16 W tile (two for a Pipe tile); for a Reg tile RQ_SHARED, its stages;
 // for a Stream tile, its rings and X rows at K = 2048 (sharedK).
 func (t GEMMTile) shared() int { return t.sharedK(2048) }
 
@@ -114,7 +121,11 @@ func (t GEMMTile) sharedK(K int) int {
 	if t.Reg {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
-	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
+	wtiles := 1
+	if t.Pipe {
+		wtiles = 2
+	}
+	return t.Stages*(t.BM*128+t.BN*36) + wtiles*t.BN*128
 }
 
 // LoadGEMMModule loads the gemm kernels embedded in the binary.

@@ -18,11 +18,16 @@ import (
 )
 
 // TestGEMMTilesFit: every tile's shared memory fits a Hopper
-// multiprocessor (227 KiB a block) twice, and the tile picks are tiles.
+// multiprocessor (227 KiB a block) twice (or its Blocks times), and the
+// tile picks are tiles.
 func TestGEMMTilesFit(t *testing.T) {
 	for _, tile := range GEMMTiles {
-		if s := tile.shared(); 2*s > 227<<10 {
-			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
+		blocks := 2
+		if tile.Blocks > 0 {
+			blocks = tile.Blocks
+		}
+		if s := tile.shared(); blocks*s > 227<<10 {
+			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, blocks)
 		}
 	}
 	for _, tile := range slices.Concat(MoERegTiles, MoEStreamTiles) {
@@ -590,7 +595,8 @@ func TestMoERouteCountsBadIDs(t *testing.T) {
 	g := newGEMM(t, c)
 	ids := []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 300, -1}
 	idd := upBuf(t, c, s, ids, "ids")
-	grp, err := NewMoEGroups(c, 2, 16, GEMMTiles[len(GEMMTiles)-1])
+	m16, _ := GEMMTileByName("m16")
+	grp, err := NewMoEGroups(c, 2, 16, m16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,16 @@ timeout ${TTIME:-330} "$D/cuda.test" -test.v ${TESTS:+-test.run "$TESTS"} > "$O/
 grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$O/tests.txt" | head -20
 echo "passed: $(grep -c '^--- PASS' "$O/tests.txt"), skipped: $(grep -c '^--- SKIP' "$O/tests.txt")"
 grep -E 'top-1|KL' "$O/tests.txt" | head -20
-PETAL_CUDA_BENCH=1 timeout 120 "$D/cuda.test" -test.v -test.run "${MEASURE:-TestMeasureDenseSplit|TestMeasureRouter}" > "$O/measure.txt" 2>&1
+PETAL_CUDA_BENCH=1 timeout ${MTIME:-120} "$D/cuda.test" -test.v -test.run "${MEASURE:-TestMeasureDenseSplit|TestMeasureRouter}" > "$O/measure.txt" 2>&1
 grep -E 'dense |router |moe T=' "$O/measure.txt" | cut -c1-200
-for k in ${NCU:+gateup_m32 gateup_s16}; do
-  PETAL_CUDA_BENCH=1 timeout 100 ncu --kernel-name gemm_$k --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+# NCU: kernels to profile as name[:skip] (gemm_<name>, its launch skip+1 in
+# TestMeasureGEMM: 23 launches a timing, so dense_m128:23 is q_proj at 4096
+# rows and gateup_m128:138 the MoE at 4096 tokens); NCU=1 is the two below.
+[ "$NCU" = 1 ] && NCU="gateup_m32 gateup_s16"
+for ks in $NCU; do
+  k=${ks%%:*}; skip=0; [ "$k" != "$ks" ] && skip=${ks#*:}
+  PETAL_CUDA_BENCH=1 timeout 150 ncu --kernel-name gemm_$k --launch-skip $skip --launch-count 1 --section SpeedOfLight --section WarpStateStats \
     --section Occupancy --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
     "$D/cuda.test" -test.run TestMeasureGEMM > "$O/ncu-$k.txt" 2>&1
-  grep -E "Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Stall|Achieved Occ|Registers Per" "$O/ncu-$k.txt" | head -24
+  grep -E "Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Stall|Achieved Occ|Registers Per|Pipe|Shared" "$O/ncu-$k.txt" | head -30
 done
