@@ -465,6 +465,10 @@ GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4, 0)
 GEMM_ENTRIES(p128, 128, 128, 2, 2, 3, 2, 1)
 GEMM_ENTRIES(p128s4, 128, 128, 2, 2, 4, 1, 1)
 GEMM_ENTRIES(p64, 64, 128, 2, 2, 4, 2, 1)
+// 256 weight rows a block (8 warps of 64 x 64): half the X bytes a product
+// of m128's, one block a multiprocessor.
+GEMM_ENTRIES(m128n256, 128, 256, 2, 4, 3, 1, 0)
+GEMM_ENTRIES(p128n256, 128, 256, 2, 4, 3, 1, 1)
 
 // gemm_sum_splits: y_i[M, N_i] = the sum over z of a split-K launch's
 // partials, for the matrices of g (y: the outputs; start: their rows):
