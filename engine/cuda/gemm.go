@@ -151,6 +151,33 @@ type GEMM struct {
 	toBF16, route, combine  *driver.Function
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
+	pipe, wide              bool // SetVariants
+}
+
+// SetVariants chooses what takes the place of gemm_tile's m128 and m64
+// tiles wherever DenseTile or Variant picks them: pipe, their pipelined
+// forms (p128, p64: the next k-tile dequantised beside this one's mma);
+// wide, 256 weight rows a block for m128 (m128n256, or p128n256 with pipe).
+func (g *GEMM) SetVariants(pipe, wide bool) { g.pipe, g.wide = pipe, wide }
+
+// Variant is t, or what SetVariants puts in its place.
+func (g *GEMM) Variant(t GEMMTile) GEMMTile {
+	name := t.Name
+	switch {
+	case t.Name == "m128" && g.pipe && g.wide:
+		name = "p128n256"
+	case t.Name == "m128" && g.wide:
+		name = "m128n256"
+	case t.Name == "m128" && g.pipe:
+		name = "p128"
+	case t.Name == "m64" && g.pipe:
+		name = "p64"
+	}
+	v, err := GEMMTileByName(name)
+	if err != nil {
+		return t
+	}
+	return v
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -325,11 +352,13 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 
 // DenseTile is the tile shape chosen for an M×N output: the largest BM
 // whose grid still has a block for about every multiprocessor (the best or
-// within 9% of the best tile at every measured shape, run gemm1).
+// within 9% of the best tile at every measured shape, run gemm1), or its
+// Variant.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	sms := g.c.Device().SMs
 	for _, name := range []string{"m128", "m64", "m32"} {
 		t, _ := GEMMTileByName(name)
+		t = g.Variant(t)
 		if 10*((M+t.BM-1)/t.BM)*((N+t.BN-1)/t.BN) >= 9*sms {
 			return t
 		}

@@ -46,6 +46,24 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}
 	}
+	// SetVariants' replacements are tiles of the same rows a block.
+	for _, v := range [][2]bool{{true, false}, {false, true}, {true, true}} {
+		g := &GEMM{}
+		g.SetVariants(v[0], v[1])
+		for _, name := range []string{"m128", "m64", "m32", "m16"} {
+			tile, _ := GEMMTileByName(name)
+			got := g.Variant(tile)
+			if got.BM != tile.BM || got.Reg || got.Stream {
+				t.Errorf("variants %v: %s becomes %s", v, name, got)
+			}
+			if want := (name == "m128" || name == "m64") && v[0]; got.Pipe != want {
+				t.Errorf("variants %v: %s becomes %s, pipelined %v", v, name, got, got.Pipe)
+			}
+			if want := name == "m128" && v[1]; (got.BN == 256) != want {
+				t.Errorf("variants %v: %s becomes %s, %d weight rows a block", v, name, got, got.BN)
+			}
+		}
+	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}
