@@ -39,6 +39,7 @@ var GEMMTiles = []GEMMTile{
 	{Name: "p128", BM: 128, BN: 128, Threads: 128, Stages: 3, Pipe: true},
 	{Name: "p128s4", BM: 128, BN: 128, Threads: 128, Stages: 4, Pipe: true, Blocks: 1},
 	{Name: "p64", BM: 64, BN: 128, Threads: 128, Stages: 4, Pipe: true},
+	{Name: "p128w8", BM: 128, BN: 128, Threads: 256, Stages: 3, Pipe: true},
 	{Name: "m128n256", BM: 128, BN: 256, Threads: 256, Stages: 3, Blocks: 1},
 	{Name: "p128n256", BM: 128, BN: 256, Threads: 256, Stages: 3, Pipe: true, Blocks: 1},
 }

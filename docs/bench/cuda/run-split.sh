@@ -29,7 +29,7 @@ grep -E 'dense |router |moe T=' "$O/measure.txt" | cut -c1-200
 [ "$NCU" = 1 ] && NCU="gateup_m32 gateup_s16"
 for ks in $NCU; do
   k=${ks%%:*}; skip=0; [ "$k" != "$ks" ] && skip=${ks#*:}
-  PETAL_CUDA_BENCH=1 timeout 150 ncu --kernel-name gemm_$k --launch-skip $skip --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+  PETAL_CUDA_BENCH=1 timeout 150 ncu --kill yes --kernel-name gemm_$k --launch-skip $skip --launch-count 1 --section SpeedOfLight --section WarpStateStats \
     --section Occupancy --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
     "$D/cuda.test" -test.run TestMeasureGEMM > "$O/ncu-$k.txt" 2>&1
   grep -E "Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Stall|Achieved Occ|Registers Per|Pipe|Shared" "$O/ncu-$k.txt" | head -30

@@ -5,7 +5,8 @@
 # by MEASURE (TestMeasureGEMM: every MoE tile at 512 .. 4096 tokens;
 # TestMeasureFlash: both flash kernels at 0 .. 124K), the prefill of the
 # 35B shape under each of SPECS (BINARY:BACKEND) at PROMPTS, and with
-# NCU=1 a profile of s16. From the repository root, devrun/gm holding
+# NCU=1 a profile of s16; PTXAS_RE picks the kernels whose registers are
+# shown (ptxas.txt has all). From the repository root, devrun/gm holding
 # cuda.test.gz, petals.txz and gemm.ptx, made here by:
 #   mkdir -p devrun/gm /tmp/bins
 #   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -ldflags='-s -w' -o devrun/gm/cuda.test ./engine/cuda
@@ -22,8 +23,8 @@
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p $O; D=$R/devrun/gm
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && tar xJf petals.txz
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
-ptxas -arch=sm_90 -O3 -v -o /tmp/gemm.cubin gemm.ptx > $O/ptxas.txt 2>&1
-grep -A1 -E "Compiling entry function '(gemm_gateup|gemm_down)_(s16|r32|m32)'" $O/ptxas.txt | grep -E "Compiling|Used|spill" | paste - - | sed 's/ptxas info    ://g' | cut -c1-200
+ptxas -arch=sm_90 -O3 -v -o /tmp/gemm.cubin $R/engine/cuda/kernels/gemm.ptx > $O/ptxas.txt 2>&1
+grep -A1 -E "Compiling entry function '${PTXAS_RE:-(gemm_gateup|gemm_down)_(s16|r32|m32)}'" $O/ptxas.txt | grep -E "Compiling|Used|spill" | paste - - | sed 's/ptxas info    ://g' | cut -c1-200
 export PETAL_CUDA_REQUIRE=1
 cd $R/engine/cuda
 [ -n "$TESTS" ] && timeout ${TTIME:-240} $D/cuda.test -test.v -test.run "$TESTS" > $O/tests.txt 2>&1

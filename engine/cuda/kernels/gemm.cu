@@ -461,10 +461,12 @@ GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3, 0)
 GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4, 0)
 // Pipelined (PIPE = 1): the dequantisation of the next k-tile beside this
 // one's mma. p128 and p64 are m128 and m64 so; p128s4 keeps two k-tiles in
-// flight as m128 does (one block a multiprocessor).
+// flight as m128 does (one block a multiprocessor); p128w8 is m128w8 so
+// (8 warps of 64 x 32).
 GEMM_ENTRIES(p128, 128, 128, 2, 2, 3, 2, 1)
 GEMM_ENTRIES(p128s4, 128, 128, 2, 2, 4, 1, 1)
 GEMM_ENTRIES(p64, 64, 128, 2, 2, 4, 2, 1)
+GEMM_ENTRIES(p128w8, 128, 128, 2, 4, 3, 2, 1)
 // 256 weight rows a block (8 warps of 64 x 64): half the X bytes a product
 // of m128's, one block a multiprocessor.
 GEMM_ENTRIES(m128n256, 128, 256, 2, 4, 3, 1, 0)
