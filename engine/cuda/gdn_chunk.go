@@ -18,7 +18,9 @@ import (
 const (
 	deltaChunkPrepName     = "gdn_chunk_prep"
 	deltaChunkStateName    = "gdn_chunk_state"
+	deltaChunkStateILPName = "gdn_chunk_state_ilp"
 	deltaChunkStep         = deltaChunkPrepName + "+" + deltaChunkStateName
+	deltaChunkStepILP      = deltaChunkPrepName + "+" + deltaChunkStateILPName
 	deltaChunkTokens       = 32
 	deltaChunkSlice        = 32
 	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -67,50 +69,61 @@ func chunkableDelta(o *backend.DeltaRule) bool {
 // tokens (its own bar, deltaChunkBar, is 5e-5).
 const deltaChunkMinRows = 16
 
+// deltaStateILP chooses gdn_chunk_state_ilp for the state pass: its
+// products in four accumulators a tile (chains of 16 and 8 dependent mma
+// where gdn_chunk_state has 48). Off until measured; the tests run both.
+var deltaStateILP = false
+
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises
-// its kernels' shared-memory limits.
-func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, err error) {
-	if fn := b.fn[deltaChunkStateName]; fn != nil {
-		return b.fn[deltaChunkPrepName], fn, nil
+// its kernels' shared-memory limits; state is the kernel deltaStateILP
+// chooses, named by step.
+func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, step string, err error) {
+	stateName, step := deltaChunkStateName, deltaChunkStep
+	if deltaStateILP {
+		stateName, step = deltaChunkStateILPName, deltaChunkStepILP
 	}
-	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared()}
+	if fn := b.fn[stateName]; fn != nil {
+		return b.fn[deltaChunkPrepName], fn, step, nil
+	}
+	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared(),
+		deltaChunkStateILPName: deltaChunkStateShared()}
 	for name, need := range shared {
 		if max := b.ctx.Device().SharedOptIn; need > max {
-			return nil, nil, fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+			return nil, nil, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
 	ptx, err := kernels.PTX("gdn_chunk")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	m, err := b.ctx.LoadModule(ptx, "gdn_chunk")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return fns[deltaChunkPrepName], fns[deltaChunkStateName], nil
+	return fns[deltaChunkPrepName], fns[stateName], step, nil
 }
 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
 func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
-	prep, state, err := b.deltaChunkFunctions()
+	prep, state, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +131,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
-	return []step{{kernels: 2, name: deltaChunkStep, launch: func(s *driver.Stream) error {
+	return []step{{kernels: 2, name: name, launch: func(s *driver.Stream) error {
 		ws := p.scratch.Add(wsOff)
 		var a driver.Args
 		a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))

@@ -70,7 +70,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName} {
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName} {
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
 			t.Errorf("no entry point %s in the PTX", name)
 		}
@@ -131,15 +131,19 @@ func readGuarded(t *testing.T, b *Backend, buf backend.Buffer, n int, what strin
 // TestChunkedDeltaRuleMatchesReference: gdn_chunk over 16 to 512 tokens
 // (inside one block, across blocks, several blocks) from a
 // random state against the float64 reference, outputs and final state, on
-// the 35B head counts and an odd grouping, with graphs on and off.
+// the 35B head counts and an odd grouping, with graphs on and off, each
+// state kernel (deltaStateILP off and on).
 func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
-	for _, graphs := range []bool{true, false} {
+	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
+	for _, form := range []struct{ graphs, ilp bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+		graphs := form.graphs
+		deltaStateILP = form.ilp
 		o := DefaultOptions()
 		o.ChunkedDelta, o.Graphs = true, graphs
 		b := testBackend(t, o)
 		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
 			for _, rows := range []int{16, 31, 33, 100, 512} {
-				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, rows, graphs), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v ilp=%v", sh.name, rows, graphs, form.ilp), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv)))
 					c := newDeltaCase(b, rng, rows, sh.hk, sh.hv)
 					p, err := b.Compile([]backend.Op{c.o})
@@ -157,8 +161,12 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 // and checks its outputs and state against the float64 reference.
 func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase) {
 	t.Helper()
-	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{deltaChunkStep}) {
-		t.Fatalf("kernels %v, want %s", got, deltaChunkStep)
+	want := deltaChunkStep
+	if deltaStateILP {
+		want = deltaChunkStepILP
+	}
+	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
+		t.Fatalf("kernels %v, want %s", got, want)
 	}
 	if err := p.Run(); err != nil {
 		t.Fatal(err)
@@ -168,21 +176,29 @@ func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase
 	}
 	o := c.o
 	state := slices.Clone(c.state)
-	want := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, o.Rows, o.KeyHeads, GDNHeadDim, o.ValueHeads, GDNHeadDim)
-	withinBar(t, "out", readGuarded(t, b, c.outAll, len(want), "out"), want, deltaChunkBar)
+	ref := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, o.Rows, o.KeyHeads, GDNHeadDim, o.ValueHeads, GDNHeadDim)
+	withinBar(t, "out", readGuarded(t, b, c.outAll, len(ref), "out"), ref, deltaChunkBar)
 	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), deltaChunkBar)
 }
 
 // TestChunkedDeltaRuleLongPrefill: a chunk of 4096 tokens (--chunk 4096,
 // 128 blocks of tokens, a 285 MB workspace) on the 35B head counts holds
 // the same bar, and a second op of 512 rows compiled after it on the same
-// backend (its workspace in the same scratch) does too.
+// backend (its workspace in the same scratch) does too; each state kernel.
 func TestChunkedDeltaRuleLongPrefill(t *testing.T) {
+	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
+	for _, ilp := range []bool{false, true} {
+		deltaStateILP = ilp
+		longPrefill(t)
+	}
+}
+
+func longPrefill(t *testing.T) {
 	o := DefaultOptions()
 	o.ChunkedDelta = true
 	b := testBackend(t, o)
 	for _, rows := range []int{4096, 512} {
-		t.Run(fmt.Sprintf("%d rows", rows), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d rows ilp=%v", rows, deltaStateILP), func(t *testing.T) {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(7, uint64(rows))), rows, 16, 32)
 			p, err := b.Compile([]backend.Op{c.o})
 			if err != nil {
@@ -234,10 +250,14 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 }
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
-// shapes (32 value heads, 16 key heads) in both forms at 512 and 4096
+// shapes (32 value heads, 16 key heads) sequential, then chunked with each
+// state kernel (deltaStateILP off and on), at 512 and 4096
 // tokens: the median of 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
-	for _, chunked := range []bool{false, true} {
+	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
+	for _, form := range []struct{ chunked, ilp bool }{{false, false}, {true, false}, {true, true}} {
+		chunked := form.chunked
+		deltaStateILP = form.ilp
 		o := DefaultOptions()
 		o.ChunkedDelta = chunked
 		b := testBackend(t, o)

@@ -267,13 +267,27 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
   if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
 }
 
-// gdn_chunk_state advances rows a0..a0+GC_VT of value head j's state
-// (bid = j·(128/GC_VT) + a0/GC_VT) over the blocks of the workspace that
+// gc_mma3_split is mma_tf32x3 with its two small products summed in small
+// and the large one in big: two accumulators, two chains of dependent mma.
+static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, const TfA& a, const TfB& b) {
+  mma_tf32(small, a.lo, b.hi);
+  mma_tf32(small, a.hi, b.lo);
+  mma_tf32(big, a.hi, b.hi);
+}
+
+// gc_state advances rows a0..a0+GC_VT of value head j's state (bid =
+// j·(128/GC_VT) + a0/GC_VT) over the blocks of the workspace that
 // gdn_chunk_prep wrote, and writes those rows' outputs.
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                    int Hv) {
-  pdl_begin();
+//
+// A block walks the blocks of tokens one after another, so its time is the
+// chain of dependent products a block of tokens. ILP = 0 adds every product
+// into one accumulator a tile, in k order (W·S0ᵀ: 48 dependent mma). ILP =
+// 1 keeps the small and the large products apart and the even and odd
+// k-steps apart (four accumulators, chains of 16 and 8), adding them at
+// the end: the same products, float32 sums in another order.
+template <int ILP>
+static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, float* __restrict__ state,
+                                                float* __restrict__ out, int rows, int Hv) {
   extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
   if (gc_dyn_smem() < GC_STATE_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
   float* Sb = gc_state_smem;
@@ -313,11 +327,27 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
     {
       float cv[4] = {0.f, 0.f, 0.f, 0.f}, co[4] = {0.f, 0.f, 0.f, 0.f};
       const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
+      if (ILP) {
+        float vb[2][4] = {}, vs[2][4] = {}, ob[2][4] = {}, os[2][4] = {};
+#pragma unroll
+        for (int k0 = 0; k0 < GC_D; k0 += 8) {
+          const int par = (k0 >> 3) & 1;
+          const TfB b = gc_frag_b(S, k0, n0, lane);
+          gc_mma3_split(vb[par], vs[par], gc_frag_a(Wm, r0, k0, lane), b);
+          gc_mma3_split(ob[par], os[par], gc_frag_a(Qm, r0, k0, lane), b);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          cv[e] = (vs[0][e] + vs[1][e]) + (vb[0][e] + vb[1][e]);
+          co[e] = (os[0][e] + os[1][e]) + (ob[0][e] + ob[1][e]);
+        }
+      } else {
 #pragma unroll 4
-      for (int k0 = 0; k0 < GC_D; k0 += 8) {
-        const TfB b = gc_frag_b(S, k0, n0, lane);
-        mma_tf32x3(cv, gc_frag_a(Wm, r0, k0, lane), b);
-        mma_tf32x3(co, gc_frag_a(Qm, r0, k0, lane), b);
+        for (int k0 = 0; k0 < GC_D; k0 += 8) {
+          const TfB b = gc_frag_b(S, k0, n0, lane);
+          mma_tf32x3(cv, gc_frag_a(Wm, r0, k0, lane), b);
+          mma_tf32x3(co, gc_frag_a(Qm, r0, k0, lane), b);
+        }
       }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -335,8 +365,16 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
       const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
       float c[4] = {0.f, 0.f, 0.f, 0.f};
       const GcMat Mm{M, GC_LC, 1}, V{Vn, GC_LV, 1}, Vt{Vn, 1, GC_LV}, K{Kd, GC_LKD, 1};
+      if (ILP) {
+        float cb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) mma_tf32x3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3_split(cb, c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+#pragma unroll
+        for (int e = 0; e < 4; e++) c[e] += cb[e];
+      } else {
+#pragma unroll
+        for (int k0 = 0; k0 < GC_C; k0 += 8) mma_tf32x3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+      }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
@@ -347,11 +385,25 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
       for (int u = 0; u < 4; u++)
 #pragma unroll
         for (int e = 0; e < 4; e++) cs[u][e] = gl * Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)];
+      if (ILP) {
+        float css[4][4] = {};
 #pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) {
-        const TfA a = gc_frag_a(Vt, s0, k0, lane);
+        for (int k0 = 0; k0 < GC_C; k0 += 8) {
+          const TfA a = gc_frag_a(Vt, s0, k0, lane);
 #pragma unroll
-        for (int u = 0; u < 4; u++) mma_tf32x3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+          for (int u = 0; u < 4; u++) gc_mma3_split(cs[u], css[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) cs[u][e] += css[u][e];
+      } else {
+#pragma unroll
+        for (int k0 = 0; k0 < GC_C; k0 += 8) {
+          const TfA a = gc_frag_a(Vt, s0, k0, lane);
+#pragma unroll
+          for (int u = 0; u < 4; u++) mma_tf32x3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+        }
       }
 #pragma unroll
       for (int u = 0; u < 4; u++)
@@ -361,4 +413,20 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
     __syncthreads();
   }
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
+}
+
+// gdn_chunk_state (gc_state, ILP = 0) and gdn_chunk_state_ilp (ILP = 1):
+// GC_STATE_THREADS threads, GC_STATE_SHARED bytes of dynamic shared
+// memory, a block per (value head, slice of GC_VT state rows).
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
+    gdn_chunk_state(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                    int Hv) {
+  pdl_begin();
+  gc_state<0>(ws, state, out, rows, Hv);
+}
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
+    gdn_chunk_state_ilp(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                        int Hv) {
+  pdl_begin();
+  gc_state<1>(ws, state, out, rows, Hv);
 }
