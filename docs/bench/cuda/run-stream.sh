@@ -37,6 +37,8 @@ for spec in ${SPECS:-petal:cuda petal:cuda:moe=stream}; do
   timeout 120 $D/$bin bench --backend $be --synthetic qwen3.6-35b-a3b --max-context ${MAXCTX:-8192} --prompt-lengths ${PROMPTS:-512,1K,2K,4K} --context-lengths 256 --decode-tokens 8 --repeats 3 --out $O/bench-$f.json > $O/bench-$f.txt 2>&1
   echo "$spec"; grep -E "^ +[0-9]+K? |rror" $O/bench-$f.txt | head -12
 done
+# at most 8 files come back from $OUT: the benches' in one archive
+(cd $O && ls bench-* >/dev/null 2>&1 && tar czf bench.tgz bench-* && rm -f bench-*)
 # NCU=1: a profile of the first gate/up and the first down launch of s16 (TestMeasureGEMM's 512 tokens).
 for k in ${NCU:+gateup down}; do
   (cd $R/engine/cuda && PETAL_CUDA_BENCH=1 timeout 240 ncu --kernel-name gemm_${k}_s16 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
