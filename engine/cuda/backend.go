@@ -156,7 +156,6 @@ func (b *Backend) init() error {
 		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
 			return err
 		}
-		b.gemm.SetVariants(b.o.PipeTiles, b.o.WideTiles)
 		if err := b.gemm.Prepare(); err != nil {
 			return err
 		}

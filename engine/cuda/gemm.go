@@ -18,14 +18,10 @@ import (
 // A tile with Stream is gemm_stream's: its items are taken as a Reg tile's,
 // and it stages its X rows for all of K, so its shared memory depends on K
 // (sharedK).
-//
-// A tile with Pipe is gemm_tile's pipelined form: two dequantised W tiles,
-// the next k-tile's dequantised beside this one's mma. For gemm_tile's
-// tiles Blocks is the blocks a multiprocessor holds when not two.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
-	Reg, Stream, Pipe       bool
+	Reg, Stream             bool
 	Blocks                  int
 }
 
@@ -36,12 +32,6 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m64", BM: 64, BN: 128, Threads: 128, Stages: 3},
 	{Name: "m32", BM: 32, BN: 128, Threads: 128, Stages: 4},
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
-	{Name: "p128", BM: 128, BN: 128, Threads: 128, Stages: 3, Pipe: true},
-	{Name: "p128s4", BM: 128, BN: 128, Threads: 128, Stages: 4, Pipe: true, Blocks: 1},
-	{Name: "p64", BM: 64, BN: 128, Threads: 128, Stages: 4, Pipe: true},
-	{Name: "p128w8", BM: 128, BN: 128, Threads: 256, Stages: 3, Pipe: true},
-	{Name: "m128n256", BM: 128, BN: 256, Threads: 256, Stages: 3, Blocks: 1},
-	{Name: "p128n256", BM: 128, BN: 256, Threads: 256, Stages: 3, Pipe: true, Blocks: 1},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -111,7 +101,7 @@ func GEMMTileByName(name string) (GEMMTile, error) {
 func (t GEMMTile) String() string { return t.Name }
 
 // shared is GEMM_SHARED: the stages' X tiles, codes and scale/bias words,
-// and the dequantised bf16 W tile (two for a Pipe tile); for a Reg tile RQ_SHARED, its stages;
+// and the dequantised bf16 W tile; for a Reg tile RQ_SHARED, its stages;
 // for a Stream tile, its rings and X rows at K = 2048 (sharedK).
 func (t GEMMTile) shared() int { return t.sharedK(2048) }
 
@@ -124,11 +114,7 @@ func (t GEMMTile) sharedK(K int) int {
 	if t.Reg {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
-	wtiles := 1
-	if t.Pipe {
-		wtiles = 2
-	}
-	return t.Stages*(t.BM*128+t.BN*36) + wtiles*t.BN*128
+	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }
 
 // LoadGEMMModule loads the gemm kernels embedded in the binary.
@@ -152,33 +138,6 @@ type GEMM struct {
 	toBF16, route, combine  *driver.Function
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
-	pipe, wide              bool // SetVariants
-}
-
-// SetVariants chooses what takes the place of gemm_tile's m128 and m64
-// tiles wherever DenseTile or Variant picks them: pipe, their pipelined
-// forms (p128, p64: the next k-tile dequantised beside this one's mma);
-// wide, 256 weight rows a block for m128 (m128n256, or p128n256 with pipe).
-func (g *GEMM) SetVariants(pipe, wide bool) { g.pipe, g.wide = pipe, wide }
-
-// Variant is t, or what SetVariants puts in its place.
-func (g *GEMM) Variant(t GEMMTile) GEMMTile {
-	name := t.Name
-	switch {
-	case t.Name == "m128" && g.pipe && g.wide:
-		name = "p128n256"
-	case t.Name == "m128" && g.wide:
-		name = "m128n256"
-	case t.Name == "m128" && g.pipe:
-		name = "p128"
-	case t.Name == "m64" && g.pipe:
-		name = "p64"
-	}
-	v, err := GEMMTileByName(name)
-	if err != nil {
-		return t
-	}
-	return v
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -353,13 +312,11 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 
 // DenseTile is the tile shape chosen for an M×N output: the largest BM
 // whose grid still has a block for about every multiprocessor (the best or
-// within 9% of the best tile at every measured shape, run gemm1), or its
-// Variant.
+// within 9% of the best tile at every measured shape, run gemm1).
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	sms := g.c.Device().SMs
 	for _, name := range []string{"m128", "m64", "m32"} {
 		t, _ := GEMMTileByName(name)
-		t = g.Variant(t)
 		if 10*((M+t.BM-1)/t.BM)*((N+t.BN-1)/t.BN) >= 9*sms {
 			return t
 		}

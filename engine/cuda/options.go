@@ -59,12 +59,6 @@ type Options struct {
 	// QLinearGroup's grouped launch too: not yet run on a GPU, so off by
 	// default.
 	SplitK, SplitKGroups bool
-	// PipeTiles (gemmpipe=on) runs prefill's GEMMs of 64 and more rows a
-	// tile on gemm_tile's pipelined form (the next k-tile's weights
-	// dequantised beside this one's mma, one barrier a k-tile); WideTiles
-	// (gemmn=256) gives the 128-row tile 256 weight rows a block instead
-	// of 128 (half the X bytes a product). Both off until measured.
-	PipeTiles, WideTiles bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
 	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
@@ -151,8 +145,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7 % less time than smem at 512 tokens on an H100 with the bench's evenly routed tokens, not yet measured on skewed routing; default smem), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too, not yet run on a GPU; default on), ` +
-	`gemmpipe=on|off (prefill's GEMMs of 64 and more rows a tile dequantising the next k-tile's weights beside this one's products; default off), ` +
-	`gemmn=128|256 (weight rows a block of the 128-row GEMM tile; default 128), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -228,11 +220,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: splitk=%q: want on, off or all", kv.Value)
 			}
-		case "gemmpipe":
-			o.PipeTiles, err = kv.On("cuda")
-		case "gemmn":
-			first, err = kv.Is("cuda", "128", "256")
-			o.WideTiles = !first
 		case "attn":
 			switch kv.Value {
 			case "flash", "wide":

@@ -42,15 +42,7 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=on, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	for _, c := range []struct {
-		key, value string
-		pipe, wide bool
-	}{{"gemmpipe", "on", true, false}, {"gemmpipe", "off", false, false}, {"gemmn", "256", false, true}, {"gemmn", "128", false, false}} {
-		if o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}}); err != nil || o.PipeTiles != c.pipe || o.WideTiles != c.wide {
-			t.Errorf("%s=%s: PipeTiles %v, WideTiles %v, %v; want %v, %v", c.key, c.value, o.PipeTiles, o.WideTiles, err, c.pipe, c.wide)
-		}
-	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemmpipe", "yes"}, {"gemmn", "64"}} {
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

@@ -192,7 +192,6 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	if tile.Stream && !b.gemm.StreamFits(tile, H, I) {
 		tile = MoETile(rows, E, MoESmem)
 	}
-	tile = b.gemm.Variant(tile)
 	pairs := rows * MoETopK
 	maxTiles := ceil(pairs, tile.BM) + E
 	var off int64

@@ -163,9 +163,8 @@ static __device__ __forceinline__ void store_item(void* __restrict__ Y, int N, f
     }
 }
 
-// Shared bytes: STAGES x (X tile, codes, scale/bias) and the bf16 W tile
-// (two of them when pipelined, PIPE = 1).
-#define GEMM_SHARED(BM, BN, S, PIPE) ((S) * ((BM) * 128 + (BN) * 36) + (1 + (PIPE)) * (BN) * 128)
+// Shared bytes: STAGES x (X tile, codes, scale/bias) and the bf16 W tile.
+#define GEMM_SHARED(BM, BN, S) ((S) * ((BM) * 128 + (BN) * 36) + (BN) * 128)
 
 // gemm_tile is one block's BM x BN output tile. Dense: rows m0.. of X and Y,
 // rows n0.. of W. Grouped (gate/up, down): the tile map entry blockIdx.y
@@ -175,15 +174,7 @@ static __device__ __forceinline__ void store_item(void* __restrict__ Y, int N, f
 // Dense with a grid of Z > 1 (split-K): block z sums k-tiles [z·KT/Z,
 // (z+1)·KT/Z) only and writes them to Y + z·M·N, partials that
 // gemm_sum_splits adds in z order.
-//
-// PIPE = 0: each k-tile is dequantised by all warps, a barrier, then its
-// mma; two barriers a k-tile, the tensor cores idle while the block
-// dequantises. PIPE = 1: two W tiles; the mma of k-tile kt read one while
-// the same warps dequantise k-tile kt+1 into the other, its work spread
-// over kt's four k-steps so that the ALU and the tensor cores run side by
-// side; one barrier a k-tile. Its copies must land a k-tile earlier, so
-// S stages keep S-2 k-tiles in flight instead of S-1.
-template <int BM, int BN, int WM, int WN, int S, int MODE, int PIPE>
+template <int BM, int BN, int WM, int WN, int S, int MODE>
 static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                  const u32* __restrict__ W, const u32* __restrict__ SB,
                                                  const u32* __restrict__ W2, const u32* __restrict__ SB2,
@@ -305,58 +296,31 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
 
-  // dequant writes item j of this thread's share of k-tile kt's codes
-  // (its stage kt % S) into the W tile at wt: 8 weights of one row.
-  constexpr int DQ = BN * 8 / NTHREADS;  // code words a thread a k-tile
-  static_assert(!PIPE || DQ % 4 == 0, "a pipelined tile spreads a thread's words over 4 k-steps");
-  static_assert(!PIPE || S >= 3, "a pipelined tile needs a k-tile in flight beyond the next");
-  auto dequant = [&](int kt, u32 wt, int j) __attribute__((always_inline)) {
-    const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
-    const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
-    u32 o[4];
-    dequant8(((const u32*)codes)[i], ((const u32*)(codes + C_BYTES))[row], o);
-    st_shared_v4(wt + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
-  };
-  const int nkt = kt1 - kt0;
-
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
-  if (PIPE && nkt > 0) {
-    cp_wait<S - 2>();
-    __syncthreads();  // k-tile 0's copies visible to all
-#pragma unroll
-    for (int j = 0; j < DQ; j++) dequant(0, bsm, j);
-  }
 
-  for (int kt = 0; kt < nkt; kt++) {
-    u32 wcur = bsm, wnext = bsm;
-    if (PIPE) {
-      cp_wait<(PIPE ? S - 3 : 0)>();
-      // Every thread's copies of tile kt+1 have landed, W tile kt is
-      // written, and every warp is done with tile kt-1 (its stage and its
-      // W tile, the one tile kt+1 goes to, are free).
-      __syncthreads();
-      wcur = bsm + (kt & 1) * BN * 128, wnext = bsm + ((kt + 1) & 1) * BN * 128;
-    } else {
-      cp_wait<S - 2>();
-      // Every thread's copies of tile kt have landed, and every warp is done
-      // with tile kt-1 (its stage and the W tile are free).
-      __syncthreads();
-    }
+  for (int kt = 0; kt < kt1 - kt0; kt++) {
+    cp_wait<S - 2>();
+    // Every thread's copies of tile kt have landed, and every warp is done
+    // with tile kt-1 (its stage and the W tile are free).
+    __syncthreads();
     load(kt + S - 1);
     const u32 st = sbase + (kt % S) * STAGE;
-    if (!PIPE) {
+    {
+      const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
+      const u32* cw = (const u32*)codes;
+      const u32* sbw = (const u32*)(codes + C_BYTES);
 #pragma unroll
-      for (int j = 0; j < DQ; j++) dequant(kt, bsm, j);
-      __syncthreads();
+      for (int j = 0; j < BN * 8 / NTHREADS; j++) {
+        const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
+        u32 o[4];
+        dequant8(cw[i], sbw[row], o);
+        st_shared_v4(bsm + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
+      }
     }
-    const bool more = kt + 1 < nkt;
+    __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
-      if (PIPE && more) {
-#pragma unroll
-        for (int j = ks * DQ / 4; j < (ks + 1) * DQ / 4; j++) dequant(kt + 1, wnext, j);
-      }
       u32 a[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -367,7 +331,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       for (int np = 0; np < NT / 2; np++) {
         const int row = wn * TN + np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
         u32 b0, b1, b2, b3;
-        ldsm_x4(wcur + row * 128 + ((ch ^ (row & 7)) << 4), b0, b1, b2, b3);
+        ldsm_x4(bsm + row * 128 + ((ch ^ (row & 7)) << 4), b0, b1, b2, b3);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
           mma_bf16(acc[mt][2 * np], a[mt], b0, b1);
@@ -412,16 +376,16 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 
 
 // Entry points, one per tile shape and mode. Launch with WM*WN*32 threads,
-// GEMM_SHARED(BM, BN, S, PIPE) bytes of dynamic shared memory; grid x = N/BN
+// GEMM_SHARED(BM, BN, S) bytes of dynamic shared memory; grid x = N/BN
 // (gate/up: N/(BN/2)) rounded up, grid y = M/BM rounded up (grouped: the
 // tile map's upper bound, blocks past ntiles return). K % 64 == 0, N % 8 ==
 // 0, X and the weights 16-byte aligned. gemm_group_<tile>: the dense GEMMs
 // of a QMVGroup (device.h) in one launch, grid x the sum over its matrices of their
 // rows / BN rounded up (each block finds its matrix), grid y as dense.
-#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, PIPE)                                                             \
+#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) { pdl_begin();            \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, PIPE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_group_##NAME(const QMVGroup g, const u16* X, int M, int K) {                                         \
@@ -439,38 +403,26 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     float* Y = g.y[0];                                                                                           \
     _Pragma("unroll") for (int i = 1; i < QMV_GROUP; i++) if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];    \
     if (at < 0) return;                                                                                          \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, PIPE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \
                          const int* ntiles) { pdl_begin();                                                       \
-    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP, PIPE>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles,  \
+    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles,  \
                                               PETAL_BID_X());                                                    \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,     \
                        const int* offsets, const int* ntiles) { pdl_begin();                                     \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN, PIPE>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, PETAL_BID_X()); \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, PETAL_BID_X()); \
   }
 
-GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2, 0)
-GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2, 0)
-GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3, 0)
-GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3, 0)
-GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4, 0)
-// Pipelined (PIPE = 1): the dequantisation of the next k-tile beside this
-// one's mma. p128 and p64 are m128 and m64 so; p128s4 keeps two k-tiles in
-// flight as m128 does (one block a multiprocessor); p128w8 is m128w8 so
-// (8 warps of 64 x 32).
-GEMM_ENTRIES(p128, 128, 128, 2, 2, 3, 2, 1)
-GEMM_ENTRIES(p128s4, 128, 128, 2, 2, 4, 1, 1)
-GEMM_ENTRIES(p64, 64, 128, 2, 2, 4, 2, 1)
-GEMM_ENTRIES(p128w8, 128, 128, 2, 4, 3, 2, 1)
-// 256 weight rows a block (8 warps of 64 x 64): half the X bytes a product
-// of m128's, one block a multiprocessor.
-GEMM_ENTRIES(m128n256, 128, 256, 2, 4, 3, 1, 0)
-GEMM_ENTRIES(p128n256, 128, 256, 2, 4, 3, 1, 1)
+GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2)
+GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2)
+GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3)
+GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3)
+GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
 
 // gemm_sum_splits: y_i[M, N_i] = the sum over z of a split-K launch's
 // partials, for the matrices of g (y: the outputs; start: their rows):
