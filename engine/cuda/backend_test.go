@@ -807,7 +807,11 @@ func TestMeasureRouter(t *testing.T) {
 					t.Fatal(err)
 				}
 				d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
-				splits := routerSplits(ceil(E, tile)*ceil(rows, tile), C/64, b.ctx.Device().SMs)
+				weight := 1
+				if tile == 64 {
+					weight = routerWideWeight
+				}
+				splits := routerSplits(weight*ceil(E, tile)*ceil(rows, tile), C/64, b.ctx.Device().SMs)
 				t.Logf("router %4d rows, %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, tile, tile, per, splits, d.Seconds()*1e6)
 			}
 		}

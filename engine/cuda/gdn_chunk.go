@@ -71,8 +71,10 @@ const deltaChunkMinRows = 16
 
 // deltaStateILP chooses gdn_chunk_state_ilp for the state pass: its
 // products in four accumulators a tile (chains of 16 and 8 dependent mma
-// where gdn_chunk_state has 48). Off until measured; the tests run both.
-var deltaStateILP = false
+// where gdn_chunk_state has 48). On an H100 (docs/bench/cuda/2026-12-06-
+// pipe1) the delta rule of 4096 tokens took 865 us against 922, of 512
+// tokens 128 against 133; the tests run both.
+var deltaStateILP = true
 
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises

@@ -373,12 +373,12 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
 		f64, gemm, threads = true, "qgemm_f64", 128
-		tile := 32
+		tile, weight := 32, 1
 		if routerWide(ceil(E, 64)*ceil(rows, 64), b.ctx.Device().SMs) {
-			gemm, tile, shared = "qgemm_f64_w", 64, qfWideShared
+			gemm, tile, shared, weight = "qgemm_f64_w", 64, qfWideShared, routerWideWeight
 		}
 		tiles := ceil(E, tile) * ceil(rows, tile)
-		if splits = routerSplits(tiles, C/64, b.ctx.Device().SMs); splits > 1 {
+		if splits = routerSplits(weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(&off, 8*int64(splits*rows*E))
 		}
 		grid = driver.Dim3{X: ceil(E, tile), Y: ceil(rows, tile), Z: splits}
@@ -415,9 +415,18 @@ var routerBlocks = func(sms int) int { return 4 * sms }
 const qfWideShared = 2 * 64 * 68 * 8
 
 // routerWide says whether the router's logits take qgemm_f64_w (64 x 64
-// blocks, half the fragment loads a product) for tiles64 such blocks: not
-// yet, until it has run on a GPU (its test and TestMeasureRouter force it).
-var routerWide = func(tiles64, sms int) bool { return false }
+// blocks, half the fragment loads a product) for tiles64 such blocks: from
+// a third of a block a multiprocessor (1024 rows of 256 experts). On an
+// H100 (docs/bench/cuda/2026-12-06-pipe1, TestMeasureRouter, route_select
+// included): 4096 rows 226 us against qgemm_f64's 265, 1024 rows 75
+// against 81; 512 rows 51 against 50, so narrower prompts keep qgemm_f64.
+var routerWide = func(tiles64, sms int) bool { return 3*tiles64 >= sms }
+
+// routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
+// (four times a qgemm_f64 block's work): at two, its best split counts
+// measured (4 at 1024 rows, 1 at 4096; splitting 4096 rows in two took 243
+// us against 226).
+const routerWideWeight = 2
 
 // routerSplits: how many ways qgemm_f64 splits the router's groups of 64
 // columns for tiles blocks (of 32 x 32 logits, or 64 x 64 for

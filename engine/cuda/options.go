@@ -36,7 +36,10 @@ type Options struct {
 	// tiles use; MoEReg, gemm_rq, which dequantises each thread's weights
 	// in registers as the mma's operands; MoEStream, gemm_stream, whose
 	// warps stream their own weight rows with no barrier in the k loop,
-	// 16 rows a tile. The same products and float32 sums, in another order.
+	// 16 rows a tile, the default: the MoE at 512 tokens 7-14 % faster
+	// than MoESmem's m32 on an H100 with even and skewed routing
+	// (2026-12-06-report6, -pipe1). The same products and float32 sums, in
+	// another order.
 	MoE MoEKernel
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
@@ -55,9 +58,9 @@ type Options struct {
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
 	// walking all of K) several ways, the partials added in order by a
-	// second kernel (GEMM.DenseSplit). SplitKGroups (splitk=all) splits a
-	// QLinearGroup's grouped launch too: not yet run on a GPU, so off by
-	// default.
+	// second kernel (GEMM.DenseSplit). SplitKGroups (splitk=all, the
+	// default) splits a QLinearGroup's grouped launch too: a prompt of 16
+	// tokens 12.3 ms against 14.2 unsplit on an H100 (2026-12-06-report6).
 	SplitK, SplitKGroups bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
@@ -130,7 +133,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoESmem, GroupGEMM: true, FlashWide: true, SplitK: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -142,9 +145,9 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; default tc), ` +
-	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7 % less time than smem at 512 tokens on an H100 with the bench's evenly routed tokens, not yet measured on skewed routing; default smem), ` +
+	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
-	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too, not yet run on a GPU; default on), ` +
+	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +

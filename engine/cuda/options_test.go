@@ -15,7 +15,7 @@ func TestParseOptionsChoices(t *testing.T) {
 		pdl, some  bool
 		moe        MoEKernel
 	}{
-		{"pdl", "off", false, false, MoESmem}, {"pdl", "on", true, false, MoESmem}, {"pdl", "some", true, true, MoESmem},
+		{"pdl", "off", false, false, MoEStream}, {"pdl", "on", true, false, MoEStream}, {"pdl", "some", true, true, MoEStream},
 		{"moe", "smem", true, true, MoESmem}, {"moe", "reg", true, true, MoEReg}, {"moe", "stream", true, true, MoEStream},
 	} {
 		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
@@ -26,8 +26,8 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoE %v", c.key, c.value, o.PDL, o.PDLSome, o.MoE)
 		}
 	}
-	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoESmem {
-		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=some and moe=smem", d.PDL, d.PDLSome, d.MoE)
+	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoEStream {
+		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=some and moe=stream", d.PDL, d.PDLSome, d.MoE)
 	}
 	for v, want := range map[string]bool{"group": true, "apart": false} {
 		if o, err := ParseOptions([]backend.Option{{Key: "linears", Value: v}}); err != nil || o.GroupGEMM != want {
@@ -39,8 +39,8 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("splitk=%s: SplitK %v, SplitKGroups %v, %v; want %v", v, o.SplitK, o.SplitKGroups, err, want)
 		}
 	}
-	if d := DefaultOptions(); !d.SplitK || d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
-		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=on, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
+	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
+		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
 	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
@@ -94,6 +94,23 @@ func TestSplitCounts(t *testing.T) {
 	}{{16, 16}, {64, 16}, {512, 4}, {1024, 2}, {4096, 1}} {
 		if got := routerSplits(8*ceil(c.rows, 32), 32, 132); got != c.want {
 			t.Errorf("router at %d rows: %d splits, want %d", c.rows, got, c.want)
+		}
+	}
+	// qgemm_f64_w from 1024 rows, its blocks counted twice: the best
+	// measured (2026-12-06-pipe1: 4 splits at 1024 rows, 1 at 4096)
+	for _, c := range []struct {
+		rows   int
+		wide   bool
+		splits int
+	}{{512, false, 4}, {1024, true, 4}, {4096, true, 1}} {
+		tiles64 := 4 * ceil(c.rows, 64)
+		if got := routerWide(tiles64, 132); got != c.wide {
+			t.Errorf("router at %d rows: wide %v, want %v", c.rows, got, c.wide)
+		}
+		if c.wide {
+			if got := routerSplits(routerWideWeight*tiles64, 32, 132); got != c.splits {
+				t.Errorf("router at %d rows, wide: %d splits, want %d", c.rows, got, c.splits)
+			}
 		}
 	}
 }
