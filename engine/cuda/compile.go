@@ -77,6 +77,7 @@ func (b *Backend) Kernels(p backend.Program) int {
 // whose shapes they take, the plain ones of ops.cu otherwise) after
 // checking its buffers, and captures the launches as a graph.
 func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
+	start := time.Now()
 	p := &program{b: b, ops: slices.Clone(ops)}
 	for i := 0; i < len(p.ops); i++ {
 		op := p.ops[i]
@@ -113,6 +114,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	if len(ops) > 0 {
 		p.desc = fmt.Sprintf("of %d ops (%s .. %s)", len(ops), backend.LabelOf(ops[0]), backend.LabelOf(ops[len(ops)-1]))
 	}
+	lowered := time.Since(start)
 	var err error
 	if p.scratchNeed > 0 {
 		if p.scratch, err = b.grow(&b.scratch, p.scratchNeed, "scratch"); err != nil {
@@ -147,7 +149,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if p.graph {
 			how = "one CUDA graph from its second run"
 		}
-		fmt.Fprintf(os.Stderr, "cuda: compiled a program %s into %d kernels, %s\n", p.desc, p.kernels, how)
+		// the host's time: lowering the ops, then the scratch, tables
+		// and marker (device allocations where they grow)
+		fmt.Fprintf(os.Stderr, "cuda: compiled a program %s into %d kernels, %s, in %.2f ms (lowering %.2f, memory %.2f)\n",
+			p.desc, p.kernels, how, ms(time.Since(start)), ms(lowered), ms(time.Since(start)-lowered))
 	}
 	return p, nil
 }
@@ -307,3 +312,5 @@ func (p *program) constant(data []byte) int64 {
 	p.constBytes = append(p.constBytes, data...)
 	return int64(at)
 }
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }

@@ -153,7 +153,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
-	`verbose=on|off (a line per compiled program on stderr; default off)`
+	`verbose=on|off (a line per compiled program on stderr: its ops, kernels and the host's milliseconds lowering it and allocating its memory; default off)`
 
 // ParseOptions reads the options of a backend Spec named cuda.
 func ParseOptions(opts []backend.Option) (Options, error) {
