@@ -18,10 +18,13 @@ import (
 // A tile with Stream is gemm_stream's: its items are taken as a Reg tile's,
 // and it stages its X rows for all of K, so its shared memory depends on K
 // (sharedK).
+//
+// A tile with WG is gemm_wg.cu's: gemm_tile with its products on wgmma
+// (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA).
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
-	Reg, Stream             bool
+	Reg, Stream, WG         bool
 	Blocks                  int
 }
 
@@ -32,6 +35,13 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m64", BM: 64, BN: 128, Threads: 128, Stages: 3},
 	{Name: "m32", BM: 32, BN: 128, Threads: 128, Stages: 4},
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
+}
+
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1): written,
+// in the GEMM tests and TestMeasureGEMM, not yet run on a GPU, and chosen
+// by nothing yet.
+var WGMMATiles = []GEMMTile{
+	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -88,9 +98,10 @@ func (t GEMMTile) itemOutputs(gateUp bool) int {
 // allGEMMTiles is GEMMTiles, MoERegTiles and MoEStreamTiles.
 func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, MoEStreamTiles) }
 
-// GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles or MoEStreamTiles.
+// GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles,
+// MoEStreamTiles or WGMMATiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range allGEMMTiles() {
+	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles) {
 		if t.Name == name {
 			return t, nil
 		}
@@ -114,6 +125,9 @@ func (t GEMMTile) sharedK(K int) int {
 	if t.Reg {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
+	if t.WG { // stages 1024-byte aligned, the wgmma swizzle's period
+		return t.Stages*((t.BM*128+t.BN*36+1023)/1024*1024) + t.BN*128
+	}
 	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }
 
@@ -125,6 +139,47 @@ func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
 	}
 	return c.LoadModule(ptx, "gemm")
 }
+
+// LoadGEMMWGModule loads gemm_wg.cu's kernels (sm_90a PTX: a GPU of
+// compute capability 9.0 only).
+func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
+	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
+		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
+	}
+	ptx, err := kernels.PTX("gemm_wg")
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(ptx, "gemm_wg")
+}
+
+// AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
+func (g *GEMM) AddWGMMA(mod *driver.Module) error {
+	for _, t := range WGMMATiles {
+		var k gemmKernels
+		for _, f := range []struct {
+			dst  **driver.Function
+			name string
+		}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
+			fn, err := mod.Function(f.name + t.Name)
+			if err != nil {
+				return err
+			}
+			*f.dst = fn
+		}
+		g.tiles[t.Name] = k
+		g.wg = append(g.wg, t)
+	}
+	return nil
+}
+
+// DenseTiles are the tiles of Dense and DenseGroup here: GEMMTiles, and
+// WGMMATiles once added.
+func (g *GEMM) DenseTiles() []GEMMTile { return slices.Concat(GEMMTiles, g.wg) }
+
+// AllTiles are every tile of the grouped MoE GEMMs here: allGEMMTiles, and
+// WGMMATiles once added.
+func (g *GEMM) AllTiles() []GEMMTile { return slices.Concat(allGEMMTiles(), g.wg) }
 
 type gemmKernels struct {
 	dense, group, gateUp, down *driver.Function
@@ -138,6 +193,7 @@ type GEMM struct {
 	toBF16, route, combine  *driver.Function
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
+	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -252,7 +308,7 @@ func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
 // Prepare raises every tile's shared-memory limit now, so that no launch
 // recorded into a CUDA graph changes a function's attributes.
 func (g *GEMM) Prepare() error {
-	for _, t := range allGEMMTiles() {
+	for _, t := range g.AllTiles() {
 		for _, kind := range []string{"dense", "group", "gateup", "down"} {
 			if t.Reg && (kind == "dense" || kind == "group") {
 				continue

@@ -25,6 +25,11 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
+	for _, tile := range WGMMATiles {
+		if s := tile.shared(); 2*s > 227<<10 || (tile.BM*128+tile.BN*36)%16 != 0 {
+			t.Errorf("wgmma tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
+		}
+	}
 	for _, tile := range slices.Concat(MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
@@ -175,6 +180,11 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d := c.Device(); d.Major == 9 && d.Minor == 0 { // the wgmma tiles too
+		if err := g.AddWGMMA(loadModule(t, LoadGEMMWGModule, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return g
 }
 
@@ -256,7 +266,7 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 		parts := newBuf(t, c, s, 8*513*N, "partials")
 		for _, M := range gemmMs {
 			ref := denseReference(w, wb, x, xb, K, N, checkRows(rng, M))
-			for _, tile := range GEMMTiles {
+			for _, tile := range g.DenseTiles() {
 				y.Poison(t, s)
 				if err := g.Dense(s, tile, qm, xh.P, y.P, M); err != nil {
 					t.Fatal(err)
@@ -285,7 +295,7 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	for _, tile := range GEMMTiles {
+	for _, tile := range g.DenseTiles() {
 		e := worst[tile.Name]
 		t.Logf("worst %-7s: err/Σ|wx| vs bf16-input f64 %.2e; rel L2 vs f64 %.2e, vs f32 %.2e", tile, e.bf, e.l2_64, e.l2_32)
 	}
@@ -517,7 +527,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		out := newBuf(t, c, s, T*H, "out")
 		tiles := []GEMMTile{MoETile(T, E, MoEStream)}
 		if T == 100 || T == 512 {
-			tiles = allGEMMTiles()
+			tiles = g.AllTiles()
 		}
 		// Reference tokens: all of a few, else a sample.
 		toks := checkRows(rng, T)
@@ -769,7 +779,7 @@ func (r *moeRef) compare(h, out []float32, pos []int32, I, H int, down *quant.Ma
 // tokens over 256 experts, in TFLOP/s (PETAL_CUDA_BENCH=1).
 func TestMeasureGEMM(t *testing.T) {
 	c, s, g, rng, up := gemmHarness(t, benchOnly(t))
-	allTiles := allGEMMTiles()
+	allTiles := g.AllTiles()
 	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
 			if tile.Reg && kind == "dense" {
@@ -802,7 +812,7 @@ func TestMeasureGEMM(t *testing.T) {
 		for _, M := range []int{512, 4096} {
 			flop := 2 * float64(M) * float64(sh.N) * float64(sh.K)
 			line := fmt.Sprintf("dense %-20s M=%-4d", sh.name, M)
-			for _, tile := range GEMMTiles {
+			for _, tile := range g.DenseTiles() {
 				d := timeLaunches(t, c, s, 20, func() error { return g.Dense(s, tile, qm, xh.P, y.P, M) })
 				line += fmt.Sprintf(" %s %6.1f µs %4.0f TF/s |", tile, float64(d.Nanoseconds())/1e3, flop/d.Seconds()/1e12)
 			}

@@ -119,6 +119,43 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
   out[3] = prmt(p[2], p[3], 0x7632u);  // (w6, w7)
 }
 
+// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1) ----
+//
+// A warpgroup (the block's 4 warps) multiplies a 64 x 128 tile of X by the
+// 128 x 16 slice of the W tile in one wgmma.mma_async, both operands read
+// from shared memory through descriptors. gemm_tile's tiles are already
+// the canonical K-major layout with the 128-byte swizzle: rows of 128
+// bytes (64 bf16 of k), chunk c of row r at c ^ (r & 7), from a base
+// 1024-byte aligned; 8-row groups 1024 bytes apart (the stride byte
+// offset); a k-step of 16 further along a row is 32 bytes more on the
+// start address.
+static __device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+  return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// fence_proxy_async orders this thread's writes to shared memory (st.shared,
+// cp.async) before the async proxy's reads (wgmma's operands).
+static __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// wg_keep pins the accumulators in their registers at this point (wgmma
+// writes them asynchronously: no copy may be scheduled across the wait).
+static __device__ __forceinline__ void wg_keep(float* d) {
+#pragma unroll
+  for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+// wg_mma_n128 adds A[64 x 16] · B[128 x 16]^T to d (64 floats a thread: n8
+// tile j's four at d[4j..4j+3], rows 16·warp + g (+8 for the last two),
+// columns 8j + 2c, +1), A and B given by their descriptors.
+static __device__ __forceinline__ void wg_mma_n128(float* d, unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b)
+      : "memory");
+}
+
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
@@ -174,7 +211,7 @@ static __device__ __forceinline__ void store_item(void* __restrict__ Y, int N, f
 // Dense with a grid of Z > 1 (split-K): block z sums k-tiles [z·KT/Z,
 // (z+1)·KT/Z) only and writes them to Y + z·M·N, partials that
 // gemm_sum_splits adds in z order.
-template <int BM, int BN, int WM, int WN, int S, int MODE>
+template <int BM, int BN, int WM, int WN, int S, int MODE, int WG = 0>
 static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                  const u32* __restrict__ W, const u32* __restrict__ SB,
                                                  const u32* __restrict__ W2, const u32* __restrict__ SB2,
@@ -184,9 +221,14 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NTHREADS = WM * WN * 32;
   constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
-  constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = A_BYTES + BN * 36;
+  // WG: stages 1024-byte aligned, the swizzle's period (GEMM_SHARED_WG)
+  constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = WG ? (A_BYTES + BN * 36 + 1023) / 1024 * 1024 : A_BYTES + BN * 36;
+  static_assert(!WG || (BM % 64 == 0 && BN == 128 && WM * WN == 4), "wgmma: one warpgroup, 64-row slabs, 128 weight rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
+  // the descriptors assume the swizzle's alignment (the dynamic shared
+  // memory's base: this kernel has no static shared memory)
+  if (WG && (sbase & 1023)) __builtin_trap();
   const u32 bsm = sbase + S * STAGE;  // dequantised W tile
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
@@ -288,13 +330,20 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     cp_commit();
   };
 
-  float acc[MT][NT][4];
+  constexpr int AM = WG ? 1 : MT, AN = WG ? 1 : NT;  // mma.sync's accumulators (one unused tile under WG)
+  float acc[AM][AN][4];
 #pragma unroll
-  for (int i = 0; i < MT; i++)
+  for (int i = 0; i < AM; i++)
 #pragma unroll
-    for (int j = 0; j < NT; j++)
+    for (int j = 0; j < AN; j++)
 #pragma unroll
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+  constexpr int WS = WG ? BM / 64 : 1;
+  float wacc[WS][64];  // WG: 64-row slab m's accumulators
+#pragma unroll
+  for (int m = 0; m < WS; m++)
+#pragma unroll
+    for (int i = 0; i < 64; i++) wacc[m][i] = 0.f;
 
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
@@ -318,6 +367,21 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         st_shared_v4(bsm + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
       }
     }
+    if constexpr (WG) {
+      // the X tile (cp.async) and the W tile (st.shared) to the async
+      // proxy, then every thread's parts visible to the warpgroup
+      fence_proxy_async();
+      __syncthreads();
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + m * 64 * 128 + ks * 32), wg_desc(bsm + ks * 32));
+      wg_commit();
+      wg_wait0();  // the tiles are rewritten after the next barrier
+#pragma unroll
+      for (int m = 0; m < WS; m++) wg_keep(wacc[m]);
+    } else {
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
@@ -339,12 +403,43 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         }
       }
     }
+    }
   }
   cp_wait<0>();
-
+  const int g = lane >> 2, c = lane & 3;
+  if constexpr (WG) {
+    // wacc[m][4j + i]: row 64m + 16·warp + g (+8 for i >= 2), column 8j +
+    // 2c + (i & 1); gate/up, n8 tiles 2q and 2q+1 are the gate and the up
+    // rows of outputs 8q ..
+#pragma unroll
+    for (int m = 0; m < WS; m++)
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int r = r0 + 64 * m + 16 * warp + g + 8 * half;
+        if (r >= rend) continue;
+        if (MODE == MODE_GATEUP) {
+          u16* h = (u16*)Y + (long long)r * N;
+#pragma unroll
+          for (int q = 0; q < 8; q++) {
+            const int n = n0 + q * 8 + 2 * c;
+            if (n >= N) continue;
+            store_swiglu(h, n, wacc[m][8 * q + 2 * half], wacc[m][8 * q + 2 * half + 1], wacc[m][8 * q + 4 + 2 * half],
+                         wacc[m][8 * q + 4 + 2 * half + 1]);
+          }
+        } else {
+          float* y = (float*)Y + (long long)r * N;
+#pragma unroll
+          for (int j = 0; j < 16; j++) {
+            const int n = n0 + j * 8 + 2 * c;
+            if (n >= N) continue;
+            float2v v = {wacc[m][4 * j + 2 * half], wacc[m][4 * j + 2 * half + 1]};
+            *(float2v*)(y + n) = v;
+          }
+        }
+      }
+  } else {
   // Epilogue: fragment element (i, j) of acc[mt][nt] is row g (+8 for
   // j >= 2), column 2c + (j & 1) of the 16x8 tile.
-  const int g = lane >> 2, c = lane & 3;
 #pragma unroll
   for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -372,6 +467,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       }
     }
   }
+  }
 }
 
 
@@ -382,10 +478,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 // 0, X and the weights 16-byte aligned. gemm_group_<tile>: the dense GEMMs
 // of a QMVGroup (device.h) in one launch, grid x the sum over its matrices of their
 // rows / BN rounded up (each block finds its matrix), grid y as dense.
-#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB)                                                             \
+#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)                                                             \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) { pdl_begin();            \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, WG>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_group_##NAME(const QMVGroup g, const u16* X, int M, int K) {                                         \
@@ -403,26 +499,29 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     float* Y = g.y[0];                                                                                           \
     _Pragma("unroll") for (int i = 1; i < QMV_GROUP; i++) if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];    \
     if (at < 0) return;                                                                                          \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, WG>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \
                          const int* ntiles) { pdl_begin();                                                       \
-    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles,  \
+    gemm_tile<BM, BN, WM, WN, S, MODE_GATEUP, WG>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets, ntiles,  \
                                               PETAL_BID_X());                                                    \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,     \
                        const int* offsets, const int* ntiles) { pdl_begin();                                     \
-    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, PETAL_BID_X()); \
+    gemm_tile<BM, BN, WM, WN, S, MODE_DOWN, WG>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, PETAL_BID_X()); \
   }
 
-GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2)
-GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2)
-GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3)
-GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3)
-GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4)
+// gemm_wg.cu includes this file for gemm_tile and its helpers, and makes
+// its own entries (sm_90a); the rest is this module's.
+#ifndef GEMM_WG_MODULE
+GEMM_ENTRIES(m128, 128, 128, 2, 2, 3, 2, 0)
+GEMM_ENTRIES(m128w8, 128, 128, 2, 4, 3, 2, 0)
+GEMM_ENTRIES(m64, 64, 128, 2, 2, 3, 3, 0)
+GEMM_ENTRIES(m32, 32, 128, 1, 4, 4, 3, 0)
+GEMM_ENTRIES(m16, 16, 128, 1, 4, 4, 4, 0)
 
 // gemm_sum_splits: y_i[M, N_i] = the sum over z of a split-K launch's
 // partials, for the matrices of g (y: the outputs; start: their rows):
@@ -997,3 +1096,4 @@ extern "C" __global__ void __launch_bounds__(256)
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
   h[i] = r;
 }
+#endif  // GEMM_WG_MODULE

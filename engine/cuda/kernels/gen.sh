@@ -14,11 +14,14 @@ if ! command -v "$clang" >/dev/null 2>&1; then
 	exit 1
 fi
 # sm_90 (not sm_90a) PTX: the driver can compile it for Hopper and any newer
-# GPU. Kernels that need sm_90a instructions (wgmma) will get their own target.
+# GPU. Kernels that need sm_90a instructions (wgmma) have their own files.
+# A source whose header says "gen.sh: sm_90a" is compiled for sm_90a.
 for src in "$here"/*.cu; do
 	name=$(basename "$src" .cu)
+	arch=sm_90
+	if head -8 "$src" | grep -q 'gen.sh: sm_90a'; then arch=sm_90a; fi
 	(cd "$here" && "$clang" -x cuda --cuda-device-only -nocudainc -nocudalib \
-		--cuda-gpu-arch=sm_90 -Xclang -target-feature -Xclang +ptx80 \
+		--cuda-gpu-arch=$arch -Xclang -target-feature -Xclang +ptx80 \
 		-O3 -S -o "$out/$name.ptx" "$name.cu")
 done
 # clock/*.cu: a family built with PETAL_CLOCK (device.h's PETAL_MARK records

@@ -1,0 +1,13 @@
+// gemm_wg.cu: gemm.cu's tile GEMMs with their products on wgmma (sm_90a:
+// Hopper's warpgroup matrix multiply, both operands from shared memory),
+// in a module of its own so that gemm.ptx stays sm_90 PTX that newer GPUs
+// can compile. The same loads, dequantisation and epilogues as gemm_tile's
+// mma.sync form (WG = 1 there). gen.sh: sm_90a
+#define GEMM_WG_MODULE
+#include "gemm.cu"
+
+// w128: 128 x 128 tiles, one warpgroup (two wgmma of 64 x 128 a k-step),
+// three stages 1024-byte aligned (GEMM_SHARED_WG); entries gemm_dense_w128,
+// gemm_group_w128, gemm_gateup_w128, gemm_down_w128 with gemm.cu's
+// arguments.
+GEMM_ENTRIES(w128, 128, 128, 2, 2, 3, 2, 1)
