@@ -20,12 +20,14 @@ import (
 // (sharedK).
 //
 // A tile with WG is gemm_wg.cu's: gemm_tile with its products on wgmma
-// (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA).
+// (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA);
+// with Overlap, two W tiles, the next k-tile dequantised while this one's
+// products run.
 type GEMMTile struct {
-	Name                    string
-	BM, BN, Threads, Stages int
-	Reg, Stream, WG         bool
-	Blocks                  int
+	Name                     string
+	BM, BN, Threads, Stages  int
+	Reg, Stream, WG, Overlap bool
+	Blocks                   int
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -42,6 +44,7 @@ var GEMMTiles = []GEMMTile{
 // by nothing yet.
 var WGMMATiles = []GEMMTile{
 	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true},
+	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -126,7 +129,11 @@ func (t GEMMTile) sharedK(K int) int {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
 	if t.WG { // stages 1024-byte aligned, the wgmma swizzle's period
-		return t.Stages*((t.BM*128+t.BN*36+1023)/1024*1024) + t.BN*128
+		wtiles := 1
+		if t.Overlap {
+			wtiles = 2
+		}
+		return t.Stages*((t.BM*128+t.BN*36+1023)/1024*1024) + wtiles*t.BN*128
 	}
 	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }

@@ -221,7 +221,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NTHREADS = WM * WN * 32;
   constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
-  // WG: stages 1024-byte aligned, the swizzle's period (GEMM_SHARED_WG)
+  // WG (wgmma: 1, each k-tile's products waited for; 2, k-tile kt+1
+  // dequantised into a second W tile while kt's run): stages 1024-byte
+  // aligned, the swizzle's period
   constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = WG ? (A_BYTES + BN * 36 + 1023) / 1024 * 1024 : A_BYTES + BN * 36;
   static_assert(!WG || (BM % 64 == 0 && BN == 128 && WM * WN == 4), "wgmma: one warpgroup, 64-row slabs, 128 weight rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
@@ -348,6 +350,43 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
 
+  if constexpr (WG == 2) {
+    // Two W tiles: k-tile kt is dequantised into one while k-tile kt-1's
+    // wgmma, issued and not waited for, read the other; then the wait for
+    // them, a barrier, and kt's copies' stage reused, kt's wgmma issued.
+    for (int kt = 0; kt < kt1 - kt0; kt++) {
+      cp_wait<S - 2>();
+      __syncthreads();  // k-tile kt's copies visible to every thread
+      const u32 st = sbase + (kt % S) * STAGE, wt = bsm + (kt & 1) * BN * 128;
+      {
+        const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
+        const u32* cw = (const u32*)codes;
+        const u32* sbw = (const u32*)(codes + C_BYTES);
+#pragma unroll
+        for (int j = 0; j < BN * 8 / NTHREADS; j++) {
+          const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
+          u32 o[4];
+          dequant8(cw[i], sbw[row], o);
+          st_shared_v4(wt + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
+        }
+      }
+      fence_proxy_async();
+      wg_wait0();  // k-tile kt-1's products: its stage is the next load's
+#pragma unroll
+      for (int m = 0; m < WS; m++) wg_keep(wacc[m]);
+      __syncthreads();
+      load(kt + S - 1);
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + m * 64 * 128 + ks * 32), wg_desc(wt + ks * 32));
+      wg_commit();
+    }
+    wg_wait0();
+#pragma unroll
+    for (int m = 0; m < WS; m++) wg_keep(wacc[m]);
+  } else
   for (int kt = 0; kt < kt1 - kt0; kt++) {
     cp_wait<S - 2>();
     // Every thread's copies of tile kt have landed, and every warp is done
@@ -367,7 +406,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         st_shared_v4(bsm + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
       }
     }
-    if constexpr (WG) {
+    if constexpr (WG != 0) {
       // the X tile (cp.async) and the W tile (st.shared) to the async
       // proxy, then every thread's parts visible to the warpgroup
       fence_proxy_async();

@@ -7,7 +7,9 @@
 #include "gemm.cu"
 
 // w128: 128 x 128 tiles, one warpgroup (two wgmma of 64 x 128 a k-step),
-// three stages 1024-byte aligned (GEMM_SHARED_WG); entries gemm_dense_w128,
-// gemm_group_w128, gemm_gateup_w128, gemm_down_w128 with gemm.cu's
-// arguments.
+// three stages 1024-byte aligned; entries gemm_dense_w128, gemm_group_w128,
+// gemm_gateup_w128, gemm_down_w128 with gemm.cu's arguments. w128o: the
+// same with two W tiles, the next k-tile dequantised while this one's
+// products run.
 GEMM_ENTRIES(w128, 128, 128, 2, 2, 3, 2, 1)
+GEMM_ENTRIES(w128o, 128, 128, 2, 2, 3, 2, 2)
