@@ -7,10 +7,10 @@
 # test -c -ldflags='-s -w' ./engine/cuda; gzip) and ref.txz (tar cJf
 # ref.txz -C ../shared/oracle reference). Logs to $OUT. TESTS (a -test.run
 # pattern; default all) and MEASURE (default the two above) choose.
-# The next call, for what is written and not yet run (the grouped split,
-# qgemm_f64_w, the MoE tiles under skewed routing):
-#   TESTS='TestRouter|TestGEMMGroupSplit|TestGEMMDense|TestTensorCoreOps|TestMoEGrouped|TestOracleOnGPU' \
-#   MEASURE='TestMeasureRouter|TestMeasureGEMM' bash docs/bench/cuda/run-split.sh
+# The next call, for what is written and not yet run (the wgmma tiles w128
+# and w128o) and ncu's view of m128 and w128 at 4096 rows:
+#   TESTS='TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit' MEASURE='TestMeasureGEMM' \
+#   NCU='dense_m128:23 dense_w128:23' bash docs/bench/cuda/run-split.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
 cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
 	&& ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
