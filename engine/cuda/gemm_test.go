@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -902,6 +903,47 @@ func TestGEMMGroupArgsMatchKernel(t *testing.T) {
 	for _, e := range entries {
 		if e[3] != "120" {
 			t.Errorf("%s's first parameter is %q, want the 120-byte table by value", e[1], e[2])
+		}
+	}
+}
+
+// TestGEMMWGModule: gemm_wg.ptx is sm_90a PTX with the four entry points
+// of each WGMMATiles tile (the grouped one taking the table by value, as
+// gemm.ptx's), their products on wgmma, and gemm.ptx has none of it (it
+// stays sm_90 PTX that later GPUs compile).
+func TestGEMMWGModule(t *testing.T) {
+	ptx, err := kernels.PTX("gemm_wg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(ptx)
+	if !strings.Contains(src, ".target sm_90a") {
+		t.Error("gemm_wg.ptx is not sm_90a PTX")
+	}
+	for _, tile := range WGMMATiles {
+		for _, kind := range []string{"dense", "group", "gateup", "down"} {
+			if !strings.Contains(src, ".entry gemm_"+kind+"_"+tile.Name+"(") {
+				t.Errorf("gemm_wg.ptx has no gemm_%s_%s", kind, tile.Name)
+			}
+		}
+	}
+	groups := regexp.MustCompile(`\.entry (gemm_group_\w+)\(\s*\.param \.align 8 \.b8 \w+\[120\]`).FindAllString(src, -1)
+	if len(groups) != len(WGMMATiles) {
+		t.Errorf("%d grouped entry points in gemm_wg.ptx take the 120-byte table, want %d", len(groups), len(WGMMATiles))
+	}
+	if !strings.Contains(src, "wgmma.mma_async") || !strings.Contains(src, "fence.proxy.async") {
+		t.Error("gemm_wg.ptx has no wgmma, or no proxy fence before it")
+	}
+	plain, err := kernels.PTX("gemm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(plain); strings.Contains(s, "wgmma") || !strings.Contains(s, ".target sm_90\n") {
+		t.Error("gemm.ptx has wgmma in it, or is not sm_90 PTX")
+	}
+	for _, tile := range WGMMATiles {
+		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
+			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}
 	}
 }
