@@ -163,21 +163,30 @@ func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
 // AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
 func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 	for _, t := range WGMMATiles {
-		var k gemmKernels
-		for _, f := range []struct {
-			dst  **driver.Function
-			name string
-		}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
-			fn, err := mod.Function(f.name + t.Name)
-			if err != nil {
-				return err
-			}
-			*f.dst = fn
+		k, err := tileKernels(mod, t)
+		if err != nil {
+			return err
 		}
 		g.tiles[t.Name] = k
 		g.wg = append(g.wg, t)
 	}
 	return nil
+}
+
+// tileKernels finds gemm_tile's four entry points of tile t in mod.
+func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
+	var k gemmKernels
+	for _, f := range []struct {
+		dst  **driver.Function
+		name string
+	}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
+		fn, err := mod.Function(f.name + t.Name)
+		if err != nil {
+			return gemmKernels{}, err
+		}
+		*f.dst = fn
+	}
+	return k, nil
 }
 
 // DenseTiles are the tiles of Dense and DenseGroup here: GEMMTiles, and
@@ -208,16 +217,9 @@ type GEMM struct {
 func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 	g := &GEMM{c: c, tiles: map[string]gemmKernels{}, sharedReady: map[*driver.Function]bool{}}
 	for _, t := range GEMMTiles {
-		var k gemmKernels
-		for _, f := range []struct {
-			dst  **driver.Function
-			name string
-		}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
-			fn, err := mod.Function(f.name + t.Name)
-			if err != nil {
-				return nil, err
-			}
-			*f.dst = fn
+		k, err := tileKernels(mod, t)
+		if err != nil {
+			return nil, err
 		}
 		g.tiles[t.Name] = k
 	}

@@ -347,6 +347,21 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
     for (int i = 0; i < 64; i++) wacc[m][i] = 0.f;
 
+  // dequant_tile writes this thread's share of k-tile kt's weights (its
+  // stage's codes and scale/bias words) into the bf16 W tile at wt.
+  auto dequant_tile = [&](int kt, u32 wt) __attribute__((always_inline)) {
+    const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
+    const u32* cw = (const u32*)codes;
+    const u32* sbw = (const u32*)(codes + C_BYTES);
+#pragma unroll
+    for (int j = 0; j < BN * 8 / NTHREADS; j++) {
+      const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
+      u32 o[4];
+      dequant8(cw[i], sbw[row], o);
+      st_shared_v4(wt + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
+    }
+  };
+
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
 
@@ -358,18 +373,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       cp_wait<S - 2>();
       __syncthreads();  // k-tile kt's copies visible to every thread
       const u32 st = sbase + (kt % S) * STAGE, wt = bsm + (kt & 1) * BN * 128;
-      {
-        const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
-        const u32* cw = (const u32*)codes;
-        const u32* sbw = (const u32*)(codes + C_BYTES);
-#pragma unroll
-        for (int j = 0; j < BN * 8 / NTHREADS; j++) {
-          const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
-          u32 o[4];
-          dequant8(cw[i], sbw[row], o);
-          st_shared_v4(wt + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
-        }
-      }
+      dequant_tile(kt, wt);
       fence_proxy_async();
       wg_wait0();  // k-tile kt-1's products: its stage is the next load's
 #pragma unroll
@@ -394,18 +398,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     __syncthreads();
     load(kt + S - 1);
     const u32 st = sbase + (kt % S) * STAGE;
-    {
-      const unsigned char* codes = gsm + (kt % S) * STAGE + A_BYTES;
-      const u32* cw = (const u32*)codes;
-      const u32* sbw = (const u32*)(codes + C_BYTES);
-#pragma unroll
-      for (int j = 0; j < BN * 8 / NTHREADS; j++) {
-        const int i = tid + j * NTHREADS, row = i >> 3, wi = i & 7;
-        u32 o[4];
-        dequant8(cw[i], sbw[row], o);
-        st_shared_v4(bsm + row * 128 + ((wi ^ (row & 7)) << 4), o[0], o[1], o[2], o[3]);
-      }
-    }
+    dequant_tile(kt, bsm);
     if constexpr (WG != 0) {
       // the X tile (cp.async) and the W tile (st.shared) to the async
       // proxy, then every thread's parts visible to the warpgroup
