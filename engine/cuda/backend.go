@@ -156,6 +156,19 @@ func (b *Backend) init() error {
 		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
 			return err
 		}
+		if d := b.ctx.Device(); b.o.WGMMA && d.Major == 9 && d.Minor == 0 {
+			wg, err := LoadGEMMWGModule(b.ctx)
+			if err != nil {
+				return err
+			}
+			b.mods = append(b.mods, wg)
+			if err := b.gemm.AddWGMMA(wg); err != nil {
+				return err
+			}
+			if err := b.gemm.UseWGMMA(); err != nil {
+				return err
+			}
+		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err
 		}

@@ -39,13 +39,21 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1): written,
-// in the GEMM tests and TestMeasureGEMM, not yet run on a GPU, and chosen
-// by nothing yet.
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1 or 2). With
+// gemm=wg on a GPU of compute capability 9.0, w128o and w64o take the
+// places of m128 and m64 (GEMM.UseWGMMA): at 4096 rows 358-378 TFLOP/s
+// against m128's 279-294 on an H100 (2026-12-06-wg1). w128, each k-tile's
+// products waited for before the next is dequantised, is measured beside
+// them.
 var WGMMATiles = []GEMMTile{
 	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true},
 	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true},
+	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true},
 }
+
+// wgmmaPlaces are the mma.sync tiles whose places the wgmma tiles take
+// under GEMM.UseWGMMA.
+var wgmmaPlaces = map[string]string{"m128": "w128o", "m64": "w64o"}
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
 // (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, RQ_STAGES stages.
@@ -173,6 +181,25 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 	return nil
 }
 
+// UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
+// AddWGMMA) in the places of m128 and m64.
+func (g *GEMM) UseWGMMA() error {
+	if len(g.wg) == 0 {
+		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
+	}
+	g.useWG = true
+	return nil
+}
+
+// place is tile t, or under UseWGMMA the wgmma tile in its place.
+func (g *GEMM) place(t GEMMTile) GEMMTile {
+	if name, ok := wgmmaPlaces[t.Name]; ok && g.useWG {
+		w, _ := GEMMTileByName(name)
+		return w
+	}
+	return t
+}
+
 // tileKernels finds gemm_tile's four entry points of tile t in mod.
 func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 	var k gemmKernels
@@ -210,6 +237,7 @@ type GEMM struct {
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
+	useWG                   bool       // UseWGMMA
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -377,13 +405,14 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 
 // DenseTile is the tile shape chosen for an M×N output: the largest BM
 // whose grid still has a block for about every multiprocessor (the best or
-// within 9% of the best tile at every measured shape, run gemm1).
+// within 9% of the best tile at every measured shape, run gemm1); under
+// UseWGMMA, w128o or w64o in the place of m128 or m64.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	sms := g.c.Device().SMs
 	for _, name := range []string{"m128", "m64", "m32"} {
 		t, _ := GEMMTileByName(name)
 		if 10*((M+t.BM-1)/t.BM)*((N+t.BN-1)/t.BN) >= 9*sms {
-			return t
+			return g.place(t)
 		}
 	}
 	t, _ := GEMMTileByName("m16")
@@ -552,6 +581,12 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	}
 	t, _ := GEMMTileByName(name)
 	return t
+}
+
+// MoETile is the package's MoETile, under UseWGMMA with w128o or w64o in
+// the place of m128 or m64.
+func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
+	return g.place(MoETile(tokens, experts, kernel))
 }
 
 // NewMoEGroups allocates the grouping buffers for up to tokens tokens.

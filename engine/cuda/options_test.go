@@ -42,7 +42,15 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}} {
+	for v, want := range map[string][2]bool{"wg": {true, true}, "tc": {true, false}, "plain": {false, false}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}}); err != nil || o.TensorCores != want[0] || o.WGMMA != want[1] {
+			t.Errorf("gemm=%s: TensorCores %v, WGMMA %v, %v; want %v", v, o.TensorCores, o.WGMMA, err, want)
+		}
+	}
+	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA {
+		t.Errorf("defaults: TensorCores %v, WGMMA %v; want gemm=wg", d.TensorCores, d.WGMMA)
+	}
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

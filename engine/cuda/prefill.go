@@ -188,9 +188,9 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			return nil, false
 		}
 	}
-	tile := MoETile(rows, E, b.o.MoE)
+	tile := b.gemm.MoETile(rows, E, b.o.MoE)
 	if tile.Stream && !b.gemm.StreamFits(tile, H, I) {
-		tile = MoETile(rows, E, MoESmem)
+		tile = b.gemm.MoETile(rows, E, MoESmem)
 	}
 	pairs := rows * MoETopK
 	maxTiles := ceil(pairs, tile.BM) + E

@@ -10,6 +10,9 @@
 // three stages 1024-byte aligned; entries gemm_dense_w128, gemm_group_w128,
 // gemm_gateup_w128, gemm_down_w128 with gemm.cu's arguments. w128o: the
 // same with two W tiles, the next k-tile dequantised while this one's
-// products run.
+// products run. w64o: w128o's form at 64 rows a tile (one wgmma a k-step),
+// three blocks a multiprocessor, for the MoE at 32-64 rows an expert and
+// dense GEMMs with too few 128-row tiles to fill the GPU.
 GEMM_ENTRIES(w128, 128, 128, 2, 2, 3, 2, 1)
 GEMM_ENTRIES(w128o, 128, 128, 2, 2, 3, 2, 2)
+GEMM_ENTRIES(w64o, 64, 128, 2, 2, 3, 3, 2)
