@@ -43,17 +43,17 @@ var GEMMTiles = []GEMMTile{
 // gemm=wg on a GPU of compute capability 9.0, w128o and w64o take the
 // places of m128 and m64 (GEMM.UseWGMMA): at 4096 rows 358-378 TFLOP/s
 // against m128's 279-294 on an H100 (2026-12-06-wg1). w128, each k-tile's
-// products waited for before the next is dequantised, is measured beside
-// them.
+// products waited for before the next is dequantised, and w128o2 and
+// w256o, two warpgroups sharing a W tile (written, not yet run on a GPU),
+// are measured beside them. Blocks is the blocks a multiprocessor the
+// tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
-	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true},
-	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true},
-	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true},
+	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 2},
+	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 2},
+	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 3},
+	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 2},
+	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},
 }
-
-// wgmmaPlaces are the mma.sync tiles whose places the wgmma tiles take
-// under GEMM.UseWGMMA.
-var wgmmaPlaces = map[string]string{"m128": "w128o", "m64": "w64o"}
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
 // (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, RQ_STAGES stages.
@@ -182,19 +182,34 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 }
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
-// AddWGMMA) in the places of m128 and m64.
-func (g *GEMM) UseWGMMA() error {
+// AddWGMMA) in the places of m128 and m64: w64o in m64's, and in m128's the
+// tile named by in128 (w128o when empty; w128o2 and w256o are there to be
+// measured against it, option wg128).
+func (g *GEMM) UseWGMMA(in128 string) error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
 	}
-	g.useWG = true
+	if in128 == "" {
+		in128 = "w128o"
+	}
+	t, err := GEMMTileByName(in128)
+	if err != nil || !t.WG || t.BM < 128 {
+		return fmt.Errorf("cuda: wg128=%s: want a wgmma tile of 128 or more rows (w128, w128o, w128o2, w256o)", in128)
+	}
+	g.useWG, g.wg128 = true, t
 	return nil
 }
 
 // place is tile t, or under UseWGMMA the wgmma tile in its place.
 func (g *GEMM) place(t GEMMTile) GEMMTile {
-	if name, ok := wgmmaPlaces[t.Name]; ok && g.useWG {
-		w, _ := GEMMTileByName(name)
+	if !g.useWG {
+		return t
+	}
+	switch t.Name {
+	case "m128":
+		return g.wg128
+	case "m64":
+		w, _ := GEMMTileByName("w64o")
 		return w
 	}
 	return t
@@ -238,6 +253,7 @@ type GEMM struct {
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG                   bool       // UseWGMMA
+	wg128                   GEMMTile   // UseWGMMA's tile in m128's place
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of

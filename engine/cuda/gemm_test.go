@@ -19,19 +19,15 @@ import (
 )
 
 // TestGEMMTilesFit: every tile's shared memory fits a Hopper
-// multiprocessor (227 KiB a block) twice, and the tile picks are tiles.
+// multiprocessor (227 KiB a block) twice, or as many times as the blocks it
+// is built for, and the tile picks are tiles.
 func TestGEMMTilesFit(t *testing.T) {
 	for _, tile := range GEMMTiles {
 		if s := tile.shared(); 2*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range WGMMATiles {
-		if s := tile.shared(); 2*s > 227<<10 {
-			t.Errorf("wgmma tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
-		}
-	}
-	for _, tile := range slices.Concat(MoERegTiles, MoEStreamTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -50,10 +46,16 @@ func TestGEMMTilesFit(t *testing.T) {
 	// Under UseWGMMA the wgmma tiles take m128's and m64's places, and
 	// only theirs; without the tiles loaded UseWGMMA refuses.
 	g := &GEMM{}
-	if err := g.UseWGMMA(); err == nil {
+	if err := g.UseWGMMA(""); err == nil {
 		t.Error("UseWGMMA without the wgmma tiles loaded: no error")
 	}
-	g = &GEMM{wg: WGMMATiles, useWG: true}
+	g = &GEMM{wg: WGMMATiles}
+	if err := g.UseWGMMA("w64o"); err == nil {
+		t.Error("UseWGMMA of w64o in m128's place: no error")
+	}
+	if err := g.UseWGMMA(""); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		tokens int
 		kernel MoEKernel
@@ -62,6 +64,12 @@ func TestGEMMTilesFit(t *testing.T) {
 		if got := g.MoETile(c.tokens, 256, c.kernel); got.Name != c.want {
 			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s, wgmma): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}
+	}
+	if err := g.UseWGMMA("w256o"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.MoETile(4096, 256, MoEStream); got.Name != "w256o" {
+		t.Errorf("MoE tile of 4096 tokens under wg128=w256o: %v", got)
 	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")

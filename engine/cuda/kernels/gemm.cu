@@ -119,9 +119,9 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
   out[3] = prmt(p[2], p[3], 0x7632u);  // (w6, w7)
 }
 
-// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1) ----
+// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1 or 2) ----
 //
-// A warpgroup (the block's 4 warps) multiplies a 64 x 128 tile of X by the
+// A warpgroup (four of the block's warps; a block has one or two) multiplies a 64 x 128 tile of X by the
 // 128 x 16 slice of the W tile in one wgmma.mma_async, both operands read
 // from shared memory through descriptors. gemm_tile's tiles are already
 // the canonical K-major layout with the 128-byte swizzle: rows of 128
@@ -225,7 +225,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   // dequantised into a second W tile while kt's run): stages 1024-byte
   // aligned, the swizzle's period
   constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = WG ? (A_BYTES + BN * 36 + 1023) / 1024 * 1024 : A_BYTES + BN * 36;
-  static_assert(!WG || (BM % 64 == 0 && BN == 128 && WM * WN == 4), "wgmma: one warpgroup, 64-row slabs, 128 weight rows");
+  // WG: NWG warpgroups, each WS of the tile's 64-row slabs
+  constexpr int NWG = NTHREADS / 128, WS = WG ? BM / 64 / NWG : 1;
+  static_assert(!WG || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -340,8 +342,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     for (int j = 0; j < AN; j++)
 #pragma unroll
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
-  constexpr int WS = WG ? BM / 64 : 1;
-  float wacc[WS][64];  // WG: 64-row slab m's accumulators
+  float wacc[WS][64];  // WG: the accumulators of this warpgroup's slab m (the tile's wgs + m)
+  const int wgs = (warp >> 2) * WS;
 #pragma unroll
   for (int m = 0; m < WS; m++)
 #pragma unroll
@@ -384,7 +386,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
       for (int ks = 0; ks < 4; ks++)
 #pragma unroll
-        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + m * 64 * 128 + ks * 32), wg_desc(wt + ks * 32));
+        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + (wgs + m) * 64 * 128 + ks * 32), wg_desc(wt + ks * 32));
       wg_commit();
     }
     wg_wait0();
@@ -408,7 +410,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
       for (int ks = 0; ks < 4; ks++)
 #pragma unroll
-        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + m * 64 * 128 + ks * 32), wg_desc(bsm + ks * 32));
+        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + (wgs + m) * 64 * 128 + ks * 32), wg_desc(bsm + ks * 32));
       wg_commit();
       wg_wait0();  // the tiles are rewritten after the next barrier
 #pragma unroll
@@ -440,14 +442,14 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   cp_wait<0>();
   const int g = lane >> 2, c = lane & 3;
   if constexpr (WG) {
-    // wacc[m][4j + i]: row 64m + 16·warp + g (+8 for i >= 2), column 8j +
+    // wacc[m][4j + i]: row 64(wgs + m) + 16·(warp % 4) + g (+8 for i >= 2), column 8j +
     // 2c + (i & 1); gate/up, n8 tiles 2q and 2q+1 are the gate and the up
     // rows of outputs 8q ..
 #pragma unroll
     for (int m = 0; m < WS; m++)
 #pragma unroll
       for (int half = 0; half < 2; half++) {
-        const int r = r0 + 64 * m + 16 * warp + g + 8 * half;
+        const int r = r0 + 64 * (wgs + m) + 16 * (warp & 3) + g + 8 * half;
         if (r >= rend) continue;
         if (MODE == MODE_GATEUP) {
           u16* h = (u16*)Y + (long long)r * N;

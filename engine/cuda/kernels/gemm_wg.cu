@@ -16,3 +16,9 @@
 GEMM_ENTRIES(w128, 128, 128, 2, 2, 3, 2, 1)
 GEMM_ENTRIES(w128o, 128, 128, 2, 2, 3, 2, 2)
 GEMM_ENTRIES(w64o, 64, 128, 2, 2, 3, 3, 2)
+// Two warpgroups a block sharing one dequantised W tile, so that each
+// thread dequantises half as much: w128o2, a 64-row slab each, two blocks a
+// multiprocessor (16 warps); w256o, two slabs each, 256 rows a tile (half
+// the dequantisation per product of w128o), one block a multiprocessor.
+GEMM_ENTRIES(w128o2, 128, 128, 4, 2, 3, 2, 2)
+GEMM_ENTRIES(w256o, 256, 128, 4, 2, 3, 1, 2)
