@@ -40,13 +40,12 @@ var GEMMTiles = []GEMMTile{
 }
 
 // WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1 or 2). With
-// gemm=wg on a GPU of compute capability 9.0, w128o and w64o take the
-// places of m128 and m64 (GEMM.UseWGMMA): at 4096 rows 358-378 TFLOP/s
-// against m128's 279-294 on an H100 (2026-12-06-wg1). w128, each k-tile's
-// products waited for before the next is dequantised, and w128o2 and
-// w256o, two warpgroups sharing a W tile (written, not yet run on a GPU),
-// are measured beside them. Blocks is the blocks a multiprocessor the
-// tile is built for (GEMM_ENTRIES' MINB).
+// gemm=wg on a GPU of compute capability 9.0, DenseTile and MoETile choose
+// w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
+// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128 (each
+// k-tile's products waited for before the next is dequantised) and w128o
+// (one warpgroup a block) are measured beside them. Blocks is the blocks a
+// multiprocessor the tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
 	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 2},
 	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 2},
@@ -182,37 +181,13 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 }
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
-// AddWGMMA) in the places of m128 and m64: w64o in m64's, and in m128's the
-// tile named by in128 (w128o when empty; w128o2 and w256o are there to be
-// measured against it, option wg128).
-func (g *GEMM) UseWGMMA(in128 string) error {
+// AddWGMMA) where they were measured faster than the mma.sync tiles.
+func (g *GEMM) UseWGMMA() error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
 	}
-	if in128 == "" {
-		in128 = "w128o"
-	}
-	t, err := GEMMTileByName(in128)
-	if err != nil || !t.WG || t.BM < 128 {
-		return fmt.Errorf("cuda: wg128=%s: want a wgmma tile of 128 or more rows (w128, w128o, w128o2, w256o)", in128)
-	}
-	g.useWG, g.wg128 = true, t
+	g.useWG = true
 	return nil
-}
-
-// place is tile t, or under UseWGMMA the wgmma tile in its place.
-func (g *GEMM) place(t GEMMTile) GEMMTile {
-	if !g.useWG {
-		return t
-	}
-	switch t.Name {
-	case "m128":
-		return g.wg128
-	case "m64":
-		w, _ := GEMMTileByName("w64o")
-		return w
-	}
-	return t
 }
 
 // tileKernels finds gemm_tile's four entry points of tile t in mod.
@@ -253,7 +228,6 @@ type GEMM struct {
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG                   bool       // UseWGMMA
-	wg128                   GEMMTile   // UseWGMMA's tile in m128's place
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -421,14 +395,21 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 
 // DenseTile is the tile shape chosen for an M×N output: the largest BM
 // whose grid still has a block for about every multiprocessor (the best or
-// within 9% of the best tile at every measured shape, run gemm1); under
-// UseWGMMA, w128o or w64o in the place of m128 or m64.
+// within 9% of the best tile at every measured shape, run gemm1). Under
+// UseWGMMA the wgmma tiles w256o, w128o2 and w64o by the same rule, then
+// m32 and m16: the best tile at each of the 12 shapes of 2026-12-06-wg3
+// but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
+// than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	sms := g.c.Device().SMs
-	for _, name := range []string{"m128", "m64", "m32"} {
+	chain := []string{"m128", "m64", "m32"}
+	if g.useWG {
+		chain = []string{"w256o", "w128o2", "w64o", "m32"}
+	}
+	for _, name := range chain {
 		t, _ := GEMMTileByName(name)
 		if 10*((M+t.BM-1)/t.BM)*((N+t.BN-1)/t.BN) >= 9*sms {
-			return g.place(t)
+			return t
 		}
 	}
 	t, _ := GEMMTileByName("m16")
@@ -599,10 +580,21 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	return t
 }
 
-// MoETile is the package's MoETile, under UseWGMMA with w128o or w64o in
-// the place of m128 or m64.
+// MoETile is the package's MoETile, under UseWGMMA with the wgmma tiles in
+// the places of m128 and m64: w128o2 from 32 rows an expert on average, w64o
+// below (the MoE at 1024 / 2048 / 4096 tokens on an H100, 2026-12-06-wg3: m64
+// 508 / 757 us, w64o 454 / 657, w128o2 574 / 631; m128 1,244 us, w128o2 975).
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
-	return g.place(MoETile(tokens, experts, kernel))
+	t := MoETile(tokens, experts, kernel)
+	if !g.useWG || (t.Name != "m128" && t.Name != "m64") {
+		return t
+	}
+	name := "w64o"
+	if tokens*MoETopK/max(experts, 1) > 32 {
+		name = "w128o2"
+	}
+	w, _ := GEMMTileByName(name)
+	return w
 }
 
 // NewMoEGroups allocates the grouping buffers for up to tokens tokens.

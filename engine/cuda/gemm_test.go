@@ -46,30 +46,21 @@ func TestGEMMTilesFit(t *testing.T) {
 	// Under UseWGMMA the wgmma tiles take m128's and m64's places, and
 	// only theirs; without the tiles loaded UseWGMMA refuses.
 	g := &GEMM{}
-	if err := g.UseWGMMA(""); err == nil {
+	if err := g.UseWGMMA(); err == nil {
 		t.Error("UseWGMMA without the wgmma tiles loaded: no error")
 	}
 	g = &GEMM{wg: WGMMATiles}
-	if err := g.UseWGMMA("w64o"); err == nil {
-		t.Error("UseWGMMA of w64o in m128's place: no error")
-	}
-	if err := g.UseWGMMA(""); err != nil {
+	if err := g.UseWGMMA(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		tokens int
 		kernel MoEKernel
 		want   string
-	}{{4096, MoEStream, "w128o"}, {2048, MoEStream, "w64o"}, {1024, MoESmem, "w64o"}, {512, MoEStream, "s16"}, {512, MoESmem, "m32"}, {100, MoESmem, "m16"}} {
+	}{{4096, MoEStream, "w128o2"}, {2048, MoEStream, "w128o2"}, {1024, MoESmem, "w64o"}, {1024, MoEStream, "w64o"}, {512, MoEStream, "s16"}, {512, MoESmem, "m32"}, {100, MoESmem, "m16"}} {
 		if got := g.MoETile(c.tokens, 256, c.kernel); got.Name != c.want {
 			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s, wgmma): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}
-	}
-	if err := g.UseWGMMA("w256o"); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.MoETile(4096, 256, MoEStream); got.Name != "w256o" {
-		t.Errorf("MoE tile of 4096 tokens under wg128=w256o: %v", got)
 	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")

@@ -31,14 +31,10 @@ type Options struct {
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
 	// WGMMA (gemm=wg, the default) lets those GEMMs take gemm_wg.cu's
-	// tiles, their products on Hopper's wgmma, in the places of m128 and
-	// m64 on a GPU of compute capability 9.0 (elsewhere it is gemm=tc):
-	// the same products and float32 sums, in another order.
+	// tiles, their products on Hopper's wgmma, where tiles of 64 rows or
+	// more are chosen, on a GPU of compute capability 9.0 (elsewhere it is
+	// gemm=tc): the same products and float32 sums, in another order.
 	WGMMA bool
-	// WG128 (wg128=) names the wgmma tile in m128's place under WGMMA:
-	// w128o (also ""), or w128o2 or w256o (two warpgroups sharing a weight
-	// tile), there to be measured against it.
-	WG128 string
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
@@ -153,8 +149,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wg: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), 25-30 % faster than tc's at 4096 rows on an H100; default wg), ` +
-	`wg128=w128o|w128o2|w256o (under gemm=wg, the wgmma tile of the GEMMs of 128 rows a tile and more: one warpgroup, or two sharing the weight tile with 64 or 128 rows each; for measuring; default w128o), ` +
+	`gemm=wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wg: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), prefill 6-15 % faster than tc on an H100; default wg), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -219,13 +214,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.TensorCores, o.WGMMA = false, false
 			default:
 				err = fmt.Errorf("cuda: gemm=%q: want wg, tc or plain", kv.Value)
-			}
-		case "wg128":
-			switch kv.Value {
-			case "w128o", "w128o2", "w256o":
-				o.WG128 = kv.Value
-			default:
-				err = fmt.Errorf("cuda: wg128=%q: want w128o, w128o2 or w256o", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {

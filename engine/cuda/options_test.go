@@ -50,10 +50,7 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA {
 		t.Errorf("defaults: TensorCores %v, WGMMA %v; want gemm=wg", d.TensorCores, d.WGMMA)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "wg128", Value: "w256o"}}); err != nil || o.WG128 != "w256o" || DefaultOptions().WG128 != "" {
-		t.Errorf("wg128=w256o: %q, %v; the default %q", o.WG128, err, DefaultOptions().WG128)
-	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}, {"wg128", "w64o"}} {
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

@@ -5,7 +5,8 @@
 # and a decoded token's time goes under the defaults (--profile). From the
 # repository root; devrun/c3 holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
 # GOARCH=amd64 go test -c -ldflags='-s -w' ./engine/cuda; gzip) and
-# petal.xz (go build the same way; xz -9). About 6 minutes.
+# petal.xz (go build the same way; xz -9). About 6 minutes. (The option
+# wg128 it names was removed after the run: 2026-12-06-wg3/command.sh.)
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/c3; mkdir -p "$O"
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
