@@ -7,9 +7,8 @@
 # test -c -ldflags='-s -w' ./engine/cuda; gzip) and ref.txz (tar cJf
 # ref.txz -C ../shared/oracle reference). Logs to $OUT. TESTS (a -test.run
 # pattern; default all) and MEASURE (default the two above) choose.
-# The next call, for what is written and not yet run (the wgmma tiles w128
-# and w128o) and ncu's view of m128 and w128 at 4096 rows:
-#   TESTS='TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit' MEASURE='TestMeasureGEMM' \
+# The call that ran the wgmma tiles first (2026-12-06-wg1):
+#   TESTS='TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule' MEASURE='TestMeasureGEMM' \
 #   NCU='dense_m128:23 dense_w128:23' bash docs/bench/cuda/run-split.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
 cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
