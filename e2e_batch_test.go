@@ -130,8 +130,10 @@ func TestSIGTERMFinishesTheLine(t *testing.T) {
 		t.Errorf("%d results after resume, want %d", len(got), n)
 	}
 
-	// run: the answer so far is printed, then exit 143
-	cmd = exec.Command(petalBin, "run", "--raw", "--max-tokens", "100000", "--max-context", "100000", "def f(x):")
+	// run: the answer so far is printed, then exit 143. Greedy, so that the
+	// answer is long (thousands of tokens on the embedded model): a sampled
+	// one can end in a few tokens, before the signal (seed 3: 53 bytes).
+	cmd = exec.Command(petalBin, "run", "--raw", "--temperature", "0", "--max-tokens", "100000", "--max-context", "100000", "def f(x):")
 	cmd.Env = append(filteredEnv(), "PETAL_CACHE="+cacheDir(t))
 	var stdout syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &errb
