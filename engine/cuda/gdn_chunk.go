@@ -19,8 +19,7 @@ const (
 	deltaChunkPrepName     = "gdn_chunk_prep"
 	deltaChunkStateName    = "gdn_chunk_state"
 	deltaChunkStateILPName = "gdn_chunk_state_ilp"
-	deltaChunkStep         = deltaChunkPrepName + "+" + deltaChunkStateName
-	deltaChunkStepILP      = deltaChunkPrepName + "+" + deltaChunkStateILPName
+	deltaChunkStateSKName  = "gdn_chunk_state_sk"
 	deltaChunkTokens       = 32
 	deltaChunkSlice        = 32
 	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -46,6 +45,21 @@ func deltaChunkStateShared() int {
 	return 4 * (deltaChunkSlice*lk + 2*buf + 2*c*lv)
 }
 
+// deltaChunkStateSKShared is GC_STATE_SK_SHARED: deltaChunkStateShared
+// and the eight warps' partial sums of Vn and γ·S0·q (rows of 40).
+func deltaChunkStateSKShared() int {
+	return deltaChunkStateShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
+}
+
+// deltaStateKernels are gdn_chunk.cu's state kernels with the dynamic
+// shared memory each takes: the same products, float32 sums in other
+// orders (gc_state's ILP 0, 1, 2).
+var deltaStateKernels = map[string]func() int{
+	deltaChunkStateName:    deltaChunkStateShared,
+	deltaChunkStateILPName: deltaChunkStateShared,
+	deltaChunkStateSKName:  deltaChunkStateSKShared,
+}
+
 // deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
 // deltaChunkWS floats per value head and block of tokens (36 MB for the
 // 35B model's 32 value heads at 512 tokens, 285 MB at 4096).
@@ -69,63 +83,67 @@ func chunkableDelta(o *backend.DeltaRule) bool {
 // tokens (its own bar, deltaChunkBar, is 5e-5).
 const deltaChunkMinRows = 16
 
-// deltaStateILP chooses gdn_chunk_state_ilp for the state pass: its
-// products in four accumulators a tile (chains of 16 and 8 dependent mma
-// where gdn_chunk_state has 48). On an H100 (docs/bench/cuda/2026-12-06-
-// pipe1) the delta rule of 4096 tokens took 865 us against 922, of 512
-// tokens 128 against 133; the tests run both.
-var deltaStateILP = true
+// deltaStateKernel is the state pass's kernel, gdn_chunk_state_sk: its
+// first products (Vn and γ·S0·q) split over k among the warps, so that each
+// operand element is split into its tf32 parts once, the rest as
+// gdn_chunk_state_ilp's (four accumulators a tile: chains of 16 and 8
+// dependent mma where gdn_chunk_state has 48). The delta rule on an H100
+// (docs/bench/cuda/2026-12-06-deltask1), 4096 / 512 tokens: 765 / 116 us,
+// against 870 / 130 (ilp) and 907 / 134; the same error against the float64
+// reference (out 1.23e-5 of the RMS at 4096). The tests run each.
+var deltaStateKernel = deltaChunkStateSKName
 
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
 // lowered to it (programs are compiled before any is captured) and raises
-// its kernels' shared-memory limits; state is the kernel deltaStateILP
-// chooses, named by step.
-func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, step string, err error) {
-	stateName, step := deltaChunkStateName, deltaChunkStep
-	if deltaStateILP {
-		stateName, step = deltaChunkStateILPName, deltaChunkStepILP
-	}
+// its kernels' shared-memory limits; state is deltaStateKernel, its shared
+// memory stateShared, and step names the two.
+func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
+	stateName := deltaStateKernel
+	step = deltaChunkPrepName + "+" + stateName
+	stateShared = deltaStateKernels[stateName]()
 	if fn := b.fn[stateName]; fn != nil {
-		return b.fn[deltaChunkPrepName], fn, step, nil
+		return b.fn[deltaChunkPrepName], fn, stateShared, step, nil
 	}
-	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared(), deltaChunkStateName: deltaChunkStateShared(),
-		deltaChunkStateILPName: deltaChunkStateShared()}
+	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
+	for name, size := range deltaStateKernels {
+		shared[name] = size()
+	}
 	for name, need := range shared {
 		if max := b.ctx.Device().SharedOptIn; need > max {
-			return nil, nil, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+			return nil, nil, 0, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
 	ptx, err := kernels.PTX("gdn_chunk")
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, 0, "", err
 	}
 	m, err := b.ctx.LoadModule(ptx, "gdn_chunk")
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, 0, "", err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return nil, nil, "", err
+			return nil, nil, 0, "", err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return nil, nil, "", err
+			return nil, nil, 0, "", err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return fns[deltaChunkPrepName], fns[stateName], step, nil
+	return fns[deltaChunkPrepName], fns[stateName], stateShared, step, nil
 }
 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
 func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
-	prep, state, name, err := b.deltaChunkFunctions()
+	prep, state, stateShared, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +160,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
-		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), deltaChunkStateShared(), &c)
+		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), stateShared, &c)
 	}}}, nil
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -70,7 +71,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName} {
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName} {
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
 			t.Errorf("no entry point %s in the PTX", name)
 		}
@@ -81,8 +82,13 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
 	}
-	if s := deltaChunkStateShared(); s <= 48<<10 || s > 227<<10 {
-		t.Errorf("gdn_chunk_state's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", s)
+	for name, size := range deltaStateKernels {
+		if s := size(); s <= 48<<10 || s > 227<<10 {
+			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
+		}
+	}
+	if _, ok := deltaStateKernels[deltaStateKernel]; !ok {
+		t.Errorf("the state kernel %s is not one of deltaStateKernels", deltaStateKernel)
 	}
 	if got, want := deltaChunkWorkspace(&backend.DeltaRule{Rows: 512, ValueHeads: 32}), int64(4*deltaChunkWS*32*16); got != want {
 		t.Errorf("the workspace of 512 rows and 32 value heads is %d bytes, want %d", got, want)
@@ -132,18 +138,18 @@ func readGuarded(t *testing.T, b *Backend, buf backend.Buffer, n int, what strin
 // (inside one block, across blocks, several blocks) from a
 // random state against the float64 reference, outputs and final state, on
 // the 35B head counts and an odd grouping, with graphs on and off, each
-// state kernel (deltaStateILP off and on).
+// state kernel of deltaStateKernels.
 func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
-	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
-	for _, form := range []struct{ graphs, ilp bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
+	for _, form := range deltaForms(true) {
 		graphs := form.graphs
-		deltaStateILP = form.ilp
+		deltaStateKernel = form.state
 		o := DefaultOptions()
 		o.ChunkedDelta, o.Graphs = true, graphs
 		b := testBackend(t, o)
 		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
 			for _, rows := range []int{16, 31, 33, 100, 512} {
-				t.Run(fmt.Sprintf("%s %d rows graphs=%v ilp=%v", sh.name, rows, graphs, form.ilp), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v %s", sh.name, rows, graphs, form.state), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv)))
 					c := newDeltaCase(b, rng, rows, sh.hk, sh.hv)
 					p, err := b.Compile([]backend.Op{c.o})
@@ -161,10 +167,7 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 // and checks its outputs and state against the float64 reference.
 func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase) {
 	t.Helper()
-	want := deltaChunkStep
-	if deltaStateILP {
-		want = deltaChunkStepILP
-	}
+	want := deltaChunkPrepName + "+" + deltaStateKernel
 	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
 		t.Fatalf("kernels %v, want %s", got, want)
 	}
@@ -186,11 +189,30 @@ func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase
 // the same bar, and a second op of 512 rows compiled after it on the same
 // backend (its workspace in the same scratch) does too; each state kernel.
 func TestChunkedDeltaRuleLongPrefill(t *testing.T) {
-	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
-	for _, ilp := range []bool{false, true} {
-		deltaStateILP = ilp
+	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
+	for _, form := range deltaForms(false) {
+		deltaStateKernel = form.state
 		longPrefill(t)
 	}
+}
+
+// deltaForm is a state kernel of deltaStateKernels, with graphs on or off.
+type deltaForm struct {
+	state  string
+	graphs bool
+}
+
+// deltaForms lists every state kernel, in a fixed order, with graphs on
+// (and off too with bothGraphs).
+func deltaForms(bothGraphs bool) []deltaForm {
+	var forms []deltaForm
+	for _, name := range slices.Sorted(maps.Keys(deltaStateKernels)) {
+		forms = append(forms, deltaForm{name, true})
+		if bothGraphs {
+			forms = append(forms, deltaForm{name, false})
+		}
+	}
+	return forms
 }
 
 func longPrefill(t *testing.T) {
@@ -198,7 +220,7 @@ func longPrefill(t *testing.T) {
 	o.ChunkedDelta = true
 	b := testBackend(t, o)
 	for _, rows := range []int{4096, 512} {
-		t.Run(fmt.Sprintf("%d rows ilp=%v", rows, deltaStateILP), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d rows %s", rows, deltaStateKernel), func(t *testing.T) {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(7, uint64(rows))), rows, 16, 32)
 			p, err := b.Compile([]backend.Op{c.o})
 			if err != nil {
@@ -251,13 +273,23 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
-// state kernel (deltaStateILP off and on), at 512 and 4096
-// tokens: the median of 5 runs after a warm-up.
+// state kernel of deltaStateKernels, at 512 and 4096 tokens: the median of
+// 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
-	defer func(v bool) { deltaStateILP = v }(deltaStateILP)
-	for _, form := range []struct{ chunked, ilp bool }{{false, false}, {true, false}, {true, true}} {
+	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
+	forms := []struct {
+		chunked bool
+		state   string
+	}{{false, deltaStateKernel}}
+	for _, f := range deltaForms(false) {
+		forms = append(forms, struct {
+			chunked bool
+			state   string
+		}{true, f.state})
+	}
+	for _, form := range forms {
 		chunked := form.chunked
-		deltaStateILP = form.ilp
+		deltaStateKernel = form.state
 		o := DefaultOptions()
 		o.ChunkedDelta = chunked
 		b := testBackend(t, o)

@@ -4,7 +4,7 @@
 # env.txt). NCU lists them as kernel:skip:test (the launch skip+1 of the
 # kernel named exactly, in the PETAL_CUDA_BENCH test named); with SRC=1 the
 # source counters too (the stall reasons by instruction). From the
-# repository root; devrun/ml holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
+# repository root; devrun/ml (or $DEVRUN) holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
 # GOARCH=amd64 go test -c -ldflags='-s -w' ./engine/cuda; gzip). Launch
 # counts: TestMeasureGEMM times a launch 23 times, the dense GEMMs at 512
 # then 4096 rows (skip 23: q_proj at 4096), each MoE tile's gate/up and
@@ -12,7 +12,7 @@
 # tokens); TestMeasureDeltaForms runs each form 6 times at 512 then 4096
 # tokens (gdn_chunk_state_ilp skip 6 is 4096; gdn_chunk_prep skip 18 is the
 # ILP form's 4096).
-R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/ml; mkdir -p "$O"
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${DEVRUN:-devrun/ml}; mkdir -p "$O"
 (cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test)
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
 cd $R/engine/cuda

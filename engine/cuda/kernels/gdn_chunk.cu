@@ -56,6 +56,11 @@ static __device__ __forceinline__ u32 gc_dyn_smem() {
   return n;
 }
 
+// GcF2 is two floats stored as one 8-byte access.
+struct __attribute__((aligned(8))) GcF2 {
+  float x, y;
+};
+
 // GcMat is a float32 matrix in shared memory: element (r, c) at p[r*rs + c*cs].
 struct GcMat {
   const float* p;
@@ -241,6 +246,9 @@ static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chun
 #define GC_BUF (2 * GC_C * GC_LK + GC_C * GC_LKD + GC_C * GC_LV + GC_C * GC_LC + 4)
 // shared memory: the state's slice [VT][LK], two buffers, Vn and γ·S0·q [C][LV]
 #define GC_STATE_SHARED (4 * (GC_VT * GC_LK + 2 * GC_BUF + 2 * GC_C * GC_LV))
+// gdn_chunk_state_sk's partial sums after them: a warp's Vn and γ·S0·q [2][C][LV]
+#define GC_SK_WARP (2 * GC_C * GC_LV)
+#define GC_STATE_SK_SHARED (GC_STATE_SHARED + 4 * (GC_STATE_THREADS / 32) * GC_SK_WARP)
 
 static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
@@ -284,16 +292,24 @@ static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, c
 // into one accumulator a tile, in k order (W·S0ᵀ: 48 dependent mma). ILP =
 // 1 keeps the small and the large products apart and the even and odd
 // k-steps apart (four accumulators, chains of 16 and 8), adding them at
-// the end: the same products, float32 sums in another order.
+// the end: the same products, float32 sums in another order. ILP = 2
+// computes the first two products (Vn and γ·S0·q, most of the work) split
+// over k instead: each warp all 32 x 32 of both over its 16 of the 128 k,
+// so that each operand element is split into its tf32 parts once (a tile
+// a warp splits each A element four times, each B element twice: ncu had
+// the state pass issue-bound, 61 % of issue slots), then the eight
+// partials summed in warp order through shared memory (chains of 6 mma).
 template <int ILP>
 static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, float* __restrict__ state,
                                                 float* __restrict__ out, int rows, int Hv) {
   extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
-  if (gc_dyn_smem() < GC_STATE_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
+  // a launch with too little shared memory is a bug
+  if (gc_dyn_smem() < (ILP == 2 ? GC_STATE_SK_SHARED : GC_STATE_SHARED)) __builtin_trap();
   float* Sb = gc_state_smem;
   float* bufs = Sb + GC_VT * GC_LK;
   float* Vn = bufs + 2 * GC_BUF;
   float* Og = Vn + GC_C * GC_LV;
+  float* P = Og + GC_C * GC_LV;  // ILP = 2: the warps' partial sums
 
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;
@@ -324,7 +340,57 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     const float gl = M[GC_C * GC_LC];
 
     // Vn = U - W·S0ᵀ and γ·S0·q, sharing S0's fragments
-    {
+    if constexpr (ILP == 2) {
+      float pv[2][4][4] = {}, po[2][4][4] = {};
+      const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
+#pragma unroll
+      for (int ks = 0; ks < 2; ks++) {
+        const int k0 = warp * 16 + ks * 8;
+        TfB b[4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) b[nt] = gc_frag_b(S, k0, nt * 8, lane);
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+          const TfA aw = gc_frag_a(Wm, mt * 16, k0, lane), aq = gc_frag_a(Qm, mt * 16, k0, lane);
+#pragma unroll
+          for (int nt = 0; nt < 4; nt++) {
+            mma_tf32x3(pv[mt][nt], aw, b[nt]);
+            mma_tf32x3(po[mt][nt], aq, b[nt]);
+          }
+        }
+      }
+      float* pw = P + warp * GC_SK_WARP;
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int i = (mt * 16 + g + h * 8) * GC_LV + nt * 8 + 2 * tq;
+            *(GcF2*)(pw + i) = GcF2{pv[mt][nt][2 * h], pv[mt][nt][2 * h + 1]};
+            *(GcF2*)(pw + GC_C * GC_LV + i) = GcF2{po[mt][nt][2 * h], po[mt][nt][2 * h + 1]};
+          }
+      __syncthreads();
+      // thread tid sums columns c..c+3 of rows r and r+16 of Vn (tid <
+      // 128) or of γ·S0·q: a quarter warp reads one row's 32 columns
+      const int m = tid >> 7, c = (tid & 7) * 4;
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int i = (((tid & 127) >> 3) + 16 * rr) * GC_LV + c;
+        float4v sum = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int w = 0; w < GC_STATE_THREADS / 32; w++) {
+          const float4v x = *(const float4v*)(P + w * GC_SK_WARP + m * GC_C * GC_LV + i);
+          sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+        }
+        if (m == 0) {
+          const float4v u = *(const float4v*)(U + i);
+          *(float4v*)(Vn + i) = float4v{u.x - sum.x, u.y - sum.y, u.z - sum.z, u.w - sum.w};
+        } else {
+          *(float4v*)(Og + i) = sum;
+        }
+      }
+    } else {
       float cv[4] = {0.f, 0.f, 0.f, 0.f}, co[4] = {0.f, 0.f, 0.f, 0.f};
       const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
       if (ILP) {
@@ -415,9 +481,10 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
 
-// gdn_chunk_state (gc_state, ILP = 0) and gdn_chunk_state_ilp (ILP = 1):
-// GC_STATE_THREADS threads, GC_STATE_SHARED bytes of dynamic shared
-// memory, a block per (value head, slice of GC_VT state rows).
+// gdn_chunk_state (gc_state, ILP = 0), gdn_chunk_state_ilp (ILP = 1) and
+// gdn_chunk_state_sk (ILP = 2): GC_STATE_THREADS threads, GC_STATE_SHARED
+// bytes of dynamic shared memory (gdn_chunk_state_sk GC_STATE_SK_SHARED), a
+// block per (value head, slice of GC_VT state rows).
 extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
     gdn_chunk_state(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
                     int Hv) {
@@ -429,4 +496,10 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
                         int Hv) {
   pdl_begin();
   gc_state<1>(ws, state, out, rows, Hv);
+}
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
+    gdn_chunk_state_sk(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                       int Hv) {
+  pdl_begin();
+  gc_state<2>(ws, state, out, rows, Hv);
 }
