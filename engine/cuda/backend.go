@@ -38,10 +38,6 @@ type Backend struct {
 	last    *program               // the last program run, named in errors that surface later
 	rb      readback               // reads that wait only for their buffer's writer (readback.go)
 	held    []driver.Ptr           // memory freed at Close
-
-	side       *driver.Stream // l2ahead=on: the stream of the L2 prefetches
-	fork, join *driver.Event  // side forked from and joined to the main stream
-	aheadOpen  bool           // side has work not yet joined
 }
 
 type ropeKey struct {
@@ -186,7 +182,7 @@ func (b *Backend) init() error {
 // plainKernels are the entry points of ops.cu.
 var plainKernels = []string{
 	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
-	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert", "l2_ahead",
+	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
 	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",
 }

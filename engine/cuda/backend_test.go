@@ -43,17 +43,15 @@ func testBackend(t *testing.T, o Options) *Backend {
 // checked by TestTensorCoreOpsMatchReferences.)
 func TestConformance(t *testing.T) {
 	variants := map[string]func(*Options){
-		"default":               func(*Options) {},
-		"graphs=off":            func(o *Options) { o.Graphs = false },
-		"fused=off":             func(o *Options) { o.Fused = false },
-		"gemm=plain":            func(o *Options) { o.TensorCores = false },
-		"pdl=on":                func(o *Options) { o.PDL, o.PDLSome = true, false },
-		"pdl=on,graphs=off":     func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
-		"pdl=off":               func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"l2ahead=on":            func(o *Options) { o.L2Ahead = true },
-		"l2ahead=on,graphs=off": func(o *Options) { o.L2Ahead, o.Graphs = true, false },
+		"default":           func(*Options) {},
+		"graphs=off":        func(o *Options) { o.Graphs = false },
+		"fused=off":         func(o *Options) { o.Fused = false },
+		"gemm=plain":        func(o *Options) { o.TensorCores = false },
+		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
+		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
+		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "l2ahead=on", "l2ahead=on,graphs=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
@@ -51,15 +50,7 @@ type step struct {
 	kernels int
 	name    string // the kernels, for tests and traces
 	launch  func(s *driver.Stream) error
-	early   bool       // under pdl=some: launched with programmatic serialization
-	weights []devRange // the weights its kernels read (decode mat-vecs), for l2ahead
-	ahead   []devRange // under l2ahead=on: the next weighted step's, asked of L2 beside this one
-}
-
-// devRange is n bytes of device memory from p.
-type devRange struct {
-	p driver.Ptr
-	n int64
+	early   bool // under pdl=some: launched with programmatic serialization
 }
 
 func (p *program) Ops() []backend.Op { return p.ops }
@@ -118,9 +109,6 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too
 		}
-	}
-	if b.o.L2Ahead {
-		p.planAhead()
 	}
 	p.desc = fmt.Sprintf("of %d ops", len(ops))
 	if len(ops) > 0 {
@@ -183,12 +171,6 @@ func (p *program) capture() error {
 			return fmt.Errorf("cuda: capturing %s: %w", backend.LabelOf(p.ops[st.op]), err)
 		}
 	}
-	if err := p.b.joinAhead(s); err != nil {
-		if g, e := s.EndCapture(); e == nil {
-			g.Close()
-		}
-		return err
-	}
 	g, err := s.EndCapture()
 	if err != nil {
 		return err
@@ -208,100 +190,11 @@ func (p *program) capture() error {
 // launchStep queues a step's kernels on s, programmatic where Options
 // say (under pdl=some, the steps marked early).
 func (b *Backend) launchStep(s *driver.Stream, st step) error {
-	if err := b.launchAhead(s, st.ahead); err != nil {
-		return err
-	}
 	if b.o.PDL && b.o.PDLSome {
 		s.SetProgrammatic(st.early)
 		defer s.SetProgrammatic(false) // launches outside programs stay plain
 	}
 	return st.launch(s)
-}
-
-// l2AheadMax is the most bytes asked of L2 ahead of a step: a third of an
-// H100's or H200's 50 MB L2, above a Gated DeltaNet layer's first
-// projections (13.4 MB); the lm_head, 100 MB and more, is not asked.
-const l2AheadMax = 16 << 20
-
-// planAhead gives each step the weights of the next step that names any
-// (l2ahead=on), each set once: the steps between (gdn_step after the first
-// projections) do not ask again.
-func (p *program) planAhead() {
-	asked := -1
-	for i := range p.steps {
-		for j := i + 1; j < len(p.steps); j++ {
-			if len(p.steps[j].weights) == 0 {
-				continue
-			}
-			var n int64
-			for _, r := range p.steps[j].weights {
-				n += r.n
-			}
-			if j != asked && n <= l2AheadMax {
-				p.steps[i].ahead, asked = p.steps[j].weights, j
-			}
-			break
-		}
-	}
-}
-
-// l2AheadBlocks is l2_ahead's grid: enough threads to issue a few MB of
-// prefetches in a few instructions each, few enough blocks to fit beside
-// the kernel it runs with.
-const l2AheadBlocks = 16
-
-// launchAhead forks the side stream from s and queues l2_ahead for the
-// spans there (eight a launch), so that they load into L2 while s runs on.
-func (b *Backend) launchAhead(s *driver.Stream, spans []devRange) error {
-	if len(spans) == 0 {
-		return nil
-	}
-	if b.side == nil {
-		var err error
-		if b.side, err = b.ctx.NewStream("l2ahead"); err != nil {
-			return err
-		}
-		if b.fork, err = b.ctx.NewEvent(); err != nil {
-			return err
-		}
-		if b.join, err = b.ctx.NewEvent(); err != nil {
-			return err
-		}
-	}
-	if err := b.fork.Record(s); err != nil {
-		return err
-	}
-	if err := b.side.WaitEvent(b.fork); err != nil {
-		return err
-	}
-	for len(spans) > 0 {
-		n := min(len(spans), 8)
-		var r [16]uint64
-		for i, sp := range spans[:n] {
-			r[i], r[8+i] = uint64(sp.p), uint64(sp.n)
-		}
-		var a driver.Args
-		a.Struct(unsafe.Slice((*byte)(unsafe.Pointer(&r[0])), 128))
-		if err := b.side.Launch(b.fn["l2_ahead"], driver.D1(l2AheadBlocks), driver.D1(256), 0, &a); err != nil {
-			return err
-		}
-		spans = spans[n:]
-	}
-	b.aheadOpen = true
-	return nil
-}
-
-// joinAhead makes s wait for what launchAhead queued on the side stream
-// (a capture must end joined; a program's reads of its outputs wait for s).
-func (b *Backend) joinAhead(s *driver.Stream) error {
-	if !b.aheadOpen {
-		return nil
-	}
-	b.aheadOpen = false
-	if err := b.join.Record(b.side); err != nil {
-		return err
-	}
-	return s.WaitEvent(b.join)
 }
 
 // pdlGainer says whether pdl=some launches the step of this name early.
@@ -344,9 +237,6 @@ func (p *program) Run() error {
 				}
 			}
 		}
-	}
-	if err := b.joinAhead(b.s); err != nil {
-		return b.surfaced(err)
 	}
 	if err := p.done.Record(b.s); err != nil {
 		return b.surfaced(err)

@@ -30,17 +30,6 @@ type QMatrix struct {
 	mem, sb   driver.Ptr
 }
 
-// ranges are the device memory a mat-vec of q reads: its codes and its
-// scale/bias words (or its scales and biases, where not interleaved).
-func (q *QMatrix) ranges() []devRange {
-	groups := int64(q.Rows) * int64(q.Cols/max(q.GroupSize, 1))
-	r := []devRange{{q.Words, int64(q.Rows) * int64(q.Cols) * int64(q.Bits) / 8}}
-	if q.ScaleBias != 0 {
-		return append(r, devRange{q.ScaleBias, 4 * groups})
-	}
-	return append(r, devRange{q.Scales, 2 * groups}, devRange{q.Biases, 2 * groups})
-}
-
 // UploadQMatrix copies m (all experts, as one matrix of Experts·Rows rows)
 // to the device through up.
 func UploadQMatrix(c *driver.Context, up *driver.Uploader, m *quant.Matrix, label string) (*QMatrix, error) {

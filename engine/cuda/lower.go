@@ -221,7 +221,7 @@ func (b *Backend) linear(w *matrix, x, y driver.Ptr, rows int) []step {
 	}
 	q := w.q
 	if b.o.Fused && rows == 1 && q.Bits == 4 && q.GroupSize == 64 && q.ScaleBias != 0 && x%16 == 0 {
-		return []step{{kernels: 1, name: "qmv", weights: q.ranges(), launch: func(s *driver.Stream) error { return b.qmv.Launch(s, q, x, y) }}}
+		return []step{{kernels: 1, name: "qmv", launch: func(s *driver.Stream) error { return b.qmv.Launch(s, q, x, y) }}}
 	}
 	R := q.Rows
 	name, grid := b.qgemmShape(R, rows)
@@ -484,8 +484,8 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 			return MoEBuffers{X: x, IDs: idx, Weights: wts, H: p.scratch.Add(hOff), Logit: p.scratch.Add(lOff), Resid: p.zeros, Out: out}
 		}
 		return []step{
-			{kernels: 1, name: "moe_gate_up", weights: matrixRanges(ws[2], ws[3], ws[4]), launch: func(s *driver.Stream) error { return b.moe.LaunchGateUp(s, mw, bufs()) }},
-			{kernels: 1, name: "moe_down", weights: matrixRanges(ws[6]), launch: func(s *driver.Stream) error { return b.moe.LaunchDown(s, mw, bufs()) }},
+			{kernels: 1, name: "moe_gate_up", launch: func(s *driver.Stream) error { return b.moe.LaunchGateUp(s, mw, bufs()) }},
+			{kernels: 1, name: "moe_down", launch: func(s *driver.Stream) error { return b.moe.LaunchDown(s, mw, bufs()) }},
 		}, nil
 	}
 	// the table of the seven matrices the plain kernels read
@@ -513,17 +513,6 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 			return s.Launch(b.fn["experts_down"], driver.D1(ceil(rows*H, 8)), driver.D1(256), 0, &a)
 		}},
 	}, nil
-}
-
-// matrixRanges are the device memory mat-vecs of ws read (the weights a
-// step names for l2ahead; the routed experts' rows are known only on the
-// device).
-func matrixRanges(ws ...*matrix) []devRange {
-	var r []devRange
-	for _, w := range ws {
-		r = append(r, w.q.ranges()...)
-	}
-	return r
 }
 
 // decodeMoE gives the MoE weights of an Experts op that the decode kernels
@@ -641,7 +630,7 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool) {
 	var off int64
 	lOff := p.reserve(&off, 4*int64(E))
 	topK, normalize := r.TopK, r.Normalize
-	return step{kernels: 1, name: normRouteKernel, weights: q.ranges(), launch: func(s *driver.Stream) error {
+	return step{kernels: 1, name: normRouteKernel, launch: func(s *driver.Stream) error {
 		bufs := RouteBuffers{Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
 		return b.route.LaunchNorm(s, q, bufs, rn, topK, normalize)
 	}}, true
@@ -757,7 +746,7 @@ func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
 	if !ok {
 		return step{}, false
 	}
-	return step{kernels: 1, name: normGroupKernel, weights: matrixRanges(ws...), launch: func(s *driver.Stream) error {
+	return step{kernels: 1, name: normGroupKernel, launch: func(s *driver.Stream) error {
 		return b.qmv.LaunchGroupNorm(s, table, qn, total, cols)
 	}}, true
 }

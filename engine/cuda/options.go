@@ -94,12 +94,6 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
-	// L2Ahead (l2ahead=on) launches, beside each decode kernel whose
-	// successor reads weights (the mat-vecs, the router, the shared
-	// expert), a small kernel on a second stream that asks L2 for those
-	// weights, so that the next kernel finds them there instead of waiting
-	// for device memory. Off by default until measured.
-	L2Ahead bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -160,7 +154,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=flash|wide|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; or the float32 kernel; default wide), ` +
-	`l2ahead=on|off (beside each decode kernel, a second stream asks L2 for the next kernel's weights; default off), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -229,8 +222,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg or stream", kv.Value)
 			}
-		case "l2ahead":
-			o.L2Ahead, err = kv.On("cuda")
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "linears":

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"petal/engine/backend"
-	"petal/engine/cuda/driver"
 )
 
 // TestParseOptionsChoices: the values of pdl and moe land in their fields,
@@ -121,30 +120,5 @@ func TestSplitCounts(t *testing.T) {
 				t.Errorf("router at %d rows, wide: %d splits, want %d", c.rows, got, c.splits)
 			}
 		}
-	}
-}
-
-// TestPlanAhead: under l2ahead=on each step asks L2 for the weights of the
-// next step that names any, once (a step between does not ask again), and
-// never for more than l2AheadMax bytes.
-func TestPlanAhead(t *testing.T) {
-	w := func(p driver.Ptr, n int64) []devRange { return []devRange{{p, n}} }
-	p := &program{steps: []step{
-		{name: "in_proj", weights: w(1, 13<<20)}, {name: "gdn_step"}, {name: "out_proj", weights: w(2, 4<<20)},
-		{name: "router", weights: w(3, 1<<20)}, {name: "lm_head", weights: w(4, 150<<20)}, {name: "sample"},
-	}}
-	p.planAhead()
-	want := []driver.Ptr{2, 0, 3, 0, 0, 0} // gdn_step does not ask for out_proj again; nothing asks for lm_head
-	for i, st := range p.steps {
-		var got driver.Ptr
-		if len(st.ahead) > 0 {
-			got = st.ahead[0].p
-		}
-		if got != want[i] {
-			t.Errorf("step %d (%s) asks for %d ahead, want %d", i, st.name, got, want[i])
-		}
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "l2ahead", Value: "on"}}); err != nil || !o.L2Ahead || DefaultOptions().L2Ahead {
-		t.Errorf("l2ahead=on: %v, %v; default %v", o.L2Ahead, err, DefaultOptions().L2Ahead)
 	}
 }

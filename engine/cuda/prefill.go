@@ -148,7 +148,7 @@ func (b *Backend) qmvGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver.P
 	if !ok {
 		return nil
 	}
-	return []step{{kernels: 1, name: "qmv_group", weights: matrixRanges(ws...), launch: func(s *driver.Stream) error {
+	return []step{{kernels: 1, name: "qmv_group", launch: func(s *driver.Stream) error {
 		return b.qmv.LaunchGroup(s, table, x, total, cols)
 	}}}
 }

@@ -5,7 +5,9 @@
 # two rounds (A B A B). From the repository root; devrun/la holds
 # cuda.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c
 # -ldflags='-s -w' ./engine/cuda; gzip) and petal.xz (go build the same
-# way; xz -9). About 2 minutes.
+# way; xz -9). About 2 minutes. The option and its kernel were removed
+# after this ran (2026-12-06-l2ahead1: decode 15 % slower); they are in
+# commit bd0bc1c.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/la; mkdir -p "$O"
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1

@@ -722,20 +722,3 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long i = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
   if (i < n) store_from_f32(dst, i, to, load_as_f32(src, i, from));
 }
-
-// l2_ahead asks L2 for the lines of up to eight ranges of device memory
-// (the weights of the kernel after the one it runs beside, l2ahead=on):
-// launched on a second stream while that kernel runs, it only issues
-// prefetches and returns, so that the next kernel finds its weights in L2
-// instead of waiting for device memory. n[i] is range i's bytes (0: none).
-struct L2Ranges {
-  const unsigned char* p[8];
-  long long n[8];
-};
-extern "C" __global__ void __launch_bounds__(256) l2_ahead(const L2Ranges r) {
-  const long long t = (long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X(),
-                  step = (long long)PETAL_NCTAID_X() * PETAL_NTID_X() * 128;
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-    for (long long o = t * 128; o < r.n[i]; o += step) prefetch_l2(r.p[i] + o);
-}
