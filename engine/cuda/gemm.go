@@ -401,9 +401,13 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
-	sms := g.c.Device().SMs
+	return denseTile(M, N, g.c.Device().SMs, g.useWG)
+}
+
+// denseTile is DenseTile on a GPU of sms multiprocessors, wg its UseWGMMA.
+func denseTile(M, N, sms int, wg bool) GEMMTile {
 	chain := []string{"m128", "m64", "m32"}
-	if g.useWG {
+	if wg {
 		chain = []string{"w256o", "w128o2", "w64o", "m32"}
 	}
 	for _, name := range chain {

@@ -65,6 +65,21 @@ func TestGEMMTilesFit(t *testing.T) {
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}
+	// The dense tiles on an H100's 132 multiprocessors at the shapes of
+	// TestMeasureGEMM, each the fastest measured there (2026-12-06-wg3)
+	// but at 512 x 512, where m16 (split) was.
+	for _, c := range []struct {
+		M, N   int
+		wg, mm string
+	}{{512, 8192, "w256o", "m128"}, {512, 4096, "w128o2", "m128"}, {512, 2048, "w64o", "m64"}, {512, 512, "m16", "m16"},
+		{4096, 8192, "w256o", "m128"}, {4096, 512, "w128o2", "m128"}, {16, 2048, "m16", "m16"}} {
+		if got := denseTile(c.M, c.N, 132, true); got.Name != c.wg {
+			t.Errorf("dense tile of %dx%d (gemm=wg): %v, want %s", c.M, c.N, got, c.wg)
+		}
+		if got := denseTile(c.M, c.N, 132, false); got.Name != c.mm {
+			t.Errorf("dense tile of %dx%d (gemm=tc): %v, want %s", c.M, c.N, got, c.mm)
+		}
+	}
 }
 
 func bf16r(f float32) float32 { return quant.BF16(quant.ToBF16(f)) }
