@@ -23,11 +23,15 @@ import (
 // (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA);
 // with Overlap, two W tiles, the next k-tile dequantised while this one's
 // products run.
+//
+// A WG tile with RegA is the register-A form (WG = 3): the weights
+// dequantised into wgmma's A fragments in registers, X the B operand from
+// shared memory, no W tile.
 type GEMMTile struct {
-	Name                     string
-	BM, BN, Threads, Stages  int
-	Reg, Stream, WG, Overlap bool
-	Blocks                   int
+	Name                           string
+	BM, BN, Threads, Stages        int
+	Reg, Stream, WG, Overlap, RegA bool
+	Blocks                         int
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -39,19 +43,22 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1 or 2). With
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1, 2 or 3). With
 // gemm=wg on a GPU of compute capability 9.0, DenseTile and MoETile choose
 // w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
 // (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128 (each
 // k-tile's products waited for before the next is dequantised) and w128o
-// (one warpgroup a block) are measured beside them. Blocks is the blocks a
-// multiprocessor the tile is built for (GEMM_ENTRIES' MINB).
+// (one warpgroup a block) are measured beside them, and w128r (written,
+// not yet run on a GPU): the weights as wgmma's A operand from registers,
+// no W tile in shared memory. Blocks is the blocks a multiprocessor the
+// tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
 	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 2},
 	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 2},
 	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 3},
 	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 2},
 	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},
+	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -136,11 +143,15 @@ func (t GEMMTile) sharedK(K int) int {
 		return t.Stages * (rqStageWeights + t.BM*rqXRow)
 	}
 	if t.WG { // stages 1024-byte aligned, the wgmma swizzle's period
+		stages := t.Stages * ((t.BM*128 + t.BN*36 + 1023) / 1024 * 1024)
+		if t.RegA {
+			return stages
+		}
 		wtiles := 1
 		if t.Overlap {
 			wtiles = 2
 		}
-		return t.Stages*((t.BM*128+t.BN*36+1023)/1024*1024) + wtiles*t.BN*128
+		return stages + wtiles*t.BN*128
 	}
 	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }

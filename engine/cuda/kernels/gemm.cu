@@ -156,6 +156,35 @@ static __device__ __forceinline__ void wg_mma_n128(float* d, unsigned long long 
       : "memory");
 }
 
+// wg_mma_n128_ra adds A[64 x 16] · B[128 x 16]^T to d with A from
+// registers: this warp's rows 16·(warp % 4) + g (a[0]: k 2c, 2c+1; a[2]: k
+// 2c+8, 2c+9) and g+8 (a[1], a[3]), each a bf16 pair, as mma.sync's A
+// fragment; B through its descriptor. d as wg_mma_n128's.
+static __device__ __forceinline__ void wg_mma_n128_ra(float* d, const u32* a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "memory");
+}
+static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+// wg_keep4 keeps an A fragment's registers as they are up to this point
+// (wgmma reads them asynchronously, until its wait).
+static __device__ __forceinline__ void wg_keep4(u32* a) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// dequant_pair2 is the bf16 pair (s·q_j + b, s·q_{j+1} + b) of code word w's
+// elements j = 2c and 2c+1 (nibbles 2c, 2c+1: bits 8c .. 8c+7), each
+// rounded once, as dequant_pairs computes them.
+static __device__ __forceinline__ u32 dequant_pair2(u32 w, int c, u32 s2, u32 b2) {
+  const u32 t = w >> (8 * c);
+  const u32 x = (t & 0xFu) | ((t << 12) & 0xF0000u) | 0x43004300u;  // (128+q_2c, 128+q_2c+1)
+  return bf16x2_fma(bf16x2_fma(x, 0x3F803F80u, 0xC300C300u), s2, b2);
+}
+
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
@@ -226,8 +255,12 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   // aligned, the swizzle's period
   constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = WG ? (A_BYTES + BN * 36 + 1023) / 1024 * 1024 : A_BYTES + BN * 36;
   // WG: NWG warpgroups, each WS of the tile's 64-row slabs
-  constexpr int NWG = NTHREADS / 128, WS = WG ? BM / 64 / NWG : 1;
-  static_assert(!WG || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
+  // WG = 3: the weights as wgmma's A operand from registers (Yᵀ = W·Xᵀ),
+  // each warpgroup 64 weight rows of the tile against all BM = 128 of its
+  // X rows, which are B; no W tile in shared memory
+  constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
+  static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
+  static_assert(WG != 3 || (NTHREADS == 256 && BM == 128 && BN == 128), "register-A wgmma: two warpgroups, 128 x 128 tiles");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -367,7 +400,45 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
   for (int kt = 0; kt < S - 1; kt++) load(kt);
 
-  if constexpr (WG == 2) {
+  if constexpr (WG == 3) {
+    // Per k-tile: its copies landed and every warpgroup done with the
+    // stage the next copies overwrite (the products waited for at the end
+    // of the k-tile before), then per k-step this thread's fragment of
+    // its warpgroup's 64 weight rows dequantised from the staged codes
+    // into registers while the k-step before multiplies.
+    const int g = lane >> 2, c = lane & 3;
+    const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;  // this thread's weight rows: wrow, wrow + 8
+    for (int kt = 0; kt < kt1 - kt0; kt++) {
+      cp_wait<S - 2>();
+      fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
+      __syncthreads();
+      load(kt + S - 1);
+      const u32 st = sbase + (kt % S) * STAGE;
+      const u32* cw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES);
+      const u32* sbw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES + C_BYTES);
+      const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
+      const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
+      const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
+      u32 a[2][4];
+#pragma unroll
+      for (int ks = 0; ks < 4; ks++) {
+        u32* f = a[ks & 1];
+        f[0] = dequant_pair2(cw[wrow * 8 + 2 * ks], c, s0, b0);
+        f[1] = dequant_pair2(cw[(wrow + 8) * 8 + 2 * ks], c, s1, b1);
+        f[2] = dequant_pair2(cw[wrow * 8 + 2 * ks + 1], c, s0, b0);
+        f[3] = dequant_pair2(cw[(wrow + 8) * 8 + 2 * ks + 1], c, s1, b1);
+        wg_fence();
+        wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
+        wg_commit();
+        wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
+        wg_keep4(a[(ks + 1) & 1]);
+      }
+      wg_wait0();  // the stage is the next k-tile's copies' after the barrier
+      wg_keep4(a[0]);
+      wg_keep4(a[1]);
+      wg_keep(wacc[0]);
+    }
+  } else if constexpr (WG == 2) {
     // Two W tiles: k-tile kt is dequantised into one while k-tile kt-1's
     // wgmma, issued and not waited for, read the other; then the wait for
     // them, a barrier, and kt's copies' stage reused, kt's wgmma issued.
@@ -441,7 +512,31 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   }
   cp_wait<0>();
   const int g = lane >> 2, c = lane & 3;
-  if constexpr (WG) {
+  if constexpr (WG == 3) {
+    // wacc[0][4j + i]: weight row 64·(warp / 4) + 16·(warp % 4) + g (+8
+    // for i >= 2) of the tile, X row 8j + 2c + (i & 1); gate/up, rows g and
+    // g+8 are the gate and the up row of output n0 + 32·(warp / 4) +
+    // 8·(warp % 4) + g
+    const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int r = r0 + 8 * j + 2 * c + e;
+        if (r >= rend) continue;
+        if (MODE == MODE_GATEUP) {
+          const int n = n0 + 32 * (warp >> 2) + 8 * (warp & 3) + g;
+          if (n < N) {
+            const float gt = wacc[0][4 * j + e], up = wacc[0][4 * j + 2 + e];
+            ((u16*)Y)[(long long)r * N + n] = (u16)(pack_bf16x2(gt / (1.f + gexp(-gt)) * up, 0.f) & 0xFFFFu);
+          }
+        } else {
+          float* y = (float*)Y + (long long)r * N + n0;
+          if (n0 + wrow < N) y[wrow] = wacc[0][4 * j + e];
+          if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[0][4 * j + 2 + e];
+        }
+      }
+  } else if constexpr (WG) {
     // wacc[m][4j + i]: row 64(wgs + m) + 16·(warp % 4) + g (+8 for i >= 2), column 8j +
     // 2c + (i & 1); gate/up, n8 tiles 2q and 2q+1 are the gate and the up
     // rows of outputs 8q ..

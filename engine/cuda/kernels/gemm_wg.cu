@@ -22,3 +22,8 @@ GEMM_ENTRIES(w64o, 64, 128, 2, 2, 3, 3, 2)
 // the dequantisation per product of w128o), one block a multiprocessor.
 GEMM_ENTRIES(w128o2, 128, 128, 4, 2, 3, 2, 2)
 GEMM_ENTRIES(w256o, 256, 128, 4, 2, 3, 1, 2)
+// w128r: the weights as wgmma's A operand from registers, each thread
+// dequantising its own fragment, and X the B operand (Yᵀ = W·Xᵀ): no W
+// tile in shared memory, which bounds the tiles above (run ncu1); two
+// warpgroups of 64 weight rows each, 128 X rows.
+GEMM_ENTRIES(w128r, 128, 128, 4, 2, 3, 2, 3)
