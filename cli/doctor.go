@@ -38,7 +38,8 @@ func doctorCommand(st *Streams) *cli.Command {
   CPU    the model, the cores, the SIMD features and which of petal's CPU kernels use them;
   CUDA   whether libcuda loads (and why not), the driver version, each GPU's name, compute
          capability and free/total memory, and whether every embedded PTX module of petal's
-         kernels loads (with the driver's JIT message when one does not);
+         kernels loads (with the driver's JIT message when one does not; gemm_wg, Hopper's
+         wgmma, is built for compute capability 9.0 only and tried on such a GPU alone);
   Metal  on macOS the device, its GPU family, the MSL version and math mode read back from
          the compiler, every embedded Metal library compiled with each of its kernels
          (gemm_tensor, on Metal 4's tensor operations, only where the device has them), and
@@ -116,6 +117,7 @@ type gpuReport struct {
 	Reason            string   `json:"reason,omitempty"`
 	ModulesLoaded     []string `json:"modules_loaded"`
 	ModuleErrors      []string `json:"module_errors,omitempty"`
+	ModulesSkipped    []string `json:"modules_skipped,omitempty"` // built for another GPU only (sm_90a on a GPU not 9.0)
 }
 
 type metalReport struct {
@@ -188,6 +190,9 @@ func runDoctor(st *Streams, o doctorOptions) error {
 		if g.Usable {
 			c := doctorCheck{Name: fmt.Sprintf("cuda kernels load on GPU %d", g.Ordinal), Status: checkPass,
 				Detail: fmt.Sprintf("%d PTX modules loaded: %s", len(g.ModulesLoaded), strings.Join(g.ModulesLoaded, " "))}
+			if len(g.ModulesSkipped) > 0 {
+				c.Detail += "; not loaded: " + strings.Join(g.ModulesSkipped, "; ")
+			}
 			if len(g.ModuleErrors) > 0 {
 				c.Status, c.Detail = checkFail, strings.Join(g.ModuleErrors, "\n")
 			}
@@ -364,6 +369,10 @@ func probeGPU(d driver.Device) gpuReport {
 	}
 	g.Usable = true
 	for _, fam := range kernels.Families() {
+		if why := moduleNotFor(fam, g.ComputeCapability); why != "" {
+			g.ModulesSkipped = append(g.ModulesSkipped, why)
+			continue
+		}
 		ptx, err := kernels.PTX(fam)
 		if err == nil {
 			var m *driver.Module
@@ -376,6 +385,20 @@ func probeGPU(d driver.Device) gpuReport {
 		g.ModuleErrors = append(g.ModuleErrors, fmt.Sprintf("%s: %v", fam, err))
 	}
 	return g
+}
+
+// moduleNotFor says why family's PTX is not loaded on a GPU of compute
+// capability cc: built for another one only (gemm_wg's sm_90a, Hopper's
+// wgmma, which the backend loads on 9.0 alone), or "" when it is loaded.
+func moduleNotFor(family, cc string) string {
+	t, err := kernels.Target(family)
+	if err != nil {
+		return ""
+	}
+	if only := kernels.ForOnly(t); only != "" && only != cc {
+		return fmt.Sprintf("%s (%s PTX, for compute capability %s only; not used on this GPU)", family, t, only)
+	}
+	return ""
 }
 
 // metalChecks turns the Metal probe's findings into checks: every library
@@ -607,6 +630,9 @@ func writeDoctorText(w io.Writer, r *doctorReport) error {
 				fmt.Fprintf(&b, "             not usable: %s\n", g.Reason)
 			case len(g.ModuleErrors) == 0:
 				fmt.Fprintf(&b, "             petal's kernels load: %s\n", strings.Join(g.ModulesLoaded, " "))
+				for _, m := range g.ModulesSkipped {
+					fmt.Fprintf(&b, "             not loaded: %s\n", m)
+				}
 			default:
 				fmt.Fprintf(&b, "             kernels that do not load:\n")
 				for _, e := range g.ModuleErrors {

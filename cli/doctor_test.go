@@ -223,3 +223,18 @@ func TestJudgeAgainstCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorModuleNotFor: gemm_wg's sm_90a PTX is loaded on a GPU of
+// compute capability 9.0 only, so that doctor on any other GPU does not
+// fail on a module the backend never loads there; the sm_90 modules are
+// loaded everywhere (where they fail, that is a failure).
+func TestDoctorModuleNotFor(t *testing.T) {
+	if why := moduleNotFor("gemm_wg", "10.0"); !strings.Contains(why, "sm_90a") || !strings.Contains(why, "9.0 only") {
+		t.Errorf("gemm_wg on 10.0: %q", why)
+	}
+	for _, c := range [][2]string{{"gemm_wg", "9.0"}, {"gemm", "10.0"}, {"gemm", "8.9"}, {"ops", "9.0"}} {
+		if why := moduleNotFor(c[0], c[1]); why != "" {
+			t.Errorf("%s on %s: skipped (%s)", c[0], c[1], why)
+		}
+	}
+}

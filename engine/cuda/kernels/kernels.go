@@ -36,3 +36,30 @@ func Families() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Target is the .target of family's PTX: sm_90 for a module the driver can
+// compile for compute capability 9.0 and later, sm_90a for one built for
+// 9.0 only (Hopper's wgmma: gemm_wg).
+func Target(family string) (string, error) {
+	b, err := PTX(family)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if t, ok := strings.CutPrefix(strings.TrimSpace(line), ".target "); ok {
+			return strings.TrimSpace(strings.SplitN(t, ",", 2)[0]), nil
+		}
+	}
+	return "", fmt.Errorf("kernels: %s.ptx has no .target", family)
+}
+
+// ForOnly is the compute capability an architecture-specific target (sm_XYa)
+// is for, "" for a target any later GPU takes.
+func ForOnly(target string) string {
+	t, ok := strings.CutPrefix(target, "sm_")
+	if !ok || !strings.HasSuffix(t, "a") || len(t) < 3 {
+		return ""
+	}
+	t = strings.TrimSuffix(t, "a")
+	return t[:len(t)-1] + "." + t[len(t)-1:]
+}

@@ -106,3 +106,26 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 		}
 	}
 }
+
+// TestTargets: every module targets sm_90 but gemm_wg, Hopper's wgmma,
+// whose sm_90a PTX is for compute capability 9.0 only.
+func TestTargets(t *testing.T) {
+	for _, fam := range Families() {
+		tgt, err := Target(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "sm_90"
+		if fam == "gemm_wg" {
+			want = "sm_90a"
+		}
+		if tgt != want {
+			t.Errorf("%s targets %s, want %s", fam, tgt, want)
+		}
+	}
+	for target, want := range map[string]string{"sm_90a": "9.0", "sm_100a": "10.0", "sm_90": "", "sm_89": "", "compute_90a": ""} {
+		if got := ForOnly(target); got != want {
+			t.Errorf("ForOnly(%s) = %q, want %q", target, got, want)
+		}
+	}
+}
