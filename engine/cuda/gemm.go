@@ -48,9 +48,9 @@ var GEMMTiles = []GEMMTile{
 // w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
 // (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128 (each
 // k-tile's products waited for before the next is dequantised) and w128o
-// (one warpgroup a block) are measured beside them, and w128r (written,
-// not yet run on a GPU): the weights as wgmma's A operand from registers,
-// no W tile in shared memory. Blocks is the blocks a multiprocessor the
+// (one warpgroup a block) are measured beside them, and w128r and w256r
+// (written, not yet run on a GPU): the weights as wgmma's A operand from
+// registers, no W tile in shared memory, against 128 or 256 X rows. Blocks is the blocks a multiprocessor the
 // tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
 	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 2},
@@ -59,6 +59,7 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 2},
 	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},
 	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
+	{Name: "w256r", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 1},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert

@@ -10,7 +10,7 @@
 # The call that ran the wgmma tiles first (2026-12-06-wg1), and the next
 # one (w128r, the register-A form, written and not yet run), alike:
 #   TESTS='TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule' MEASURE='TestMeasureGEMM' \
-#   NCU='dense_w128o2:23 dense_w128r:23' bash docs/bench/cuda/run-split.sh
+#   NCU='dense_w128o2:23 dense_w128r:23 dense_w256r:23' bash docs/bench/cuda/run-split.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
 cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
 	&& ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit

@@ -140,9 +140,10 @@ static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_gro
 static __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // wg_keep pins the accumulators in their registers at this point (wgmma
 // writes them asynchronously: no copy may be scheduled across the wait).
+template <int N = 64>
 static __device__ __forceinline__ void wg_keep(float* d) {
 #pragma unroll
-  for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 // wg_mma_n128 adds A[64 x 16] · B[128 x 16]^T to d (64 floats a thread: n8
 // tile j's four at d[4j..4j+3], rows 16·warp + g (+8 for the last two),
@@ -165,6 +166,16 @@ static __device__ __forceinline__ void wg_mma_n128_ra(float* d, const u32* a, un
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "memory");
+}
+// wg_mma_n256_ra is wg_mma_n128_ra with 256 columns of B (128 floats a
+// thread: n8 tile j's four at d[4j..4j+3]).
+static __device__ __forceinline__ void wg_mma_n256_ra(float* d, const u32* a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
       : "memory");
 }
@@ -260,7 +271,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   // X rows, which are B; no W tile in shared memory
   constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(WG != 3 || (NTHREADS == 256 && BM == 128 && BN == 128), "register-A wgmma: two warpgroups, 128 x 128 tiles");
+  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 128 || BM == 256) && BN == 128), "register-A wgmma: two warpgroups, 128 weight rows, 128 or 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -375,12 +386,15 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     for (int j = 0; j < AN; j++)
 #pragma unroll
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
-  float wacc[WS][64];  // WG: the accumulators of this warpgroup's slab m (the tile's wgs + m)
+  // WG: the accumulators of this warpgroup's slab m (the tile's wgs + m);
+  // WG = 3, of its 64 weight rows against the BM X rows
+  constexpr int WACC = WG == 3 ? BM / 2 : 64;
+  float wacc[WS][WACC];
   const int wgs = (warp >> 2) * WS;
 #pragma unroll
   for (int m = 0; m < WS; m++)
 #pragma unroll
-    for (int i = 0; i < 64; i++) wacc[m][i] = 0.f;
+    for (int i = 0; i < WACC; i++) wacc[m][i] = 0.f;
 
   // dequant_tile writes this thread's share of k-tile kt's weights (its
   // stage's codes and scale/bias words) into the bf16 W tile at wt.
@@ -428,7 +442,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         f[2] = dequant_pair2(cw[wrow * 8 + 2 * ks + 1], c, s0, b0);
         f[3] = dequant_pair2(cw[(wrow + 8) * 8 + 2 * ks + 1], c, s1, b1);
         wg_fence();
-        wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
+        if constexpr (BM == 256)
+          wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else
+          wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
         wg_commit();
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);
@@ -436,7 +453,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       wg_wait0();  // the stage is the next k-tile's copies' after the barrier
       wg_keep4(a[0]);
       wg_keep4(a[1]);
-      wg_keep(wacc[0]);
+      wg_keep<WACC>(wacc[0]);
     }
   } else if constexpr (WG == 2) {
     // Two W tiles: k-tile kt is dequantised into one while k-tile kt-1's
@@ -519,7 +536,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // 8·(warp % 4) + g
     const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;
 #pragma unroll
-    for (int j = 0; j < 16; j++)
+    for (int j = 0; j < BM / 8; j++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         const int r = r0 + 8 * j + 2 * c + e;

@@ -27,3 +27,6 @@ GEMM_ENTRIES(w256o, 256, 128, 4, 2, 3, 1, 2)
 // tile in shared memory, which bounds the tiles above (run ncu1); two
 // warpgroups of 64 weight rows each, 128 X rows.
 GEMM_ENTRIES(w128r, 128, 128, 4, 2, 3, 2, 3)
+// w256r: the same against 256 X rows (wgmma's n = 256: each dequantised
+// weight used for twice the products), one block a multiprocessor.
+GEMM_ENTRIES(w256r, 256, 128, 4, 2, 3, 1, 3)

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """gemm_ra.py: a model of gemm.cu's register-A wgmma form (gemm_tile with
-WG = 3, tile w128r), checked on the CPU before a GPU runs it.
+WG = 3, tiles w128r and w256r), checked on the CPU before a GPU runs it.
 
 Yᵀ = W·Xᵀ: each warpgroup (warps 4·wg .. 4·wg+3 of the block's 8) takes
 64 of the tile's 128 weight rows as wgmma's A operand from registers and
-the tile's 128 X rows as B. Transcribed from the kernel:
+the tile's 128 or 256 X rows as B (wgmma's n). Transcribed from the kernel:
 
 1. The codes as the copies stage them (the W rows of a block in
    gemm_tile's order: dense and down n0 + row; gate/up 8 gate rows, then
@@ -30,7 +30,7 @@ import math
 import random
 
 random.seed(7)
-BM, BN, K = 128, 128, 128  # two k-tiles
+BN, K = 128, 128  # two k-tiles; BM, the X rows (wgmma's n), 128 (w128r) or 256 (w256r)
 KT = K // 64
 
 
@@ -59,7 +59,7 @@ def pair2(w, c, s, b):
     return ((lo - 0x4300) * s + b, (hi - 0x4300) * s + b)
 
 
-def run(mode):
+def run(mode, BM):
     N = 200 if mode != "gateup" else 100  # N off the tile: the last block's rows past N
     X = [[random.randrange(-4, 5) for _ in range(K)] for _ in range(BM)]
     mats, full = {}, {}
@@ -89,7 +89,7 @@ def run(mode):
         d = {}  # (warp, lane) -> 64 accumulators
         for warp in range(8):
             for lane in range(32):
-                d[(warp, lane)] = [0] * 64
+                d[(warp, lane)] = [0] * (BM // 2)
         for kt in range(KT):
             for ks in range(4):
                 # each warpgroup's A (64 x 16) from its threads' fragments
@@ -120,7 +120,7 @@ def run(mode):
                         for lane in range(32):
                             g, c = lane >> 2, lane & 3
                             acc = d[(warp, lane)]
-                            for j in range(16):
+                            for j in range(BM // 8):
                                 for i in range(4):
                                     m = 16 * wl + g + 8 * (i >> 1)
                                     n = 8 * j + 2 * c + (i & 1)
@@ -131,7 +131,7 @@ def run(mode):
                 g, c = lane >> 2, lane & 3
                 acc = d[(warp, lane)]
                 wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g
-                for j in range(16):
+                for j in range(BM // 8):
                     for e in range(2):
                         r = 8 * j + 2 * c + e
                         if mode == "gateup":
@@ -160,6 +160,7 @@ def run(mode):
     return len(out)
 
 
-for mode in ("dense", "gateup"):
-    print(f"{mode}: {run(mode)} outputs, each written once and exact")
+for BM in (128, 256):
+    for mode in ("dense", "gateup"):
+        print(f"{BM} X rows, {mode}: {run(mode, BM)} outputs, each written once and exact")
 print("ok")
