@@ -119,7 +119,7 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
   out[3] = prmt(p[2], p[3], 0x7632u);  // (w6, w7)
 }
 
-// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1 or 2) ----
+// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1, 2, 3) ----
 //
 // A warpgroup (four of the block's warps; a block has one or two) multiplies a 64 x 128 tile of X by the
 // 128 x 16 slice of the W tile in one wgmma.mma_async, both operands read

@@ -1,8 +1,9 @@
 // gemm_wg.cu: gemm.cu's tile GEMMs with their products on wgmma (sm_90a:
-// Hopper's warpgroup matrix multiply, both operands from shared memory),
-// in a module of its own so that gemm.ptx stays sm_90 PTX that newer GPUs
-// can compile. The same loads, dequantisation and epilogues as gemm_tile's
-// mma.sync form (WG = 1 there). gen.sh: sm_90a
+// Hopper's warpgroup matrix multiply, operands from shared memory or, for
+// the register-A tiles, the weights from registers), in a module of its
+// own so that gemm.ptx stays sm_90 PTX that newer GPUs can compile. The
+// same loads and dequantisation as gemm_tile's mma.sync form (WG = 1, 2, 3
+// there). gen.sh: sm_90a
 #define GEMM_WG_MODULE
 #include "gemm.cu"
 
