@@ -43,18 +43,15 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 1, 2 or 3). With
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 or 3). With
 // gemm=wg on a GPU of compute capability 9.0, DenseTile and MoETile choose
 // w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
-// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128 (each
-// k-tile's products waited for before the next is dequantised) and w128o
-// (one warpgroup a block) are measured beside them, and w128r and w256r
-// (written, not yet run on a GPU): the weights as wgmma's A operand from
-// registers, no W tile in shared memory, against 128 or 256 X rows. Blocks is the blocks a multiprocessor the
-// tile is built for (GEMM_ENTRIES' MINB).
+// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128r and
+// w256r (written, not yet run on a GPU, measured beside them once run):
+// the weights as wgmma's A operand from registers, no W tile in shared
+// memory, against 128 or 256 X rows. Blocks is the blocks a multiprocessor
+// the tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
-	{Name: "w128", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 2},
-	{Name: "w128o", BM: 128, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 2},
 	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 3},
 	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 2},
 	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},

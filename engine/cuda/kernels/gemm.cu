@@ -119,7 +119,7 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
   out[3] = prmt(p[2], p[3], 0x7632u);  // (w6, w7)
 }
 
-// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 1, 2, 3) ----
+// ---- wgmma (sm_90a; gemm_wg.cu instantiates gemm_tile with WG = 2 or 3) ----
 //
 // A warpgroup (four of the block's warps; a block has one or two) multiplies a 64 x 128 tile of X by the
 // 128 x 16 slice of the W tile in one wgmma.mma_async, both operands read
@@ -261,15 +261,16 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NTHREADS = WM * WN * 32;
   constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
-  // WG (wgmma: 1, each k-tile's products waited for; 2, k-tile kt+1
-  // dequantised into a second W tile while kt's run): stages 1024-byte
-  // aligned, the swizzle's period
+  // WG (wgmma: 2, k-tile kt+1 dequantised into a second W tile while kt's
+  // run; 3, the weights as A from registers): stages 1024-byte aligned, the
+  // swizzle's period
   constexpr int A_BYTES = BM * 128, C_BYTES = BN * 32, STAGE = WG ? (A_BYTES + BN * 36 + 1023) / 1024 * 1024 : A_BYTES + BN * 36;
   // WG: NWG warpgroups, each WS of the tile's 64-row slabs
   // WG = 3: the weights as wgmma's A operand from registers (Yᵀ = W·Xᵀ),
   // each warpgroup 64 weight rows of the tile against all BM = 128 of its
   // X rows, which are B; no W tile in shared memory
   constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
+  static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
   static_assert(WG != 3 || (NTHREADS == 256 && (BM == 128 || BM == 256) && BN == 128), "register-A wgmma: two warpgroups, 128 weight rows, 128 or 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
@@ -489,21 +490,6 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     load(kt + S - 1);
     const u32 st = sbase + (kt % S) * STAGE;
     dequant_tile(kt, bsm);
-    if constexpr (WG != 0) {
-      // the X tile (cp.async) and the W tile (st.shared) to the async
-      // proxy, then every thread's parts visible to the warpgroup
-      fence_proxy_async();
-      __syncthreads();
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ks++)
-#pragma unroll
-        for (int m = 0; m < WS; m++) wg_mma_n128(wacc[m], wg_desc(st + (wgs + m) * 64 * 128 + ks * 32), wg_desc(bsm + ks * 32));
-      wg_commit();
-      wg_wait0();  // the tiles are rewritten after the next barrier
-#pragma unroll
-      for (int m = 0; m < WS; m++) wg_keep(wacc[m]);
-    } else {
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
@@ -524,7 +510,6 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
           mma_bf16(acc[mt][2 * np + 1], a[mt], b2, b3);
         }
       }
-    }
     }
   }
   cp_wait<0>();
