@@ -165,7 +165,7 @@ func (b *Backend) init() error {
 			if err := b.gemm.AddWGMMA(wg); err != nil {
 				return err
 			}
-			if err := b.gemm.UseWGMMA(); err != nil {
+			if err := b.gemm.UseWGMMA(b.o.WGRegA); err != nil {
 				return err
 			}
 		}

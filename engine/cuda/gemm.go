@@ -190,12 +190,14 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 }
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
-// AddWGMMA) where they were measured faster than the mma.sync tiles.
-func (g *GEMM) UseWGMMA() error {
+// AddWGMMA) where they were measured faster than the mma.sync tiles; with
+// regA, the register-A tiles w256r and w128r in the places of w256o and
+// w128o2 (gemm=wgr, to measure them against gemm=wg).
+func (g *GEMM) UseWGMMA(regA bool) error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
 	}
-	g.useWG = true
+	g.useWG, g.regA = true, regA
 	return nil
 }
 
@@ -236,7 +238,7 @@ type GEMM struct {
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
-	useWG                   bool       // UseWGMMA
+	useWG, regA             bool       // UseWGMMA
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -410,13 +412,17 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
-	return denseTile(M, N, g.c.Device().SMs, g.useWG)
+	return denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA)
 }
 
-// denseTile is DenseTile on a GPU of sms multiprocessors, wg its UseWGMMA.
-func denseTile(M, N, sms int, wg bool) GEMMTile {
+// denseTile is DenseTile on a GPU of sms multiprocessors, wg and regA its
+// UseWGMMA.
+func denseTile(M, N, sms int, wg, regA bool) GEMMTile {
 	chain := []string{"m128", "m64", "m32"}
-	if wg {
+	switch {
+	case wg && regA:
+		chain = []string{"w256r", "w128r", "w64o", "m32"}
+	case wg:
 		chain = []string{"w256o", "w128o2", "w64o", "m32"}
 	}
 	for _, name := range chain {
@@ -605,6 +611,9 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	name := "w64o"
 	if tokens*MoETopK/max(experts, 1) > 32 {
 		name = "w128o2"
+		if g.regA {
+			name = "w128r"
+		}
 	}
 	w, _ := GEMMTileByName(name)
 	return w

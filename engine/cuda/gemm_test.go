@@ -46,11 +46,11 @@ func TestGEMMTilesFit(t *testing.T) {
 	// Under UseWGMMA the wgmma tiles take m128's and m64's places, and
 	// only theirs; without the tiles loaded UseWGMMA refuses.
 	g := &GEMM{}
-	if err := g.UseWGMMA(); err == nil {
+	if err := g.UseWGMMA(false); err == nil {
 		t.Error("UseWGMMA without the wgmma tiles loaded: no error")
 	}
 	g = &GEMM{wg: WGMMATiles}
-	if err := g.UseWGMMA(); err != nil {
+	if err := g.UseWGMMA(false); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -73,10 +73,13 @@ func TestGEMMTilesFit(t *testing.T) {
 		wg, mm string
 	}{{512, 8192, "w256o", "m128"}, {512, 4096, "w128o2", "m128"}, {512, 2048, "w64o", "m64"}, {512, 512, "m16", "m16"},
 		{4096, 8192, "w256o", "m128"}, {4096, 512, "w128o2", "m128"}, {16, 2048, "m16", "m16"}} {
-		if got := denseTile(c.M, c.N, 132, true); got.Name != c.wg {
+		if got := denseTile(c.M, c.N, 132, true, false); got.Name != c.wg {
 			t.Errorf("dense tile of %dx%d (gemm=wg): %v, want %s", c.M, c.N, got, c.wg)
 		}
-		if got := denseTile(c.M, c.N, 132, false); got.Name != c.mm {
+		if got, want := denseTile(c.M, c.N, 132, true, true).Name, strings.Replace(strings.Replace(c.wg, "w256o", "w256r", 1), "w128o2", "w128r", 1); got != want {
+			t.Errorf("dense tile of %dx%d (gemm=wgr): %v, want %s", c.M, c.N, got, want)
+		}
+		if got := denseTile(c.M, c.N, 132, false, false); got.Name != c.mm {
 			t.Errorf("dense tile of %dx%d (gemm=tc): %v, want %s", c.M, c.N, got, c.mm)
 		}
 	}
@@ -811,7 +814,7 @@ func (r *moeRef) compare(h, out []float32, pos []int32, I, H int, down *quant.Ma
 func TestMeasureGEMM(t *testing.T) {
 	c, s, g, rng, up := gemmHarness(t, benchOnly(t))
 	if len(g.wg) > 0 { // "default" and "chosen" below: the tiles gemm=wg chooses
-		if err := g.UseWGMMA(); err != nil {
+		if err := g.UseWGMMA(false); err != nil {
 			t.Fatal(err)
 		}
 	}

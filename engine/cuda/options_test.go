@@ -42,9 +42,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	for v, want := range map[string][2]bool{"wg": {true, true}, "tc": {true, false}, "plain": {false, false}} {
-		if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}}); err != nil || o.TensorCores != want[0] || o.WGMMA != want[1] {
-			t.Errorf("gemm=%s: TensorCores %v, WGMMA %v, %v; want %v", v, o.TensorCores, o.WGMMA, err, want)
+	for v, want := range map[string][3]bool{"wg": {true, true, false}, "wgr": {true, true, true}, "tc": {true, false, false}, "plain": {false, false, false}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}}); err != nil || [3]bool{o.TensorCores, o.WGMMA, o.WGRegA} != want {
+			t.Errorf("gemm=%s: TensorCores %v, WGMMA %v, WGRegA %v, %v; want %v", v, o.TensorCores, o.WGMMA, o.WGRegA, err, want)
 		}
 	}
 	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA {
