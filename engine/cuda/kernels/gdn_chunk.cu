@@ -299,7 +299,11 @@ static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, c
 // a warp splits each A element four times, each B element twice: ncu had
 // the state pass issue-bound, 61 % of issue slots), then the eight
 // partials summed in warp order through shared memory (chains of 6 mma).
-template <int ILP>
+// LATE issues the next block's copies after the block's first barrier
+// instead of before it, so that the barrier at the end of a block (which
+// kept the buffer being read from the copies into it) is not needed: a
+// barrier fewer a block, the copies a barrier later.
+template <int ILP, bool LATE = false>
 static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, float* __restrict__ state,
                                                 float* __restrict__ out, int rows, int Hv) {
   extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
@@ -328,10 +332,19 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   // c0..c0+31 of the state for its update
   const int r0 = (warp >> 2) * 16, n0 = (warp & 3) * 8, s0 = (warp >> 2) * 16, c0 = (warp & 3) * 32;
   for (int blk = 0; blk < nb; blk++) {
-    if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-    __syncthreads();
+    if constexpr (LATE) {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      // block blk's copies visible to all, and every thread done with block
+      // blk-1: its buffer (the next copies') and the state it wrote
+      __syncthreads();
+      if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    } else {
+      if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      __syncthreads();
+    }
     const float* W = bufs + (blk & 1) * GC_BUF;
     const float* Qg = W + GC_C * GC_LK;
     const float* Kd = Qg + GC_C * GC_LK;
@@ -476,8 +489,9 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 #pragma unroll
         for (int e = 0; e < 4; e++) Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)] = cs[u][e];
     }
-    __syncthreads();
+    if constexpr (!LATE) __syncthreads();
   }
+  if constexpr (LATE) __syncthreads();  // the state's last writes, by every thread, before it is stored
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
 
@@ -502,4 +516,12 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
                        int Hv) {
   pdl_begin();
   gc_state<2>(ws, state, out, rows, Hv);
+}
+// gdn_chunk_state_sk2: gdn_chunk_state_sk with the next block's copies
+// issued after the block's first barrier (LATE): a barrier fewer a block.
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
+    gdn_chunk_state_sk2(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                        int Hv) {
+  pdl_begin();
+  gc_state<2, true>(ws, state, out, rows, Hv);
 }
