@@ -1,8 +1,10 @@
 #!/bin/bash
-# run-wgr.sh: the register-A wgmma tiles (w128r, w256r) checked and timed:
-# the GEMM tests and conformance under gemm=wgr (TESTS), TestMeasureGEMM
-# (every tile; NCU: ncu of q_proj at 4096 rows on w128o2, w128r and w256r),
-# then prefill with gemm=wg and gemm=wgr alternating, two rounds. From the
+# run-wgr.sh: the register-A wgmma tiles (w128r, w256r) and the delta
+# rule's gdn_chunk_state_sk2 checked and timed: the GEMM and chunked-delta
+# tests (TESTS), TestMeasureGEMM (every tile) and TestMeasureDeltaForms
+# (every state kernel), ncu of q_proj at 4096 rows on w128o2, w128r and
+# w256r (NCU), then prefill with gemm=wg and gemm=wgr alternating, two
+# rounds. From the
 # repository root; devrun/wr holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
 # GOARCH=amd64 go test -c -ldflags='-s -w' ./engine/cuda; gzip) and
 # petal.xz (go build the same way; xz -9). About 5 minutes. The oracle
@@ -12,10 +14,11 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/wr; mkdir -p "$O"
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run "${TESTS:-TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule}" > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run "${TESTS:-TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule|TestChunkedDelta}" > $O/tests.txt 2>&1
 echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | head
-PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run TestMeasureGEMM > $O/measure.txt 2>&1
+PETAL_CUDA_BENCH=1 timeout 180 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|TestMeasureDeltaForms' > $O/measure.txt 2>&1
 grep -E 'registers|dense .*M=4096|skew 0.0 (w128o2|w128r|w256r|w64o) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | grep -E 'w128r|w256r|M=4096|skew' | cut -c1-260
+grep -E 'delta rule' $O/measure.txt
 for ks in ${NCU:-dense_w128o2:23 dense_w128r:23 dense_w256r:23}; do
   k=${ks%%:*}; skip=${ks#*:}
   PETAL_CUDA_BENCH=1 timeout 90 ncu --kill yes --kernel-name gemm_$k --launch-skip $skip --launch-count 1 --section SpeedOfLight \
