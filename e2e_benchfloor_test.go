@@ -109,3 +109,29 @@ func TestBenchAblateLengths(t *testing.T) {
 		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
 	}
 }
+
+// TestBenchAblateOneKeyTwice: one key with two values is two switches, each
+// its own sweep (gemm=tc,gemm=plain compares both against the defaults);
+// the same switch twice is refused.
+func TestBenchAblateOneKeyTwice(t *testing.T) {
+	r := petal(t, "", "bench", "--backend", "cpu", "--lengths", "16", "--decode-tokens", "2", "--ablate", "kv=bf16,kv=f32", "--json", "--quiet")
+	if r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Ablation []struct {
+			Switch  string `json:"switch"`
+			Backend string `json:"backend"`
+		} `json:"ablation"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	if len(rep.Ablation) != 2 || rep.Ablation[0].Backend != "cpu:kv=bf16" || rep.Ablation[1].Backend != "cpu:kv=f32" {
+		t.Errorf("ablation %+v", rep.Ablation)
+	}
+	r = petal(t, "", "bench", "--backend", "cpu", "--lengths", "16", "--decode-tokens", "2", "--ablate", "kv=bf16,kv=bf16")
+	if r.code != 2 || !strings.Contains(r.stderr, "kv=bf16 given twice") {
+		t.Errorf("the same switch twice: exit %d, stderr %s", r.code, r.stderr)
+	}
+}

@@ -32,17 +32,27 @@ type AblationEntry struct {
 }
 
 // ParseSwitches reads --ablate's list, "KEY=VALUE[,KEY=VALUE...]", each
-// one switch; a key given twice is refused (each switch is run on its own,
-// so two values of one key are two runs: give them as two --ablate runs).
+// one switch run on its own: one key may come with several values (gemm=tc,
+// gemm=plain: two runs), the same KEY=VALUE only once.
 func ParseSwitches(s string) ([]backend.Option, error) {
-	sp, err := backend.ParseSpec("x:" + s)
-	if err != nil {
-		return nil, fmt.Errorf("bench: --ablate %q: %s", s, strings.TrimPrefix(err.Error(), `backend "x:`+s+`": `))
-	}
-	if len(sp.Options) == 0 {
+	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("bench: --ablate %q: no KEY=VALUE switches", s)
 	}
-	return sp.Options, nil
+	var out []backend.Option
+	seen := map[backend.Option]bool{}
+	for _, kv := range strings.Split(s, ",") {
+		sp, err := backend.ParseSpec("x:" + kv)
+		if err != nil || len(sp.Options) != 1 {
+			return nil, fmt.Errorf("bench: --ablate %q: %q is not KEY=VALUE", s, strings.TrimSpace(kv))
+		}
+		o := sp.Options[0]
+		if seen[o] {
+			return nil, fmt.Errorf("bench: --ablate %q: %s=%s given twice", s, o.Key, o.Value)
+		}
+		seen[o] = true
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // WithOption is the backend spec with one option set: added, or replacing

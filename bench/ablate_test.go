@@ -14,7 +14,12 @@ func TestParseSwitches(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []backend.Option{{Key: "graphs", Value: "off"}, {Key: "kv", Value: "bf16"}}) {
 		t.Errorf("got %v, %v", got, err)
 	}
-	for in, want := range map[string]string{"graphs": "not KEY=VALUE", "kv=bf16,kv=f32": "kv given twice", ",": "not KEY=VALUE", "": "no KEY=VALUE"} {
+	// one key with two values is two switches, two runs
+	got, err = ParseSwitches("gemm=tc,gemm=plain")
+	if err != nil || !reflect.DeepEqual(got, []backend.Option{{Key: "gemm", Value: "tc"}, {Key: "gemm", Value: "plain"}}) {
+		t.Errorf("gemm=tc,gemm=plain: got %v, %v", got, err)
+	}
+	for in, want := range map[string]string{"graphs": "not KEY=VALUE", "kv=bf16,kv=bf16": "kv=bf16 given twice", ",": "not KEY=VALUE", "": "no KEY=VALUE"} {
 		if _, err := ParseSwitches(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want one saying %q", in, err, want)
 		}

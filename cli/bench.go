@@ -126,7 +126,7 @@ Examples:
 			&cli.BoolFlag{Name: "prefill-context", Usage: "build decode's N-token state by prefilling, not by importing a random one"},
 			&cli.BoolFlag{Name: "profile", Usage: "also time every op and print the time by layer kind and op family"},
 			&cli.BoolFlag{Name: "floors", Value: true, Usage: "measure the backend's read bandwidth and matrix rate first and give each speed as a share of its floor"},
-			&cli.StringFlag{Name: "ablate", Usage: "backend switches KEY=VALUE[,...]: the sweep again once per switch, and the effect of each in %"},
+			&cli.StringFlag{Name: "ablate", Usage: "backend switches KEY=VALUE[,...]: the sweep again once per switch, and the effect of each in % (one key may take several values: gemm=tc,gemm=plain)"},
 			&cli.StringFlag{Name: "ablate-lengths", Usage: "lengths of the --ablate sweeps, for prefill and decode (default: those of the main sweep)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
