@@ -46,10 +46,10 @@ var GEMMTiles = []GEMMTile{
 // WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 or 3). With
 // gemm=wg on a GPU of compute capability 9.0, DenseTile and MoETile choose
 // w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
-// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w128r and
-// w256r (written, not yet run on a GPU, measured beside them once run):
-// the weights as wgmma's A operand from registers, no W tile in shared
-// memory, against 128 or 256 X rows. Blocks is the blocks a multiprocessor
+// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w64r, w128r
+// and w256r (written, not yet run on a GPU, measured beside them once
+// run): the weights as wgmma's A operand from registers, no W tile in
+// shared memory, against 64, 128 or 256 X rows. Blocks is the blocks a multiprocessor
 // the tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
 	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 3},
@@ -57,6 +57,7 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},
 	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
 	{Name: "w256r", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 1},
+	{Name: "w64r", BM: 64, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 3},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -191,8 +192,8 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
 // AddWGMMA) where they were measured faster than the mma.sync tiles; with
-// regA, the register-A tiles w256r and w128r in the places of w256o and
-// w128o2 (gemm=wgr, to measure them against gemm=wg).
+// regA, the register-A tiles w256r, w128r and w64r in the places of w256o,
+// w128o2 and w64o (gemm=wgr, to measure them against gemm=wg).
 func (g *GEMM) UseWGMMA(regA bool) error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
@@ -421,7 +422,7 @@ func denseTile(M, N, sms int, wg, regA bool) GEMMTile {
 	chain := []string{"m128", "m64", "m32"}
 	switch {
 	case wg && regA:
-		chain = []string{"w256r", "w128r", "w64o", "m32"}
+		chain = []string{"w256r", "w128r", "w64r", "m32"}
 	case wg:
 		chain = []string{"w256o", "w128o2", "w64o", "m32"}
 	}
@@ -611,9 +612,9 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	name := "w64o"
 	if tokens*MoETopK/max(experts, 1) > 32 {
 		name = "w128o2"
-		if g.regA {
-			name = "w128r"
-		}
+	}
+	if g.regA { // the register-A tile of the same rows
+		name = map[string]string{"w64o": "w64r", "w128o2": "w128r"}[name]
 	}
 	w, _ := GEMMTileByName(name)
 	return w

@@ -62,6 +62,14 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("MoE tile of %d tokens on 256 experts (moe=%s, wgmma): %v, want %s", c.tokens, c.kernel, got, c.want)
 		}
 	}
+	if err := g.UseWGMMA(true); err != nil {
+		t.Fatal(err)
+	}
+	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "s16"} {
+		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
+			t.Errorf("MoE tile of %d tokens (gemm=wgr): %v, want %s", tokens, got, want)
+		}
+	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}
@@ -76,7 +84,7 @@ func TestGEMMTilesFit(t *testing.T) {
 		if got := denseTile(c.M, c.N, 132, true, false); got.Name != c.wg {
 			t.Errorf("dense tile of %dx%d (gemm=wg): %v, want %s", c.M, c.N, got, c.wg)
 		}
-		if got, want := denseTile(c.M, c.N, 132, true, true).Name, strings.Replace(strings.Replace(c.wg, "w256o", "w256r", 1), "w128o2", "w128r", 1); got != want {
+		if got, want := denseTile(c.M, c.N, 132, true, true).Name, strings.NewReplacer("w256o", "w256r", "w128o2", "w128r", "w64o", "w64r").Replace(c.wg); got != want {
 			t.Errorf("dense tile of %dx%d (gemm=wgr): %v, want %s", c.M, c.N, got, want)
 		}
 		if got := denseTile(c.M, c.N, 132, false, false); got.Name != c.mm {

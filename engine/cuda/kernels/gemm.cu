@@ -169,6 +169,16 @@ static __device__ __forceinline__ void wg_mma_n128_ra(float* d, const u32* a, un
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
       : "memory");
 }
+// wg_mma_n64_ra is wg_mma_n128_ra with 64 columns of B (32 floats a
+// thread).
+static __device__ __forceinline__ void wg_mma_n64_ra(float* d, const u32* a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "memory");
+}
 // wg_mma_n256_ra is wg_mma_n128_ra with 256 columns of B (128 floats a
 // thread: n8 tile j's four at d[4j..4j+3]).
 static __device__ __forceinline__ void wg_mma_n256_ra(float* d, const u32* a, unsigned long long b) {
@@ -272,7 +282,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 128 || BM == 256) && BN == 128), "register-A wgmma: two warpgroups, 128 weight rows, 128 or 256 X rows");
+  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 64 || BM == 128 || BM == 256) && BN == 128), "register-A wgmma: two warpgroups, 128 weight rows, 64, 128 or 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -445,8 +455,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         wg_fence();
         if constexpr (BM == 256)
           wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
-        else
+        else if constexpr (BM == 128)
           wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else
+          wg_mma_n64_ra(wacc[0], f, wg_desc(st + ks * 32));
         wg_commit();
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);

@@ -30,3 +30,6 @@ GEMM_ENTRIES(w128r, 128, 128, 4, 2, 3, 2, 3)
 // w256r: the same against 256 X rows (wgmma's n = 256: each dequantised
 // weight used for twice the products), one block a multiprocessor.
 GEMM_ENTRIES(w256r, 256, 128, 4, 2, 3, 1, 3)
+// w64r: against 64 X rows (n = 64), for the MoE at 16-64 rows an expert
+// where w64o moves its W tile through shared memory.
+GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)

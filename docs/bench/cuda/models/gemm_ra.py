@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """gemm_ra.py: a model of gemm.cu's register-A wgmma form (gemm_tile with
-WG = 3, tiles w128r and w256r), checked on the CPU before a GPU runs it.
+WG = 3, tiles w64r, w128r and w256r), checked on the CPU before a GPU runs it.
 
 Yᵀ = W·Xᵀ: each warpgroup (warps 4·wg .. 4·wg+3 of the block's 8) takes
 64 of the tile's 128 weight rows as wgmma's A operand from registers and
-the tile's 128 or 256 X rows as B (wgmma's n). Transcribed from the kernel:
+the tile's 64, 128 or 256 X rows as B (wgmma's n). Transcribed from the kernel:
 
 1. The codes as the copies stage them (the W rows of a block in
    gemm_tile's order: dense and down n0 + row; gate/up 8 gate rows, then
@@ -30,7 +30,7 @@ import math
 import random
 
 random.seed(7)
-BN, K = 128, 128  # two k-tiles; BM, the X rows (wgmma's n), 128 (w128r) or 256 (w256r)
+BN, K = 128, 128  # two k-tiles; BM, the X rows (wgmma's n): 64, 128 or 256
 KT = K // 64
 
 
@@ -160,7 +160,7 @@ def run(mode, BM):
     return len(out)
 
 
-for BM in (128, 256):
+for BM in (64, 128, 256):
     for mode in ("dense", "gateup"):
         print(f"{BM} X rows, {mode}: {run(mode, BM)} outputs, each written once and exact")
 print("ok")
