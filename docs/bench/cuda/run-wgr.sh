@@ -1,5 +1,5 @@
 #!/bin/bash
-# run-wgr.sh: the register-A wgmma tiles (w128r, w256r) and the delta
+# run-wgr.sh: the register-A wgmma tiles (w64r, w128r, w256r) and the delta
 # rule's gdn_chunk_state_sk2 checked and timed: the GEMM and chunked-delta
 # tests (TESTS), TestMeasureGEMM (every tile) and TestMeasureDeltaForms
 # (every state kernel), ncu of q_proj at 4096 rows on w128o2, w128r and
@@ -17,7 +17,7 @@ cd $R/engine/cuda
 PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run "${TESTS:-TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule|TestChunkedDelta}" > $O/tests.txt 2>&1
 echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | head
 PETAL_CUDA_BENCH=1 timeout 180 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|TestMeasureDeltaForms' > $O/measure.txt 2>&1
-grep -E 'registers|dense .*M=4096|skew 0.0 (w128o2|w128r|w256r|w64o) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | grep -E 'w128r|w256r|M=4096|skew' | cut -c1-260
+grep -E 'registers|dense .*M=4096|skew 0.0 (w128o2|w128r|w256r|w64o|w64r) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | grep -E 'w64r|w128r|w256r|M=4096|skew' | cut -c1-260
 grep -E 'delta rule' $O/measure.txt
 for ks in ${NCU:-dense_w128o2:23 dense_w128r:23 dense_w256r:23}; do
   k=${ks%%:*}; skip=${ks#*:}
