@@ -20,18 +20,18 @@ import (
 // (sharedK).
 //
 // A tile with WG is gemm_wg.cu's: gemm_tile with its products on wgmma
-// (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA);
-// with Overlap, two W tiles, the next k-tile dequantised while this one's
-// products run.
+// (sm_90a), loaded only on a GPU of compute capability 9.0 (AddWGMMA),
+// with two W tiles: the next k-tile dequantised while this one's products
+// run (WG = 2).
 //
 // A WG tile with RegA is the register-A form (WG = 3): the weights
 // dequantised into wgmma's A fragments in registers, X the B operand from
 // shared memory, no W tile.
 type GEMMTile struct {
-	Name                           string
-	BM, BN, Threads, Stages        int
-	Reg, Stream, WG, Overlap, RegA bool
-	Blocks                         int
+	Name                    string
+	BM, BN, Threads, Stages int
+	Reg, Stream, WG, RegA   bool
+	Blocks                  int
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -52,9 +52,9 @@ var GEMMTiles = []GEMMTile{
 // shared memory, against 64, 128 or 256 X rows. Blocks is the blocks a multiprocessor
 // the tile is built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
-	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Overlap: true, Blocks: 3},
-	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 2},
-	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Overlap: true, Blocks: 1},
+	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 3},
+	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Blocks: 2},
+	{Name: "w256o", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, Blocks: 1},
 	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
 	{Name: "w256r", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 1},
 	{Name: "w64r", BM: 64, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 3},
@@ -146,11 +146,7 @@ func (t GEMMTile) sharedK(K int) int {
 		if t.RegA {
 			return stages
 		}
-		wtiles := 1
-		if t.Overlap {
-			wtiles = 2
-		}
-		return stages + wtiles*t.BN*128
+		return stages + 2*t.BN*128 // two W tiles
 	}
 	return t.Stages*(t.BM*128+t.BN*36) + t.BN*128
 }
@@ -609,12 +605,15 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if !g.useWG || (t.Name != "m128" && t.Name != "m64") {
 		return t
 	}
+	wide := tokens*MoETopK/max(experts, 1) > 32
 	name := "w64o"
-	if tokens*MoETopK/max(experts, 1) > 32 {
+	switch {
+	case wide && g.regA:
+		name = "w128r"
+	case wide:
 		name = "w128o2"
-	}
-	if g.regA { // the register-A tile of the same rows
-		name = map[string]string{"w64o": "w64r", "w128o2": "w128r"}[name]
+	case g.regA:
+		name = "w64r"
 	}
 	w, _ := GEMMTileByName(name)
 	return w

@@ -495,33 +495,19 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
 
-// gdn_chunk_state (gc_state, ILP = 0), gdn_chunk_state_ilp (ILP = 1) and
-// gdn_chunk_state_sk (ILP = 2): GC_STATE_THREADS threads, GC_STATE_SHARED
-// bytes of dynamic shared memory (gdn_chunk_state_sk GC_STATE_SK_SHARED), a
-// block per (value head, slice of GC_VT state rows).
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                    int Hv) {
-  pdl_begin();
-  gc_state<0>(ws, state, out, rows, Hv);
-}
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state_ilp(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                        int Hv) {
-  pdl_begin();
-  gc_state<1>(ws, state, out, rows, Hv);
-}
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state_sk(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                       int Hv) {
-  pdl_begin();
-  gc_state<2>(ws, state, out, rows, Hv);
-}
-// gdn_chunk_state_sk2: gdn_chunk_state_sk with the next block's copies
-// issued after the block's first barrier (LATE): a barrier fewer a block.
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state_sk2(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                        int Hv) {
-  pdl_begin();
-  gc_state<2, true>(ws, state, out, rows, Hv);
-}
+// The state kernels, a block per (value head, slice of GC_VT state rows),
+// GC_STATE_THREADS threads, GC_STATE_SHARED bytes of dynamic shared memory
+// (the _sk forms GC_STATE_SK_SHARED): gdn_chunk_state (gc_state's ILP 0),
+// gdn_chunk_state_ilp (1), gdn_chunk_state_sk (2) and gdn_chunk_state_sk2
+// (2 with LATE: the next block's copies after a block's first barrier, a
+// barrier fewer a block).
+#define GC_STATE_ENTRY(NAME, ILP, LATE)                                                                        \
+  extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)                                               \
+      NAME(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) { \
+    pdl_begin();                                                                                               \
+    gc_state<ILP, LATE>(ws, state, out, rows, Hv);                                                             \
+  }
+GC_STATE_ENTRY(gdn_chunk_state, 0, false)
+GC_STATE_ENTRY(gdn_chunk_state_ilp, 1, false)
+GC_STATE_ENTRY(gdn_chunk_state_sk, 2, false)
+GC_STATE_ENTRY(gdn_chunk_state_sk2, 2, true)
