@@ -159,7 +159,7 @@ func (b *Backend) init() error {
 		if d := b.ctx.Device(); b.o.WGMMA && d.Major == 9 && d.Minor == 0 {
 			wg, err := LoadGEMMWGModule(b.ctx)
 			if err != nil {
-				return fmt.Errorf("%w (the wgmma GEMMs of gemm=wg; --backend cuda:gemm=tc runs prefill without them)", err)
+				return fmt.Errorf("%w (the wgmma GEMMs of gemm=wgr and gemm=wg; --backend cuda:gemm=tc runs prefill without them)", err)
 			}
 			b.mods = append(b.mods, wg)
 			if err := b.gemm.AddWGMMA(wg); err != nil {

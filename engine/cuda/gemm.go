@@ -43,14 +43,15 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 or 3). With
-// gemm=wg on a GPU of compute capability 9.0, DenseTile and MoETile choose
-// w256o, w128o2 and w64o (GEMM.UseWGMMA): at 4096 rows 396-442 TFLOP/s
-// (w256o) against m128's 278-293 on an H100 (2026-12-06-wg3). w64r, w128r
-// and w256r (written, not yet run on a GPU, measured beside them once
-// run): the weights as wgmma's A operand from registers, no W tile in
-// shared memory, against 64, 128 or 256 X rows. Blocks is the blocks a multiprocessor
-// the tile is built for (GEMM_ENTRIES' MINB).
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 or 3). On a
+// GPU of compute capability 9.0, DenseTile and MoETile choose w256r, w128r
+// and w64r (gemm=wgr, the default: the weights as wgmma's A operand from
+// registers, no W tile in shared memory, against 64, 128 or 256 X rows),
+// or with gemm=wg w256o, w128o2 and w64o (GEMM.UseWGMMA). On an H100 at
+// 4096 rows (2026-12-06-wgr1): w256r 425-462 TFLOP/s, w256o 394-444,
+// m128 276-291; the MoE at 4096 tokens w128r 927 µs, w128o2 975, at 1024
+// w64r 407, w64o 450. Blocks is the blocks a multiprocessor the tile is
+// built for (GEMM_ENTRIES' MINB).
 var WGMMATiles = []GEMMTile{
 	{Name: "w64o", BM: 64, BN: 128, Threads: 128, Stages: 3, WG: true, Blocks: 3},
 	{Name: "w128o2", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, Blocks: 2},
@@ -189,7 +190,7 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
 // AddWGMMA) where they were measured faster than the mma.sync tiles; with
 // regA, the register-A tiles w256r, w128r and w64r in the places of w256o,
-// w128o2 and w64o (gemm=wgr, to measure them against gemm=wg).
+// w128o2 and w64o (gemm=wgr, the default).
 func (g *GEMM) UseWGMMA(regA bool) error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")

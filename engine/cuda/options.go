@@ -30,13 +30,15 @@ type Options struct {
 	// going in, sums are float32 (relative error about 3e-3, one bf16
 	// rounding). Off, those ops run the float32 kernels of ops.cu.
 	TensorCores bool
-	// WGMMA (gemm=wg, the default) lets those GEMMs take gemm_wg.cu's
-	// tiles, their products on Hopper's wgmma, where tiles of 64 rows or
-	// more are chosen, on a GPU of compute capability 9.0 (elsewhere it is
+	// WGMMA (gemm=wg) lets those GEMMs take gemm_wg.cu's tiles, their
+	// products on Hopper's wgmma, where tiles of 64 rows or more are
+	// chosen, on a GPU of compute capability 9.0 (elsewhere it is
 	// gemm=tc): the same products and float32 sums, in another order.
-	// WGRegA (gemm=wgr) takes the register-A wgmma tiles (w256r, w128r,
-	// w64r) where gemm=wg takes w256o, w128o2 and w64o: written, to be
-	// measured.
+	// WGRegA (gemm=wgr, the default) takes the register-A wgmma tiles
+	// (w256r, w128r, w64r: the weights dequantised by each thread into its
+	// own A fragment, no W tile in shared memory) where gemm=wg takes
+	// w256o, w128o2 and w64o: the dense GEMMs at 4096 rows 2-9 % faster,
+	// the MoE at 1024 tokens 10 % (docs/bench/cuda/2026-12-06-wgr1).
 	WGMMA, WGRegA bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
@@ -141,7 +143,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -152,7 +154,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wg|wgr|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wg: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), tc's prefill 14-17 % slower at 4K-16K on an H100; wgr: wg with the weights as wgmma's register operand (w256r, w128r, w64r), not yet measured; default wg), ` +
+	`gemm=wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wg: the same tiles with the weights through shared memory, prefill about 1 % slower at 4K-16K on an H100; tc: mma.sync tiles only, prefill 14-17 % slower than wg; default wgr), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +

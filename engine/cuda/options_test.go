@@ -47,8 +47,8 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("gemm=%s: TensorCores %v, WGMMA %v, WGRegA %v, %v; want %v", v, o.TensorCores, o.WGMMA, o.WGRegA, err, want)
 		}
 	}
-	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA {
-		t.Errorf("defaults: TensorCores %v, WGMMA %v; want gemm=wg", d.TensorCores, d.WGMMA)
+	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA || !d.WGRegA {
+		t.Errorf("defaults: TensorCores %v, WGMMA %v, WGRegA %v; want gemm=wgr", d.TensorCores, d.WGMMA, d.WGRegA)
 	}
 	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
