@@ -39,7 +39,7 @@ func EstimateNeed(d *model.Dims, weights int64, chunk, longest int, o Options) N
 	full := int64(fullLayers(d))
 	n.State = StateBytes(d)
 	n.KVCache = context * KVBytesPerToken(d, 4)
-	n.Workspace = WorkspaceBytes(d, chunk)
+	n.Workspace = WorkspaceBytes(d, chunk) + context*KVCopyBytesPerToken(d, 4) // the CUDA backend's bf16 copy of a layer's K and V
 	switch {
 	case !o.PrefillContext:
 		n.Snapshot = 2*context*kv + n.State/max(1, int64(d.Layers)-full) // one layer's worth, shared
@@ -54,6 +54,17 @@ func EstimateNeed(d *model.Dims, weights int64, chunk, longest int, o Options) N
 // elem bytes (4 for f32, 2 for bf16).
 func KVBytesPerToken(d *model.Dims, elem int) int64 {
 	return int64(fullLayers(d)) * 2 * int64(d.KVHeads*d.HeadDim) * int64(elem)
+}
+
+// KVCopyBytesPerToken is, over a KV cache of elem-byte elements, what one
+// token adds to the bf16 copy of one layer's K and V that the CUDA
+// backend's prefill attention reads over a float32 cache (kvcopy=on): 0
+// for a bf16 cache.
+func KVCopyBytesPerToken(d *model.Dims, elem int) int64 {
+	if elem != 4 {
+		return 0
+	}
+	return 2 * int64(d.KVHeads*d.HeadDim) * 2
 }
 
 // StateBytes is the Gated DeltaNet layers' state in float32: the value

@@ -400,6 +400,7 @@ func kvType(be backend.Backend) backend.DType {
 //	           scale/bias copy of 4-bit groups of 64, the descriptor)
 //	           + Σ over other tensors of 4·elements (uploaded as float32)
 //	KV cache   context · full-attention layers · 2 (K, V) · KV heads · head dim · sizeof(kv)
+//	KV copy    for an f32 cache context · 2 · KV heads · head dim · 2 (prefill's bf16 copy of one layer's)
 //	state      Gated DeltaNet layers · (value heads · value dim · key dim + (conv K − 1) · conv channels) · 4
 //	workspace  one chunk's activations and temporaries (bench.WorkspaceBytes)
 //	           + the logits of every position of a chunk (scoring: chunk · vocab · 4)
@@ -409,6 +410,7 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 	n := cuda.Need{
 		Weights:    deviceWeightBytes(ck),
 		KVPerToken: bench.KVBytesPerToken(d, kv.Size()),
+		KVCopy:     bench.KVCopyBytesPerToken(d, kv.Size()),
 		State:      bench.StateBytes(d),
 		Workspace:  deviceWorkspace(d, chunk),
 		Context:    context,

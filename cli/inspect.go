@@ -82,6 +82,7 @@ type deviceEstimate struct {
 	KVCacheBytes    int64      `json:"kv_cache_bytes"`
 	KVType          string     `json:"kv_type"`
 	KVBytesPerToken int64      `json:"kv_bytes_per_token"`
+	KVCopyBytes     int64      `json:"kv_copy_bytes"` // prefill's bf16 copy of one layer's f32 K and V
 	RecurrentBytes  int64      `json:"recurrent_state_bytes"`
 	WorkspaceBytes  int64      `json:"workspace_bytes"`
 	MarginBytes     int64      `json:"margin_bytes"`
@@ -144,7 +145,7 @@ func runInspect(st *Streams, o inspectOptions) error {
 	mem := estimateMemory(&d, total, o.Context)
 	need := deviceNeed(ck, &d, o.Chunk, o.Context, kv)
 	dev := deviceEstimate{WeightsBytes: need.Weights, KVCacheBytes: need.KVCache, KVType: kv.String(), KVBytesPerToken: need.KVPerToken,
-		RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
+		KVCopyBytes: need.KVCopyBytes(), RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
 		Context: o.Context, Chunk: o.Chunk}
 	gpuErr := error(nil)
 	if g, free, totalMem, err := gpuMemInfo(o.Device); err == nil {
@@ -201,8 +202,12 @@ func runInspect(st *Streams, o inspectOptions) error {
 	}
 	fmt.Fprintf(w, "memory at %d tokens (cpu, float32 state): weights %s (memory-mapped) + KV cache %s + recurrent state %s = %s\n",
 		o.Context, humanBytes(mem.WeightsBytes), humanBytes(mem.KVCacheBytes), humanBytes(mem.RecurrentBytes), humanBytes(mem.TotalBytes))
-	fmt.Fprintf(w, "device memory at %d tokens (cuda, kv=%s, chunk %d): weights %s + KV cache %s + recurrent state %s + workspace %s + margin %s = %s\n",
-		o.Context, kv, o.Chunk, gib(need.Weights), gib(need.KVCache), gib(need.State), gib(need.Workspace), gib(need.Margin()), gib(need.Total()))
+	kvCopy := ""
+	if need.KVCopy > 0 {
+		kvCopy = fmt.Sprintf(" + its bf16 copy for prefill %s", gib(need.KVCopyBytes()))
+	}
+	fmt.Fprintf(w, "device memory at %d tokens (cuda, kv=%s, chunk %d): weights %s + KV cache %s%s + recurrent state %s + workspace %s + margin %s = %s\n",
+		o.Context, kv, o.Chunk, gib(need.Weights), gib(need.KVCache), kvCopy, gib(need.State), gib(need.Workspace), gib(need.Margin()), gib(need.Total()))
 	switch g := dev.GPU; {
 	case g == nil && driver.Unavailable(gpuErr):
 		fmt.Fprintf(w, "GPU           none here to compare with\n")

@@ -82,8 +82,11 @@ func TestInspectDeviceMemory(t *testing.T) {
 		t.Errorf("f32 %v, bf16 %v: want the KV cache halved", f32, bf16)
 	}
 	var sum float64
-	for _, k := range []string{"weights_bytes", "kv_cache_bytes", "recurrent_state_bytes", "workspace_bytes", "margin_bytes"} {
+	for _, k := range []string{"weights_bytes", "kv_cache_bytes", "kv_copy_bytes", "recurrent_state_bytes", "workspace_bytes", "margin_bytes"} {
 		sum += f32[k].(float64)
+	}
+	if f32["kv_copy_bytes"].(float64) != f32["kv_cache_bytes"].(float64)/4 || bf16["kv_copy_bytes"].(float64) != 0 {
+		t.Errorf("kv_copy_bytes f32 %v, bf16 %v: want a quarter of the tiny model's one-layer f32 KV cache, and none for bf16", f32["kv_copy_bytes"], bf16["kv_copy_bytes"])
 	}
 	if sum != f32["total_bytes"].(float64) {
 		t.Errorf("parts sum to %v, total %v", sum, f32["total_bytes"])

@@ -151,10 +151,19 @@ func flashKernels() []FlashShape {
 	return shapes
 }
 
+// kvCopyKernel is attn_prefill.cu's copy of a float32 cache's rows to
+// bf16 (Options.KVCopy).
+const kvCopyKernel = "kv_to_bf16"
+
 // NewFlashAttn finds the kernels in mod and raises their shared-memory
 // limit (before any graph records a launch of them).
 func NewFlashAttn(c *driver.Context, mod *driver.Module) (*FlashAttn, error) {
 	f := &FlashAttn{fn: map[string]*driver.Function{}}
+	fn, err := mod.Function(kvCopyKernel)
+	if err != nil {
+		return nil, err
+	}
+	f.fn[kvCopyKernel] = fn
 	for _, sh := range flashKernels() {
 		fn, err := mod.Function(sh.kernel())
 		if err != nil {
@@ -169,6 +178,31 @@ func NewFlashAttn(c *driver.Context, mod *driver.Module) (*FlashAttn, error) {
 		f.fn[sh.kernel()] = fn
 	}
 	return f, nil
+}
+
+// kvCopyGrid is kv_to_bf16's grid: a few blocks a multiprocessor, each
+// thread a 16-byte store a step.
+func kvCopyGrid(sms int) driver.Dim3 { return driver.D1(4 * sms) }
+
+// KVCopyBuffers are kv_to_bf16's: the float32 caches [MaxPos][width], the
+// position, and the bf16 copies of the same shape.
+type KVCopyBuffers struct {
+	KCache, VCache, Pos, K, V driver.Ptr
+}
+
+// LaunchKVCopy queues the bf16 copy of rows 0 .. *pos+rows-1 (at most
+// maxPos) of two float32 caches of width floats a row.
+func (f *FlashAttn) LaunchKVCopy(s *driver.Stream, sms, rows, maxPos, width int, b KVCopyBuffers) error {
+	if width%8 != 0 || b.KCache%16 != 0 || b.VCache%16 != 0 || b.K%16 != 0 || b.V%16 != 0 {
+		return fmt.Errorf("cuda: kv_to_bf16: rows of %d floats (want a multiple of 8) or buffers not 16-byte aligned", width)
+	}
+	var a driver.Args
+	kvCopyArgs(&a, rows, maxPos, width, b)
+	return s.Launch(f.fn[kvCopyKernel], kvCopyGrid(sms), driver.D1(256), 0, &a)
+}
+
+func kvCopyArgs(a *driver.Args, rows, maxPos, width int, b KVCopyBuffers) {
+	a.Ptr(b.KCache).Ptr(b.VCache).Ptr(b.Pos).Ptr(b.K).Ptr(b.V).I32(int32(rows)).I32(int32(maxPos)).I32(int32(width))
 }
 
 // Launch queues the attention of sh on s.
@@ -192,29 +226,52 @@ func (f *FlashAttn) Launch(s *driver.Stream, sh FlashShape, b FlashBuffers) erro
 // of query rows (rows·G >= 64; fewer rows stay on the plain kernel, which
 // is as fast there and float32 throughout) and a shape they are built for.
 // The module is loaded on first use, and kept until Close.
-func (b *Backend) flashAttention(o *backend.Attention, bufs FlashBuffers) (step, bool, error) {
+//
+// Over a float32 cache with Options.KVCopy, kv_to_bf16 first copies the
+// rows the chunk reads to bf16 in the program's scratch (2·MaxPos·KVH·D
+// bf16, one layer's K and V: bench.KVCopyBytesPerToken), and the bf16
+// kernel reads the copy.
+func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuffers) ([]step, bool, error) {
 	if !b.o.FlashAttention || o.KVHeads < 1 || o.Rows*(o.QHeads/o.KVHeads) < flashRows {
-		return step{}, false, nil
+		return nil, false, nil
 	}
 	kvW := o.KVHeads * o.HeadDim
 	sh := FlashShape{Rows: o.Rows, QHeads: o.QHeads, KVHeads: o.KVHeads, HeadDim: o.HeadDim,
 		MaxPos: o.KCache.Len / max(kvW, 1), KV: kvType(o.KCache.Type), Wide: b.o.FlashWide}
 	if sh.Check() != nil || checkFlashAligned(bufs) != nil {
-		return step{}, false, nil
+		return nil, false, nil
 	}
 	if b.fn[sh.kernel()] == nil {
 		m, err := LoadFlashAttnModule(b.ctx)
 		if err != nil {
-			return step{}, false, err
+			return nil, false, err
 		}
 		b.mods = append(b.mods, m)
 		f, err := NewFlashAttn(b.ctx, m)
 		if err != nil {
-			return step{}, false, err
+			return nil, false, err
 		}
 		for name, fn := range f.fn {
 			b.fn[name] = fn
 		}
 	}
-	return b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) }), true, nil
+	var steps []step
+	if sh.KV == KVF32 && b.o.KVCopy && kvW%8 == 0 {
+		var off int64
+		n := int64(sh.MaxPos) * int64(kvW) * 2
+		kOff, vOff := p.reserve(&off, n), p.reserve(&off, n)
+		rows, maxPos, src := sh.Rows, sh.MaxPos, bufs
+		steps = append(steps, b.launch(kvCopyKernel, kvCopyGrid(b.ctx.Device().SMs), driver.D1(256), 0, func(a *driver.Args) {
+			kvCopyArgs(a, rows, maxPos, kvW, KVCopyBuffers{KCache: src.KCache, VCache: src.VCache, Pos: src.Pos,
+				K: p.scratch.Add(kOff), V: p.scratch.Add(vOff)})
+		}))
+		sh.KV = KVBF16
+		steps = append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) {
+			bf := bufs
+			bf.KCache, bf.VCache = p.scratch.Add(kOff), p.scratch.Add(vOff)
+			sh.args(a, bf)
+		}))
+		return steps, true, nil
+	}
+	return []step{b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) })}, true, nil
 }

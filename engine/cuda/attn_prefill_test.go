@@ -196,6 +196,51 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	}
 }
 
+// TestKVToBF16: kv_to_bf16 rounds rows 0 .. min(pos+rows, maxPos)-1 of
+// both float32 caches to bf16 as quant.ToBF16 does (nearest even), and
+// leaves the rest of the poisoned copies (and their guards) as they were.
+func TestKVToBF16(t *testing.T) {
+	c := gpu(t)
+	s := newTestStream(t, c)
+	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const width, maxPos = 512, 300
+	kc, vc := randomVector(rng, maxPos*width), randomVector(rng, maxPos*width)
+	for i := 0; i < len(kc); i += 97 {
+		kc[i] *= 1e30 // large, tiny and halfway values too
+		vc[i] = math.Float32frombits(math.Float32bits(vc[i])&0xffff0000 | 0x8000)
+	}
+	kb, vb := upBuf(t, c, s, kc, "k cache"), upBuf(t, c, s, vc, "v cache")
+	for _, cs := range []struct{ pos, rows int }{{0, 7}, {37, 100}, {250, 100}, {0, 0}} {
+		t.Run(fmt.Sprintf("pos%d/rows%d", cs.pos, cs.rows), func(t *testing.T) {
+			pb := upBuf(t, c, s, []int32{int32(cs.pos)}, "pos")
+			k, v := newBuf(t, c, s, maxPos*width/2, "k copy"), newBuf(t, c, s, maxPos*width/2, "v copy")
+			b := KVCopyBuffers{KCache: kb.P, VCache: vb.P, Pos: pb.P, K: k.P, V: v.P}
+			if err := f.LaunchKVCopy(s, c.Device().SMs, cs.rows, maxPos, width, b); err != nil {
+				t.Fatal(err)
+			}
+			n := min(cs.pos+cs.rows, maxPos) * width
+			for which, pair := range [][2]any{{k, kc}, {v, vc}} {
+				buf, src := pair[0].(devBuf), pair[1].([]float32)
+				words := buf.Words(t, s, "copy")
+				for i := range 2 * len(words) {
+					got := uint16(words[i/2] >> (16 * (i % 2)))
+					want := quant.ToBF16(src[i])
+					if i >= n {
+						want = uint16(uint32(nanBits) >> (16 * (i % 2)))
+					}
+					if got != want {
+						t.Fatalf("cache %d, element %d (row %d, %d rows copied): %#04x, want %#04x", which, i, i/width, n/width, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestFlashAttnInBackend: with attn=flash a prefill chunk's Attention
 // compiles to the flash kernel and matches the reference within its bound
 // (TestFlashAttnMatchesReference's); attn=plain keeps the plain kernel.
@@ -203,11 +248,13 @@ func TestFlashAttnInBackend(t *testing.T) {
 	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
 	kvW, maxPos := KVH*D, 256
 	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
-		for _, mode := range []string{"flash", "wide", "plain"} {
+		for _, mode := range []string{"flash", "wide", "plain", "wide,kvcopy=off"} {
 			flash := mode != "plain"
+			// over an f32 cache the flash kernels read kv_to_bf16's copy
+			copied := flash && kvt == backend.F32 && mode != "wide,kvcopy=off"
 			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
-				o.FlashAttention, o.FlashWide = flash, mode == "wide"
+				o.FlashAttention, o.FlashWide, o.KVCopy = flash, strings.HasPrefix(mode, "wide"), mode != "wide,kvcopy=off"
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
 				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)
@@ -234,8 +281,11 @@ func TestFlashAttnInBackend(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
-				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "plain": "attn_rows_"}[mode]
-				if len(names) != 1 || !strings.HasPrefix(names[0], kernel) {
+				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
+				switch {
+				case copied && (len(names) != 2 || names[0] != kvCopyKernel || !strings.HasPrefix(names[1], kernel+"bf16_")):
+					t.Fatalf("kernels %v with attn=%s over an f32 cache, want %s then %sbf16_*", names, mode, kvCopyKernel, kernel)
+				case !copied && (len(names) != 1 || !strings.HasPrefix(names[0], kernel)):
 					t.Fatalf("kernels %v with attn=%s, want one %s*", names, mode, kernel)
 				}
 				if err := p.Run(); err != nil {
@@ -306,6 +356,14 @@ func TestMeasureFlash(t *testing.T) {
 				keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
 				flop := 4 * D * QH * keys
 				t.Logf("flash %v wide=%-5v: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, wide, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+			}
+			if kv == KVF32 { // kvcopy's copy of the rows those read, and the bf16 kernel's time above
+				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
+				kb, vb := newBuf(t, c, s, maxPos*kvW/2, "k copy"), newBuf(t, c, s, maxPos*kvW/2, "v copy")
+				b := KVCopyBuffers{KCache: caches[KVF32][0].P, VCache: caches[KVF32][1].P, Pos: pb.P, K: kb.P, V: vb.P}
+				d := timeLaunches(t, c, s, 5, func() error { return f.LaunchKVCopy(s, c.Device().SMs, rows, maxPos, kvW, b) })
+				n := float64(start+rows) * float64(kvW) * 2 * 6 // bytes read and written
+				t.Logf("kv_to_bf16: %d rows at position %6d: %8.1f µs, %5.0f GB/s", rows, start, d.Seconds()*1e6, n/d.Seconds()/1e9)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ type Need struct {
 	State      int64         // the Gated DeltaNet layers' conv and recurrent state (float32)
 	Workspace  int64         // one prefill chunk's activations and temporaries, logits
 	KVPerToken int64         // K and V of one token in every full-attention layer, in KV's type
+	KVCopy     int64         // a token's share of one layer's bf16 copy of an F32 cache that prefill's flash attention reads (kvcopy)
 	Context    int           // tokens the KV cache is sized for
 	Chunk      int           // tokens of the prefill chunk the workspace is sized for (0: not said)
 	KV         backend.DType // the KV cache's element type
@@ -28,7 +29,12 @@ type Need struct {
 // allocation granularity. 512 MiB plus 3% of the estimate.
 func (n Need) Margin() int64 { return 512<<20 + n.estimate()*3/100 }
 
-func (n Need) estimate() int64 { return n.Weights + n.KVCache + n.State + n.Workspace }
+func (n Need) estimate() int64 {
+	return n.Weights + n.KVCache + n.KVCopyBytes() + n.State + n.Workspace
+}
+
+// KVCopyBytes is the bf16 copy of one layer's K and V at Context tokens.
+func (n Need) KVCopyBytes() int64 { return n.KVCopy * int64(n.Context) }
 
 // Total is the estimate and the margin.
 func (n Need) Total() int64 { return n.estimate() + n.Margin() }
@@ -37,13 +43,13 @@ func (n Need) Total() int64 { return n.estimate() + n.Margin() }
 // beside everything else; 0 when not even that fits.
 func (n Need) FittingContext(free int64) int {
 	rest := n
-	rest.KVCache = 0
+	rest.KVCache, rest.KVCopy = 0, 0
 	left := free - rest.estimate() - rest.Margin()
 	if left <= 0 || n.KVPerToken <= 0 {
 		return 0
 	}
 	// the margin grows by 3% of the KV cache too
-	return int(left * 100 / 103 / n.KVPerToken)
+	return int(left * 100 / 103 / (n.KVPerToken + n.KVCopy))
 }
 
 // UploadedMatrixBytes is the device memory Upload takes for a quantised
@@ -75,15 +81,19 @@ type FitError struct {
 func (e *FitError) Error() string {
 	n := e.Need
 	var b strings.Builder
-	fmt.Fprintf(&b, "the model does not fit on %s: it needs %s (weights %s, KV cache %s for %d tokens in %s, recurrent state %s, workspace %s, margin %s) and %s of %s is free",
-		e.GPU, gib(n.Total()), gib(n.Weights), gib(n.KVCache), n.Context, n.KV, gib(n.State), gib(n.Workspace), gib(n.Margin()),
+	kvCopy := ""
+	if n.KVCopy > 0 {
+		kvCopy = fmt.Sprintf(", its bf16 copy for prefill %s", gib(n.KVCopyBytes()))
+	}
+	fmt.Fprintf(&b, "the model does not fit on %s: it needs %s (weights %s, KV cache %s for %d tokens in %s%s, recurrent state %s, workspace %s, margin %s) and %s of %s is free",
+		e.GPU, gib(n.Total()), gib(n.Weights), gib(n.KVCache), n.Context, n.KV, kvCopy, gib(n.State), gib(n.Workspace), gib(n.Margin()),
 		gib(e.Free), gib(e.Total))
 	var fixes []string
 	if fit := n.FittingContext(e.Free); fit > 0 {
 		fixes = append(fixes, fmt.Sprintf("a smaller --max-context (at most %d tokens fit)", fit))
 		if n.KV == backend.F32 {
 			half := n
-			half.KV, half.KVPerToken, half.KVCache = backend.BF16, n.KVPerToken/2, n.KVCache/2
+			half.KV, half.KVPerToken, half.KVCache, half.KVCopy = backend.BF16, n.KVPerToken/2, n.KVCache/2, 0
 			fixes = append(fixes, fmt.Sprintf("--backend cuda:kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(e.Free)))
 		}
 	}

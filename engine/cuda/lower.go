@@ -311,8 +311,8 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 	if c.err != nil || o.Rows == 0 {
 		return nil, c.err
 	}
-	if st, ok, err := b.flashAttention(o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}); ok || err != nil {
-		return []step{st}, err
+	if st, ok, err := b.flashAttention(p, o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}); ok || err != nil {
+		return st, err
 	}
 	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
 		// the attention kernels take no rotary dims; the shape's check wants some

@@ -109,6 +109,11 @@ type Options struct {
 	ChunkedDelta bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
+	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
+	// copy of the rows it reads, made once a chunk (kv_to_bf16), so that
+	// its bf16 kernels run instead of the float32 ones, which round every
+	// tile in every block that reads it: the same outputs bit for bit.
+	KVCopy bool
 	// SyncEach waits after every op, so that an error of the GPU names the
 	// op that caused it (slow; programs are then not captured as graphs).
 	SyncEach bool
@@ -143,7 +148,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true, KVCopy: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -162,6 +167,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
+	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
 	`verbose=on|off (a line per compiled program on stderr: its ops, kernels and the host's milliseconds lowering it and allocating its memory; default off)`
 
@@ -218,7 +224,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			case "plain":
 				o.TensorCores, o.WGMMA, o.WGRegA = false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wg, wgr, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgr, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {
@@ -251,6 +257,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")
+		case "kvcopy":
+			o.KVCopy, err = kv.On("cuda")
 		case "sync":
 			first, err = kv.Is("cuda", "run", "op")
 			o.SyncEach = !first
