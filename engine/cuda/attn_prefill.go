@@ -24,6 +24,11 @@ const (
 	wideKeys     = 32 // keys a tile (FW_BN)
 )
 
+// wgShared is flash_wg's dynamic shared memory: two warpgroups' Q tiles
+// (FG_QTILE), two K and two V tiles (FG_KVTILE), and the 1024 bytes the
+// kernel may skip to align them for the 128-byte swizzle.
+const wgShared = 2*64*2*256 + 4*64*2*256 + 1024
+
 // flashHeadDims are the head sizes the kernels are built for.
 var flashHeadDims = []int{128, 256}
 
@@ -35,6 +40,7 @@ type FlashShape struct {
 	MaxPos          int // rows the caches hold
 	KV              KVType
 	Wide            bool // the flash_wide kernels
+	WG              bool // attn_prefill_wg.cu's flash_wg_bf16_d256 (heads of 256, a bf16 cache)
 }
 
 // FlashBuffers are the op's device buffers: Q [Rows][QH][D] and QG
@@ -48,6 +54,9 @@ type FlashBuffers struct {
 // wide: the Q tile of 128 rows, two K and two V tiles of 32, and
 // for a float32 cache the staging of one K and one V tile in float32.
 func (sh FlashShape) shared() int {
+	if sh.WG {
+		return wgShared
+	}
 	if sh.Wide {
 		n := wideRows*2*sh.HeadDim + 4*wideKeys*2*sh.HeadDim
 		if sh.KV == KVF32 {
@@ -60,14 +69,14 @@ func (sh FlashShape) shared() int {
 
 // rows and threads are the query rows and threads of a block.
 func (sh FlashShape) rows() int {
-	if sh.Wide {
+	if sh.Wide || sh.WG {
 		return wideRows
 	}
 	return flashRows
 }
 
 func (sh FlashShape) threads() int {
-	if sh.Wide {
+	if sh.Wide || sh.WG {
 		return wideThreads
 	}
 	return flashThreads
@@ -79,7 +88,10 @@ func (sh FlashShape) kernel() string {
 		kv = "bf16"
 	}
 	kind := "attn"
-	if sh.Wide {
+	switch {
+	case sh.WG:
+		kind = "wg"
+	case sh.Wide:
 		kind = "wide"
 	}
 	return fmt.Sprintf("flash_%s_%s_d%d", kind, kv, sh.HeadDim)
@@ -96,6 +108,8 @@ func (sh FlashShape) Check() error {
 		return fmt.Errorf("cuda: flash attention: heads of %d values; the kernels are built for %v", sh.HeadDim, flashHeadDims)
 	case sh.KV != KVF32 && sh.KV != KVBF16:
 		return fmt.Errorf("cuda: flash attention: KV element type %v", sh.KV)
+	case sh.WG && (sh.HeadDim != 256 || sh.KV != KVBF16):
+		return fmt.Errorf("cuda: flash attention on wgmma: heads of %d over a %v cache; it is built for heads of 256 over bf16", sh.HeadDim, sh.KV)
 	case sh.Rows < 0 || sh.MaxPos < 1:
 		return fmt.Errorf("cuda: flash attention: %d rows over a cache of %d", sh.Rows, sh.MaxPos)
 	}
@@ -133,6 +147,22 @@ func LoadFlashAttnModule(c *driver.Context) (*driver.Module, error) {
 	return c.LoadModule(ptx, "attn_prefill")
 }
 
+// LoadFlashWGModule loads attn_prefill_wg.cu's kernel (sm_90a PTX: a GPU of
+// compute capability 9.0 only).
+func LoadFlashWGModule(c *driver.Context) (*driver.Module, error) {
+	ptx, err := kernels.PTX("attn_prefill_wg")
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(ptx, "attn_prefill_wg")
+}
+
+// flashWGShape is attn_prefill_wg.cu's one entry point.
+var flashWGShape = FlashShape{HeadDim: 256, KV: KVBF16, WG: true}
+
+// wgmmaGPU says whether the GPU takes sm_90a's modules (wgmma).
+func wgmmaGPU(c *driver.Context) bool { d := c.Device(); return d.Major == 9 && d.Minor == 0 }
+
 // FlashAttn launches the flash attention kernels of one module.
 type FlashAttn struct {
 	fn map[string]*driver.Function
@@ -164,20 +194,29 @@ func NewFlashAttn(c *driver.Context, mod *driver.Module) (*FlashAttn, error) {
 		return nil, err
 	}
 	f.fn[kvCopyKernel] = fn
-	for _, sh := range flashKernels() {
+	return f, f.add(c, mod, flashKernels())
+}
+
+// AddWG adds attn_prefill_wg.cu's kernel from its module (LoadFlashWGModule).
+func (f *FlashAttn) AddWG(c *driver.Context, mod *driver.Module) error {
+	return f.add(c, mod, []FlashShape{flashWGShape})
+}
+
+func (f *FlashAttn) add(c *driver.Context, mod *driver.Module, shapes []FlashShape) error {
+	for _, sh := range shapes {
 		fn, err := mod.Function(sh.kernel())
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if need, have := sh.shared(), c.Device().SharedOptIn; need > have {
-			return nil, fmt.Errorf("cuda: %s needs %d bytes of shared memory; the GPU allows %d", sh.kernel(), need, have)
+			return fmt.Errorf("cuda: %s needs %d bytes of shared memory; the GPU allows %d", sh.kernel(), need, have)
 		}
 		if err := fn.SetMaxDynamicShared(sh.shared()); err != nil {
-			return nil, err
+			return err
 		}
 		f.fn[sh.kernel()] = fn
 	}
-	return f, nil
+	return nil
 }
 
 // kvCopyGrid is kv_to_bf16's grid: a few blocks a multiprocessor, each
@@ -241,19 +280,8 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 	if sh.Check() != nil || checkFlashAligned(bufs) != nil {
 		return nil, false, nil
 	}
-	if b.fn[sh.kernel()] == nil {
-		m, err := LoadFlashAttnModule(b.ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		b.mods = append(b.mods, m)
-		f, err := NewFlashAttn(b.ctx, m)
-		if err != nil {
-			return nil, false, err
-		}
-		for name, fn := range f.fn {
-			b.fn[name] = fn
-		}
+	if err := b.loadFlash(sh); err != nil {
+		return nil, false, err
 	}
 	var steps []step
 	if sh.KV == KVF32 && b.o.KVCopy && kvW%8 == 0 {
@@ -266,12 +294,56 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 				K: p.scratch.Add(kOff), V: p.scratch.Add(vOff)})
 		}))
 		sh.KV = KVBF16
-		steps = append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) {
-			bf := bufs
+		copyOf := func(bf FlashBuffers) FlashBuffers {
 			bf.KCache, bf.VCache = p.scratch.Add(kOff), p.scratch.Add(vOff)
-			sh.args(a, bf)
-		}))
-		return steps, true, nil
+			return bf
+		}
+		if b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
+			sh.WG = true
+			if err := b.loadFlash(sh); err != nil {
+				return nil, false, err
+			}
+		}
+		return append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, copyOf(bufs)) })), true, nil
+	}
+	if sh.KV == KVBF16 && b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
+		sh.WG = true
+		if err := b.loadFlash(sh); err != nil {
+			return nil, false, err
+		}
 	}
 	return []step{b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) })}, true, nil
+}
+
+// loadFlash loads the module of sh's kernel on first use (attn_prefill, or
+// attn_prefill_wg for a WG shape) and keeps it until Close.
+func (b *Backend) loadFlash(sh FlashShape) error {
+	if b.fn[sh.kernel()] != nil {
+		return nil
+	}
+	load := LoadFlashAttnModule
+	if sh.WG {
+		load = LoadFlashWGModule
+	}
+	m, err := load(b.ctx)
+	if err != nil {
+		if sh.WG {
+			return fmt.Errorf("%w (the wgmma flash attention of attn=wg; --backend cuda:attn=wide runs prefill without it)", err)
+		}
+		return err
+	}
+	b.mods = append(b.mods, m)
+	f := &FlashAttn{fn: map[string]*driver.Function{}}
+	if sh.WG {
+		err = f.AddWG(b.ctx, m)
+	} else {
+		f, err = NewFlashAttn(b.ctx, m)
+	}
+	if err != nil {
+		return err
+	}
+	for name, fn := range f.fn {
+		b.fn[name] = fn
+	}
+	return nil
 }

@@ -102,13 +102,16 @@ func roundBF16(x []float32) []float32 {
 func TestFlashAttnMatchesReference(t *testing.T) {
 	c := gpu(t)
 	s := newTestStream(t, c)
-	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testFlashAttn(t, c)
 	rng := freshRNG(t)
 	type shape struct{ QH, KVH, D int }
-	for _, wide := range []bool{false, true} {
+	for _, kind := range []string{"flash", "wide", "wg", flashWGAlt} {
+		if strings.HasPrefix(kind, "flash_wg") || kind == "wg" {
+			if f.fn[flashWGShape.kernel()] == nil {
+				t.Logf("%s: not on this GPU (compute capability 9.0 only)", kind)
+				continue
+			}
+		}
 		for _, kv := range []KVType{KVF32, KVBF16} {
 			for _, hs := range []shape{{16, 2, 256}, {8, 2, 128}} {
 				for _, start := range []int{0, 37, 4096} {
@@ -116,12 +119,15 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 						if hs.D == 128 && rows == 512 {
 							continue // the 35B shape covers the long chunk
 						}
-						if wide && hs.D == 128 && (start != 37 || rows != 100) {
+						if kind == "wide" && hs.D == 128 && (start != 37 || rows != 100) {
 							continue // the wide kernels' loads differ by type and D, not by head count
 						}
-						name := fmt.Sprintf("wide=%v/%v/h%d-%d-d%d/start%d/rows%d", wide, kv, hs.QH, hs.KVH, hs.D, start, rows)
+						if (kind == "wg" || kind == flashWGAlt) && (hs.D != 256 || kv != KVBF16) {
+							continue // built for heads of 256 over bf16
+						}
+						name := fmt.Sprintf("%s/%v/h%d-%d-d%d/start%d/rows%d", kind, kv, hs.QH, hs.KVH, hs.D, start, rows)
 						t.Run(name, func(t *testing.T) {
-							flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows, wide)
+							flashCase(t, c, s, f, rng, kv, hs.QH, hs.KVH, hs.D, start, rows, kind)
 						})
 					}
 				}
@@ -130,7 +136,39 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	}
 }
 
-func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int, wide bool) {
+// flashWGAlt is flash_wg with the other reading of the N-major layout, run
+// beside it by TestFlashAttnMatchesReference (attn_prefill_wg.cu).
+const flashWGAlt = "flash_wg_bf16_d256_alt"
+
+// testFlashAttn loads the flash attention kernels, and on a GPU of compute
+// capability 9.0 flash_wg and flashWGAlt too.
+func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
+	t.Helper()
+	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wgmmaGPU(c) {
+		m := loadModule(t, LoadFlashWGModule, c)
+		if err := f.AddWG(c, m); err != nil {
+			t.Fatal(err)
+		}
+		fn, err := m.Function(flashWGAlt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn.SetMaxDynamicShared(wgShared); err != nil {
+			t.Fatal(err)
+		}
+		f.fn[flashWGAlt] = fn
+		if fi, err := f.fn[flashWGShape.kernel()].Info(); err == nil {
+			t.Logf("%s: %d registers, %d bytes local", flashWGShape.kernel(), fi.Registers, fi.LocalBytes)
+		}
+	}
+	return f
+}
+
+func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int, kind string) {
 	kvW, n := KVH*D, start+rows
 	maxPos := n + 3
 	q := randomVector(rng, rows*QH*D)
@@ -160,8 +198,16 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
-	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: wide}
-	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
+	wg := kind == "wg" || kind == flashWGAlt
+	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg}
+	bufs := FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}
+	if kind == flashWGAlt {
+		var a driver.Args
+		sh.args(&a, bufs)
+		if err := s.Launch(f.fn[flashWGAlt], sh.grid(), driver.D1(sh.threads()), sh.shared(), &a); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := f.Launch(s, sh, bufs); err != nil {
 		t.Fatal(err)
 	}
 	got := out.Floats(t, s, "out")
@@ -248,13 +294,13 @@ func TestFlashAttnInBackend(t *testing.T) {
 	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
 	kvW, maxPos := KVH*D, 256
 	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
-		for _, mode := range []string{"flash", "wide", "plain", "wide,kvcopy=off"} {
+		for _, mode := range []string{"flash", "wide", "wg", "plain", "wide,kvcopy=off"} {
 			flash := mode != "plain"
 			// over an f32 cache the flash kernels read kv_to_bf16's copy
 			copied := flash && kvt == backend.F32 && mode != "wide,kvcopy=off"
 			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
-				o.FlashAttention, o.FlashWide, o.KVCopy = flash, strings.HasPrefix(mode, "wide"), mode != "wide,kvcopy=off"
+				o.FlashAttention, o.FlashWide, o.FlashWG, o.KVCopy = flash, mode != "flash", mode == "wg", mode != "wide,kvcopy=off"
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
 				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)
@@ -281,7 +327,10 @@ func TestFlashAttnInBackend(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
-				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
+				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "wg": "flash_wg_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
+				if mode == "wg" && !wgmmaGPU(b.ctx) {
+					kernel = "flash_wide_" // attn=wg is attn=wide on other GPUs
+				}
 				switch {
 				case copied && (len(names) != 2 || names[0] != kvCopyKernel || !strings.HasPrefix(names[1], kernel+"bf16_")):
 					t.Fatalf("kernels %v with attn=%s over an f32 cache, want %s then %sbf16_*", names, mode, kvCopyKernel, kernel)
@@ -329,10 +378,7 @@ func TestFlashAttnInBackend(t *testing.T) {
 func TestMeasureFlash(t *testing.T) {
 	c := benchOnly(t)
 	s := newTestStream(t, c)
-	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testFlashAttn(t, c)
 	rng := freshRNG(t)
 	const QH, KVH, D, rows, maxPos = 16, 2, 256, 4096, 128 << 10
 	kvW := KVH * D
@@ -348,14 +394,17 @@ func TestMeasureFlash(t *testing.T) {
 	caches[KVBF16] = [2]devBuf{upBuf(t, c, s, kh, "k bf16"), upBuf(t, c, s, vh, "v bf16")}
 	for _, kv := range []KVType{KVF32, KVBF16} {
 		for _, start := range []int{0, 28 << 10, maxPos - rows} {
-			for _, wide := range []bool{false, true} {
+			for _, kind := range []string{"flash", "wide", "wg"} {
+				if kind == "wg" && (kv != KVBF16 || f.fn[flashWGShape.kernel()] == nil) {
+					continue
+				}
 				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
-				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: wide}
+				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: kind == "wg"}
 				b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
 				d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
 				keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
 				flop := 4 * D * QH * keys
-				t.Logf("flash %v wide=%-5v: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, wide, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+				t.Logf("flash %v %-5s: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, kind, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
 			}
 			if kv == KVF32 { // kvcopy's copy of the rows those read, and the bf16 kernel's time above
 				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")

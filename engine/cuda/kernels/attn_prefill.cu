@@ -147,37 +147,17 @@ struct FaRows {
   int lim0, lim1;
 };
 
-// fa_tile takes keys k0 .. k0+BN-1 (the K tile at sk, the V tile at sv) into
-// the rows' state: S = Q·Kᵀ, scores in log2 units masked past each row's
-// last key (first: the block's first row's position), the online softmax,
-// O += P·V with P rounded to bf16 in registers (the accumulator fragment
-// of S is the A fragment of P·V) and V read with ldmatrix.trans.
-template <int D, int BN>
-static __device__ __forceinline__ void fa_tile(u32 sq, u32 sk, u32 sv, int warp, int lane, int k0, int first,
-                                               FaRows<D>& st) {
-  constexpr int ROWB = 2 * D, NT = BN / 8, DT = D / 8;
+// fa_softmax takes the scores of keys k0 .. k0+8·NT-1 (s: NT n8 tiles of
+// the mma accumulator layout, this thread's rows g8 and g8+8) into the
+// rows' online softmax: scaled to log2 units and masked past each row's
+// last key (first: the block's first row's position), the running maxima
+// and sums updated and the outputs rescaled; s holds the probabilities
+// after.
+template <int D, int NT>
+static __device__ __forceinline__ void fa_softmax(float (*s)[4], int lane, int k0, int first, FaRows<D>& st) {
+  constexpr int BN = 8 * NT, DT = D / 8;
   const int c4 = lane & 3;
   const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);  // log2 units
-  float s[NT][4];
-#pragma unroll
-  for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ks++) {
-    u32 a[4];
-    {
-      const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-      fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
-    }
-#pragma unroll
-    for (int np = 0; np < NT / 2; np++) {
-      const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
-      u32 b0, b1, b2, b3;
-      fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
-      fa_mma(s[2 * np], a, b0, b1);
-      fa_mma(s[2 * np + 1], a, b2, b3);
-    }
-  }
-
   // Scores in log2 units, masked past each row's last key.
   const bool edge = k0 + BN - 1 > first;  // some key here is past some row's last
   float t0 = -__builtin_inff(), t1 = -__builtin_inff();
@@ -218,6 +198,37 @@ static __device__ __forceinline__ void fa_tile(u32 sq, u32 sk, u32 sv, int warp,
     st.o[i][2] *= c1;
     st.o[i][3] *= c1;
   }
+
+}
+
+// fa_tile takes keys k0 .. k0+BN-1 (the K tile at sk, the V tile at sv) into
+// the rows' state: S = Q·Kᵀ, fa_softmax, O += P·V with P rounded to bf16 in registers (the accumulator fragment
+// of S is the A fragment of P·V) and V read with ldmatrix.trans.
+template <int D, int BN>
+static __device__ __forceinline__ void fa_tile(u32 sq, u32 sk, u32 sv, int warp, int lane, int k0, int first,
+                                               FaRows<D>& st) {
+  constexpr int ROWB = 2 * D, NT = BN / 8, DT = D / 8;
+  float s[NT][4];
+#pragma unroll
+  for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    u32 a[4];
+    {
+      const int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+      fa_ldsm_x4(sq + r * ROWB + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; np++) {
+      const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), ch = ks * 2 + ((lane >> 3) & 1);
+      u32 b0, b1, b2, b3;
+      fa_ldsm_x4(sk + r * ROWB + ((ch ^ (r & 7)) << 4), b0, b1, b2, b3);
+      fa_mma(s[2 * np], a, b0, b1);
+      fa_mma(s[2 * np + 1], a, b2, b3);
+    }
+  }
+
+  fa_softmax<D, NT>(s, lane, k0, first, st);
 
   // O += P·V: P's A fragment for keys 16kk.. is S's tiles 2kk and 2kk+1.
 #pragma unroll
@@ -322,10 +333,12 @@ static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, c
                                                                 int QH, int KVH, int maxPos) { pdl_begin();        \
     flash_attn<T, D>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);                                             \
   }
+#ifndef FA_WG_MODULE  // attn_prefill_wg.cu's module has its own entry points
 FLASH_ATTN(flash_attn_f32_d128, float, 128)
 FLASH_ATTN(flash_attn_f32_d256, float, 256)
 FLASH_ATTN(flash_attn_bf16_d128, u16, 128)
 FLASH_ATTN(flash_attn_bf16_d256, u16, 256)
+#endif
 
 // ---- flash_wide_<kv>_d<D>: 128 query rows a block, the key tiles pipelined ----
 //
@@ -442,11 +455,14 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
     pdl_begin();                                                                                                  \
     flash_wide<T, D>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);                                            \
   }
+#ifndef FA_WG_MODULE
 FLASH_WIDE(flash_wide_f32_d128, float, 128)
 FLASH_WIDE(flash_wide_f32_d256, float, 256)
 FLASH_WIDE(flash_wide_bf16_d128, u16, 128)
 FLASH_WIDE(flash_wide_bf16_d256, u16, 256)
+#endif
 
+#ifndef FA_WG_MODULE
 // ---- kv_to_bf16: a float32 cache's rows as bf16, once a chunk ----
 //
 // The flash kernels over a float32 cache round each K and V tile to bf16
@@ -475,3 +491,4 @@ extern "C" __global__ void __launch_bounds__(256) kv_to_bf16(const float* __rest
     *(decltype(o)*)((v ? vb : kb) + j * 8) = o;
   }
 }
+#endif  // FA_WG_MODULE
