@@ -17,13 +17,16 @@ import (
 )
 
 func TestParseAttnOption(t *testing.T) {
-	if !DefaultOptions().FlashAttention {
-		t.Fatal("attn=flash is not the default")
+	if d := DefaultOptions(); !d.FlashAttention || !d.FlashWide || !d.FlashWG {
+		t.Fatal("attn=wg is not the default")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wg"}}); err != nil || !o.FlashAttention || !o.FlashWide || !o.FlashWG {
+		t.Fatalf("attn=wg: %+v, %v", o, err)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
 		t.Fatalf("attn=flash: %+v, %v", o, err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wide"}}); err != nil || !o.FlashAttention || !o.FlashWide {
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wide"}}); err != nil || !o.FlashAttention || !o.FlashWide || o.FlashWG {
 		t.Fatalf("attn=wide: %+v, %v", o, err)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "plain"}}); err != nil || o.FlashAttention || o.FlashWide {
@@ -105,8 +108,8 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	f := testFlashAttn(t, c)
 	rng := freshRNG(t)
 	type shape struct{ QH, KVH, D int }
-	for _, kind := range []string{"flash", "wide", "wg", flashWGAlt} {
-		if strings.HasPrefix(kind, "flash_wg") || kind == "wg" {
+	for _, kind := range []string{"flash", "wide", "wg"} {
+		if kind == "wg" {
 			if f.fn[flashWGShape.kernel()] == nil {
 				t.Logf("%s: not on this GPU (compute capability 9.0 only)", kind)
 				continue
@@ -122,7 +125,7 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 						if kind == "wide" && hs.D == 128 && (start != 37 || rows != 100) {
 							continue // the wide kernels' loads differ by type and D, not by head count
 						}
-						if (kind == "wg" || kind == flashWGAlt) && (hs.D != 256 || kv != KVBF16) {
+						if kind == "wg" && (hs.D != 256 || kv != KVBF16) {
 							continue // built for heads of 256 over bf16
 						}
 						name := fmt.Sprintf("%s/%v/h%d-%d-d%d/start%d/rows%d", kind, kv, hs.QH, hs.KVH, hs.D, start, rows)
@@ -136,12 +139,8 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	}
 }
 
-// flashWGAlt is flash_wg with the other reading of the N-major layout, run
-// beside it by TestFlashAttnMatchesReference (attn_prefill_wg.cu).
-const flashWGAlt = "flash_wg_bf16_d256_alt"
-
 // testFlashAttn loads the flash attention kernels, and on a GPU of compute
-// capability 9.0 flash_wg and flashWGAlt too.
+// capability 9.0 flash_wg too.
 func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
 	t.Helper()
 	f, err := NewFlashAttn(c, loadModule(t, LoadFlashAttnModule, c))
@@ -153,14 +152,6 @@ func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
 		if err := f.AddWG(c, m); err != nil {
 			t.Fatal(err)
 		}
-		fn, err := m.Function(flashWGAlt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fn.SetMaxDynamicShared(wgShared); err != nil {
-			t.Fatal(err)
-		}
-		f.fn[flashWGAlt] = fn
 		if fi, err := f.fn[flashWGShape.kernel()].Info(); err == nil {
 			t.Logf("%s: %d registers, %d bytes local", flashWGShape.kernel(), fi.Registers, fi.LocalBytes)
 		}
@@ -198,16 +189,8 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
-	wg := kind == "wg" || kind == flashWGAlt
-	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg}
-	bufs := FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}
-	if kind == flashWGAlt {
-		var a driver.Args
-		sh.args(&a, bufs)
-		if err := s.Launch(f.fn[flashWGAlt], sh.grid(), driver.D1(sh.threads()), sh.shared(), &a); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := f.Launch(s, sh, bufs); err != nil {
+	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: kind == "wg"}
+	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
 		t.Fatal(err)
 	}
 	got := out.Floats(t, s, "out")

@@ -65,10 +65,11 @@ type Options struct {
 	// 128 query rows a block, the next key tile's copies in flight while a
 	// tile's products run.
 	FlashWide bool
-	// FlashWG (attn=wg) takes, on a GPU of compute capability 9.0, the
-	// flash attention of attn_prefill_wg.cu for heads of 256 over a bf16
-	// cache (an f32 one through KVCopy's copy): flash_wide's rows and
-	// softmax with the products on wgmma; elsewhere it is attn=wide.
+	// FlashWG (attn=wg, the default) takes, on a GPU of compute capability
+	// 9.0, the flash attention of attn_prefill_wg.cu for heads of 256 over
+	// a bf16 cache (an f32 one through KVCopy's copy): flash_wide's rows
+	// and softmax with the products on wgmma, 1.7x its throughput at long
+	// context on an H100 (2026-12-06-flashwg1); elsewhere it is attn=wide.
 	FlashWG bool
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
@@ -153,7 +154,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, SplitK: true, SplitKGroups: true, KVCopy: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, FlashWG: true, SplitK: true, SplitKGroups: true, KVCopy: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -168,7 +169,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
-	`attn=wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide); or the float32 kernel; default wide), ` +
+	`attn=wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; or the float32 kernel; default wg), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +

@@ -40,7 +40,7 @@ func TestParseOptionsChoices(t *testing.T) {
 		}
 	}
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
-		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wide", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
+		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
 	for v, want := range map[string][3]bool{"wg": {true, true, false}, "wgr": {true, true, true}, "tc": {true, false, false}, "plain": {false, false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}}); err != nil || [3]bool{o.TensorCores, o.WGMMA, o.WGRegA} != want {

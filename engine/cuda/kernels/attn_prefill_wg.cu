@@ -22,7 +22,9 @@
 // rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7) (fg_off):
 // the canonical K-major layout for Q and K, and for V, read N-major, the
 // same bytes with the panels FG_BN·128 bytes apart (the descriptor's
-// leading byte offset) and 8-row groups 1024 apart (its stride).
+// leading byte offset) and 8-row groups 1024 apart (its stride). (The
+// other reading, the two offsets swapped, failed every case in its one
+// run, docs/bench/cuda/2026-12-06-flashwg1, and went.)
 #define FG_BM 128
 #define FG_BN 64
 #define FG_THREADS 256
@@ -40,15 +42,6 @@ static __device__ __forceinline__ u32 fg_off(int r, int c, int rows) {
 // swizzle: 64-column panels lbo bytes apart, 8-row groups 1024 apart.
 static __device__ __forceinline__ unsigned long long fg_desc_mn(u32 addr, u32 lbo) {
   return (unsigned long long)((addr >> 4) & 0x3FFF) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) |
-         (1ull << 62);
-}
-
-// fg_desc_mn_alt is fg_desc_mn with its two offsets the other way round
-// (1024 bytes as the leading one, lbo as the stride): flash_wg_bf16_d256_alt
-// runs it beside the kernel in the tests, to tell a wrong reading of the
-// N-major layout from other faults; removed once it has run on a GPU.
-static __device__ __forceinline__ unsigned long long fg_desc_mn_alt(u32 addr, u32 lbo) {
-  return (unsigned long long)((addr >> 4) & 0x3FFF) | (64ull << 16) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 32) |
          (1ull << 62);
 }
 
@@ -104,7 +97,6 @@ static __device__ __forceinline__ void fg_load_q(u32 sq, const float* __restrict
   }
 }
 
-template <bool ALT>
 static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, const float* __restrict__ qg,
                                                 const u16* __restrict__ kc, const u16* __restrict__ vc,
                                                 const int* __restrict__ pos, float* __restrict__ out, int rows, int QH,
@@ -161,7 +153,7 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
 #pragma unroll
     for (int kk = 0; kk < FG_BN / 16; kk++) {
       const u32 at = tv(b) + kk * 16 * 128;  // 16 keys a step: two 8-row groups
-      fg_mma_pv(&st.o[0][0], pa[kk], ALT ? fg_desc_mn_alt(at, FG_BN * 128) : fg_desc_mn(at, FG_BN * 128));
+      fg_mma_pv(&st.o[0][0], pa[kk], fg_desc_mn(at, FG_BN * 128));
     }
     wg_commit();
     wg_wait0();
@@ -183,11 +175,5 @@ extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
     flash_wg_bf16_d256(const float* q, const float* qg, const u16* kc, const u16* vc, const int* pos, float* out, int rows,
                        int QH, int KVH, int maxPos) {
   pdl_begin();
-  flash_wg<false>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
-}
-extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
-    flash_wg_bf16_d256_alt(const float* q, const float* qg, const u16* kc, const u16* vc, const int* pos, float* out,
-                           int rows, int QH, int KVH, int maxPos) {
-  pdl_begin();
-  flash_wg<true>(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
+  flash_wg(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
 }
