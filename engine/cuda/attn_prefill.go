@@ -41,6 +41,7 @@ type FlashShape struct {
 	KV              KVType
 	Wide            bool // the flash_wide kernels
 	WG              bool // attn_prefill_wg.cu's flash_wg_bf16_d256 (heads of 256, a bf16 cache)
+	WGPipe          bool // with WG, its flash_wgp_bf16_d256 (attn=wgp)
 }
 
 // FlashBuffers are the op's device buffers: Q [Rows][QH][D] and QG
@@ -89,8 +90,10 @@ func (sh FlashShape) kernel() string {
 	}
 	kind := "attn"
 	switch {
+	case sh.WG && sh.WGPipe:
+		return flashWGKernels[1]
 	case sh.WG:
-		kind = "wg"
+		return flashWGKernels[0]
 	case sh.Wide:
 		kind = "wide"
 	}
@@ -157,8 +160,14 @@ func LoadFlashWGModule(c *driver.Context) (*driver.Module, error) {
 	return c.LoadModule(ptx, "attn_prefill_wg")
 }
 
-// flashWGShape is attn_prefill_wg.cu's one entry point.
+// flashWGShape is the shape attn_prefill_wg.cu's kernels take.
 var flashWGShape = FlashShape{HeadDim: 256, KV: KVBF16, WG: true}
+
+// flashWGKernels are attn_prefill_wg.cu's entry points, one shape:
+// flash_wg_bf16_d256 (attn=wg), and flash_wgp_bf16_d256 (attn=wgp,
+// FlashShape.WGPipe), whose warpgroups overlap a tile's softmax with the
+// tile before's P·V (written, not yet run on a GPU).
+var flashWGKernels = []string{"flash_wg_bf16_d256", "flash_wgp_bf16_d256"}
 
 // wgmmaGPU says whether the GPU takes sm_90a's modules (wgmma).
 func wgmmaGPU(c *driver.Context) bool { d := c.Device(); return d.Major == 9 && d.Minor == 0 }
@@ -197,9 +206,12 @@ func NewFlashAttn(c *driver.Context, mod *driver.Module) (*FlashAttn, error) {
 	return f, f.add(c, mod, flashKernels())
 }
 
-// AddWG adds attn_prefill_wg.cu's kernel from its module (LoadFlashWGModule).
+// AddWG adds attn_prefill_wg.cu's kernels (flashWGKernels) from their
+// module (LoadFlashWGModule).
 func (f *FlashAttn) AddWG(c *driver.Context, mod *driver.Module) error {
-	return f.add(c, mod, []FlashShape{flashWGShape})
+	pipe := flashWGShape
+	pipe.WGPipe = true
+	return f.add(c, mod, []FlashShape{flashWGShape, pipe})
 }
 
 func (f *FlashAttn) add(c *driver.Context, mod *driver.Module, shapes []FlashShape) error {
@@ -299,7 +311,7 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 			return bf
 		}
 		if b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
-			sh.WG = true
+			sh.WG, sh.WGPipe = true, b.o.FlashWGPipe
 			if err := b.loadFlash(sh); err != nil {
 				return nil, false, err
 			}
@@ -307,7 +319,7 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 		return append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, copyOf(bufs)) })), true, nil
 	}
 	if sh.KV == KVBF16 && b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
-		sh.WG = true
+		sh.WG, sh.WGPipe = true, b.o.FlashWGPipe
 		if err := b.loadFlash(sh); err != nil {
 			return nil, false, err
 		}

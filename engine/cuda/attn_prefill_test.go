@@ -20,8 +20,11 @@ func TestParseAttnOption(t *testing.T) {
 	if d := DefaultOptions(); !d.FlashAttention || !d.FlashWide || !d.FlashWG {
 		t.Fatal("attn=wg is not the default")
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wg"}}); err != nil || !o.FlashAttention || !o.FlashWide || !o.FlashWG {
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wg"}}); err != nil || !o.FlashAttention || !o.FlashWide || !o.FlashWG || o.FlashWGPipe {
 		t.Fatalf("attn=wg: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wgp"}}); err != nil || !o.FlashWG || !o.FlashWGPipe {
+		t.Fatalf("attn=wgp: %+v, %v", o, err)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
 		t.Fatalf("attn=flash: %+v, %v", o, err)
@@ -108,12 +111,11 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	f := testFlashAttn(t, c)
 	rng := freshRNG(t)
 	type shape struct{ QH, KVH, D int }
-	for _, kind := range []string{"flash", "wide", "wg"} {
-		if kind == "wg" {
-			if f.fn[flashWGShape.kernel()] == nil {
-				t.Logf("%s: not on this GPU (compute capability 9.0 only)", kind)
-				continue
-			}
+	for _, kind := range append([]string{"flash", "wide"}, flashWGKernels...) {
+		wg := strings.HasPrefix(kind, "flash_wg")
+		if wg && f.fn[kind] == nil {
+			t.Logf("%s: not on this GPU (compute capability 9.0 only)", kind)
+			continue
 		}
 		for _, kv := range []KVType{KVF32, KVBF16} {
 			for _, hs := range []shape{{16, 2, 256}, {8, 2, 128}} {
@@ -125,7 +127,7 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 						if kind == "wide" && hs.D == 128 && (start != 37 || rows != 100) {
 							continue // the wide kernels' loads differ by type and D, not by head count
 						}
-						if kind == "wg" && (hs.D != 256 || kv != KVBF16) {
+						if wg && (hs.D != 256 || kv != KVBF16) {
 							continue // built for heads of 256 over bf16
 						}
 						name := fmt.Sprintf("%s/%v/h%d-%d-d%d/start%d/rows%d", kind, kv, hs.QH, hs.KVH, hs.D, start, rows)
@@ -152,8 +154,10 @@ func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
 		if err := f.AddWG(c, m); err != nil {
 			t.Fatal(err)
 		}
-		if fi, err := f.fn[flashWGShape.kernel()].Info(); err == nil {
-			t.Logf("%s: %d registers, %d bytes local", flashWGShape.kernel(), fi.Registers, fi.LocalBytes)
+		for _, k := range flashWGKernels {
+			if fi, err := f.fn[k].Info(); err == nil {
+				t.Logf("%s: %d registers, %d bytes local", k, fi.Registers, fi.LocalBytes)
+			}
 		}
 	}
 	return f
@@ -189,7 +193,8 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
-	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: kind == "wg"}
+	wg := strings.HasPrefix(kind, "flash_wg")
+	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg, WGPipe: kind == flashWGKernels[1]}
 	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,13 +282,13 @@ func TestFlashAttnInBackend(t *testing.T) {
 	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
 	kvW, maxPos := KVH*D, 256
 	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
-		for _, mode := range []string{"flash", "wide", "wg", "plain", "wide,kvcopy=off"} {
+		for _, mode := range []string{"flash", "wide", "wg", "wgp", "plain", "wide,kvcopy=off"} {
 			flash := mode != "plain"
 			// over an f32 cache the flash kernels read kv_to_bf16's copy
 			copied := flash && kvt == backend.F32 && mode != "wide,kvcopy=off"
 			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
-				o.FlashAttention, o.FlashWide, o.FlashWG, o.KVCopy = flash, mode != "flash", mode == "wg", mode != "wide,kvcopy=off"
+				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe, o.KVCopy = flash, mode != "flash", mode == "wg" || mode == "wgp", mode == "wgp", mode != "wide,kvcopy=off"
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
 				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)
@@ -310,8 +315,8 @@ func TestFlashAttnInBackend(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
-				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "wg": "flash_wg_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
-				if mode == "wg" && !wgmmaGPU(b.ctx) {
+				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "wg": "flash_wg_", "wgp": "flash_wgp_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
+				if (mode == "wg" || mode == "wgp") && !wgmmaGPU(b.ctx) {
 					kernel = "flash_wide_" // attn=wg is attn=wide on other GPUs
 				}
 				switch {
@@ -377,17 +382,18 @@ func TestMeasureFlash(t *testing.T) {
 	caches[KVBF16] = [2]devBuf{upBuf(t, c, s, kh, "k bf16"), upBuf(t, c, s, vh, "v bf16")}
 	for _, kv := range []KVType{KVF32, KVBF16} {
 		for _, start := range []int{0, 28 << 10, maxPos - rows} {
-			for _, kind := range []string{"flash", "wide", "wg"} {
-				if kind == "wg" && (kv != KVBF16 || f.fn[flashWGShape.kernel()] == nil) {
+			for _, kind := range append([]string{"flash", "wide"}, flashWGKernels...) {
+				wg := strings.HasPrefix(kind, "flash_wg")
+				if wg && (kv != KVBF16 || f.fn[kind] == nil) {
 					continue
 				}
 				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
-				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: kind == "wg"}
+				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg, WGPipe: kind == flashWGKernels[1]}
 				b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
 				d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
 				keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2
 				flop := 4 * D * QH * keys
-				t.Logf("flash %v %-5s: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, kind, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
+				t.Logf("flash %v %-19s: %d rows at position %6d: %8.1f µs, %5.1f TFLOP/s", kv, kind, rows, start, d.Seconds()*1e6, flop/d.Seconds()/1e12)
 			}
 			if kv == KVF32 { // kvcopy's copy of the rows those read, and the bf16 kernel's time above
 				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")

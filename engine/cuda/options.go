@@ -71,6 +71,10 @@ type Options struct {
 	// and softmax with the products on wgmma, 1.7x its throughput at long
 	// context on an H100 (2026-12-06-flashwg1); elsewhere it is attn=wide.
 	FlashWG bool
+	// FlashWGPipe (attn=wgp) is FlashWG with flash_wgp_bf16_d256, whose
+	// warpgroups run a tile's softmax while the tile before's P·V runs
+	// (written, not yet run on a GPU).
+	FlashWGPipe bool
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
 	// walking all of K) several ways, the partials added in order by a
@@ -169,7 +173,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
-	`attn=wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; or the float32 kernel; default wg), ` +
+	`attn=wg|wgp|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, not yet measured; or the float32 kernel; default wg), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -254,12 +258,13 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "attn":
 			switch kv.Value {
-			case "flash", "wide", "wg":
-				o.FlashAttention, o.FlashWide, o.FlashWG = true, kv.Value != "flash", kv.Value == "wg"
+			case "flash", "wide", "wg", "wgp":
+				o.FlashAttention, o.FlashWide = true, kv.Value != "flash"
+				o.FlashWG, o.FlashWGPipe = kv.Value == "wg" || kv.Value == "wgp", kv.Value == "wgp"
 			case "plain":
-				o.FlashAttention, o.FlashWide, o.FlashWG = false, false, false
+				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe = false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: attn=%q: want wg, wide, flash or plain", kv.Value)
+				err = fmt.Errorf("cuda: attn=%q: want wg, wgp, wide, flash or plain", kv.Value)
 			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")

@@ -147,15 +147,16 @@ struct FaRows {
   int lim0, lim1;
 };
 
-// fa_softmax takes the scores of keys k0 .. k0+8·NT-1 (s: NT n8 tiles of
-// the mma accumulator layout, this thread's rows g8 and g8+8) into the
-// rows' online softmax: scaled to log2 units and masked past each row's
-// last key (first: the block's first row's position), the running maxima
-// and sums updated and the outputs rescaled; s holds the probabilities
-// after.
+// fa_probs takes the scores of keys k0 .. k0+8·NT-1 (s: NT n8 tiles of the
+// mma accumulator layout, this thread's rows g8 and g8+8) into the rows'
+// online softmax: scaled to log2 units and masked past each row's last key
+// (first: the block's first row's position), the running maxima and sums
+// updated; s holds the probabilities after, and c0, c1 the factors the
+// rows' outputs are to be rescaled by (fa_rescale).
 template <int D, int NT>
-static __device__ __forceinline__ void fa_softmax(float (*s)[4], int lane, int k0, int first, FaRows<D>& st) {
-  constexpr int BN = 8 * NT, DT = D / 8;
+static __device__ __forceinline__ void fa_probs(float (*s)[4], int lane, int k0, int first, FaRows<D>& st, float& c0,
+                                                float& c1) {
+  constexpr int BN = 8 * NT;
   const int c4 = lane & 3;
   const float scale = 1.4426950408889634f / __builtin_sqrtf((float)D);  // log2 units
   // Scores in log2 units, masked past each row's last key.
@@ -176,7 +177,8 @@ static __device__ __forceinline__ void fa_softmax(float (*s)[4], int lane, int k
   // Key 0 is in every row's range and in the first tile, so the maxima
   // are finite from the first tile on.
   const float n0 = __builtin_fmaxf(st.mx0, fa_quad_max(t0)), n1 = __builtin_fmaxf(st.mx1, fa_quad_max(t1));
-  const float c0 = fa_ex2(st.mx0 - n0), c1 = fa_ex2(st.mx1 - n1);
+  c0 = fa_ex2(st.mx0 - n0);
+  c1 = fa_ex2(st.mx1 - n1);
   st.mx0 = n0;
   st.mx1 = n1;
   float r0 = 0.f, r1 = 0.f;
@@ -191,14 +193,26 @@ static __device__ __forceinline__ void fa_softmax(float (*s)[4], int lane, int k
   }
   st.l0 = st.l0 * c0 + r0;  // this thread's share; the quad's are summed at the end
   st.l1 = st.l1 * c1 + r1;
+}
+
+// fa_rescale multiplies the rows' outputs by fa_probs' factors.
+template <int D>
+static __device__ __forceinline__ void fa_rescale(FaRows<D>& st, float c0, float c1) {
 #pragma unroll
-  for (int i = 0; i < DT; i++) {
+  for (int i = 0; i < D / 8; i++) {
     st.o[i][0] *= c0;
     st.o[i][1] *= c0;
     st.o[i][2] *= c1;
     st.o[i][3] *= c1;
   }
+}
 
+// fa_softmax is fa_probs and the outputs rescaled at once.
+template <int D, int NT>
+static __device__ __forceinline__ void fa_softmax(float (*s)[4], int lane, int k0, int first, FaRows<D>& st) {
+  float c0, c1;
+  fa_probs<D, NT>(s, lane, k0, first, st, c0, c1);
+  fa_rescale<D>(st, c0, c1);
 }
 
 // fa_tile takes keys k0 .. k0+BN-1 (the K tile at sk, the V tile at sv) into

@@ -68,14 +68,18 @@ static __device__ __forceinline__ void fg_mma_pv(float* d, const u32* a, unsigne
       : "memory");
 }
 
-// fg_issue queues the cp.async copies of keys k0 .. k0+FG_BN-1 (zeros past
-// kend) of KV head g into the K tile tk and the V tile tv.
+// fg_issue queues the cp.async copies of keys kK .. kK+FG_BN-1 of KV head g
+// into the K tile tk (with doK) and of keys kV .. into the V tile tv (with
+// doV; both block-uniform), zeros past kend, as one group.
 static __device__ __forceinline__ void fg_issue(const u16* __restrict__ kc, const u16* __restrict__ vc, long long stride,
-                                                int g, int k0, int kend, u32 tk, u32 tv, int tid) {
+                                                int g, int kK, int kV, int kend, u32 tk, u32 tv, int tid, bool doK,
+                                                bool doV) {
   constexpr int CH = FG_D / 8;  // 16-byte chunks a row
 #pragma unroll
   for (int j = 0; j < 2 * FG_BN * CH / FG_THREADS; j++) {
-    const int id = tid + j * FG_THREADS, kv = id / (FG_BN * CH), r = (id / CH) % FG_BN, c = id % CH, key = k0 + r;
+    const int id = tid + j * FG_THREADS, kv = id / (FG_BN * CH), r = (id / CH) % FG_BN, c = id % CH;
+    if (kv ? !doV : !doK) continue;
+    const int key = (kv ? kV : kK) + r;
     const bool v = key < kend;
     const u16* src = (kv ? vc : kc) + (v ? (long long)key * stride + (long long)g * FG_D : 0) + c * 8;
     cp_async16((kv ? tv : tk) + fg_off(r, c, FG_BN), src, v);
@@ -117,7 +121,7 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
   auto tv = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b + 1) * FG_KVTILE; };
   const u32 qw = sq + wg * FG_QTILE;  // this warpgroup's Q rows
 
-  fg_issue(kc, vc, stride, g, 0, kend, tk(0), tv(0), tid);
+  fg_issue(kc, vc, stride, g, 0, 0, kend, tk(0), tv(0), tid, true, true);
   fg_load_q(sq, q, tid, tok0, rows, G, g, QH);
   cp_wait<0>();
   fence_proxy_async();  // the Q stores and the copies, before wgmma reads them
@@ -126,7 +130,7 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
   FaRows<FG_D> st;
   fa_rows<FG_D>(st, warp, lane, G, p0 + tok0, kend);
   for (int k0 = 0, b = 0; k0 < kend; k0 += FG_BN, b ^= 1) {
-    if (k0 + FG_BN < kend) fg_issue(kc, vc, stride, g, k0 + FG_BN, kend, tk(b ^ 1), tv(b ^ 1), tid);
+    if (k0 + FG_BN < kend) fg_issue(kc, vc, stride, g, k0 + FG_BN, k0 + FG_BN, kend, tk(b ^ 1), tv(b ^ 1), tid, true, true);
     float s[NT][4];
     wg_fence();
 #pragma unroll
@@ -169,6 +173,105 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
   fa_store<FG_D>(st, warp, lane, G, g, tok0, rows, p0, maxPos, QH, qg, out);
 }
 
+// flash_wg_pipe is flash_wg with each warpgroup's softmax of a tile
+// overlapping its products of the tile before: tile i's S = Q·K(i) and
+// tile i-1's O += P(i-1)·V(i-1) are issued together (two wgmma groups), the
+// softmax of S(i) runs once its group is done while P·V still runs, and the
+// outputs are rescaled by its factors only after P·V has landed. K(i) and
+// V(i-1) are read in iteration i, so the copies issued there are K(i+1)
+// and V(i): two K and two V buffers, as flash_wg. The last tile's P·V
+// follows the loop.
+static __device__ __forceinline__ void flash_wg_pipe(const float* __restrict__ q, const float* __restrict__ qg,
+                                                     const u16* __restrict__ kc, const u16* __restrict__ vc,
+                                                     const int* __restrict__ pos, float* __restrict__ out, int rows,
+                                                     int QH, int KVH, int maxPos) {
+  constexpr int NT = FG_BN / 8, KS = FG_BN / 16;
+  extern __shared__ __attribute__((aligned(1024))) unsigned char fg_sm[];
+  const u32 sq = (fa_smem(fg_sm) + 1023u) & ~1023u, tiles = sq + 2 * FG_QTILE;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int G = QH / KVH, TPB = FG_BM / G;
+  const int g = FA_BID_Y();
+  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
+  const int p0 = *pos;
+  const long long stride = (long long)KVH * FG_D;
+  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
+  int kend = p0 + tokEnd;
+  if (kend > maxPos) kend = maxPos;
+  auto tk = [&](int i) __attribute__((always_inline)) { return tiles + (2 * (i & 1)) * FG_KVTILE; };
+  auto tv = [&](int i) __attribute__((always_inline)) { return tiles + (2 * (i & 1) + 1) * FG_KVTILE; };
+  const u32 qw = sq + wg * FG_QTILE;
+  const int tilesN = kend > 0 ? (kend + FG_BN - 1) / FG_BN : 0;
+
+  // K(0) alone first (its V comes with K(1)).
+  fg_issue(kc, vc, stride, g, 0, 0, kend, tk(0), tv(0), tid, true, false);
+  fg_load_q(sq, q, tid, tok0, rows, G, g, QH);
+  cp_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+
+  FaRows<FG_D> st;
+  fa_rows<FG_D>(st, warp, lane, G, p0 + tok0, kend);
+  u32 pa[KS][4];  // P of the tile before, the A fragments of its P·V
+  for (int i = 0; i < tilesN; i++) {
+    const int k0 = i * FG_BN;
+    // K(i+1) and V(i), into the buffers of K(i-1) and V(i-2), which every
+    // warp was done with at the barrier that ended the last iteration.
+    fg_issue(kc, vc, stride, g, k0 + FG_BN, k0, kend, tk(i + 1), tv(i), tid, k0 + FG_BN < kend, true);
+    float s[NT][4];
+    // Q's address made opaque each iteration, so that its sixteen
+    // descriptors are made here (a few integer operations) rather than
+    // held in 32 registers across the loop.
+    u32 qa;
+    asm volatile("mov.u32 %0, %1;" : "=r"(qa) : "r"(qw));
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < FG_D / 16; ks++) {
+      const u32 off = (ks >> 2) * (64 * 128) + (ks & 3) * 32;
+      fg_mma_s(&s[0][0], wg_desc(qa + off), wg_desc(tk(i) + (ks >> 2) * (FG_BN * 128) + (ks & 3) * 32), ks);
+    }
+    wg_commit();
+    if (i > 0) {
+#pragma unroll
+      for (int kk = 0; kk < KS; kk++) fg_mma_pv(&st.o[0][0], pa[kk], fg_desc_mn(tv(i - 1) + kk * 16 * 128, FG_BN * 128));
+      wg_commit();
+      wg_wait1();  // S(i) has landed; P(i-1)·V(i-1) may still run
+    } else {
+      wg_wait0();
+    }
+    wg_keep<32>(&s[0][0]);
+    float c0, c1;
+    fa_probs<FG_D, NT>(s, lane, k0, p0 + tok0, st, c0, c1);
+    wg_wait0();  // P(i-1)·V(i-1) has landed: O may be rescaled, pa rewritten
+    wg_keep<128>(&st.o[0][0]);
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) wg_keep4(pa[kk]);
+    fa_rescale<FG_D>(st, c0, c1);
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+      pa[kk][0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+    // K(i+1) and V(i) have landed, and every warp is done with K(i) and V(i-1).
+    cp_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  }
+  // The last tile's P·V.
+  if (tilesN > 0) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) fg_mma_pv(&st.o[0][0], pa[kk], fg_desc_mn(tv(tilesN - 1) + kk * 16 * 128, FG_BN * 128));
+    wg_commit();
+    wg_wait0();
+    wg_keep<128>(&st.o[0][0]);
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) wg_keep4(pa[kk]);
+  }
+  fa_store<FG_D>(st, warp, lane, G, g, tok0, rows, p0, maxPos, QH, qg, out);
+}
+
 // The entry point: gridDim (blocks of 128/G tokens, KV heads), 256 threads,
 // FG_SHARED bytes of dynamic shared memory (attn_prefill.go).
 extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
@@ -176,4 +279,12 @@ extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
                        int QH, int KVH, int maxPos) {
   pdl_begin();
   flash_wg(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
+}
+// flash_wgp_bf16_d256: flash_wg_pipe, the same grid, threads and shared
+// memory as flash_wg_bf16_d256.
+extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
+    flash_wgp_bf16_d256(const float* q, const float* qg, const u16* kc, const u16* vc, const int* pos, float* out,
+                        int rows, int QH, int KVH, int maxPos) {
+  pdl_begin();
+  flash_wg_pipe(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
 }
