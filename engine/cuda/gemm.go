@@ -59,6 +59,12 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
 	{Name: "w256r", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 1},
 	{Name: "w64r", BM: 64, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 3},
+	// w32r and w16r: the register-A form against 32 and 16 X rows, five and
+	// six stages, for the MoE at a few rows an expert where s16 reads its
+	// weights at 2.4x the time the bytes take (written, not yet run on a
+	// GPU; the GEMM tests and TestMeasureGEMM take them, no choice does).
+	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+	{Name: "w16r", BM: 16, BN: 128, Threads: 256, Stages: 6, WG: true, RegA: true, Blocks: 3},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -580,7 +586,7 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	avg := tokens * MoETopK / max(experts, 1)
 	name := "m128"
 	switch {
-	case kernel == MoEStream && avg <= 16:
+	case (kernel == MoEStream || kernel == MoEWG) && avg <= 16:
 		name = "s16"
 	case kernel == MoEReg && avg <= 4:
 		name = "r16"
@@ -601,7 +607,17 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 // the places of m128 and m64: w128o2 from 32 rows an expert on average, w64o
 // below (the MoE at 1024 / 2048 / 4096 tokens on an H100, 2026-12-06-wg3: m64
 // 508 / 757 us, w64o 454 / 657, w128o2 574 / 631; m128 1,244 us, w128o2 975).
+//
+// With moe=wg under gemm=wgr, w16r and w32r up to 16 and 32 rows an expert.
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
+	if avg := tokens * MoETopK / max(experts, 1); g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 32 {
+		name := "w32r"
+		if avg <= 16 {
+			name = "w16r"
+		}
+		w, _ := GEMMTileByName(name)
+		return w
+	}
 	t := MoETile(tokens, experts, kernel)
 	if !g.useWG || (t.Name != "m128" && t.Name != "m64") {
 		return t

@@ -70,6 +70,11 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("MoE tile of %d tokens (gemm=wgr): %v, want %s", tokens, got, want)
 		}
 	}
+	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1024: "w32r", 512: "w16r", 256: "w16r", 100: "s16"} {
+		if got := g.MoETile(tokens, 256, MoEWG); got.Name != want {
+			t.Errorf("MoE tile of %d tokens (gemm=wgr, moe=wg): %v, want %s", tokens, got, want)
+		}
+	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}

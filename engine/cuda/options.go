@@ -154,6 +154,10 @@ const (
 	MoESmem   MoEKernel = "smem"
 	MoEReg    MoEKernel = "reg"
 	MoEStream MoEKernel = "stream"
+	// MoEWG takes gemm_wg.cu's register-A tiles w16r and w32r at up to 16
+	// and 32 rows an expert on average under gemm=wgr (elsewhere, stream):
+	// written, not yet run on a GPU.
+	MoEWG MoEKernel = "wg"
 )
 
 // DefaultOptions are the settings of "--backend cuda".
@@ -170,7 +174,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wg: the same tiles with the weights through shared memory, prefill about 1 % slower at 4K-16K on an H100; tc: mma.sync tiles only, prefill 14-17 % slower than wg; default wgr), ` +
-	`moe=smem|reg|stream (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; default stream), ` +
+	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr the register-A wgmma tiles of 16 and 32 rows up to 32 rows an expert, not yet measured; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wg|wgp|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, not yet measured; or the float32 kernel; default wg), ` +
@@ -238,10 +242,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {
-			case MoESmem, MoEReg, MoEStream:
+			case MoESmem, MoEReg, MoEStream, MoEWG:
 				o.MoE = k
 			default:
-				err = fmt.Errorf("cuda: moe=%q: want smem, reg or stream", kv.Value)
+				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
 			}
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")

@@ -206,7 +206,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 64 || BM == 128 || BM == 256) && BN == 128), "register-A wgmma: two warpgroups, 128 weight rows, 64, 128 or 256 X rows");
+  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 256) && BN == 128),
+                "register-A wgmma: two warpgroups, 128 weight rows, 16 to 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -381,8 +382,12 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
           wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 128)
           wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
-        else
+        else if constexpr (BM == 64)
           wg_mma_n64_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 32)
+          wg_mma_n32_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else
+          wg_mma_n16_ra(wacc[0], f, wg_desc(st + ks * 32));
         wg_commit();
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);

@@ -33,3 +33,9 @@ GEMM_ENTRIES(w256r, 256, 128, 4, 2, 3, 1, 3)
 // w64r: against 64 X rows (n = 64), for the MoE at 16-64 rows an expert
 // where w64o moves its W tile through shared memory.
 GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
+// w32r and w16r: against 32 and 16 X rows (n = 32, 16), for the MoE at a
+// few rows an expert (512-token prompts: 16 on average), where each
+// weight serves few products and the time is in reading the weights: five
+// and six stages of copies in flight (written, not yet run on a GPU).
+GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 3)
+GEMM_ENTRIES(w16r, 16, 128, 1, 8, 6, 3, 3)

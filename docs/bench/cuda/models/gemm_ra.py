@@ -30,7 +30,7 @@ import math
 import random
 
 random.seed(7)
-BN, K = 128, 128  # two k-tiles; BM, the X rows (wgmma's n): 64, 128 or 256
+BN, K = 128, 128  # two k-tiles; BM, the X rows (wgmma's n): 16 to 256
 KT = K // 64
 
 
@@ -160,7 +160,7 @@ def run(mode, BM):
     return len(out)
 
 
-for BM in (64, 128, 256):
+for BM in (16, 32, 64, 128, 256):
     for mode in ("dense", "gateup"):
         print(f"{BM} X rows, {mode}: {run(mode, BM)} outputs, each written once and exact")
 print("ok")
