@@ -168,6 +168,9 @@ func (b *Backend) init() error {
 			if err := b.gemm.UseWGMMA(b.o.WGRegA); err != nil {
 				return err
 			}
+			if b.o.WGUndrained {
+				b.gemm.UndrainedTiles()
+			}
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err

@@ -59,10 +59,16 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w128r", BM: 128, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 2},
 	{Name: "w256r", BM: 256, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 1},
 	{Name: "w64r", BM: 64, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 3},
-	// w32r and w16r: the register-A form against 32 and 16 X rows, five and
-	// six stages, for the MoE at a few rows an expert where s16 reads its
-	// weights at 2.4x the time the bytes take (written, not yet run on a
-	// GPU; the GEMM tests and TestMeasureGEMM take them, no choice does).
+	// w256rp, w128rp, w64rp: the same with their k-tiles not drained (the
+	// copies S - 2 k-tiles ahead, gemm_tile's WG = 4), five stages; taken by
+	// gemm=wgrp (written, not yet run on a GPU).
+	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
+	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
+	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+	// w32r and w16r: the register-A form against 32 and 16 X rows, WG = 4
+	// with five and six stages, for the MoE at a few rows an expert where
+	// s16 reads its weights at 2.4x the time the bytes take (written, not
+	// yet run on a GPU; moe=wg takes them).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
 	{Name: "w16r", BM: 16, BN: 128, Threads: 256, Stages: 6, WG: true, RegA: true, Blocks: 3},
 }
@@ -205,6 +211,22 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 	return nil
 }
 
+// UndrainedTiles makes DenseTile and MoETile take w256rp, w128rp and w64rp
+// in the places of w256r, w128r and w64r (gemm=wgrp): gemm_tile's WG = 4,
+// the k-tiles not drained.
+func (g *GEMM) UndrainedTiles() { g.undrained = true }
+
+// undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
+func (g *GEMM) undrain(t GEMMTile) GEMMTile {
+	if !g.undrained || !t.RegA {
+		return t
+	}
+	if p, err := GEMMTileByName(t.Name + "p"); err == nil {
+		return p
+	}
+	return t
+}
+
 // tileKernels finds gemm_tile's four entry points of tile t in mod.
 func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 	var k gemmKernels
@@ -243,6 +265,7 @@ type GEMM struct {
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
+	undrained               bool       // UndrainedTiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -416,7 +439,7 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
-	return denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA)
+	return g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA))
 }
 
 // denseTile is DenseTile on a GPU of sms multiprocessors, wg and regA its
@@ -633,7 +656,7 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 		name = "w64r"
 	}
 	w, _ := GEMMTileByName(name)
-	return w
+	return g.undrain(w)
 }
 
 // NewMoEGroups allocates the grouping buffers for up to tokens tokens.

@@ -75,6 +75,15 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("MoE tile of %d tokens (gemm=wgr, moe=wg): %v, want %s", tokens, got, want)
 		}
 	}
+	g.UndrainedTiles()
+	for tokens, want := range map[int]string{4096: "w128rp", 1024: "w64rp", 512: "s16"} {
+		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
+			t.Errorf("MoE tile of %d tokens (gemm=wgrp): %v, want %s", tokens, got, want)
+		}
+	}
+	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
+		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
+	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}

@@ -40,6 +40,10 @@ type Options struct {
 	// w256o, w128o2 and w64o: the dense GEMMs at 4096 rows 2-9 % faster,
 	// the MoE at 1024 tokens 10 % (docs/bench/cuda/2026-12-06-wgr1).
 	WGMMA, WGRegA bool
+	// WGUndrained (gemm=wgrp) is gemm=wgr with w256rp, w128rp and w64rp:
+	// the same tiles with their k-tiles not drained (written, not yet run
+	// on a GPU).
+	WGUndrained bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
@@ -173,7 +177,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wg: the same tiles with the weights through shared memory, prefill about 1 % slower at 4K-16K on an H100; tc: mma.sync tiles only, prefill 14-17 % slower than wg; default wgr), ` +
+	`gemm=wgr|wgrp|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wg: the same tiles with the weights through shared memory, prefill about 1 % slower at 4K-16K on an H100; tc: mma.sync tiles only, prefill 14-17 % slower than wg; wgrp: wgr's tiles with their k-tiles not drained between barriers, not yet measured; default wgr), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr the register-A wgmma tiles of 16 and 32 rows up to 32 rows an expert, not yet measured; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -233,12 +237,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FastQMV = !first
 		case "gemm":
 			switch kv.Value {
-			case "wg", "wgr", "tc":
-				o.TensorCores, o.WGMMA, o.WGRegA = true, kv.Value != "tc", kv.Value == "wgr"
+			case "wg", "wgr", "wgrp", "tc":
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = true, kv.Value != "tc", kv.Value == "wgr" || kv.Value == "wgrp", kv.Value == "wgrp"
 			case "plain":
-				o.TensorCores, o.WGMMA, o.WGRegA = false, false, false
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wgr, wg, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgr, wgrp, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {

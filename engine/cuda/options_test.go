@@ -42,6 +42,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrp"}}); err != nil || !o.WGRegA || !o.WGUndrained {
+		t.Errorf("gemm=wgrp: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
+	}
 	for v, want := range map[string][3]bool{"wg": {true, true, false}, "wgr": {true, true, true}, "tc": {true, false, false}, "plain": {false, false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: v}}); err != nil || [3]bool{o.TensorCores, o.WGMMA, o.WGRegA} != want {
 			t.Errorf("gemm=%s: TensorCores %v, WGMMA %v, WGRegA %v, %v; want %v", v, o.TensorCores, o.WGMMA, o.WGRegA, err, want)

@@ -203,10 +203,17 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   // WG = 3: the weights as wgmma's A operand from registers (Yᵀ = W·Xᵀ),
   // each warpgroup 64 weight rows of the tile against all BM = 128 of its
   // X rows, which are B; no W tile in shared memory
-  constexpr int NWG = NTHREADS / 128, WS = WG == 3 ? 1 : WG ? BM / 64 / NWG : 1;
+  // WG = 4: WG = 3 with the k-tiles not drained: the copies run S - 2
+  // k-tiles ahead (not S - 1), so that the stage they overwrite is one
+  // whose products every warpgroup has waited for in the k-tile before,
+  // and a k-tile's last products still run while the next k-tile starts.
+  constexpr bool RA = WG == 3 || WG == 4;
+  constexpr int PD = WG == 4 ? S - 2 : S - 1;  // k-tiles the copies run ahead
+  static_assert(PD >= 1, "WG = 4 wants at least three stages");
+  constexpr int NWG = NTHREADS / 128, WS = RA ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
-  static_assert(!WG || WG == 3 || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(WG != 3 || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 256) && BN == 128),
+  static_assert(!WG || RA || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
+  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 256) && BN == 128),
                 "register-A wgmma: two warpgroups, 128 weight rows, 16 to 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
@@ -324,7 +331,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
   // WG: the accumulators of this warpgroup's slab m (the tile's wgs + m);
   // WG = 3, of its 64 weight rows against the BM X rows
-  constexpr int WACC = WG == 3 ? BM / 2 : 64;
+  constexpr int WACC = RA ? BM / 2 : 64;
   float wacc[WS][WACC];
   const int wgs = (warp >> 2) * WS;
 #pragma unroll
@@ -348,9 +355,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   };
 
 #pragma unroll
-  for (int kt = 0; kt < S - 1; kt++) load(kt);
+  for (int kt = 0; kt < PD; kt++) load(kt);
 
-  if constexpr (WG == 3) {
+  if constexpr (RA) {
     // Per k-tile: its copies landed and every warpgroup done with the
     // stage the next copies overwrite (the products waited for at the end
     // of the k-tile before), then per k-step this thread's fragment of
@@ -358,18 +365,18 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // into registers while the k-step before multiplies.
     const int g = lane >> 2, c = lane & 3;
     const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;  // this thread's weight rows: wrow, wrow + 8
+    u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
-      cp_wait<S - 2>();
+      cp_wait<PD - 1>();
       fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
       __syncthreads();
-      load(kt + S - 1);
+      load(kt + PD);
       const u32 st = sbase + (kt % S) * STAGE;
       const u32* cw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES);
       const u32* sbw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES + C_BYTES);
       const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
       const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
       const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
-      u32 a[2][4];
 #pragma unroll
       for (int ks = 0; ks < 4; ks++) {
         u32* f = a[ks & 1];
@@ -392,7 +399,15 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);
       }
-      wg_wait0();  // the stage is the next k-tile's copies' after the barrier
+      if constexpr (WG == 3) {
+        wg_wait0();  // the stage is the next k-tile's copies' after the barrier
+        wg_keep4(a[0]);
+        wg_keep4(a[1]);
+        wg_keep<WACC>(wacc[0]);
+      }
+    }
+    if constexpr (WG == 4) {
+      wg_wait0();
       wg_keep4(a[0]);
       wg_keep4(a[1]);
       wg_keep<WACC>(wacc[0]);
@@ -455,7 +470,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   }
   cp_wait<0>();
   const int g = lane >> 2, c = lane & 3;
-  if constexpr (WG == 3) {
+  if constexpr (RA) {
     // wacc[0][4j + i]: weight row 64·(warp / 4) + 16·(warp % 4) + g (+8
     // for i >= 2) of the tile, X row 8j + 2c + (i & 1); gate/up, rows g and
     // g+8 are the gate and the up row of output n0 + 32·(warp / 4) +

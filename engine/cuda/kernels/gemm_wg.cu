@@ -33,9 +33,18 @@ GEMM_ENTRIES(w256r, 256, 128, 4, 2, 3, 1, 3)
 // w64r: against 64 X rows (n = 64), for the MoE at 16-64 rows an expert
 // where w64o moves its W tile through shared memory.
 GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
+// w256rp, w128rp, w64rp: w256r, w128r and w64r with their k-tiles not
+// drained (WG = 4: the copies run S - 2 k-tiles ahead and a k-tile's last
+// products still run while the next one starts; ncu of w256r: the tensor
+// pipe 46 % busy, each k-tile's four products waited for before the
+// barrier), five stages (written, not yet run on a GPU).
+GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
+GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
+GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
 // w32r and w16r: against 32 and 16 X rows (n = 32, 16), for the MoE at a
 // few rows an expert (512-token prompts: 16 on average), where each
-// weight serves few products and the time is in reading the weights: five
-// and six stages of copies in flight (written, not yet run on a GPU).
-GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 3)
-GEMM_ENTRIES(w16r, 16, 128, 1, 8, 6, 3, 3)
+// weight serves few products and the time is in reading the weights: WG =
+// 4, five and six stages (three and four k-tiles of copies in flight;
+// written, not yet run on a GPU).
+GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 4)
+GEMM_ENTRIES(w16r, 16, 128, 1, 8, 6, 3, 4)
