@@ -45,6 +45,18 @@ static __device__ __forceinline__ unsigned long long fg_desc_mn(u32 addr, u32 lb
          (1ull << 62);
 }
 
+// fg_rescale is fa_rescale skipped by a warp whose rows' factors are all 1
+// (their maxima unchanged by the tile, as most tiles leave them at long
+// context): the same outputs, bit for bit, without the 128 multiplies.
+static __device__ __forceinline__ void fg_rescale(FaRows<FG_D>& st, float c0, float c1) {
+  u32 any;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nvote.sync.any.pred q, p, 0xffffffff;\nselp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"((u32)(c0 != 1.f || c1 != 1.f)));
+  if (any) fa_rescale<FG_D>(st, c0, c1);
+}
+
 // fg_mma_s: d (32 floats, as wg_mma_n128's) = (acc ? d : 0) + A[64 x 16] ·
 // B[64 x 16]ᵀ, both from shared memory.
 static __device__ __forceinline__ void fg_mma_s(float* d, unsigned long long a, unsigned long long b, int acc) {
@@ -180,7 +192,8 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
 // outputs are rescaled by its factors only after P·V has landed. K(i) and
 // V(i-1) are read in iteration i, so the copies issued there are K(i+1)
 // and V(i): two K and two V buffers, as flash_wg. The last tile's P·V
-// follows the loop.
+// follows the loop. A warp whose rows' maxima the tile left as they were
+// skips the rescaling (fg_rescale).
 static __device__ __forceinline__ void flash_wg_pipe(const float* __restrict__ q, const float* __restrict__ qg,
                                                      const u16* __restrict__ kc, const u16* __restrict__ vc,
                                                      const int* __restrict__ pos, float* __restrict__ out, int rows,
@@ -245,7 +258,7 @@ static __device__ __forceinline__ void flash_wg_pipe(const float* __restrict__ q
     wg_keep<128>(&st.o[0][0]);
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) wg_keep4(pa[kk]);
-    fa_rescale<FG_D>(st, c0, c1);
+    fg_rescale(st, c0, c1);
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) {
       pa[kk][0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
