@@ -7,7 +7,8 @@
 # TestMeasureFlash; ncu of q_proj at 4096 rows on w256r and w256rp and of
 # the MoE's gate/up at 512 tokens on s16 and w16r; then prefill with the
 # defaults, gemm=wgrp, attn=wgp and moe=wg alternating, two rounds at 512 /
-# 4K / 16K / 32K, and 128K once with the defaults and attn=wgp. From the
+# 4K / 16K / 32K, the defaults with chunks of 8192 tokens, and 128K once
+# with the defaults and attn=wgp. From the
 # repository root; devrun/nx holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
 # GOARCH=amd64 go test -c -ldflags='-s -w' ./engine/cuda; gzip) and
 # petal.xz (go build the same way; xz -9). About 6 minutes. The oracle
@@ -42,6 +43,10 @@ for round in 1 2; do
     echo "$be round $round: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
   done
 done
+# the defaults with prefill chunks of 8192 tokens (one run; the default 4096 above)
+timeout 100 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 33000 --chunk 8192 --prompt-lengths 8K,16K,32K \
+  --context-lengths 256 --decode-tokens 8 --repeats 2 --out $O/bench-chunk8192.json > $O/bench-chunk8192.txt 2>&1
+echo "cuda --chunk 8192: rc=$?"; grep -E '^ +[0-9]+K? ' $O/bench-chunk8192.txt
 for be in cuda cuda:attn=wgp; do
   f=bench-128K-$(echo $be | tr ':=' '_.')
   timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 131100 --prompt-lengths 128K \
