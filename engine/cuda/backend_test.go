@@ -757,11 +757,14 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 					}
 					plainKernel, _ := backends[RouterPlain].qgemmShape(E, rows)
 					_, plainW := route(backends[RouterPlain], plainKernel)
-					// qgemm_f64, then qgemm_f64_w (its 64 x 64 blocks forced)
-					for _, kernel := range []string{"qgemm_f64", "qgemm_f64_w"} {
+					// qgemm_f64, then the 64 x 64 kernels (their blocks forced)
+					for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
 						gotIDs, got := func() ([]int32, []float32) {
-							defer func(f func(int, int) bool) { routerWide = f }(routerWide)
-							routerWide = func(int, int) bool { return kernel == "qgemm_f64_w" }
+							defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
+							routerWide = func(int, int) bool { return kernel != "qgemm_f64" }
+							if kernel != "qgemm_f64" {
+								routerWideKernel = kernel
+							}
 							return route(backends[RouterF64], kernel)
 						}()
 						if !slices.Equal(gotIDs, ids) {
@@ -794,10 +797,14 @@ func TestMeasureRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(f func(int, int) bool) { routerWide = f }(routerWide)
+	defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
 	for _, rows := range []int{16, 64, 512, 1024, 4096} {
 		x := floats(b, randoms(rng, rows*C, 1))
-		for _, tile := range []int{32, 64} {
+		for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
+			tile := 32
+			if kernel != "qgemm_f64" {
+				tile, routerWideKernel = 64, kernel
+			}
 			routerWide = func(int, int) bool { return tile == 64 }
 			for _, per := range []int{0, 1, 2, 4, 8, 16} {
 				routerBlocks = func(sms int) int { return per * sms }
@@ -812,7 +819,7 @@ func TestMeasureRouter(t *testing.T) {
 					weight = routerWideWeight
 				}
 				splits := routerSplits(weight*ceil(E, tile)*ceil(rows, tile), C/64, b.ctx.Device().SMs)
-				t.Logf("router %4d rows, %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, tile, tile, per, splits, d.Seconds()*1e6)
+				t.Logf("router %4d rows, %-12s %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, kernel, tile, tile, per, splits, d.Seconds()*1e6)
 			}
 		}
 	}

@@ -375,7 +375,7 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		f64, gemm, threads = true, "qgemm_f64", 128
 		tile, weight := 32, 1
 		if routerWide(ceil(E, 64)*ceil(rows, 64), b.ctx.Device().SMs) {
-			gemm, tile, shared, weight = "qgemm_f64_w", 64, qfWideShared, routerWideWeight
+			gemm, tile, shared, weight = routerWideKernel, 64, qfWideShared, routerWideWeight
 		}
 		tiles := ceil(E, tile) * ceil(rows, tile)
 		if splits = routerSplits(weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
@@ -409,6 +409,14 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 // each thread's loads of one group in flight while another's products run.
 // Zero keeps one split (the measurement's baseline).
 var routerBlocks = func(sms int) int { return 4 * sms }
+
+// routerWideKernels are the 64 x 64 float64 router kernels: qgemm_f64_w,
+// and qgemm_f64_w3 (three blocks a multiprocessor, the codes made doubles
+// without the conversion unit; the same logits bit for bit; written, not
+// yet run on a GPU). routerWideKernel is the one routeOp takes.
+var routerWideKernels = []string{"qgemm_f64_w", "qgemm_f64_w3"}
+
+var routerWideKernel = routerWideKernels[0]
 
 // qfWideShared is qgemm_f64_w's dynamic shared memory (QF_WIDE_SHARED):
 // 64 rows of x and 64 of weights, 68 doubles each.

@@ -2,9 +2,10 @@
 # run-pipe.sh: the kernels written on 2026-12-06 after the report of
 # bench/results/2026-12-06-h100-cuda-4, none yet run on a GPU, checked and
 # timed in one call: gemm_tile's WG = 4 (w256rp, w128rp, w64rp: gemm=wgrp;
-# w32r, w16r: moe=wg) through the GEMM tests and TestMeasureGEMM, and
+# w32r, w16r: moe=wg) through the GEMM tests and TestMeasureGEMM,
 # flash_wgp_bf16_d256 (attn=wgp) through the flash attention tests and
-# TestMeasureFlash; ncu of q_proj at 4096 rows on w256r and w256rp and of
+# TestMeasureFlash, and qgemm_f64_w3 (the router) through
+# TestRouterTensorCoresMatchReference and TestMeasureRouter; ncu of q_proj at 4096 rows on w256r and w256rp and of
 # the MoE's gate/up at 512 tokens on s16 and w16r; then prefill with the
 # defaults, gemm=wgrp, attn=wgp and moe=wg alternating, two rounds at 512 /
 # 4K / 16K / 32K, the defaults with chunks of 8192 tokens, and 128K once
@@ -17,15 +18,16 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
 cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule' > $O/tests-gemm.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule|TestRouterTensorCores' > $O/tests-gemm.txt 2>&1
 echo "gemm tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests-gemm.txt | head; grep -E -- '--- FAIL' $O/tests-gemm.txt | head -12
 PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v -test.run 'TestFlashAttnMatchesReference/flash_wg|TestFlashAttnInBackend' > $O/tests-flash.txt 2>&1
 echo "flash tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic|registers' $O/tests-flash.txt | head; grep -cE -- '--- FAIL.*flash_wgp' $O/tests-flash.txt
-PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|TestMeasureFlash' > $O/measure.txt 2>&1
+PETAL_CUDA_BENCH=1 timeout 240 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|TestMeasureFlash|TestMeasureRouter' > $O/measure.txt 2>&1
 grep -E 'registers' $O/measure.txt | grep -E 'rp|w16r|w32r' | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'dense .*M=4096' $O/measure.txt | sed 's/.*M=4096//' | tr '|' '\n' | grep -E 'w256r|w128r|w64r|default' | paste -s -d' ' | cut -c1-400
 grep -E 'moe T=(512|1024|4096) +skew 0.0 (s16|w16r|w32r|w64r|w64rp|w128r|w128rp) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
 grep -E 'flash bf16' $O/measure.txt | sed 's/.*attn_prefill_test.go:[0-9]*: //'
+grep -E 'router (512|4096) rows' $O/measure.txt | sed 's/.*backend_test.go:[0-9]*: //'
 for ks in ${NCU:-gemm_dense_w256r:23 gemm_dense_w256rp:23 gemm_gateup_s16:0 gemm_gateup_w16r:0}; do
   k=${ks%%:*}; skip=${ks#*:}
   PETAL_CUDA_BENCH=1 timeout 90 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 --section SpeedOfLight \
