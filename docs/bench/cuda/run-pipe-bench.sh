@@ -1,0 +1,33 @@
+#!/bin/bash
+# run-pipe-bench.sh: prefill with the defaults, gemm=wgrp, attn=wgp and
+# moe=wg alternating, two rounds at 512 / 4K / 16K / 32K; the defaults with
+# chunks of 8192 tokens; 128K once with the defaults and attn=wgp; then the
+# defaults' --profile at 512 and 4K tokens (op time by layer kind and op
+# family). From the repository root; devrun/nx as run-pipe.sh says. About
+# 5 minutes.
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
+cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
+cd $R
+for round in 1 2; do
+  for be in cuda cuda:gemm=wgrp cuda:attn=wgp cuda:moe=wg; do
+    f=bench-$round-$(echo $be | tr ':=' '_.')
+    timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 33000 --prompt-lengths 512,4K,16K,32K \
+      --context-lengths 256 --decode-tokens 8 --repeats 2 --out $O/$f.json > $O/$f.txt 2>&1
+    echo "$be round $round: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
+  done
+done
+# the defaults with prefill chunks of 8192 tokens (one run; the default 4096 above)
+timeout 100 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 33000 --chunk 8192 --prompt-lengths 8K,16K,32K \
+  --context-lengths 256 --decode-tokens 8 --repeats 2 --out $O/bench-chunk8192.json > $O/bench-chunk8192.txt 2>&1
+echo "cuda --chunk 8192: rc=$?"; grep -E '^ +[0-9]+K? ' $O/bench-chunk8192.txt
+for be in cuda cuda:attn=wgp; do
+  f=bench-128K-$(echo $be | tr ':=' '_.')
+  timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 131100 --prompt-lengths 128K \
+    --context-lengths 256 --decode-tokens 8 --repeats 1 --out $O/$f.json > $O/$f.txt 2>&1
+  echo "$be 128K: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
+done
+(cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
+timeout 120 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 8192 --prompt-lengths 512,4K \
+  --context-lengths 4K --decode-tokens 16 --profile > $O/profile.txt 2>&1
+echo "profile: rc=$?"; grep -A14 "^profile at 4K" $O/profile.txt | head -40
