@@ -292,39 +292,33 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 	if sh.Check() != nil || checkFlashAligned(bufs) != nil {
 		return nil, false, nil
 	}
-	if err := b.loadFlash(sh); err != nil {
-		return nil, false, err
-	}
 	var steps []step
+	caches := func(bf FlashBuffers) FlashBuffers { return bf } // bf with the caches the attention reads
 	if sh.KV == KVF32 && b.o.KVCopy && kvW%8 == 0 {
 		var off int64
 		n := int64(sh.MaxPos) * int64(kvW) * 2
 		kOff, vOff := p.reserve(&off, n), p.reserve(&off, n)
 		rows, maxPos, src := sh.Rows, sh.MaxPos, bufs
+		if err := b.loadFlash(sh); err != nil { // kv_to_bf16 is in attn_prefill's module
+			return nil, false, err
+		}
 		steps = append(steps, b.launch(kvCopyKernel, kvCopyGrid(b.ctx.Device().SMs), driver.D1(256), 0, func(a *driver.Args) {
 			kvCopyArgs(a, rows, maxPos, kvW, KVCopyBuffers{KCache: src.KCache, VCache: src.VCache, Pos: src.Pos,
 				K: p.scratch.Add(kOff), V: p.scratch.Add(vOff)})
 		}))
 		sh.KV = KVBF16
-		copyOf := func(bf FlashBuffers) FlashBuffers {
+		caches = func(bf FlashBuffers) FlashBuffers {
 			bf.KCache, bf.VCache = p.scratch.Add(kOff), p.scratch.Add(vOff)
 			return bf
 		}
-		if b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
-			sh.WG, sh.WGPipe = true, b.o.FlashWGPipe
-			if err := b.loadFlash(sh); err != nil {
-				return nil, false, err
-			}
-		}
-		return append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, copyOf(bufs)) })), true, nil
 	}
 	if sh.KV == KVBF16 && b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
 		sh.WG, sh.WGPipe = true, b.o.FlashWGPipe
-		if err := b.loadFlash(sh); err != nil {
-			return nil, false, err
-		}
 	}
-	return []step{b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, bufs) })}, true, nil
+	if err := b.loadFlash(sh); err != nil {
+		return nil, false, err
+	}
+	return append(steps, b.launch(sh.kernel(), sh.grid(), driver.D1(sh.threads()), sh.shared(), func(a *driver.Args) { sh.args(a, caches(bufs)) })), true, nil
 }
 
 // loadFlash loads the module of sh's kernel on first use (attn_prefill, or
