@@ -6,7 +6,8 @@
 # flash_wgp_bf16_d256 (attn=wgp) through the flash attention tests and
 # TestMeasureFlash, and qgemm_f64_w3 (the router) through
 # TestRouterTensorCoresMatchReference and TestMeasureRouter; ncu of q_proj at 4096 rows on w256r and w256rp and of
-# the MoE's gate/up at 512 tokens on s16 and w16r. The prefill runs are
+# the MoE's gate/up at 512 tokens on s16 and w16r, and of flash_wg and
+# flash_wgp at 4096 rows from position 28,672. The prefill runs are
 # run-pipe-bench.sh's (a second call: together they pass the ten minutes
 # of one). From the
 # repository root; devrun/nx holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
@@ -28,11 +29,13 @@ grep -E 'dense .*M=4096' $O/measure.txt | sed 's/.*M=4096//' | tr '|' '\n' | gre
 grep -E 'moe T=(512|1024|4096) +skew 0.0 (s16|w16r|w32r|w64r|w64rp|w128r|w128rp) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
 grep -E 'flash bf16' $O/measure.txt | sed 's/.*attn_prefill_test.go:[0-9]*: //'
 grep -E 'router (512|4096) rows' $O/measure.txt | sed 's/.*backend_test.go:[0-9]*: //'
-for ks in ${NCU:-gemm_dense_w256rp:23 gemm_gateup_w16r:0 gemm_gateup_s16:0}; do
-  k=${ks%%:*}; skip=${ks#*:}
+# NCU: kernel:skip[:test] (the test TestMeasureGEMM unless named; TestMeasureFlash times
+# each kernel 8 launches a position, so skip 8 is position 28,672)
+for ks in ${NCU:-gemm_dense_w256rp:23 gemm_gateup_w16r:0 gemm_gateup_s16:0 flash_wg_bf16_d256:8:TestMeasureFlash flash_wgp_bf16_d256:8:TestMeasureFlash}; do
+  IFS=: read -r k skip test <<< "$ks"
   PETAL_CUDA_BENCH=1 timeout 90 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    $D/cuda.test -test.run TestMeasureGEMM > $O/ncu-$k.txt 2>&1
+    $D/cuda.test -test.run ${test:-TestMeasureGEMM} > $O/ncu-$k.txt 2>&1
   echo "== $k"; grep -E "Duration|Issue Slots Busy|DRAM Throughput|Mem Busy|Achieved Occ|Registers Per" $O/ncu-$k.txt | head -8
 done
 (cd $O && ls ncu-* >/dev/null 2>&1 && tar czf ncu.tgz ncu-* && rm -f ncu-*)
