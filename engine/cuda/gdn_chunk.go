@@ -20,7 +20,6 @@ const (
 	deltaChunkStateName    = "gdn_chunk_state"
 	deltaChunkStateILPName = "gdn_chunk_state_ilp"
 	deltaChunkStateSKName  = "gdn_chunk_state_sk"
-	deltaChunkStateSK2Name = "gdn_chunk_state_sk2"
 	deltaChunkTokens       = 32
 	deltaChunkSlice        = 32
 	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -59,7 +58,6 @@ var deltaStateKernels = map[string]func() int{
 	deltaChunkStateName:    deltaChunkStateShared,
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
-	deltaChunkStateSK2Name: deltaChunkStateSKShared,
 }
 
 // deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
@@ -92,10 +90,9 @@ const deltaChunkMinRows = 16
 // dependent mma where gdn_chunk_state has 48). The delta rule on an H100
 // (docs/bench/cuda/2026-12-06-deltask1), 4096 / 512 tokens: 765 / 116 us,
 // against 870 / 130 (ilp) and 907 / 134; the same error against the float64
-// reference (out 1.23e-5 of the RMS at 4096). gdn_chunk_state_sk2, the
-// next block's copies issued after a block's first barrier so that the
-// barrier at its end goes, is written and not yet run on a GPU. The tests
-// run each.
+// reference (out 1.23e-5 of the RMS at 4096). The next block's copies
+// issued after a block's first barrier (a barrier fewer a block) measured
+// under 1 % faster and went (2026-12-06-wgr1). The tests run each.
 var deltaStateKernel = deltaChunkStateSKName
 
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is

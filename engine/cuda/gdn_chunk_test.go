@@ -71,7 +71,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName, deltaChunkStateSK2Name} {
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName} {
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
 			t.Errorf("no entry point %s in the PTX", name)
 		}

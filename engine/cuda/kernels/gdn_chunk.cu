@@ -299,11 +299,10 @@ static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, c
 // a warp splits each A element four times, each B element twice: ncu had
 // the state pass issue-bound, 61 % of issue slots), then the eight
 // partials summed in warp order through shared memory (chains of 6 mma).
-// LATE issues the next block's copies after the block's first barrier
-// instead of before it, so that the barrier at the end of a block (which
-// kept the buffer being read from the copies into it) is not needed: a
-// barrier fewer a block, the copies a barrier later.
-template <int ILP, bool LATE = false>
+// (The next block's copies issued after a block's first barrier instead,
+// a barrier fewer a block, measured under 1 % faster, 755 against 759 us
+// at 4096 tokens on an H100, and went: docs/bench/cuda/2026-12-06-wgr1.)
+template <int ILP>
 static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, float* __restrict__ state,
                                                 float* __restrict__ out, int rows, int Hv) {
   extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
@@ -332,19 +331,10 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   // c0..c0+31 of the state for its update
   const int r0 = (warp >> 2) * 16, n0 = (warp & 3) * 8, s0 = (warp >> 2) * 16, c0 = (warp & 3) * 32;
   for (int blk = 0; blk < nb; blk++) {
-    if constexpr (LATE) {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      // block blk's copies visible to all, and every thread done with block
-      // blk-1: its buffer (the next copies') and the state it wrote
-      __syncthreads();
-      if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
-      asm volatile("cp.async.commit_group;" ::: "memory");
-    } else {
-      if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
-      asm volatile("cp.async.commit_group;" ::: "memory");
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-      __syncthreads();
-    }
+    if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
     const float* W = bufs + (blk & 1) * GC_BUF;
     const float* Qg = W + GC_C * GC_LK;
     const float* Kd = Qg + GC_C * GC_LK;
@@ -489,25 +479,21 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 #pragma unroll
         for (int e = 0; e < 4; e++) Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)] = cs[u][e];
     }
-    if constexpr (!LATE) __syncthreads();
+    __syncthreads();
   }
-  if constexpr (LATE) __syncthreads();  // the state's last writes, by every thread, before it is stored
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
 
 // The state kernels, a block per (value head, slice of GC_VT state rows),
 // GC_STATE_THREADS threads, GC_STATE_SHARED bytes of dynamic shared memory
 // (the _sk forms GC_STATE_SK_SHARED): gdn_chunk_state (gc_state's ILP 0),
-// gdn_chunk_state_ilp (1), gdn_chunk_state_sk (2) and gdn_chunk_state_sk2
-// (2 with LATE: the next block's copies after a block's first barrier, a
-// barrier fewer a block).
-#define GC_STATE_ENTRY(NAME, ILP, LATE)                                                                        \
+// gdn_chunk_state_ilp (1) and gdn_chunk_state_sk (2).
+#define GC_STATE_ENTRY(NAME, ILP)                                                                              \
   extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)                                               \
       NAME(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) { \
     pdl_begin();                                                                                               \
-    gc_state<ILP, LATE>(ws, state, out, rows, Hv);                                                             \
+    gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-GC_STATE_ENTRY(gdn_chunk_state, 0, false)
-GC_STATE_ENTRY(gdn_chunk_state_ilp, 1, false)
-GC_STATE_ENTRY(gdn_chunk_state_sk, 2, false)
-GC_STATE_ENTRY(gdn_chunk_state_sk2, 2, true)
+GC_STATE_ENTRY(gdn_chunk_state, 0)
+GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
+GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
