@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,6 +64,38 @@ func TestFit(t *testing.T) {
 
 // TestUploadedMatrixBytes follows Upload's layout: aligned parts, the
 // interleaved scales and biases of 4-bit groups of 64, the descriptor.
+// TestFitKVCopy: an f32 cache's bf16 copy for prefill (Need.KVCopy) counts
+// in the total and in the longest context that fits, the message names
+// it, and the kv=bf16 suggestion, which needs no copy, leaves it out.
+func TestFitKVCopy(t *testing.T) {
+	const gb = int64(1) << 30
+	n := Need{Weights: 20 * gb, State: gb / 16, Workspace: gb, KVPerToken: 40 << 10, KVCopy: 2 << 10, Context: 262144, KV: backend.F32}
+	n.KVCache = n.KVPerToken * int64(n.Context)
+	plain := n
+	plain.KVCopy = 0
+	if d := n.Total() - plain.Total(); d < n.KVCopyBytes() || n.KVCopyBytes() != 512<<20 {
+		t.Errorf("the copy adds %d to the total, want its %d bytes and their margin", d, n.KVCopyBytes())
+	}
+	fit := n.FittingContext(24 * gb)
+	at := n
+	at.Context, at.KVCache = fit, n.KVPerToken*int64(fit)
+	if fit <= 0 || fit >= plain.FittingContext(24*gb) || Fit(at, 24*gb, 24*gb, "") != nil {
+		t.Errorf("FittingContext %d with the copy (%d without) does not fit", fit, plain.FittingContext(24*gb))
+	}
+	at.Context, at.KVCache = fit+100, n.KVPerToken*int64(fit+100)
+	if Fit(at, 24*gb, 24*gb, "") == nil {
+		t.Errorf("FittingContext %d is not the longest with the copy", fit)
+	}
+	msg := Fit(n, 24*gb, 24*gb, "GPU 1").Error()
+	half := plain
+	half.KV, half.KVPerToken, half.KVCache = backend.BF16, n.KVPerToken/2, n.KVCache/2
+	for _, want := range []string{"its bf16 copy for prefill 0.50 GiB", fmt.Sprintf("kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(24*gb))} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %s", want, msg)
+		}
+	}
+}
+
 func TestUploadedMatrixBytes(t *testing.T) {
 	// 4-bit, 512x1024 in groups of 64: words 512*1024/8*4, scales/biases 512*16*2
 	words, sb := int64(512*1024/2), int64(512*16*2)
