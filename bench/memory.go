@@ -39,7 +39,7 @@ func EstimateNeed(d *model.Dims, weights int64, chunk, longest int, o Options) N
 	full := int64(fullLayers(d))
 	n.State = StateBytes(d)
 	n.KVCache = context * KVBytesPerToken(d, 4)
-	n.Workspace = WorkspaceBytes(d, chunk) + context*KVCopyBytesPerToken(d, 4) // the CUDA backend's bf16 copy of a layer's K and V
+	n.Workspace = WorkspaceBytes(d, chunk)
 	switch {
 	case !o.PrefillContext:
 		n.Snapshot = 2*context*kv + n.State/max(1, int64(d.Layers)-full) // one layer's worth, shared

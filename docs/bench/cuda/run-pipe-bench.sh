@@ -7,34 +7,27 @@
 # family). From the repository root; devrun/nx as run-pipe.sh says. About
 # 5 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
-cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
-cd $R
+. docs/bench/cuda/lib.sh
+unpack_devrun "$D"
+gpu_env "$O/env.txt"
 for round in 1 2; do
   for be in cuda cuda:gemm=wgrp cuda:attn=wgp cuda:moe=wg; do
-    f=bench-$round-$(echo $be | tr ':=' '_.')
-    timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 33000 --prompt-lengths 512,4K,16K,32K \
-      --context-lengths 256 --decode-tokens 8 --repeats 2 --out $O/$f.json > $O/$f.txt 2>&1
-    echo "$be round $round: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
+    bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 33000 --prompt-lengths 512,4K,16K,32K \
+      --context-lengths 256 --decode-tokens 8 --repeats 2
   done
 done
-# the defaults with prefill chunks of 8192 tokens (one run; the default 4096 above)
-timeout 100 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 33000 --chunk 8192 --prompt-lengths 8K,16K,32K \
-  --context-lengths 256 --decode-tokens 8 --repeats 2 --out $O/bench-chunk8192.json > $O/bench-chunk8192.txt 2>&1
-echo "cuda --chunk 8192: rc=$?"; grep -E '^ +[0-9]+K? ' $O/bench-chunk8192.txt
+# the defaults with prefill chunks of 8192 tokens (the default 4096 above)
+bench_run "$D/petal" "$O" chunk8192 cuda --max-context 33000 --chunk 8192 --prompt-lengths 8K,16K,32K \
+  --context-lengths 256 --decode-tokens 8 --repeats 2
 for be in cuda cuda:attn=wgp; do
-  f=bench-128K-$(echo $be | tr ':=' '_.')
-  timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 131100 --prompt-lengths 128K \
-    --context-lengths 256 --decode-tokens 8 --repeats 1 --out $O/$f.json > $O/$f.txt 2>&1
-  echo "$be 128K: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
+  bench_run "$D/petal" "$O" "128K-$(tag_of $be)" $be --max-context 131100 --prompt-lengths 128K \
+    --context-lengths 256 --decode-tokens 8 --repeats 1
 done
 # decode at 4K and 128K with the f32 KV cache and with kv=bf16 (the goal of 500 tok/s at 128K is
 # set for a bf16 cache: the f32 one's bytes alone take 1.8 ms a token at 128K on an H100)
 for be in cuda cuda:kv=bf16; do
-  f=bench-decode-$(echo $be | tr ':=' '_.')
-  timeout 100 $D/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 131200 --prompt-lengths 512 \
-    --context-lengths 4K,128K --decode-tokens 32 --repeats 2 --out $O/$f.json > $O/$f.txt 2>&1
-  echo "$be decode: rc=$?"; grep -E '^ +[0-9]+K? ' $O/$f.txt
+  bench_run "$D/petal" "$O" "decode-$(tag_of $be)" $be --max-context 131200 --prompt-lengths 512 \
+    --context-lengths 4K,128K --decode-tokens 32 --repeats 2
 done
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
 timeout 120 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 8192 --prompt-lengths 512,4K \

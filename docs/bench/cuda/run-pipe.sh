@@ -5,9 +5,10 @@
 # w32r, w16r: moe=wg) through the GEMM tests and TestMeasureGEMM,
 # flash_wgp_bf16_d256 (attn=wgp) through the flash attention tests and
 # TestMeasureFlash, and qgemm_f64_w3 (the router) through
-# TestRouterTensorCoresMatchReference and TestMeasureRouter; ncu of q_proj at 4096 rows on w256r and w256rp and of
-# the MoE's gate/up at 512 tokens on s16 and w16r, and of flash_wg and
-# flash_wgp at 4096 rows from position 28,672. The prefill runs are
+# TestRouterTensorCoresMatchReference and TestMeasureRouter; ncu of q_proj
+# at 4096 rows on w256rp (w256r's is in 2026-12-06-wgr1), of the MoE's
+# gate/up at 512 tokens on s16 and w16r, and of flash_wg and flash_wgp at
+# 4096 rows from position 28,672. The prefill runs are
 # run-pipe-bench.sh's (a second call: together they pass the ten minutes
 # of one). From the
 # repository root; devrun/nx holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux
@@ -15,8 +16,9 @@
 # petal.xz (go build the same way; xz -9). About 6 minutes. The oracle
 # (TestOracleOnGPU runs attn=wgp,moe=wg,gemm=wgrp) is run-split.sh's.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
-cd $D && gunzip -f cuda.test.gz && chmod +x cuda.test && xz -dc petal.xz > petal && chmod +x petal
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
+. docs/bench/cuda/lib.sh
+unpack_devrun "$D"
+gpu_env "$O/env.txt"
 cd $R/engine/cuda
 PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule|TestRouterTensorCores' > $O/tests-gemm.txt 2>&1
 echo "gemm tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests-gemm.txt | head; grep -E -- '--- FAIL' $O/tests-gemm.txt | head -12

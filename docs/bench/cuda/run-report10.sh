@@ -9,16 +9,16 @@
 # build -ldflags='-s -w' (the old one from a git worktree), XZ_OPT=-9 tar
 # cJf. About 5 minutes on an H100.
 R=$(pwd); O=${OUT:-/tmp/out}; B=$R/devrun/report3; mkdir -p "$O"
+. docs/bench/cuda/lib.sh
 (cd $B && tar xJf petals.txz)
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > $O/env.txt 2>&1
+gpu_env "$O/env.txt"
 PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-attn=wide,kvcopy=off,gemm=wg} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
 tar czf $O/report.tgz -C /tmp rep
 mkdir -p /tmp/rp
 for round in 1 2; do
   for b in petal petal-old; do
-    timeout 100 $B/$b bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 20000 --prompt-lengths 512,4K,16K \
-      --context-lengths 256,4K,16K --decode-tokens 64 --repeats 3 --out /tmp/rp/repeats-$round-$b.json > /tmp/rp/repeats-$round-$b.txt 2>&1
-    echo "$b round $round"; tail -6 /tmp/rp/repeats-$round-$b.txt
+    bench_run "$B/$b" /tmp/rp "repeats-$round-$b" cuda --max-context 20000 --prompt-lengths 512,4K,16K \
+      --context-lengths 256,4K,16K --decode-tokens 64 --repeats 3
   done
 done
 tar czf $O/repeats.tgz -C /tmp/rp .

@@ -310,6 +310,29 @@ static __device__ __forceinline__ void fa_rows(FaRows<D>& st, int warp, int lane
   st.l0 = st.l1 = 0.f;
 }
 
+// FaBlock is a flash block's share of the chunk: KV head g and its G query
+// heads, TPB tokens from tok0 (the longest blocks first: the grid's last
+// block takes the first tokens), the chunk's first position p0, the cache
+// rows' stride, and keys 0 .. kend-1 to read (at most maxPos).
+struct FaBlock {
+  int G, TPB, g, tok0, p0, kend;
+  long long stride;
+};
+
+template <int BM, int D>
+static __device__ __forceinline__ FaBlock fa_block(const int* __restrict__ pos, int rows, int QH, int KVH, int maxPos) {
+  FaBlock b;
+  b.G = QH / KVH;  // query heads per KV head
+  b.TPB = BM / b.G;
+  b.g = FA_BID_Y();
+  b.tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * b.TPB;
+  b.p0 = *pos;
+  b.stride = (long long)KVH * D;
+  const int tokEnd = b.tok0 + b.TPB < rows ? b.tok0 + b.TPB : rows;
+  b.kend = b.p0 + tokEnd < maxPos ? b.p0 + tokEnd : maxPos;
+  return b;
+}
+
 template <typename T, int D>
 static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, const float* __restrict__ qg,
                                                   const T* __restrict__ kc, const T* __restrict__ vc,
@@ -319,14 +342,9 @@ static __device__ __forceinline__ void flash_attn(const float* __restrict__ q, c
   extern __shared__ __attribute__((aligned(128))) unsigned char fa_sm[];
   const u32 sq = fa_smem(fa_sm), sk = sq + FA_BM * ROWB, sv = sk + FA_BN * ROWB;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int G = QH / KVH, TPB = FA_BM / G;  // query heads per KV head, tokens per block
-  const int g = FA_BID_Y();
-  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
-  const int p0 = *pos;
-  const long long stride = (long long)KVH * D;
-  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
-  int kend = p0 + tokEnd;  // keys 0..kend-1 are read
-  if (kend > maxPos) kend = maxPos;
+  const FaBlock fb = fa_block<FA_BM, D>(pos, rows, QH, KVH, maxPos);
+  const int G = fb.G, g = fb.g, tok0 = fb.tok0, p0 = fb.p0, kend = fb.kend;
+  const long long stride = fb.stride;
 
   fa_load_q<FA_BM, FA_THREADS, D>(sq, q, tid, tok0, rows, G, g, QH);
   FaRows<D> st;
@@ -421,14 +439,9 @@ static __device__ __forceinline__ void flash_wide(const float* __restrict__ q, c
   const u32 sq = fa_smem(fa_sm), tiles = sq + FW_BM * ROWB, stg = tiles + 4 * TILE;
   const unsigned char* stgp = fa_sm + FW_BM * ROWB + 4 * TILE;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int G = QH / KVH, TPB = FW_BM / G;
-  const int g = FA_BID_Y();
-  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
-  const int p0 = *pos;
-  const long long stride = (long long)KVH * D;
-  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
-  int kend = p0 + tokEnd;
-  if (kend > maxPos) kend = maxPos;
+  const FaBlock fb = fa_block<FW_BM, D>(pos, rows, QH, KVH, maxPos);
+  const int G = fb.G, g = fb.g, tok0 = fb.tok0, p0 = fb.p0, kend = fb.kend;
+  const long long stride = fb.stride;
   // tile buffer b: K at tiles + 2b·TILE, V after it
   auto tk = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b) * TILE; };
   auto tv = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b + 1) * TILE; };

@@ -121,14 +121,9 @@ static __device__ __forceinline__ void flash_wg(const float* __restrict__ q, con
   extern __shared__ __attribute__((aligned(1024))) unsigned char fg_sm[];
   const u32 sq = (fa_smem(fg_sm) + 1023u) & ~1023u, tiles = sq + 2 * FG_QTILE;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int G = QH / KVH, TPB = FG_BM / G;
-  const int g = FA_BID_Y();
-  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
-  const int p0 = *pos;
-  const long long stride = (long long)KVH * FG_D;
-  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
-  int kend = p0 + tokEnd;
-  if (kend > maxPos) kend = maxPos;
+  const FaBlock fb = fa_block<FG_BM, FG_D>(pos, rows, QH, KVH, maxPos);
+  const int G = fb.G, g = fb.g, tok0 = fb.tok0, p0 = fb.p0, kend = fb.kend;
+  const long long stride = fb.stride;
   auto tk = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b) * FG_KVTILE; };
   auto tv = [&](int b) __attribute__((always_inline)) { return tiles + (2 * b + 1) * FG_KVTILE; };
   const u32 qw = sq + wg * FG_QTILE;  // this warpgroup's Q rows
@@ -202,14 +197,9 @@ static __device__ __forceinline__ void flash_wg_pipe(const float* __restrict__ q
   extern __shared__ __attribute__((aligned(1024))) unsigned char fg_sm[];
   const u32 sq = (fa_smem(fg_sm) + 1023u) & ~1023u, tiles = sq + 2 * FG_QTILE;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int G = QH / KVH, TPB = FG_BM / G;
-  const int g = FA_BID_Y();
-  const int tok0 = (FA_NCTAID_X() - 1 - PETAL_BID_X()) * TPB;  // the longest blocks first
-  const int p0 = *pos;
-  const long long stride = (long long)KVH * FG_D;
-  const int tokEnd = tok0 + TPB < rows ? tok0 + TPB : rows;
-  int kend = p0 + tokEnd;
-  if (kend > maxPos) kend = maxPos;
+  const FaBlock fb = fa_block<FG_BM, FG_D>(pos, rows, QH, KVH, maxPos);
+  const int G = fb.G, g = fb.g, tok0 = fb.tok0, p0 = fb.p0, kend = fb.kend;
+  const long long stride = fb.stride;
   auto tk = [&](int i) __attribute__((always_inline)) { return tiles + (2 * (i & 1)) * FG_KVTILE; };
   auto tv = [&](int i) __attribute__((always_inline)) { return tiles + (2 * (i & 1) + 1) * FG_KVTILE; };
   const u32 qw = sq + wg * FG_QTILE;

@@ -1,0 +1,31 @@
+# lib.sh: what the run-*.sh scripts here share (sourced, from the
+# repository root). The scripts before it, each a record of a run that was
+# made, keep their own copies of these lines.
+
+# unpack_devrun DIR: DIR's cuda.test.gz and petal.xz (where there) unpacked
+# in place, runnable.
+unpack_devrun() {
+	(cd "$1" && if [ -f cuda.test.gz ]; then gunzip -f cuda.test.gz && chmod +x cuda.test; fi &&
+		if [ -f petal.xz ]; then xz -dc petal.xz > petal && chmod +x petal; fi)
+}
+
+# gpu_env FILE: the date and the GPU (name, driver, clocks) into FILE.
+gpu_env() {
+	{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > "$1" 2>&1
+}
+
+# bench_run PETAL DIR TAG BACKEND ARGS...: petal bench --synthetic
+# qwen3.6-35b-a3b under --backend BACKEND with ARGS, its table and JSON to
+# DIR/bench-TAG.txt and .json (BENCH_LIMIT seconds, default 100), the rows
+# shown.
+bench_run() {
+	local petal=$1 dir=$2 tag=$3 be=$4
+	shift 4
+	timeout "${BENCH_LIMIT:-100}" "$petal" bench --backend "$be" --synthetic qwen3.6-35b-a3b "$@" \
+		--out "$dir/bench-$tag.json" > "$dir/bench-$tag.txt" 2>&1
+	echo "$be ($tag): rc=$?"
+	grep -E '^ +[0-9]+K? ' "$dir/bench-$tag.txt"
+}
+
+# tag_of BACKEND: a file name's part for a --backend spec.
+tag_of() { echo "$1" | tr ':=,' '_._'; }
