@@ -37,7 +37,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model folder or Hugging Face repo id in the local cache (default: $PETAL_MODEL, else the embedded tiny model)"},
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: backendUsage},
 		&cli.IntFlag{Name: "device", Usage: "the NVIDIA GPU to run on, from 0 (for cuda and auto; default 0); on a machine of several GPUs, one process per GPU (batch --shard I/N splits the jobs)"},
-		&cli.IntFlag{Name: "chunk", Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts (default: the backend's, 512 on cpu and metal, 4096 on cuda)"},
+		&cli.IntFlag{Name: "chunk", Usage: "prefill chunk size in tokens: bounds temporary memory for long prompts (default: the backend's, 512 on cpu and metal, 16384 on cuda)"},
 		&cli.IntFlag{Name: "max-context", Usage: "most tokens per sequence (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "chat-template", Usage: "a Jinja chat template file to use instead of the model's own"},
 	}
@@ -311,7 +311,7 @@ type deviceMemory interface {
 // context that does where the model's positions do not. With chooseChunk
 // (no --chunk given) it returns the largest of o.Chunk, its half, quarter,
 // ... down to 512 with which the model fits, saying so where that is not
-// o.Chunk (a GPU with room for the weights but not for a 4096-token
+// o.Chunk (a GPU with room for the weights but not for a 16384-token
 // chunk's workspace, a 24 GB card and the 35B model, still runs in smaller
 // chunks); else o.Chunk. Backends in host memory are not checked here. A
 // checkpoint that cannot be read is left to engine.Open to report.
@@ -342,7 +342,7 @@ func checkDeviceFit(be backend.Backend, dir string, o modelOptions, chooseChunk 
 	base := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
 	needAt := func(chunk int) cuda.Need {
 		n := base
-		n.Chunk, n.Workspace = chunk, deviceWorkspace(&d, chunk)
+		n.Chunk, n.Workspace = chunk, deviceWorkspace(&d, min(chunk, context))
 		return n
 	}
 	// fits: all of it, or without --max-context at least a short sequence
@@ -412,7 +412,7 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 		KVPerToken: bench.KVBytesPerToken(d, kv.Size()),
 		KVCopy:     bench.KVCopyBytesPerToken(d, kv.Size()),
 		State:      bench.StateBytes(d),
-		Workspace:  deviceWorkspace(d, chunk),
+		Workspace:  deviceWorkspace(d, min(chunk, context)), // a pass holds at most the context (engine.Open)
 		Context:    context,
 		Chunk:      chunk,
 		KV:         kv,

@@ -197,7 +197,7 @@ func TestDeviceFit(t *testing.T) {
 		t.Errorf("weights past the free memory: %v", err)
 	}
 
-	// no --chunk: the backend's 4096 where it fits, else the largest
+	// no --chunk: the backend's default where it fits, else the largest
 	// smaller one that does, said on stderr; an asked --chunk is kept
 	o.MaxContext, o.Chunk = ctx, 0
 	for _, tc := range []struct {
@@ -205,7 +205,7 @@ func TestDeviceFit(t *testing.T) {
 		chunk int
 		note  bool
 	}{
-		{tinyNeed(t, 4096, ctx, backend.F32).Total(), 4096, false},
+		{tinyNeed(t, cuda.PrefillChunkTokens, ctx, backend.F32).Total(), min(cuda.PrefillChunkTokens, ctx), false}, // no pass longer than the context
 		{tinyNeed(t, 1024, ctx, backend.F32).Total(), 1024, true},
 		{tinyNeed(t, 512, ctx, backend.F32).Total(), 512, true},
 	} {

@@ -48,6 +48,11 @@ func Open(dir string, opt Options) (*Engine, error) {
 	if opt.Chunk <= 0 {
 		opt.Chunk = backend.DefaultChunk(opt.Backend)
 	}
+	if opt.MaxContext > 0 && opt.Chunk > opt.MaxContext {
+		// a pass never holds more tokens than a sequence can: the buffers
+		// sized by the chunk (a scoring pass's logits) need no more rows
+		opt.Chunk = opt.MaxContext
+	}
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		return nil, err

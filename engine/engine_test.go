@@ -162,3 +162,21 @@ func TestGenerateReusesPrefix(t *testing.T) {
 		t.Error("a state that is not a prefix of the prompt was accepted")
 	}
 }
+
+// TestChunkBoundedByContext: a chunk longer than --max-context is cut to
+// it (no pass holds more tokens than a sequence), one within it is kept.
+func TestChunkBoundedByContext(t *testing.T) {
+	if _, err := os.Stat(sharedDir); err != nil {
+		t.Skipf("oracle data not found at %s: %v", sharedDir, err)
+	}
+	for _, c := range []struct{ chunk, context, want int }{{4096, 100, 100}, {64, 100, 64}, {4096, 0, 4096}} {
+		e, err := engine.Open(filepath.Join(sharedDir, "tiny-qwen36-moe-4bit"), engine.Options{Backend: cpu.New(), Chunk: c.chunk, MaxContext: c.context})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Model.Chunk != c.want {
+			t.Errorf("chunk %d, max context %d: the model's chunk %d, want %d", c.chunk, c.context, e.Model.Chunk, c.want)
+		}
+		e.Close()
+	}
+}

@@ -124,9 +124,14 @@ func (b *Backend) PrefillChunk() int { return PrefillChunkTokens }
 // tokens ran at 8,543 and 7,846 tok/s in chunks of 512, 11,526 and 11,027
 // in 1024, 13,996 and 13,302 in 2048, 14,959 and 14,209 in 4096: the MoE's
 // grouped GEMMs read every expert's weights once per chunk, so a chunk of
-// 512 (16 rows per expert) is bound by those reads. The cost is peak
-// device memory, 21.7 GiB against 22.7 GiB at 4096.
-const PrefillChunkTokens = 4096
+// 512 (16 rows per expert) is bound by those reads. On an H100
+// (2026-12-06-defaults1) prefill of 32K and 128K tokens ran at 30,294 and
+// 19,324 tok/s in chunks of 4096, 31,388 and 19,839 in 8192, 32,086 and
+// 20,214 in 16384 (each chunk also copies the f32 KV rows it reads to bf16
+// once, and its delta rule and attention start once); the cost is peak
+// device memory, 30.4 GiB against 27.1 at 128K. Where a chunk's workspace
+// does not fit, cli takes the largest half, quarter, ... that does.
+const PrefillChunkTokens = 16384
 
 // MemInfo returns the free and total memory of the backend's GPU.
 func (b *Backend) MemInfo() (free, total int64, err error) { return b.ctx.MemInfo() }

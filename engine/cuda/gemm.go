@@ -61,16 +61,15 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w64r", BM: 64, BN: 128, Threads: 256, Stages: 3, WG: true, RegA: true, Blocks: 3},
 	// w256rp, w128rp, w64rp: the same with their k-tiles not drained (the
 	// copies S - 2 k-tiles ahead, gemm_tile's WG = 4), five stages; taken by
-	// gemm=wgrp (written, not yet run on a GPU).
+	// gemm=wgrp, the default: dense at 4096 rows 3-5 % faster than w256r
+	// on an H100 (2026-12-06-pipe2).
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	// w32r and w16r: the register-A form against 32 and 16 X rows, WG = 4
-	// with five and six stages, for the MoE at a few rows an expert where
-	// s16 reads its weights at 2.4x the time the bytes take (written, not
-	// yet run on a GPU; moe=wg takes them).
+	// w32r: the register-A form against 32 X rows, WG = 4 with five
+	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
+	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	{Name: "w16r", BM: 16, BN: 128, Threads: 256, Stages: 6, WG: true, RegA: true, Blocks: 3},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -631,14 +630,13 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 // below (the MoE at 1024 / 2048 / 4096 tokens on an H100, 2026-12-06-wg3: m64
 // 508 / 757 us, w64o 454 / 657, w128o2 574 / 631; m128 1,244 us, w128o2 975).
 //
-// With moe=wg under gemm=wgr, w16r and w32r up to 16 and 32 rows an expert.
+// With moe=wg under gemm=wgr, w32r from 5 to 16 rows an expert (512
+// tokens: 308 us against s16's 365, w64r's 372; a 16-row w16r took 391,
+// 2026-12-06-pipe2). Under UndrainedTiles w128r becomes w128rp but w64r
+// stays (the MoE at 1024 tokens w64r 400 us, w64rp 414).
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
-	if avg := tokens * MoETopK / max(experts, 1); g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 32 {
-		name := "w32r"
-		if avg <= 16 {
-			name = "w16r"
-		}
-		w, _ := GEMMTileByName(name)
+	if avg := tokens * MoETopK / max(experts, 1); g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 16 {
+		w, _ := GEMMTileByName("w32r")
 		return w
 	}
 	t := MoETile(tokens, experts, kernel)
@@ -656,7 +654,10 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 		name = "w64r"
 	}
 	w, _ := GEMMTileByName(name)
-	return g.undrain(w)
+	if name == "w128r" {
+		w = g.undrain(w)
+	}
+	return w
 }
 
 // NewMoEGroups allocates the grouping buffers for up to tokens tokens.

@@ -70,13 +70,13 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("MoE tile of %d tokens (gemm=wgr): %v, want %s", tokens, got, want)
 		}
 	}
-	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1024: "w32r", 512: "w16r", 256: "w16r", 100: "s16"} {
+	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"} {
 		if got := g.MoETile(tokens, 256, MoEWG); got.Name != want {
 			t.Errorf("MoE tile of %d tokens (gemm=wgr, moe=wg): %v, want %s", tokens, got, want)
 		}
 	}
 	g.UndrainedTiles()
-	for tokens, want := range map[int]string{4096: "w128rp", 1024: "w64rp", 512: "s16"} {
+	for tokens, want := range map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"} {
 		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
 			t.Errorf("MoE tile of %d tokens (gemm=wgrp): %v, want %s", tokens, got, want)
 		}
@@ -898,9 +898,10 @@ func TestMeasureGEMM(t *testing.T) {
 		if rc.skew > 0 {
 			ids = skewedRouting(rng, T, E, rc.skew)
 			tiles = nil
-			for _, name := range []string{"m32", "m64", "r32", "s16", "s16n8", "s32"} {
-				tile, _ := GEMMTileByName(name)
-				tiles = append(tiles, tile)
+			for _, tile := range allTiles { // w32r and w64r where the wgmma tiles are built
+				if slices.Contains([]string{"m32", "m64", "r32", "s16", "s16n8", "s32", "w32r", "w64r"}, tile.Name) {
+					tiles = append(tiles, tile)
+				}
 			}
 		}
 		counts := make([]int, E)

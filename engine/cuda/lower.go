@@ -410,11 +410,11 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 // Zero keeps one split (the measurement's baseline).
 var routerBlocks = func(sms int) int { return 4 * sms }
 
-// routerWideKernels are the 64 x 64 float64 router kernels: qgemm_f64_w,
-// and qgemm_f64_w3 (three blocks a multiprocessor, the codes made doubles
-// without the conversion unit; the same logits bit for bit; written, not
-// yet run on a GPU). routerWideKernel is the one routeOp takes.
-var routerWideKernels = []string{"qgemm_f64_w", "qgemm_f64_w3"}
+// routerWideKernels are the 64 x 64 float64 router kernels (one since
+// qgemm_f64_w3, three blocks a multiprocessor, measured 295 us at 4096 rows
+// against qgemm_f64_w's 226 on an H100: 2026-12-06-pipe2). routerWideKernel
+// is the one routeOp takes.
+var routerWideKernels = []string{"qgemm_f64_w"}
 
 var routerWideKernel = routerWideKernels[0]
 

@@ -34,15 +34,16 @@ type Options struct {
 	// products on Hopper's wgmma, where tiles of 64 rows or more are
 	// chosen, on a GPU of compute capability 9.0 (elsewhere it is
 	// gemm=tc): the same products and float32 sums, in another order.
-	// WGRegA (gemm=wgr, the default) takes the register-A wgmma tiles
+	// WGRegA (gemm=wgr) takes the register-A wgmma tiles
 	// (w256r, w128r, w64r: the weights dequantised by each thread into its
 	// own A fragment, no W tile in shared memory) where gemm=wg takes
 	// w256o, w128o2 and w64o: the dense GEMMs at 4096 rows 2-9 % faster,
 	// the MoE at 1024 tokens 10 % (docs/bench/cuda/2026-12-06-wgr1).
 	WGMMA, WGRegA bool
-	// WGUndrained (gemm=wgrp) is gemm=wgr with w256rp, w128rp and w64rp:
-	// the same tiles with their k-tiles not drained (written, not yet run
-	// on a GPU).
+	// WGUndrained (gemm=wgrp, the default) is gemm=wgr with w256rp,
+	// w128rp and w64rp: the same tiles with their k-tiles not drained, the
+	// dense GEMMs at 4096 rows 3-5 % faster; with attn=wgp, prefill of
+	// 4K-16K tokens 1-2 % (docs/bench/cuda/2026-12-06-pipe2, -defaults1).
 	WGUndrained bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
@@ -69,15 +70,17 @@ type Options struct {
 	// 128 query rows a block, the next key tile's copies in flight while a
 	// tile's products run.
 	FlashWide bool
-	// FlashWG (attn=wg, the default) takes, on a GPU of compute capability
+	// FlashWG (attn=wg) takes, on a GPU of compute capability
 	// 9.0, the flash attention of attn_prefill_wg.cu for heads of 256 over
 	// a bf16 cache (an f32 one through KVCopy's copy): flash_wide's rows
 	// and softmax with the products on wgmma, 1.7x its throughput at long
 	// context on an H100 (2026-12-06-flashwg1); elsewhere it is attn=wide.
 	FlashWG bool
-	// FlashWGPipe (attn=wgp) is FlashWG with flash_wgp_bf16_d256, whose
-	// warpgroups run a tile's softmax while the tile before's P·V runs
-	// (written, not yet run on a GPU).
+	// FlashWGPipe (attn=wgp, the default) is FlashWG with
+	// flash_wgp_bf16_d256, whose warpgroups run a tile's softmax while the
+	// tile before's P·V runs: 449-464 TFLOP/s against flash_wg's 425-433
+	// at 28K-127K, prefill of 128K tokens 2.3 % faster on an H100
+	// (2026-12-06-pipe2, -pipebench1).
 	FlashWGPipe bool
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
@@ -158,15 +161,15 @@ const (
 	MoESmem   MoEKernel = "smem"
 	MoEReg    MoEKernel = "reg"
 	MoEStream MoEKernel = "stream"
-	// MoEWG takes gemm_wg.cu's register-A tiles w16r and w32r at up to 16
-	// and 32 rows an expert on average under gemm=wgr (elsewhere, stream):
-	// written, not yet run on a GPU.
+	// MoEWG takes gemm_wg.cu's register-A tile w32r from 5 to 16 rows an
+	// expert on average under gemm=wgr or wgrp (elsewhere, stream): 308 us
+	// at 512 tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	MoEWG MoEKernel = "wg"
 )
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, FlashWG: true, SplitK: true, SplitKGroups: true, KVCopy: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -177,11 +180,11 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wgr|wgrp|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wg: the same tiles with the weights through shared memory, prefill about 1 % slower at 4K-16K on an H100; tc: mma.sync tiles only, prefill 14-17 % slower than wg; wgrp: wgr's tiles with their k-tiles not drained between barriers, not yet measured; default wgr), ` +
-	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr the register-A wgmma tiles of 16 and 32 rows up to 32 rows an expert, not yet measured; default stream), ` +
+	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows, the MoE at 512 tokens routed evenly 16 % faster than stream's but prefill of 512 tokens within 1 %; default stream), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
-	`attn=wg|wgp|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, not yet measured; or the float32 kernel; default wg), ` +
+	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -242,7 +245,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			case "plain":
 				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wgr, wgrp, wg, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgr, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {
@@ -272,7 +275,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			case "plain":
 				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe = false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: attn=%q: want wg, wgp, wide, flash or plain", kv.Value)
+				err = fmt.Errorf("cuda: attn=%q: want wgp, wg, wide, flash or plain", kv.Value)
 			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")

@@ -37,14 +37,15 @@ GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
 // drained (WG = 4: the copies run S - 2 k-tiles ahead and a k-tile's last
 // products still run while the next one starts; ncu of w256r: the tensor
 // pipe 46 % busy, each k-tile's four products waited for before the
-// barrier), five stages (written, not yet run on a GPU).
+// barrier), five stages: dense at 4096 rows 3-5 % faster than w256r on an
+// H100, the MoE at 4096 tokens w128rp 923 us against w128r's 949
+// (2026-12-06-pipe2).
 GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
 GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
 GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
-// w32r and w16r: against 32 and 16 X rows (n = 32, 16), for the MoE at a
-// few rows an expert (512-token prompts: 16 on average), where each
-// weight serves few products and the time is in reading the weights: WG =
-// 4, five and six stages (three and four k-tiles of copies in flight;
-// written, not yet run on a GPU).
+// w32r: against 32 X rows (n = 32), for the MoE at a few rows an expert
+// (512-token prompts: 16 on average), where each weight serves few
+// products and the time is in reading the weights: WG = 4, five stages
+// (three k-tiles of copies in flight). At 512 tokens 308 us against s16's
+// 365 (2026-12-06-pipe2); a 16-row twin with six stages took 391.
 GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 4)
-GEMM_ENTRIES(w16r, 16, 128, 1, 8, 6, 3, 4)

@@ -149,14 +149,7 @@ static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
                : "d"(a), "d"(b));
 }
 
-// qf_code is code c (at most 8 bits) as a double, exactly: the double of
-// bits 0x43300000_c is 2^52 + c, less 2^52 (one float64 add, where the
-// integer conversion goes through the slower conversion unit).
-static __device__ __forceinline__ double qf_code(u32 c) {
-  return __builtin_bit_cast(double, (0x4330000000000000ull | c)) - 4503599627370496.0;
-}
-
-template <int TM, int TN, bool MAGIC = false>
+template <int TM, int TN>
 static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
                                                float* __restrict__ y, double* __restrict__ part, int T, int ldy,
                                                double (*__restrict__ xs)[QF_LD], double (*__restrict__ ws)[QF_LD]) {
@@ -212,7 +205,7 @@ static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, con
         const double sc = (double)bf16_to_f32(ns[i]), bi = (double)bf16_to_f32(nb[i]);
         for (int c = 0; c < per; c++) {
           const u32 code = (nw[i] >> (d.bits * c)) & mask;
-          ws[n][wi * per + c] = __builtin_fma(MAGIC ? qf_code(code) : (double)code, sc, bi);
+          ws[n][wi * per + c] = __builtin_fma((double)code, sc, bi);
         }
       }
     }
@@ -262,19 +255,6 @@ extern "C" __global__ void __launch_bounds__(128)
   pdl_begin();
   extern __shared__ double qf_smem[];
   qf_gemm<4, 4>(wd, x, y, part, T, ldy, (double (*)[QF_LD])qf_smem, (double (*)[QF_LD])(qf_smem + 64 * QF_LD));
-}
-
-// qgemm_f64_w3: qgemm_f64_w with three blocks a multiprocessor (12 warps,
-// not 8, to wait on the float64 products and the shared loads; registers
-// capped at 170) and the codes made doubles by qf_code: the same products
-// and sums, so the same logits bit for bit (written, not yet run on a
-// GPU: the router tests and TestMeasureRouter run it beside qgemm_f64_w).
-extern "C" __global__ void __launch_bounds__(128, 3)
-    qgemm_f64_w3(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
-                 double* __restrict__ part, int T, int ldy) {
-  pdl_begin();
-  extern __shared__ double qf_smem[];
-  qf_gemm<4, 4, true>(wd, x, y, part, T, ldy, (double (*)[QF_LD])qf_smem, (double (*)[QF_LD])(qf_smem + 64 * QF_LD));
 }
 
 // qgemm_rows: y[T, R] = x[T, C] · Wᵀ for a matrix of a few rows (the shared
