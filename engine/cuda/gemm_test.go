@@ -943,7 +943,7 @@ func TestMeasureGEMM(t *testing.T) {
 			us := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
 			t.Logf("moe T=%-4d skew %.1f %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)",
 				T, rc.skew, tile, us(dr), us(du), flopUp/du.Seconds()/1e12, us(dd), flopDown/dd.Seconds()/1e12, us(dc), us(dt),
-				(flopUp+flopDown)/dt.Seconds()/1e12, g.MoETile(T, E, MoEStream))
+				(flopUp+flopDown)/dt.Seconds()/1e12, g.MoETile(T, E, DefaultOptions().MoE))
 			grp.Free()
 		}
 	}

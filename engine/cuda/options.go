@@ -51,10 +51,12 @@ type Options struct {
 	// tiles use; MoEReg, gemm_rq, which dequantises each thread's weights
 	// in registers as the mma's operands; MoEStream, gemm_stream, whose
 	// warps stream their own weight rows with no barrier in the k loop,
-	// 16 rows a tile, the default: the MoE at 512 tokens 7-14 % faster
-	// than MoESmem's m32 on an H100 with even and skewed routing
-	// (2026-12-06-report6, -pipe1). The same products and float32 sums, in
-	// another order.
+	// 16 rows a tile: the MoE at 512 tokens 7-14 % faster than MoESmem's
+	// m32 on an H100 with even and skewed routing (2026-12-06-report6,
+	// -pipe1); MoEWG, the default, the register-A wgmma tile w32r on a GPU
+	// of compute capability 9.0 (elsewhere MoEStream): 12 % faster than
+	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
+	// The same products and float32 sums, in another order.
 	MoE MoEKernel
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
@@ -163,13 +165,14 @@ const (
 	MoEStream MoEKernel = "stream"
 	// MoEWG takes gemm_wg.cu's register-A tile w32r from 5 to 16 rows an
 	// expert on average under gemm=wgr or wgrp (elsewhere, stream): 308 us
-	// at 512 tokens against s16's 365 on an H100 (2026-12-06-pipe2).
+	// at 512 tokens against s16's 365 on an H100 (2026-12-06-pipe2), 320
+	// and 339 against 365 with the routing skewed (host1).
 	MoEWG MoEKernel = "wg"
 )
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEStream, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -181,7 +184,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows, the MoE at 512 tokens routed evenly 16 % faster than stream's but prefill of 512 tokens within 1 %; default stream), ` +
+	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +

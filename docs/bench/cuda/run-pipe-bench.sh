@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Ran as docs/bench/cuda/2026-12-06-pipebench1.)
 # run-pipe-bench.sh: prefill with the defaults, gemm=wgrp, attn=wgp and
 # moe=wg alternating, two rounds at 512 / 4K / 16K / 32K; the defaults with
 # chunks of 8192 tokens; 128K once with the defaults and attn=wgp; decode at

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Ran as docs/bench/cuda/2026-12-06-pipe2.)
 # run-pipe.sh: the kernels written on 2026-12-06 after the report of
 # bench/results/2026-12-06-h100-cuda-4, none yet run on a GPU, checked and
 # timed in one call: gemm_tile's WG = 4 (w256rp, w128rp, w64rp: gemm=wgrp;
