@@ -186,7 +186,7 @@ func (b *Backend) init() error {
 
 // plainKernels are the entry points of ops.cu.
 var plainKernels = []string{
-	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
+	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_f64_h", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
 	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
 	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",

@@ -798,7 +798,7 @@ func TestMeasureRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
-	for _, rows := range []int{16, 64, 512, 1024, 4096} {
+	for _, rows := range []int{16, 64, 512, 1024, 4096, 16384} {
 		x := floats(b, randoms(rng, rows*C, 1))
 		for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
 			tile := 32

@@ -891,10 +891,18 @@ func TestMeasureGEMM(t *testing.T) {
 	for _, rc := range []struct {
 		T    int
 		skew float64
-	}{{512, 0}, {1024, 0}, {2048, 0}, {4096, 0}, {512, 0.25}, {512, 0.5}, {1024, 0.25}, {1024, 0.5}} {
+	}{{512, 0}, {1024, 0}, {2048, 0}, {4096, 0}, {16384, 0}, {512, 0.25}, {512, 0.5}, {1024, 0.25}, {1024, 0.5}} {
 		T := rc.T
 		ids, wts := hostRouting(rng, T, E)
 		tiles := allTiles
+		if T > 4096 { // a 16K-token chunk: the wide tiles only
+			tiles = nil
+			for _, tile := range allTiles {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp"}, tile.Name) {
+					tiles = append(tiles, tile)
+				}
+			}
+		}
 		if rc.skew > 0 {
 			ids = skewedRouting(rng, T, E, rc.skew)
 			tiles = nil

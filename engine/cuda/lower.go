@@ -410,11 +410,15 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 // Zero keeps one split (the measurement's baseline).
 var routerBlocks = func(sms int) int { return 4 * sms }
 
-// routerWideKernels are the 64 x 64 float64 router kernels (one since
-// qgemm_f64_w3, three blocks a multiprocessor, measured 295 us at 4096 rows
-// against qgemm_f64_w's 226 on an H100: 2026-12-06-pipe2). routerWideKernel
-// is the one routeOp takes.
-var routerWideKernels = []string{"qgemm_f64_w"}
+// routerWideKernels are the 64 x 64 float64 router kernels: qgemm_f64_h
+// (sm_90's m16n8k16 products), the one routeOp takes (routerWideKernel),
+// and qgemm_f64_w (m8n8k4), measured beside it. On an H100 (2026-12-06-
+// router5, route_select included) qgemm_f64_h took 44 / 62 / 175 / 653 us
+// at 512 / 1024 / 4096 / 16384 rows against qgemm_f64_w's 52 / 75 / 227 /
+// 876, the experts chosen the same and the weights as close to float64's.
+// qgemm_f64_w3, three blocks a multiprocessor, measured 295 us at 4096
+// rows against qgemm_f64_w's 226 (2026-12-06-pipe2) and went.
+var routerWideKernels = []string{"qgemm_f64_h", "qgemm_f64_w"}
 
 var routerWideKernel = routerWideKernels[0]
 
@@ -422,13 +426,14 @@ var routerWideKernel = routerWideKernels[0]
 // 64 rows of x and 64 of weights, 68 doubles each.
 const qfWideShared = 2 * 64 * 68 * 8
 
-// routerWide says whether the router's logits take qgemm_f64_w (64 x 64
-// blocks, half the fragment loads a product) for tiles64 such blocks: from
-// a third of a block a multiprocessor (1024 rows of 256 experts). On an
-// H100 (docs/bench/cuda/2026-12-06-pipe1, TestMeasureRouter, route_select
-// included): 4096 rows 226 us against qgemm_f64's 265, 1024 rows 75
-// against 81; 512 rows 51 against 50, so narrower prompts keep qgemm_f64.
-var routerWide = func(tiles64, sms int) bool { return 3*tiles64 >= sms }
+// routerWide says whether the router's logits take the 64 x 64 kernel
+// (routerWideKernel: half the fragment loads a product, and m16n8k16) for
+// tiles64 such blocks: from a sixth of a block a multiprocessor (384 rows of
+// 256 experts). On an H100 (2026-12-06-router5, route_select included):
+// qgemm_f64_h 44 us at 512 rows against qgemm_f64's 50; at 64 rows 30
+// against 26, so shorter prompts keep qgemm_f64. (With qgemm_f64_w the
+// rule was from a third, 1024 rows: 512 rows took 51 us against 50.)
+var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
 // (four times a qgemm_f64 block's work): at two, its best split counts

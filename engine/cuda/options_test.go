@@ -107,13 +107,14 @@ func TestSplitCounts(t *testing.T) {
 			t.Errorf("router at %d rows: %d splits, want %d", c.rows, got, c.want)
 		}
 	}
-	// qgemm_f64_w from 1024 rows, its blocks counted twice: the best
-	// measured (2026-12-06-pipe1: 4 splits at 1024 rows, 1 at 4096)
+	// the 64 x 64 kernel from 512 rows, its blocks counted twice: the best
+	// measured (2026-12-06-pipe1: 4 splits at 1024 rows, 1 at 4096; router5:
+	// 8 at 512)
 	for _, c := range []struct {
 		rows   int
 		wide   bool
 		splits int
-	}{{512, false, 4}, {1024, true, 4}, {4096, true, 1}} {
+	}{{64, false, 0}, {256, false, 0}, {512, true, 8}, {1024, true, 4}, {4096, true, 1}} {
 		tiles64 := 4 * ceil(c.rows, 64)
 		if got := routerWide(tiles64, 132); got != c.wide {
 			t.Errorf("router at %d rows: wide %v, want %v", c.rows, got, c.wide)

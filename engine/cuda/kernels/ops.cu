@@ -149,7 +149,18 @@ static __device__ __forceinline__ void mma_f64(double* c, double a, double b) {
                : "d"(a), "d"(b));
 }
 
-template <int TM, int TN>
+// mma_f64_16: m16n8k16 in float64, a shape sm_90 added beside m8n8k4.
+// Fragments (g = lane / 4, t = lane % 4): a[i] is A[g + 8 (i & 1)][t + 4 (i / 2)],
+// b[i] is B[k = t + 4 i][n = g], c[i] is C[g + 8 (i / 2)][2 t + (i & 1)].
+static __device__ __forceinline__ void mma_f64_16(double* c, const double* a, const double* b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7, %8, %9, %10, %11}, "
+      "{%12, %13, %14, %15}, {%0, %1, %2, %3};"
+      : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
+        "d"(b[2]), "d"(b[3]));
+}
+
+template <int TM, int TN, bool M16 = false>
 static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
                                                float* __restrict__ y, double* __restrict__ part, int T, int ldy,
                                                double (*__restrict__ xs)[QF_LD], double (*__restrict__ ws)[QF_LD]) {
@@ -166,7 +177,9 @@ static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, con
   const u32 mask = (1u << d.bits) - 1u;
   const int groups = d.cols / QF_K, split = bid_z(), splits = nbid_z();
   const int g0 = split * groups / splits, g1 = (split + 1) * groups / splits;
-  double acc[TM][TN][2] = {};  // [token tile][row tile][the fragment's two columns]
+  // [token tile][row tile][the fragment's two columns]; under M16
+  // [16-token tile][row tile][c0..c3 of m16n8k16]
+  double acc[M16 ? TM / 2 : TM][TN][M16 ? 4 : 2] = {};
   // the next group's loads: XR tokens x 2 columns of x, and WORDS code words
   // with their rows' scales and biases
   float nx[2 * XR];
@@ -211,28 +224,48 @@ static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, con
     }
     __syncthreads();
     if (grp + 1 < g1) fetch(grp + 1);  // in flight during the products
+    if constexpr (M16) {
 #pragma unroll
-    for (int k = 0; k < QF_K; k += 4) {
-      double a[TM], b[TN];
+      for (int k = 0; k < QF_K; k += 16) {
+        double a[TM / 2][8], b[TN][4];
 #pragma unroll
-      for (int i = 0; i < TM; i++) a[i] = xs[wm + 8 * i + fr][k + fk];
+        for (int i = 0; i < TM / 2; i++)
 #pragma unroll
-      for (int j = 0; j < TN; j++) b[j] = ws[wn + 8 * j + fr][k + fk];
+          for (int e = 0; e < 8; e++) a[i][e] = xs[wm + 16 * i + fr + 8 * (e & 1)][k + fk + 4 * (e >> 1)];
 #pragma unroll
-      for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++)
 #pragma unroll
-        for (int j = 0; j < TN; j++) mma_f64(acc[i][j], a[i], b[j]);
+          for (int e = 0; e < 4; e++) b[j][e] = ws[wn + 8 * j + fr][k + fk + 4 * e];
+#pragma unroll
+        for (int i = 0; i < TM / 2; i++)
+#pragma unroll
+          for (int j = 0; j < TN; j++) mma_f64_16(acc[i][j], a[i], b[j]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < QF_K; k += 4) {
+        double a[TM], b[TN];
+#pragma unroll
+        for (int i = 0; i < TM; i++) a[i] = xs[wm + 8 * i + fr][k + fk];
+#pragma unroll
+        for (int j = 0; j < TN; j++) b[j] = ws[wn + 8 * j + fr][k + fk];
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+          for (int j = 0; j < TN; j++) mma_f64(acc[i][j], a[i], b[j]);
+      }
     }
     __syncthreads();  // before the next group is staged over this one
   }
+  constexpr int TI = M16 ? TM / 2 : TM, TE = M16 ? 4 : 2;
 #pragma unroll
-  for (int i = 0; i < TM; i++)
+  for (int i = 0; i < TI; i++)
 #pragma unroll
     for (int j = 0; j < TN; j++)
 #pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const int m = m0 + wm + 8 * i + fr;
-        const long long n = n0 + wn + 8 * j + 2 * fk + e;
+      for (int e = 0; e < TE; e++) {
+        const int m = M16 ? m0 + wm + 16 * i + fr + 8 * (e >> 1) : m0 + wm + 8 * i + fr;
+        const long long n = n0 + wn + 8 * j + 2 * fk + (e & 1);
         if (m >= T || n >= d.rows) continue;
         if (splits == 1)
           y[(long long)m * ldy + n] = (float)acc[i][j][e];
@@ -255,6 +288,21 @@ extern "C" __global__ void __launch_bounds__(128)
   pdl_begin();
   extern __shared__ double qf_smem[];
   qf_gemm<4, 4>(wd, x, y, part, T, ldy, (double (*)[QF_LD])qf_smem, (double (*)[QF_LD])(qf_smem + 64 * QF_LD));
+}
+
+// qgemm_f64_h: qgemm_f64_w with its products as m16n8k16 (sm_90's float64
+// shapes) in place of m8n8k4: each warp's 32 x 32 as 2 x 4 products a 16
+// columns, the same fragments' loads a column. On an H100 175 us at 4096
+// rows against qgemm_f64_w's 227, 44 at 512 against 52 (2026-12-06-
+// router5). The sums of a product run in another order than m8n8k4's four,
+// so the logits may differ from qgemm_f64_w's in their last float64 bits.
+extern "C" __global__ void __launch_bounds__(128)
+    qgemm_f64_h(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
+                double* __restrict__ part, int T, int ldy) {
+  pdl_begin();
+  extern __shared__ double qf_smem[];
+  qf_gemm<4, 4, true>(wd, x, y, part, T, ldy, (double (*)[QF_LD])qf_smem,
+                      (double (*)[QF_LD])(qf_smem + 64 * QF_LD));
 }
 
 // qgemm_rows: y[T, R] = x[T, C] · Wᵀ for a matrix of a few rows (the shared
