@@ -643,7 +643,16 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if !g.useWG || (t.Name != "m128" && t.Name != "m64") {
 		return t
 	}
-	wide := tokens*MoETopK/max(experts, 1) > 32
+	avg := tokens * MoETopK / max(experts, 1)
+	wide := avg > 32
+	if g.regA {
+		// w64r against w128rp: 400 against 517 us at 32 rows an expert,
+		// 624 against 582 at 64 (2026-12-06-pipe2); the ratio's line
+		// crosses 1 near 58, so 128-row tiles from 57 (1824 tokens).
+		// Prefill of 1152 / 1536 tokens 8 / 3 % faster than with 128-row
+		// tiles from 33 (2026-12-06-moepdl1).
+		wide = avg > 56
+	}
 	name := "w64o"
 	switch {
 	case wide && g.regA:
