@@ -49,6 +49,21 @@ func TestAutoBackend(t *testing.T) {
 			t.Errorf("%s: warnings %q, want one naming %q", tc.name, got, tc.warning)
 		}
 	}
+	// what the backend has to say while it opens (the driver compiling the
+	// kernels on a first run) reaches the user's warnings, auto or named
+	for _, spec := range []string{"auto", "cuda"} {
+		newCUDA = func(o cuda.Options) (backend.Backend, error) {
+			if o.Notice == nil {
+				return nil, fmt.Errorf("no Notice to tell")
+			}
+			o.Notice("cuda: compiling petal's kernels")
+			return gpu, nil
+		}
+		var warnings []string
+		if _, err := newBackend(spec, func(m string) { warnings = append(warnings, m) }); err != nil || len(warnings) != 1 || warnings[0] != "cuda: compiling petal's kernels" {
+			t.Errorf("--backend %s: warnings %q (%v), want the backend's notice", spec, warnings, err)
+		}
+	}
 	if _, err := newBackend("auto:kv=bf16", nil); err == nil || !strings.Contains(err.Error(), "auto takes no options") {
 		t.Errorf("auto with options: %v", err)
 	}

@@ -113,6 +113,7 @@ func newBackendOn(spec string, dev gpuFlag, warn func(string)) (backend.Backend,
 		if err := checkGPU(o.Device, what); err != nil {
 			return nil, err
 		}
+		o.Notice = warn // the driver compiling the kernels on a first run: half a minute of silence otherwise
 		b, err := newCUDA(o)
 		if err != nil {
 			return nil, usageErr("--backend %s: %v", spec, err)
@@ -181,6 +182,7 @@ func autoBackend(dev gpuFlag, warn func(string)) (backend.Backend, error) {
 		}
 		o.Device = dev.N
 	}
+	o.Notice = warn
 	b, err := newCUDA(o)
 	if err == nil {
 		return b, nil

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
@@ -74,9 +75,19 @@ func New(o Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{o: o, ctx: ctx, fn: map[string]*driver.Function{}, ropes: map[ropeKey]driver.Ptr{}}
+	said := ""
+	if o.Notice != nil {
+		if said = kernelCacheNotice(); said != "" {
+			o.Notice(said)
+		}
+	}
+	start := time.Now()
 	if err := b.init(); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if m := slowLoadNotice(time.Since(start), said != ""); m != "" && o.Notice != nil {
+		o.Notice(m)
 	}
 	return b, nil
 }

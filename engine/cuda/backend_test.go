@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -79,7 +80,7 @@ func TestParseOptions(t *testing.T) {
 			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
 		}
 	}
-	if o, _ := ParseOptions(nil); o != DefaultOptions() {
+	if o, _ := ParseOptions(nil); !reflect.DeepEqual(o, DefaultOptions()) {
 		t.Errorf("no options give %+v, not the defaults", o)
 	}
 	for _, bad := range []backend.Option{{Key: "kv", Value: "f16"}, {Key: "graphs", Value: "maybe"}, {Key: "device", Value: "-1"}, {Key: "qmv", Value: "slow"}, {Key: "gemm", Value: "wgmma"}, {Key: "router", Value: "tf32"}, {Key: "warp", Value: "9"}} {

@@ -139,6 +139,11 @@ type Options struct {
 	// Verbose prints a line per compiled program (ops, kernels, graph) to
 	// standard error.
 	Verbose bool
+	// Notice, where set, is told what a user waiting on New should know:
+	// that the driver is about to compile petal's kernels for this GPU
+	// (its cache cold or off), and how long loading them took when that
+	// was slow (kernelcache.go). Not an option of the spec.
+	Notice func(string)
 }
 
 // pdlGainers are the steps pdl=some launches early (by the start of their

@@ -1,0 +1,61 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The driver compiles petal's PTX for the GPU when a module is first
+// loaded on a machine (about 26 s for all of them on an H100,
+// docs/bench/cuda/2026-12-06-report12) and keeps the result in its compute
+// cache, so that later processes load them in a fraction of a second
+// (0.48 s for a whole petal run there). A user whose first run sits silent
+// for half a minute, or whose cache is off and every run does, is told so.
+
+// slowKernelLoad is how long loading the kernels may take before New says
+// why it took so long.
+var slowKernelLoad = 5 * time.Second
+
+// driverCacheDir is where the driver keeps compiled kernels: CUDA_CACHE_PATH,
+// else ~/.nv/ComputeCache.
+func driverCacheDir() string {
+	if p := os.Getenv("CUDA_CACHE_PATH"); p != "" {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".nv", "ComputeCache")
+}
+
+// kernelCacheNotice is what to say before the kernels load, or "": the
+// driver's cache switched off, or empty (a first run on this machine).
+func kernelCacheNotice() string {
+	if os.Getenv("CUDA_CACHE_DISABLE") == "1" {
+		return "cuda: CUDA_CACHE_DISABLE=1: the driver compiles petal's kernels for the GPU on every run (about half a minute)"
+	}
+	dir := driverCacheDir()
+	if dir == "" {
+		return ""
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+		return "cuda: compiling petal's kernels for this GPU: the first run on a machine takes about half a minute; the driver keeps them for later runs"
+	}
+	return ""
+}
+
+// slowLoadNotice is what to say after loading the kernels took took, or ""
+// where that was quick or was announced before.
+func slowLoadNotice(took time.Duration, announced bool) string {
+	if took < slowKernelLoad || announced {
+		return ""
+	}
+	where := driverCacheDir()
+	if where == "" {
+		where = "CUDA_CACHE_PATH"
+	}
+	return fmt.Sprintf("cuda: loading petal's kernels took %.0f s: the driver compiled them for this GPU; its cache (%s) keeps them for later runs unless it cannot be written", took.Seconds(), where)
+}
