@@ -184,6 +184,9 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
+			if b.o.WGNarrow {
+				b.gemm.NarrowTiles()
+			}
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err

@@ -66,6 +66,12 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+	// w256rn, w128rn, w64rn: the same with each tile's products only as
+	// wide as its rows (gemm_tile's WG = 5), for the MoE's last tile of
+	// each expert; measured beside them, not yet run on a GPU.
+	{Name: "w256rn", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
+	{Name: "w128rn", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
+	{Name: "w64rn", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
 	// w32r: the register-A form against 32 X rows, WG = 4 with five
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
@@ -215,12 +221,22 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 // the k-tiles not drained.
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
-// undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
+// NarrowTiles makes DenseTile and MoETile take w256rn, w128rn and w64rn
+// (gemm=wgrn): the undrained tiles with each tile's products only as wide
+// as its rows (gemm_tile's WG = 5), the MoE's w64r among them.
+func (g *GEMM) NarrowTiles() { g.undrained, g.narrow = true, true }
+
+// undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles,
+// or its WG = 5 one ("n") under NarrowTiles.
 func (g *GEMM) undrain(t GEMMTile) GEMMTile {
 	if !g.undrained || !t.RegA {
 		return t
 	}
-	if p, err := GEMMTileByName(t.Name + "p"); err == nil {
+	suffix := "p"
+	if g.narrow {
+		suffix = "n"
+	}
+	if p, err := GEMMTileByName(t.Name + suffix); err == nil {
 		return p
 	}
 	return t
@@ -264,7 +280,7 @@ type GEMM struct {
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
-	undrained               bool       // UndrainedTiles
+	undrained, narrow       bool       // UndrainedTiles, NarrowTiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -663,7 +679,7 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 		name = "w64r"
 	}
 	w, _ := GEMMTileByName(name)
-	if name == "w128r" {
+	if name == "w128r" || g.narrow {
 		w = g.undrain(w)
 	}
 	return w

@@ -85,6 +85,15 @@ func TestGEMMTilesFit(t *testing.T) {
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
+	g.NarrowTiles()
+	for tokens, want := range map[int]string{4096: "w128rn", 1024: "w64rn", 512: "s16"} {
+		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
+			t.Errorf("MoE tile of %d tokens (gemm=wgrn): %v, want %s", tokens, got, want)
+		}
+	}
+	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rn" {
+		t.Errorf("dense tile of 4096x8192 (gemm=wgrn): %v, want w256rn", got)
+	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}
@@ -899,7 +908,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w128rn", "w256r", "w256rp", "w256rn"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}

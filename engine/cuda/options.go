@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"petal/engine/backend"
 )
@@ -45,6 +46,11 @@ type Options struct {
 	// dense GEMMs at 4096 rows 3-5 % faster; with attn=wgp, prefill of
 	// 4K-16K tokens 1-2 % (docs/bench/cuda/2026-12-06-pipe2, -defaults1).
 	WGUndrained bool
+	// WGNarrow (gemm=wgrn) is gemm=wgrp with w256rn, w128rn and w64rn,
+	// whose tiles of fewer rows than the tile's (an expert's last) run
+	// narrower products; the MoE takes w64rn where wgrp keeps w64r
+	// (written, not yet run on a GPU).
+	WGNarrow bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
@@ -188,7 +194,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`gemm=wgrp|wgrn|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrn: wgrp with a tile of fewer rows than its size (an expert's last) running narrower products, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -248,12 +254,13 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FastQMV = !first
 		case "gemm":
 			switch kv.Value {
-			case "wg", "wgr", "wgrp", "tc":
-				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = true, kv.Value != "tc", kv.Value == "wgr" || kv.Value == "wgrp", kv.Value == "wgrp"
+			case "wg", "wgr", "wgrp", "wgrn", "tc":
+				o.TensorCores, o.WGMMA = true, kv.Value != "tc"
+				o.WGRegA, o.WGUndrained, o.WGNarrow = strings.HasPrefix(kv.Value, "wgr"), kv.Value == "wgrp" || kv.Value == "wgrn", kv.Value == "wgrn"
 			case "plain":
-				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = false, false, false, false
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained, o.WGNarrow = false, false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgr, wg, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgrn, wgr, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {

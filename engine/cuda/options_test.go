@@ -42,7 +42,13 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrp"}}); err != nil || !o.WGRegA || !o.WGUndrained {
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrn"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGNarrow {
+		t.Errorf("gemm=wgrn: WGRegA %v, WGUndrained %v, WGNarrow %v, %v", o.WGRegA, o.WGUndrained, o.WGNarrow, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained || o.WGNarrow {
+		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, WGNarrow %v, %v", o.WGRegA, o.WGUndrained, o.WGNarrow, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrp"}}); err != nil || !o.WGRegA || !o.WGUndrained || o.WGNarrow {
 		t.Errorf("gemm=wgrp: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}
 	for v, want := range map[string][3]bool{"wg": {true, true, false}, "wgr": {true, true, true}, "tc": {true, false, false}, "plain": {false, false, false}} {

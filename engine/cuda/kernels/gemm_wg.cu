@@ -43,6 +43,14 @@ GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
 GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
 GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
 GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
+// w256rn, w128rn, w64rn: w256rp, w128rp and w64rp with each tile's
+// products only as wide as its rows (WG = 5): an expert's last tile of a
+// few rows (at 4096 tokens about half the experts have one beyond their
+// first 128 rows) does a fraction of a full tile's products; the same
+// outputs (written, not yet run on a GPU: TestMeasureGEMM times them).
+GEMM_ENTRIES(w256rn, 256, 128, 4, 2, 5, 1, 5)
+GEMM_ENTRIES(w128rn, 128, 128, 4, 2, 5, 2, 5)
+GEMM_ENTRIES(w64rn, 64, 128, 4, 2, 5, 3, 5)
 // w32r: against 32 X rows (n = 32), for the MoE at a few rows an expert
 // (512-token prompts: 16 on average), where each weight serves few
 // products and the time is in reading the weights: WG = 4, five stages
