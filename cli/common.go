@@ -351,7 +351,7 @@ func checkDeviceFit(be backend.Backend, dir string, o modelOptions, chooseChunk 
 	fits := func(n cuda.Need) bool {
 		return cuda.Fit(n, free, total, gpu) == nil || o.MaxContext <= 0 && n.FittingContext(free) >= 1
 	}
-	chunk := o.Chunk
+	chunk := min(o.Chunk, context) // a pass holds at most the context (engine.Open)
 	if chooseChunk {
 		for c := chunk; c >= 512; c /= 2 {
 			if fits(needAt(c)) {
@@ -405,7 +405,8 @@ func kvType(be backend.Backend) backend.DType {
 //	KV copy    for an f32 cache context · 2 · KV heads · head dim · 2 (prefill's bf16 copy of one layer's)
 //	state      Gated DeltaNet layers · (value heads · value dim · key dim + (conv K − 1) · conv channels) · 4
 //	workspace  one chunk's activations and temporaries (bench.WorkspaceBytes)
-//	           + the logits of every position of a chunk (scoring: chunk · vocab · 4)
+//	           + the logits of every position of a scoring chunk
+//	           (min(chunk, model.AllLogitsChunk) · vocab · 4)
 //
 // and cuda.Need.Margin on top.
 func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv backend.DType) cuda.Need {
@@ -426,7 +427,7 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 // deviceWorkspace is one chunk's activations and temporaries and the logits
 // of every position of it (deviceNeed's workspace).
 func deviceWorkspace(d *model.Dims, chunk int) int64 {
-	return bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, chunk)
+	return bench.WorkspaceBytes(d, chunk) + bench.AllLogitsBytes(d, min(chunk, model.AllLogitsChunk))
 }
 
 // deviceWeightBytes is the text model's weights as the CUDA backend's

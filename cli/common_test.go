@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"os"
+	"petal/bench"
 	"strings"
 	"testing"
 
@@ -224,5 +225,27 @@ func TestDeviceFit(t *testing.T) {
 	gpu.free = tinyNeed(t, 1024, ctx, backend.F32).Total()
 	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "--chunk") {
 		t.Errorf("--chunk 4096 asked, room for 1024: %v, want a FitError naming --chunk", err)
+	}
+}
+
+// TestDeviceWorkspaceScoringRows: the workspace counts a chunk's
+// activations at its full length but a scoring pass's logits at
+// model.AllLogitsChunk rows at most (a 16384-token chunk of the 35B model
+// would otherwise count 16 GiB of logits), and no more rows than the
+// context holds.
+func TestDeviceWorkspaceScoringRows(t *testing.T) {
+	d, err := model.NamedDims("qwen3.6-35b-a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := model.AllLogitsChunk * 4
+	if got, want := deviceWorkspace(&d, long), bench.WorkspaceBytes(&d, long)+bench.AllLogitsBytes(&d, model.AllLogitsChunk); got != want {
+		t.Errorf("chunk %d: workspace %d, want %d (the logits of %d rows)", long, got, want, model.AllLogitsChunk)
+	}
+	if got, want := deviceWorkspace(&d, 512), bench.WorkspaceBytes(&d, 512)+bench.AllLogitsBytes(&d, 512); got != want {
+		t.Errorf("chunk 512: workspace %d, want %d", got, want)
+	}
+	if a, b := tinyNeed(t, long, 1000, backend.F32), tinyNeed(t, 1000, 1000, backend.F32); a.Workspace != b.Workspace {
+		t.Errorf("a %d-token chunk at a context of 1000: workspace %d, want that of 1000 tokens, %d", long, a.Workspace, b.Workspace)
 	}
 }

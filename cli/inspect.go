@@ -143,10 +143,11 @@ func runInspect(st *Streams, o inspectOptions) error {
 		total += b
 	}
 	mem := estimateMemory(&d, total, o.Context)
-	need := deviceNeed(ck, &d, o.Chunk, o.Context, kv)
+	chunk := min(o.Chunk, o.Context) // a pass holds at most the context (engine.Open)
+	need := deviceNeed(ck, &d, chunk, o.Context, kv)
 	dev := deviceEstimate{WeightsBytes: need.Weights, KVCacheBytes: need.KVCache, KVType: kv.String(), KVBytesPerToken: need.KVPerToken,
 		KVCopyBytes: need.KVCopyBytes(), RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
-		Context: o.Context, Chunk: o.Chunk}
+		Context: o.Context, Chunk: chunk}
 	gpuErr := error(nil)
 	if g, free, totalMem, err := gpuMemInfo(o.Device); err == nil {
 		dev.GPU = &gpuMemory{Ordinal: g.Ordinal, Name: g.Name, FreeBytes: free, TotalBytes: totalMem,
@@ -207,7 +208,7 @@ func runInspect(st *Streams, o inspectOptions) error {
 		kvCopy = fmt.Sprintf(" + its bf16 copy for prefill %s", gib(need.KVCopyBytes()))
 	}
 	fmt.Fprintf(w, "device memory at %d tokens (cuda, kv=%s, chunk %d): weights %s + KV cache %s%s + recurrent state %s + workspace %s + margin %s = %s\n",
-		o.Context, kv, o.Chunk, gib(need.Weights), gib(need.KVCache), kvCopy, gib(need.State), gib(need.Workspace), gib(need.Margin()), gib(need.Total()))
+		o.Context, kv, chunk, gib(need.Weights), gib(need.KVCache), kvCopy, gib(need.State), gib(need.Workspace), gib(need.Margin()), gib(need.Total()))
 	switch g := dev.GPU; {
 	case g == nil && driver.Unavailable(gpuErr):
 		fmt.Fprintf(w, "GPU           none here to compare with\n")

@@ -37,7 +37,7 @@ type Model struct {
 	spare     *State         // the last state freed, kept for the next (see State.Free)
 	zeros     backend.Buffer // f32 zeros, for clearing a state taken over
 	ws        workspace
-	logitsAll backend.Buffer // [Chunk, vocab], allocated on first use
+	logitsAll backend.Buffer // [min(Chunk, AllLogitsChunk), vocab], allocated on first use
 	host      []float32      // read-back buffer for logits
 	sampler   *Sampler       // decode.go, allocated on first use
 	tokenHost [1]int32       // staging for one-value writes
@@ -98,13 +98,28 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 			return fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Dims.Vocab)
 		}
 	}
-	for start := 0; start < len(tokens); start += m.Chunk {
-		chunk := tokens[start:min(start+m.Chunk, len(tokens))]
+	step := m.chunkFor(want)
+	for start := 0; start < len(tokens); start += step {
+		chunk := tokens[start:min(start+step, len(tokens))]
 		if err := m.runChunk(s, chunk, chunkMode(want, start+len(chunk), len(tokens)), emit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// AllLogitsChunk bounds the chunks of a Forward that wants every
+// position's logits (scoring): its logits buffer holds a chunk's rows of
+// vocabulary floats, 4 GiB at 4096 tokens for a vocabulary of 248K, where
+// a GPU's long chunks (16384 on CUDA) would make it 16.
+const AllLogitsChunk = 4096
+
+// chunkFor is the chunk length of a Forward that wants want.
+func (m *Model) chunkFor(want Logits) int {
+	if want == AllLogits {
+		return min(m.Chunk, AllLogitsChunk)
+	}
+	return m.Chunk
 }
 
 // Prepare records and compiles, ahead of Forward, the chunk programs that
@@ -118,8 +133,9 @@ func (m *Model) Prepare(s *State, tokens int, want Logits) error {
 	if m.Trace != nil {
 		return nil // a traced Forward records its programs each time
 	}
-	for start := 0; start < tokens; start += m.Chunk {
-		n := min(m.Chunk, tokens-start)
+	step := m.chunkFor(want)
+	for start := 0; start < tokens; start += step {
+		n := min(step, tokens-start)
 		if _, err := m.chunkProgram(s, n, chunkMode(want, start+n, tokens)); err != nil {
 			return err
 		}
@@ -302,7 +318,7 @@ func (m *Model) record(s *State, n int, mode Logits, trace bool, tail ...backend
 	case AllLogits:
 		if m.logitsAll.Mem == nil {
 			var err error
-			if m.logitsAll, err = m.be.Alloc(m.Chunk*d.Vocab, backend.F32); err != nil {
+			if m.logitsAll, err = m.be.Alloc(m.chunkFor(AllLogits)*d.Vocab, backend.F32); err != nil {
 				return nil, err
 			}
 		}
