@@ -65,32 +65,25 @@ func TestGEMMTilesFit(t *testing.T) {
 	if err := g.UseWGMMA(true); err != nil {
 		t.Fatal(err)
 	}
+	// moeTiles checks the MoE's tile at each number of tokens on 256 experts.
+	moeTiles := func(setting string, kernel MoEKernel, want map[int]string) {
+		t.Helper()
+		for tokens, name := range want {
+			if got := g.MoETile(tokens, 256, kernel); got.Name != name {
+				t.Errorf("MoE tile of %d tokens (%s): %v, want %s", tokens, setting, got, name)
+			}
+		}
+	}
 	// register-A: 64-row tiles up to 56 rows an expert (1792 tokens), 128 above
-	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1824: "w128r", 1792: "w64r", 1152: "w64r", 1024: "w64r", 512: "s16"} {
-		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
-			t.Errorf("MoE tile of %d tokens (gemm=wgr): %v, want %s", tokens, got, want)
-		}
-	}
-	for tokens, want := range map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"} {
-		if got := g.MoETile(tokens, 256, MoEWG); got.Name != want {
-			t.Errorf("MoE tile of %d tokens (gemm=wgr, moe=wg): %v, want %s", tokens, got, want)
-		}
-	}
+	moeTiles("gemm=wgr", MoEStream, map[int]string{4096: "w128r", 2048: "w128r", 1824: "w128r", 1792: "w64r", 1152: "w64r", 1024: "w64r", 512: "s16"})
+	moeTiles("gemm=wgr, moe=wg", MoEWG, map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"})
 	g.UndrainedTiles()
-	for tokens, want := range map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"} {
-		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
-			t.Errorf("MoE tile of %d tokens (gemm=wgrp): %v, want %s", tokens, got, want)
-		}
-	}
+	moeTiles("gemm=wgrp", MoEStream, map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"})
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
 	g.NarrowTiles()
-	for tokens, want := range map[int]string{4096: "w128rn", 1024: "w64rn", 512: "s16"} {
-		if got := g.MoETile(tokens, 256, MoEStream); got.Name != want {
-			t.Errorf("MoE tile of %d tokens (gemm=wgrn): %v, want %s", tokens, got, want)
-		}
-	}
+	moeTiles("gemm=wgrn", MoEStream, map[int]string{4096: "w128rn", 1024: "w64rn", 512: "s16"})
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rn" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrn): %v, want w256rn", got)
 	}

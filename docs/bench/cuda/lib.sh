@@ -29,3 +29,18 @@ bench_run() {
 
 # tag_of BACKEND: a file name's part for a --backend spec.
 tag_of() { echo "$1" | tr ':=,' '_._'; }
+
+# peer_repeats DIR OUT: the C++/CUDA engine's lengths (512 / 4K / 16K
+# prefill, decode at 256 / 4K / 16K), three runs a length, for DIR/petal and
+# DIR/petal-old in two alternating rounds, tarred as OUT/repeats.tgz.
+peer_repeats() {
+	local dir=$1 out=$2 round b
+	mkdir -p /tmp/rp
+	for round in 1 2; do
+		for b in petal petal-old; do
+			bench_run "$dir/$b" /tmp/rp "repeats-$round-$b" cuda --max-context 20000 --prompt-lengths 512,4K,16K \
+				--context-lengths 256,4K,16K --decode-tokens 64 --repeats 3
+		done
+	done
+	tar czf "$out/repeats.tgz" -C /tmp/rp .
+}

@@ -15,14 +15,7 @@ R=$(pwd); O=${OUT:-/tmp/out}; B=$R/devrun/report3; mkdir -p "$O"
 gpu_env "$O/env.txt"
 PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-attn=wg,gemm=wgr,kvcopy=off,kv=bf16} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
 tar czf $O/report.tgz -C /tmp rep
-mkdir -p /tmp/rp
-for round in 1 2; do
-  for b in petal petal-old; do
-    bench_run "$B/$b" /tmp/rp "repeats-$round-$b" cuda --max-context 20000 --prompt-lengths 512,4K,16K \
-      --context-lengths 256,4K,16K --decode-tokens 64 --repeats 3
-  done
-done
-tar czf $O/repeats.tgz -C /tmp/rp .
+peer_repeats "$B" "$O"
 mkdir -p /tmp/pf
 for be in cuda cuda:moe=wg; do
   timeout 90 $B/petal bench --backend $be --synthetic qwen3.6-35b-a3b --max-context 4096 --prompt-lengths 512 \

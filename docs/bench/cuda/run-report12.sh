@@ -25,11 +25,4 @@ gpu_env "$O/env.txt"
 cat $O/jit.txt | cut -c1-220
 PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-moe=stream,gemm=wgr,attn=wg,kv=bf16} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
 tar czf $O/report.tgz -C /tmp rep
-mkdir -p /tmp/rp
-for round in 1 2; do
-  for b in petal petal-old; do
-    bench_run "$B/$b" /tmp/rp "repeats-$round-$b" cuda --max-context 20000 --prompt-lengths 512,4K,16K \
-      --context-lengths 256,4K,16K --decode-tokens 64 --repeats 3
-  done
-done
-tar czf $O/repeats.tgz -C /tmp/rp .
+peer_repeats "$B" "$O"
