@@ -48,6 +48,7 @@ struct __attribute__((aligned(16))) float4v {
 
 #define GEMM_TOPK 8
 #define ROUTE_THREADS 1024
+#define ROUTE_AHEAD 8  // ids a moe_route thread loads before it uses them
 #define COMBINE_THREADS 256
 
 static __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
@@ -1101,15 +1102,29 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
   __syncthreads();
   const int n = T * GEMM_TOPK;
   const u32 hbase = smem_u32(hist);
-  for (int i = tid; i < n; i += ROUTE_THREADS) {
-    const int e = ids[i];
-    int rank = -1;
-    if (e >= 0 && e < E) {
-      asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(rank) : "r"(hbase + 4 * e) : "memory");
-    } else {
-      asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(smem_u32(&bad)) : "memory");
+  // Each thread loads ROUTE_AHEAD ids before its atomics (their "memory"
+  // clobbers would otherwise hold each load behind the atomic before it):
+  // one wait on device memory a ROUTE_AHEAD pairs, not one a pair (4096
+  // tokens: 32 pairs a thread).
+  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * ROUTE_AHEAD) {
+    int ev[ROUTE_AHEAD];
+#pragma unroll
+    for (int u = 0; u < ROUTE_AHEAD; u++) {
+      const int i = i0 + u * ROUTE_THREADS + tid;
+      ev[u] = i < n ? ids[i] : 0;
     }
-    pos[i] = rank;
+#pragma unroll
+    for (int u = 0; u < ROUTE_AHEAD; u++) {
+      const int i = i0 + u * ROUTE_THREADS + tid, e = ev[u];
+      if (i >= n) break;
+      int rank = -1;
+      if (e >= 0 && e < E) {
+        asm volatile("atom.shared.add.u32 %0, [%1], 1;" : "=r"(rank) : "r"(hbase + 4 * e) : "memory");
+      } else {
+        asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(smem_u32(&bad)) : "memory");
+      }
+      pos[i] = rank;
+    }
   }
   __syncthreads();
   // Exclusive scans of the counts and of the tiles per expert.
@@ -1144,12 +1159,22 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
   if (tid == E - 1) offsets[E] = off + cnt, ntiles[0] = toff + nt;
   if (tid == 0) status[0] = bad;
   __syncthreads();
-  for (int i = tid; i < n; i += ROUTE_THREADS) {
-    const int e = ids[i];
-    if (e < 0 || e >= E) continue;
-    const int p = base[e] + pos[i];
-    pos[i] = p;
-    rowTok[p] = i / GEMM_TOPK;
+  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * ROUTE_AHEAD) {
+    int ev[ROUTE_AHEAD], rv[ROUTE_AHEAD];
+#pragma unroll
+    for (int u = 0; u < ROUTE_AHEAD; u++) {
+      const int i = i0 + u * ROUTE_THREADS + tid;
+      ev[u] = i < n ? ids[i] : -1;
+      rv[u] = i < n ? pos[i] : 0;  // this thread's own rank, written above
+    }
+#pragma unroll
+    for (int u = 0; u < ROUTE_AHEAD; u++) {
+      const int i = i0 + u * ROUTE_THREADS + tid, e = ev[u];
+      if (e < 0 || e >= E) continue;
+      const int p = base[e] + rv[u];
+      pos[i] = p;
+      rowTok[p] = i / GEMM_TOPK;
+    }
   }
 }
 
