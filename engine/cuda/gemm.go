@@ -276,6 +276,8 @@ type GEMM struct {
 	c                       *driver.Context
 	tiles                   map[string]gemmKernels
 	toBF16, route, combine  *driver.Function
+	route8                  *driver.Function // moe_route8 (RouteAhead)
+	routeAhead              bool
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
@@ -308,7 +310,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 	for _, f := range []struct {
 		dst  **driver.Function
 		name string
-	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.combine, "moe_combine"}, {&g.sharedSwiGLU, "moe_shared_swiglu"}, {&g.sumSplits, "gemm_sum_splits"}} {
+	}{{&g.toBF16, "gemm_to_bf16"}, {&g.route, "moe_route"}, {&g.route8, "moe_route8"}, {&g.combine, "moe_combine"}, {&g.sharedSwiGLU, "moe_shared_swiglu"}, {&g.sumSplits, "gemm_sum_splits"}} {
 		fn, err := mod.Function(f.name)
 		if err != nil {
 			return nil, err
@@ -732,8 +734,17 @@ func (g *GEMM) Route(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens in
 	var a driver.Args
 	a.Ptr(ids).I32(int32(tokens)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).
 		Ptr(grp.Counts).Ptr(grp.Offsets).Ptr(grp.Pos).Ptr(grp.RowTok).Ptr(grp.Tiles).Ptr(grp.NTiles).Ptr(grp.Status)
-	return s.Launch(g.route, driver.D1(1), driver.D1(1024), 0, &a)
+	fn := g.route
+	if g.routeAhead {
+		fn = g.route8
+	}
+	return s.Launch(fn, driver.D1(1), driver.D1(1024), 0, &a)
 }
+
+// RouteAhead makes Route take moe_route8, whose threads load eight ids
+// before their atomics rather than one (written, not yet run on a GPU:
+// the MoE tests run both, TestMeasureGEMM times both).
+func (g *GEMM) RouteAhead(on bool) { g.routeAhead = on }
 
 // MoEGateUp queues the grouped gate and up projections with the SwiGLU on
 // s: h[r] = silu(x[tok(r)]·gate_e^T) * (x[tok(r)]·up_e^T) for every sorted

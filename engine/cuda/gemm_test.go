@@ -563,6 +563,70 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 	return pos
 }
 
+// TestMoERouteGroups: moe_route and moe_route8 (GEMM.RouteAhead) group the
+// (token, slot) pairs by expert, every group buffer poisoned first, for a
+// few pairs to a 16K-token chunk's 131,072; ids outside the stack are
+// counted in the status and get no row.
+func TestMoERouteGroups(t *testing.T) {
+	c, s, g, rng, _ := gemmHarness(t, gpu(t))
+	defer g.RouteAhead(false)
+	const E = 256
+	tile, _ := GEMMTileByName("m128")
+	poison := func(grp *MoEGroups, T int) {
+		pairs := T * MoETopK
+		for _, b := range []struct {
+			p driver.Ptr
+			n int
+		}{{grp.Counts, E}, {grp.Offsets, E + 1}, {grp.Pos, pairs}, {grp.RowTok, pairs}, {grp.Tiles, 2 * grp.MaxTiles}, {grp.NTiles, 1}, {grp.Status, 1}} {
+			if err := s.Fill32(b.p, 0x7FFFFFF0, int64(b.n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, ahead := range []bool{false, true} {
+		g.RouteAhead(ahead)
+		for _, T := range []int{1, 7, 100, 512, 4096, 16384} {
+			ids, _ := hostRouting(rng, T, E)
+			grp, err := NewMoEGroups(c, T, E, tile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idd := upBuf(t, c, s, ids, "ids")
+			poison(grp, T)
+			if err := g.Route(s, grp, idd.P, T); err != nil {
+				t.Fatal(err)
+			}
+			checkGroups(t, s, grp, ids, T)
+			// three ids outside the stack: counted, and their pairs get no row
+			bad := slices.Clone(ids)
+			bad[0], bad[len(bad)/2], bad[len(bad)-1] = E, -1, E+7
+			badd := upBuf(t, c, s, bad, "bad ids")
+			poison(grp, T)
+			if err := g.Route(s, grp, badd.P, T); err != nil {
+				t.Fatal(err)
+			}
+			status, pos := make([]int32, 1), make([]int32, T*MoETopK)
+			if err := s.CopyToHost(bytesOf(status), grp.Status); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CopyToHost(bytesOf(pos), grp.Pos); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			want := int32(3)
+			if T*MoETopK < 3 {
+				want = int32(T * MoETopK)
+			}
+			if status[0] != want || pos[0] != -1 || pos[len(pos)-1] != -1 {
+				t.Errorf("moe_route (ahead %v), %d tokens with bad ids: status %d, want %d; rows %d and %d, want -1", ahead, T, status[0], want, pos[0], pos[len(pos)-1])
+			}
+			grp.Free()
+		}
+	}
+}
+
 // TestMoEGroupedMatchesReference: the device grouping, the grouped gate/up
 // GEMM with the SwiGLU, the grouped down GEMM and the weighted combine of
 // 256 experts × (2048, 512) against float64 references, for each token
@@ -921,6 +985,20 @@ func TestMeasureGEMM(t *testing.T) {
 		}
 		t.Logf("moe T=%d routing skew %.1f: rows an expert %d most, %d least, %.1f mean", T, rc.skew, slices.Max(counts), slices.Min(counts), float64(T*MoETopK)/E)
 		xd, idd, wd := upBuf(t, c, s, randomVector(rng, T*H), "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
+		if rc.skew == 0 { // the grouping alone, moe_route against moe_route8
+			grp, err := NewMoEGroups(c, T, E, tiles[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var us [2]float64
+			for i, ahead := range []bool{false, true} {
+				g.RouteAhead(ahead)
+				us[i] = timeLaunches(t, c, s, 20, func() error { return g.Route(s, grp, idd.P, T) }).Seconds() * 1e6
+			}
+			g.RouteAhead(false)
+			grp.Free()
+			t.Logf("moe T=%d route: moe_route %.1f µs, moe_route8 %.1f µs", T, us[0], us[1])
+		}
 		xh := newBuf(t, c, s, T*H/2, "x bf16")
 		if err := g.ToBF16(s, xd.P, xh.P, T*H); err != nil {
 			t.Fatal(err)

@@ -5,10 +5,10 @@
 # w128rp and w64r), then prefill under gemm=wgrn against the defaults
 # (gemm=wgrp) in two alternating rounds at 1152 / 2K / 4K / 16K tokens. The
 # oracle (TestOracleOnGPU runs moe=stream,gemm=wgrn) is run-split.sh's.
-# moe_route now loads eight ids a thread before its atomics (written, not
-# yet run): the MoE tests check it, and TestMeasureGEMM's route column
-# times it (before: 9 / 46 / 170 us at 512 / 4096 / 16384 tokens, pipe2
-# and router5).
+# moe_route8 (GEMM.RouteAhead: eight ids a thread loaded before its
+# atomics; written, not yet run) through TestMoERouteGroups, and timed
+# beside moe_route in TestMeasureGEMM (moe_route: 9 / 46 / 170 us at 512 /
+# 4096 / 16384 tokens, pipe2 and router5).
 # From the repository root; devrun/nx holds cuda.test.gz and petal.xz as
 # run-pipe.sh says. About 4 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
@@ -16,11 +16,12 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
 unpack_devrun "$D"
 gpu_env "$O/env.txt"
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule' > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestMoERouteGroups|TestGEMMTilesFit|TestGEMMWGModule' > $O/tests.txt 2>&1
 echo "gemm tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | head; grep -E -- '--- FAIL' $O/tests.txt | head -12
 PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM' > $O/measure.txt 2>&1
 echo "measure: rc=$?"
 grep -E 'registers' $O/measure.txt | grep -E 'rn:' | sed 's/.*gemm_test.go:[0-9]*: //'
+grep -E 'moe T=[0-9]+ route:' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'moe T=(512|1024|2048|4096|16384) +skew 0.0 (w32r|w64r|w64rp|w64rn|w128rp|w128rn|w256rp|w256rn) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
 grep -E 'dense .*M=4096' $O/measure.txt | sed 's/.*M=4096//' | tr '|' '\n' | grep -E 'w256rp|w256rn|w128rp|w128rn' | paste -s -d' ' | cut -c1-300
 cd $R

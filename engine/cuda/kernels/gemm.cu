@@ -48,7 +48,6 @@ struct __attribute__((aligned(16))) float4v {
 
 #define GEMM_TOPK 8
 #define ROUTE_THREADS 1024
-#define ROUTE_AHEAD 8  // ids a moe_route thread loads before it uses them
 #define COMBINE_THREADS 256
 
 static __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
@@ -1087,11 +1086,12 @@ extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __rest
 // status[0] = the number of ids outside [0, E). The order of rows inside an
 // expert's group is not fixed, but every row's result is computed the same
 // way wherever it sits, so the outputs are.
-extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
-    moe_route(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
-              int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
-              int* __restrict__ status) {
-  pdl_begin();
+template <int AHEAD>
+static __device__ __forceinline__ void route_pairs(const int* __restrict__ ids, int T, int E, int BM,
+                                                   int* __restrict__ counts, int* __restrict__ offsets,
+                                                   int* __restrict__ pos, int* __restrict__ rowTok,
+                                                   int* __restrict__ tiles, int* __restrict__ ntiles,
+                                                   int* __restrict__ status) {
   __shared__ int hist[ROUTE_THREADS];
   __shared__ int base[ROUTE_THREADS];
   __shared__ int warpSum[2][32];
@@ -1102,19 +1102,19 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
   __syncthreads();
   const int n = T * GEMM_TOPK;
   const u32 hbase = smem_u32(hist);
-  // Each thread loads ROUTE_AHEAD ids before its atomics (their "memory"
+  // Each thread loads AHEAD ids before its atomics (their "memory"
   // clobbers would otherwise hold each load behind the atomic before it):
-  // one wait on device memory a ROUTE_AHEAD pairs, not one a pair (4096
-  // tokens: 32 pairs a thread).
-  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * ROUTE_AHEAD) {
-    int ev[ROUTE_AHEAD];
+  // one wait on device memory a AHEAD pairs, not one a pair (4096 tokens:
+  // 32 pairs a thread).
+  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * AHEAD) {
+    int ev[AHEAD];
 #pragma unroll
-    for (int u = 0; u < ROUTE_AHEAD; u++) {
+    for (int u = 0; u < AHEAD; u++) {
       const int i = i0 + u * ROUTE_THREADS + tid;
       ev[u] = i < n ? ids[i] : 0;
     }
 #pragma unroll
-    for (int u = 0; u < ROUTE_AHEAD; u++) {
+    for (int u = 0; u < AHEAD; u++) {
       const int i = i0 + u * ROUTE_THREADS + tid, e = ev[u];
       if (i >= n) break;
       int rank = -1;
@@ -1159,16 +1159,16 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
   if (tid == E - 1) offsets[E] = off + cnt, ntiles[0] = toff + nt;
   if (tid == 0) status[0] = bad;
   __syncthreads();
-  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * ROUTE_AHEAD) {
-    int ev[ROUTE_AHEAD], rv[ROUTE_AHEAD];
+  for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * AHEAD) {
+    int ev[AHEAD], rv[AHEAD];
 #pragma unroll
-    for (int u = 0; u < ROUTE_AHEAD; u++) {
+    for (int u = 0; u < AHEAD; u++) {
       const int i = i0 + u * ROUTE_THREADS + tid;
       ev[u] = i < n ? ids[i] : -1;
       rv[u] = i < n ? pos[i] : 0;  // this thread's own rank, written above
     }
 #pragma unroll
-    for (int u = 0; u < ROUTE_AHEAD; u++) {
+    for (int u = 0; u < AHEAD; u++) {
       const int i = i0 + u * ROUTE_THREADS + tid, e = ev[u];
       if (e < 0 || e >= E) continue;
       const int p = base[e] + rv[u];
@@ -1176,6 +1176,24 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
       rowTok[p] = i / GEMM_TOPK;
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
+    moe_route(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
+              int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
+              int* __restrict__ status) {
+  pdl_begin();
+  route_pairs<1>(ids, T, E, BM, counts, offsets, pos, rowTok, tiles, ntiles, status);
+}
+
+// moe_route8: moe_route with eight ids a thread loaded ahead (written, not
+// yet run on a GPU; GEMM.RouteAhead takes it).
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
+    moe_route8(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
+               int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
+               int* __restrict__ status) {
+  pdl_begin();
+  route_pairs<8>(ids, T, E, BM, counts, offsets, pos, rowTok, tiles, ntiles, status);
 }
 
 // moe_combine: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]
