@@ -113,6 +113,11 @@ type Options struct {
 	// three (route_norm, moe_gate_up, moe_down); with Fused and FusedNorms.
 	// The same bits either way.
 	MoELayer bool
+	// DecodeAttnOne (decattn=one) runs a decoded token's attention over the
+	// cache in one launch, attn_split_last, whose last chunk of each KV head
+	// merges the head's queries, where decattn=two runs the split and the
+	// combine apart (written, not yet run on a GPU).
+	DecodeAttnOne bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -192,6 +197,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
+	`decattn=two|one (a decoded token's attention over the cache: the split kernel and the combine, or one launch whose last chunk of each KV head merges its queries, not yet measured; default two), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgrn|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrn: wgrp with a tile of fewer rows than its size (an expert's last) running narrower products, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -249,6 +255,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
+		case "decattn":
+			o.DecodeAttnOne, err = kv.Is("cuda", "one", "two")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

@@ -42,6 +42,12 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "one"}}); err != nil || !o.DecodeAttnOne || DefaultOptions().DecodeAttnOne {
+		t.Errorf("decattn=one: %v (%v); the default: %v, want two", o.DecodeAttnOne, err, DefaultOptions().DecodeAttnOne)
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "three"}}); err == nil {
+		t.Error("decattn=three was taken")
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrn"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGNarrow {
 		t.Errorf("gemm=wgrn: WGRegA %v, WGUndrained %v, WGNarrow %v, %v", o.WGRegA, o.WGUndrained, o.WGNarrow, err)
 	}

@@ -8,15 +8,20 @@
 # moe_route8 (GEMM.RouteAhead: eight ids a thread loaded before its
 # atomics; written, not yet run) through TestMoERouteGroups, and timed
 # beside moe_route in TestMeasureGEMM (moe_route: 9 / 46 / 170 us at 512 /
-# 4096 / 16384 tokens, pipe2 and router5).
+# 4096 / 16384 tokens, pipe2 and router5). Then decattn=one
+# (attn_split_last, written, not yet run: the split attention's last chunk
+# of each KV head merges its queries, one launch where decode ran two an
+# attention layer) through TestAttnMatchesReference and TestConformance,
+# and decode at 256 / 4K / 16K against decattn=two in two rounds. About 6
+# minutes.
 # From the repository root; devrun/nx holds cuda.test.gz and petal.xz as
-# run-pipe.sh says. About 4 minutes.
+# run-pipe.sh says.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
 gpu_env "$O/env.txt"
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestMoERouteGroups|TestGEMMTilesFit|TestGEMMWGModule' > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestMoERouteGroups|TestGEMMTilesFit|TestGEMMWGModule|TestAttnMatchesReference|TestConformance' > $O/tests.txt 2>&1
 echo "gemm tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | head; grep -E -- '--- FAIL' $O/tests.txt | head -12
 PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM' > $O/measure.txt 2>&1
 echo "measure: rc=$?"
@@ -29,6 +34,13 @@ for round in 1 2; do
   for be in cuda cuda:gemm=wgrn; do
     bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 1152,2K,4K,16K \
       --context-lengths 256 --decode-tokens 4 --repeats 2
+  done
+done
+# decattn=one (attn_split_last: a decoded token's attention in one launch)
+for round in 1 2; do
+  for be in cuda cuda:decattn=one; do
+    bench_run "$D/petal" "$O" "dec-$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512 \
+      --context-lengths 256,4K,16K --decode-tokens 64 --repeats 2
   done
 done
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
