@@ -241,12 +241,16 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
   }
 }
 
-// att_merge writes out[h][d]: query head h's merged output of the nsp
-// chunks' states (partials laid out as attn_split leaves them), times
+// attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
 // sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
-static __device__ __forceinline__ void att_merge(const float* po, const float* pml, const float* __restrict__ qg,
-                                                 float* __restrict__ out, int h, int d, int nsp, int maxSplits) {
+extern "C" __global__ void __launch_bounds__(ATT_D)
+    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
+                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
+  pdl_begin();
+  const int d = PETAL_TID_X(), h = PETAL_BID_X();
   const int g = h / ATT_G, hi = h % ATT_G;
+  int nsp, chunk;
+  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
   const float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
   float M = -1e30f;
   for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
@@ -262,15 +266,27 @@ static __device__ __forceinline__ void att_merge(const float* po, const float* p
   out[h * ATT_D + d] = acc / L / (1.f + e);
 }
 
-// attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
-// sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
-extern "C" __global__ void __launch_bounds__(ATT_D)
-    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
-                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
-  pdl_begin();
-  int nsp, chunk;
-  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
-  att_merge(po, pml, qg, out, PETAL_BID_X(), PETAL_TID_X(), nsp, maxSplits);
+// att_merge is attn_combine's out[h][d] for attn_split_last, whose partials
+// other blocks of the same launch wrote: read coherently (volatile), never
+// through the read-only path attn_combine's restrict pointers allow. The
+// same merge in the same order, so the same outputs.
+static __device__ __forceinline__ void att_merge(const volatile float* po, const volatile float* pml,
+                                                 const float* __restrict__ qg, float* __restrict__ out, int h, int d,
+                                                 int nsp, int maxSplits) {
+  const int g = h / ATT_G, hi = h % ATT_G;
+  const volatile float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
+  float M = -1e30f;
+  for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
+  float acc = 0.f, L = 0.f;
+  for (int s = 0; s < nsp; s++) {
+    const float f = aexp2(ml[s * ATT_G * 2] - M);
+    L += ml[s * ATT_G * 2 + 1] * f;
+    acc += po[(((long long)g * maxSplits + s) * ATT_G + hi) * ATT_D + d] * f;
+  }
+  const float gate = qg[(long long)h * 2 * ATT_D + ATT_D + d];
+  float e;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-gate * 1.4426950408889634f));
+  out[h * ATT_D + d] = acc / L / (1.f + e);
 }
 
 // attn_split_last: attn_split, and the last of a KV head's chunks to finish
