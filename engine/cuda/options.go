@@ -97,6 +97,11 @@ type Options struct {
 	// default) splits a QLinearGroup's grouped launch too: a prompt of 16
 	// tokens 12.3 ms against 14.2 unsplit on an H100 (2026-12-06-report6).
 	SplitK, SplitKGroups bool
+	// SplitKWide (splitk=wide) is splitk=all with the register-A wgmma
+	// tiles split too where their blocks fill under half of what fits at
+	// once (wideSplits): out_proj and o_proj at 512 rows (written, not yet
+	// run on a GPU).
+	SplitKWide bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
 	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
@@ -203,7 +208,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gemm=wgrp|wgrn|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrn: wgrp with a tile of fewer rows than its size (an expert's last) running narrower products, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
-	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
+	`splitk=all|wide|on|off (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; wide: all, and the wgmma tiles split too where their blocks fill under half of the GPU (out_proj at 512 rows), not yet measured; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -284,11 +289,11 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "splitk":
 			switch kv.Value {
 			case "on", "off":
-				o.SplitK, o.SplitKGroups = kv.Value == "on", false
-			case "all":
-				o.SplitK, o.SplitKGroups = true, true
+				o.SplitK, o.SplitKGroups, o.SplitKWide = kv.Value == "on", false, false
+			case "all", "wide":
+				o.SplitK, o.SplitKGroups, o.SplitKWide = true, true, kv.Value == "wide"
 			default:
-				err = fmt.Errorf("cuda: splitk=%q: want on, off or all", kv.Value)
+				err = fmt.Errorf("cuda: splitk=%q: want on, off, all or wide", kv.Value)
 			}
 		case "attn":
 			switch kv.Value {

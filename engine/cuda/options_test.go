@@ -42,6 +42,23 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "splitk", Value: "wide"}}); err != nil || !o.SplitK || !o.SplitKGroups || !o.SplitKWide || DefaultOptions().SplitKWide {
+		t.Errorf("splitk=wide: %+v (%v); the default's SplitKWide %v, want off", o, err, DefaultOptions().SplitKWide)
+	}
+	// splitk=wide's splits on an H100's 132 multiprocessors: out_proj (2048
+	// x 4096, 64 k-tiles) at 512 rows, split until its blocks fill half of
+	// what fits at once; at 4096 rows not at all; in_proj_z (4096 x 2048, 32
+	// k-tiles) on w64rp: 256 blocks, already past half of 396
+	for _, c := range []struct {
+		tile          string
+		tiles, ktiles int
+		want          int
+	}{{"w64rp", 16 * 8, 64, 2}, {"w128rp", 16 * 4, 64, 4}, {"w256rp", 16 * 2, 64, 4}, {"w256rp", 16 * 16, 64, 1}, {"w64rp", 32 * 8, 32, 1}, {"w128rp", 16 * 4, 8, 1}} {
+		tile, _ := GEMMTileByName(c.tile)
+		if got := wideSplits(tile, c.tiles, c.ktiles, 132); got != c.want {
+			t.Errorf("splitk=wide, %s, %d blocks of %d k-tiles: %d splits, want %d", c.tile, c.tiles, c.ktiles, got, c.want)
+		}
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "one"}}); err != nil || !o.DecodeAttnOne || DefaultOptions().DecodeAttnOne {
 		t.Errorf("decattn=one: %v (%v); the default: %v, want two", o.DecodeAttnOne, err, DefaultOptions().DecodeAttnOne)
 	}

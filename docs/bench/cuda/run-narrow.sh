@@ -13,7 +13,10 @@
 # of each KV head merges its queries, one launch where decode ran two an
 # attention layer) through TestAttnMatchesReference and TestConformance,
 # and decode at 256 / 4K / 16K against decattn=two in two rounds. About 6
-# minutes.
+# minutes. And splitk=wide (the wgmma tiles' dense GEMMs split over k
+# where their blocks fill under half of the GPU, out_proj at 512 rows;
+# written, not yet run): the split tests, TestMeasureDenseSplit at 512
+# rows, and prefill beside the others. About 7 minutes in all.
 # From the repository root; devrun/nx holds cuda.test.gz and petal.xz as
 # run-pipe.sh says.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
@@ -21,18 +24,19 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/nx; mkdir -p "$O"
 unpack_devrun "$D"
 gpu_env "$O/env.txt"
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestMoEGrouped|TestMoERouteGroups|TestGEMMTilesFit|TestGEMMWGModule|TestAttnMatchesReference|TestConformance' > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestGEMMDense|TestGEMMGroupSplit|TestMoEGrouped|TestMoERouteGroups|TestGEMMTilesFit|TestGEMMWGModule|TestAttnMatchesReference|TestConformance' > $O/tests.txt 2>&1
 echo "gemm tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | head; grep -E -- '--- FAIL' $O/tests.txt | head -12
-PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM' > $O/measure.txt 2>&1
+PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|TestMeasureDenseSplit' > $O/measure.txt 2>&1
 echo "measure: rc=$?"
 grep -E 'registers' $O/measure.txt | grep -E 'rn:' | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'moe T=[0-9]+ route:' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'moe T=(512|1024|2048|4096|16384) +skew 0.0 (w32r|w64r|w64rp|w64rn|w128rp|w128rn|w256rp|w256rn) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
+grep -E 'dense .*M=512 w' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'dense .*M=4096' $O/measure.txt | sed 's/.*M=4096//' | tr '|' '\n' | grep -E 'w256rp|w256rn|w128rp|w128rn' | paste -s -d' ' | cut -c1-300
 cd $R
 for round in 1 2; do
-  for be in cuda cuda:gemm=wgrn; do
-    bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 1152,2K,4K,16K \
+  for be in cuda cuda:gemm=wgrn cuda:splitk=wide; do
+    bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512,1K,1152,2K,4K,16K \
       --context-lengths 256 --decode-tokens 4 --repeats 2
   done
 done
