@@ -39,7 +39,8 @@ func doctorCommand(st *Streams) *cli.Command {
   CUDA   whether libcuda loads (and why not), the driver version, each GPU's name, compute
          capability and free/total memory, and whether every embedded PTX module of petal's
          kernels loads (with the driver's JIT message when one does not; gemm_wg, Hopper's
-         wgmma, is built for compute capability 9.0 only and tried on such a GPU alone);
+         wgmma, is built for compute capability 9.0 only and tried on such a GPU alone), and
+         the driver's cache of compiled kernels (empty or off: loading them takes half a minute);
   Metal  on macOS the device, its GPU family, the MSL version and math mode read back from
          the compiler, every embedded Metal library compiled with each of its kernels
          (gemm_tensor, on Metal 4's tensor operations, only where the device has them), and
@@ -105,6 +106,15 @@ type cudaReport struct {
 	Reason        string      `json:"reason,omitempty"` // why not, when not
 	DriverVersion string      `json:"driver_version,omitempty"`
 	GPUs          []gpuReport `json:"gpus,omitempty"`
+	// KernelCache is the driver's cache of compiled kernels: empty, the
+	// next run compiles petal's kernels for the GPU (half a minute).
+	KernelCache *kernelCacheReport `json:"kernel_cache,omitempty"`
+}
+
+type kernelCacheReport struct {
+	Dir   string `json:"dir"`
+	Bytes int64  `json:"bytes"` // -1: not readable
+	Off   bool   `json:"off"`   // CUDA_CACHE_DISABLE=1
 }
 
 type gpuReport struct {
@@ -343,7 +353,8 @@ func probeCUDA() cudaReport {
 		}
 		return r
 	}
-	r := cudaReport{Available: true}
+	kc := cuda.DriverKernelCache()
+	r := cudaReport{Available: true, KernelCache: &kernelCacheReport{Dir: kc.Dir, Bytes: kc.Bytes, Off: kc.Off}}
 	if len(devs) > 0 {
 		v := devs[0].DriverAPI
 		r.DriverVersion = fmt.Sprintf("CUDA %d.%d (%d)", v/1000, v%1000/10, v)
@@ -619,6 +630,16 @@ func writeDoctorText(w io.Writer, r *doctorReport) error {
 		fmt.Fprintf(&b, "  not available: %s\n", r.CUDA.Reason)
 	} else {
 		fmt.Fprintf(&b, "  driver:    %s\n", r.CUDA.DriverVersion)
+		if kc := r.CUDA.KernelCache; kc != nil {
+			switch {
+			case kc.Off:
+				fmt.Fprintf(&b, "  kernels:   the driver's cache is off (CUDA_CACHE_DISABLE=1): every run compiles petal's kernels (about half a minute)\n")
+			case kc.Bytes == 0:
+				fmt.Fprintf(&b, "  kernels:   the driver's cache (%s) was empty: loading petal's kernels below compiled them for the GPU (about half a minute); later runs reuse them\n", kc.Dir)
+			case kc.Bytes > 0:
+				fmt.Fprintf(&b, "  kernels:   the driver's cache (%s) holds %.1f MB of compiled kernels\n", kc.Dir, float64(kc.Bytes)/1e6)
+			}
+		}
 		for _, g := range r.CUDA.GPUs {
 			free := "free unknown"
 			if g.MemoryFree >= 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -236,5 +237,46 @@ func TestDoctorModuleNotFor(t *testing.T) {
 		if why := moduleNotFor(c[0], c[1]); why != "" {
 			t.Errorf("%s on %s: skipped (%s)", c[0], c[1], why)
 		}
+	}
+}
+
+// TestDoctorKernelCache: with a GPU, the report says where the driver keeps
+// petal's compiled kernels and how much is there, that an empty cache
+// means a slow first load, and that CUDA_CACHE_DISABLE=1 makes every run
+// compile them.
+func TestDoctorKernelCache(t *testing.T) {
+	noCUDA(t)
+	defer func(f func(driver.Device) gpuReport) { doctorGPU = f }(doctorGPU)
+	doctorCUDADevices = func() ([]driver.Device, error) {
+		return []driver.Device{{Ordinal: 0, Name: "NVIDIA Test", Major: 9, Minor: 0, Memory: 80 << 30, DriverAPI: 13000}}, nil
+	}
+	doctorGPU = func(d driver.Device) gpuReport {
+		g := probeGPUReportOf(d)
+		g.Usable, g.MemoryFree, g.ModulesLoaded = true, 70<<30, []string{"ops"}
+		return g
+	}
+	dir := t.TempDir()
+	t.Setenv("CUDA_CACHE_PATH", dir)
+	t.Setenv("CUDA_CACHE_DISABLE", "")
+	text := func() string {
+		_, out, _ := runMain(t, Streams{}, "doctor")
+		return out
+	}
+	if out := text(); !strings.Contains(out, "the driver's cache ("+dir+") was empty") {
+		t.Errorf("an empty cache: the report lacks it:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index"), make([]byte, 2_500_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := text(); !strings.Contains(out, "holds 2.5 MB of compiled kernels") {
+		t.Errorf("a cache of 2.5 MB: the report lacks it:\n%s", out)
+	}
+	_, r, _ := doctorJSON(t)
+	if kc, _ := r["cuda"].(map[string]any)["kernel_cache"].(map[string]any); kc["dir"] != dir || kc["bytes"] != 2.5e6 || kc["off"] != false {
+		t.Errorf("--json kernel_cache %v", kc)
+	}
+	t.Setenv("CUDA_CACHE_DISABLE", "1")
+	if out := text(); !strings.Contains(out, "every run compiles petal's kernels") {
+		t.Errorf("the cache off: the report lacks it:\n%s", out)
 	}
 }

@@ -59,3 +59,37 @@ func slowLoadNotice(took time.Duration, announced bool) string {
 	}
 	return fmt.Sprintf("cuda: loading petal's kernels took %.0f s: the driver compiled them for this GPU; its cache (%s) keeps them for later runs unless it cannot be written", took.Seconds(), where)
 }
+
+// KernelCache is the driver's cache of compiled kernels as petal doctor
+// reports it: its folder, the bytes in it (-1 where it cannot be read),
+// and whether CUDA_CACHE_DISABLE switches it off.
+type KernelCache struct {
+	Dir   string
+	Bytes int64
+	Off   bool
+}
+
+// DriverKernelCache reads the driver's cache folder's size.
+func DriverKernelCache() KernelCache {
+	c := KernelCache{Dir: driverCacheDir(), Bytes: -1, Off: os.Getenv("CUDA_CACHE_DISABLE") == "1"}
+	if c.Dir == "" {
+		return c
+	}
+	var n int64
+	err := filepath.WalkDir(c.Dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil && !d.IsDir() {
+			n += info.Size()
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		c.Bytes = n
+	case os.IsNotExist(err):
+		c.Bytes = 0
+	}
+	return c
+}
