@@ -76,6 +76,9 @@ var WGMMATiles = []GEMMTile{
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+	// w32rn: w32r with its products only as wide as its rows (WG = 5), for
+	// moe=wg under gemm=wgrn; not yet run on a GPU.
+	{Name: "w32rn", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -654,7 +657,11 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 // stays (the MoE at 1024 tokens w64r 400 us, w64rp 414).
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if avg := tokens * MoETopK / max(experts, 1); g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 16 {
-		w, _ := GEMMTileByName("w32r")
+		name := "w32r"
+		if g.narrow {
+			name = "w32rn"
+		}
+		w, _ := GEMMTileByName(name)
 		return w
 	}
 	t := MoETile(tokens, experts, kernel)

@@ -84,6 +84,7 @@ func TestGEMMTilesFit(t *testing.T) {
 	}
 	g.NarrowTiles()
 	moeTiles("gemm=wgrn", MoEStream, map[int]string{4096: "w128rn", 1024: "w64rn", 512: "s16"})
+	moeTiles("gemm=wgrn, moe=wg", MoEWG, map[int]string{4096: "w128rn", 512: "w32rn", 100: "s16"})
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rn" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrn): %v, want w256rn", got)
 	}

@@ -1,5 +1,5 @@
 #!/bin/bash
-# run-narrow.sh: w256rn, w128rn and w64rn (gemm_tile's WG = 5: a tile's
+# run-narrow.sh: w256rn, w128rn, w64rn and w32rn (gemm_tile's WG = 5: a tile's
 # products only as wide as its rows; written, not yet run on a GPU) through
 # the GEMM tests and TestMeasureGEMM (the MoE at 512 .. 16384 tokens beside
 # w128rp and w64r), then prefill under gemm=wgrn against the defaults
@@ -30,7 +30,7 @@ PETAL_CUDA_BENCH=1 timeout 200 $D/cuda.test -test.v -test.run 'TestMeasureGEMM|T
 echo "measure: rc=$?"
 grep -E 'registers' $O/measure.txt | grep -E 'rn:' | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'moe T=[0-9]+ route:' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //'
-grep -E 'moe T=(512|1024|2048|4096|16384) +skew 0.0 (w32r|w64r|w64rp|w64rn|w128rp|w128rn|w256rp|w256rn) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
+grep -E 'moe T=(512|1024|2048|4096|16384) +skew 0.0 (w32r|w32rn|w64r|w64rp|w64rn|w128rp|w128rn|w256rp|w256rn) ' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //' | cut -c1-200
 grep -E 'dense .*M=512 w' $O/measure.txt | sed 's/.*gemm_test.go:[0-9]*: //'
 grep -E 'dense .*M=4096' $O/measure.txt | sed 's/.*M=4096//' | tr '|' '\n' | grep -E 'w256rp|w256rn|w128rp|w128rn' | paste -s -d' ' | cut -c1-300
 cd $R

@@ -57,3 +57,7 @@ GEMM_ENTRIES(w64rn, 64, 128, 4, 2, 5, 3, 5)
 // (three k-tiles of copies in flight). At 512 tokens 308 us against s16's
 // 365 (2026-12-06-pipe2); a 16-row twin with six stages took 391.
 GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 4)
+// w32rn: w32r with its products only as wide as its rows (WG = 5): at 512
+// tokens an expert's 16 rows on average, about half of them 16 or fewer
+// (written, not yet run on a GPU).
+GEMM_ENTRIES(w32rn, 32, 128, 2, 4, 5, 3, 5)
