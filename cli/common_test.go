@@ -231,7 +231,7 @@ func TestDeviceFit(t *testing.T) {
 // TestDeviceWorkspaceScoringRows: the workspace counts a chunk's
 // activations at its full length but a scoring pass's logits at
 // model.AllLogitsChunk rows at most (a 16384-token chunk of the 35B model
-// would otherwise count 16 GiB of logits), and no more rows than the
+// would otherwise count 15 GiB of logits), and no more rows than the
 // context holds.
 func TestDeviceWorkspaceScoringRows(t *testing.T) {
 	d, err := model.NamedDims("qwen3.6-35b-a3b")

@@ -157,18 +157,7 @@ func TestDoctorFailingCheck(t *testing.T) {
 // TestDoctorGPUKernelsFail: a GPU whose kernels do not load is reported with
 // the JIT's message, and fails the run.
 func TestDoctorGPUKernelsFail(t *testing.T) {
-	noCUDA(t)
-	defer func(f func(driver.Device) gpuReport) { doctorGPU = f }(doctorGPU)
-	doctorCUDADevices = func() ([]driver.Device, error) {
-		return []driver.Device{{Ordinal: 0, Name: "NVIDIA Test", Major: 9, Minor: 0, Memory: 80 << 30, DriverAPI: 13000}}, nil
-	}
-	doctorGPU = func(d driver.Device) gpuReport {
-		g := probeGPUReportOf(d)
-		g.Usable, g.MemoryFree = true, 70<<30
-		g.ModulesLoaded = []string{"ops"}
-		g.ModuleErrors = []string{"gemm: cuda: gemm: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218)\nptxas fatal: Unsupported .version 9.9"}
-		return g
-	}
+	fakeDoctorGPU(t, "gemm: cuda: gemm: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218)\nptxas fatal: Unsupported .version 9.9")
 	code, r, _ := doctorJSON(t)
 	cu := r["cuda"].(map[string]any)
 	if code != ExitJobsFailed || cu["driver_version"] != "CUDA 13.0 (13000)" {
@@ -180,6 +169,24 @@ func TestDoctorGPUKernelsFail(t *testing.T) {
 	}
 	if c := checksOf(t, r)["cuda kernels load on GPU 0"]; c == nil || c["status"] != "fail" || !strings.Contains(c["detail"].(string), "ptxas fatal") {
 		t.Errorf("kernel check %v", c)
+	}
+}
+
+// fakeDoctorGPU stands in, for the rest of the test, for a machine with one
+// usable Hopper GPU (80 GiB, 70 free) whose ops module loads and whose
+// other modules fail with moduleErrors.
+func fakeDoctorGPU(t *testing.T, moduleErrors ...string) {
+	t.Helper()
+	noCUDA(t)
+	probe := doctorGPU
+	t.Cleanup(func() { doctorGPU = probe })
+	doctorCUDADevices = func() ([]driver.Device, error) {
+		return []driver.Device{{Ordinal: 0, Name: "NVIDIA Test", Major: 9, Minor: 0, Memory: 80 << 30, DriverAPI: 13000}}, nil
+	}
+	doctorGPU = func(d driver.Device) gpuReport {
+		g := probeGPUReportOf(d)
+		g.Usable, g.MemoryFree, g.ModulesLoaded, g.ModuleErrors = true, 70<<30, []string{"ops"}, moduleErrors
+		return g
 	}
 }
 
@@ -245,16 +252,7 @@ func TestDoctorModuleNotFor(t *testing.T) {
 // means a slow first load, and that CUDA_CACHE_DISABLE=1 makes every run
 // compile them.
 func TestDoctorKernelCache(t *testing.T) {
-	noCUDA(t)
-	defer func(f func(driver.Device) gpuReport) { doctorGPU = f }(doctorGPU)
-	doctorCUDADevices = func() ([]driver.Device, error) {
-		return []driver.Device{{Ordinal: 0, Name: "NVIDIA Test", Major: 9, Minor: 0, Memory: 80 << 30, DriverAPI: 13000}}, nil
-	}
-	doctorGPU = func(d driver.Device) gpuReport {
-		g := probeGPUReportOf(d)
-		g.Usable, g.MemoryFree, g.ModulesLoaded = true, 70<<30, []string{"ops"}
-		return g
-	}
+	fakeDoctorGPU(t)
 	dir := t.TempDir()
 	t.Setenv("CUDA_CACHE_PATH", dir)
 	t.Setenv("CUDA_CACHE_DISABLE", "")

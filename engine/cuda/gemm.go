@@ -24,9 +24,9 @@ import (
 // with two W tiles: the next k-tile dequantised while this one's products
 // run (WG = 2).
 //
-// A WG tile with RegA is the register-A form (WG = 3): the weights
-// dequantised into wgmma's A fragments in registers, X the B operand from
-// shared memory, no W tile.
+// A WG tile with RegA is the register-A form (WG = 3, and 4 and 5 for its
+// undrained and narrow twins): the weights dequantised into wgmma's A
+// fragments in registers, X the B operand from shared memory, no W tile.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
@@ -43,11 +43,12 @@ var GEMMTiles = []GEMMTile{
 	{Name: "m16", BM: 16, BN: 128, Threads: 128, Stages: 4},
 }
 
-// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 or 3). On a
+// WGMMATiles are gemm_wg.cu's tiles (GEMM_ENTRIES with WG = 2 to 5). On a
 // GPU of compute capability 9.0, DenseTile and MoETile choose w256r, w128r
-// and w64r (gemm=wgr, the default: the weights as wgmma's A operand from
-// registers, no W tile in shared memory, against 64, 128 or 256 X rows),
-// or with gemm=wg w256o, w128o2 and w64o (GEMM.UseWGMMA). On an H100 at
+// and w64r (gemm=wgr: the weights as wgmma's A operand from registers, no
+// W tile in shared memory, against 64, 128 or 256 X rows; their undrained
+// twins under gemm=wgrp, the default), or with gemm=wg w256o, w128o2 and
+// w64o (GEMM.UseWGMMA). On an H100 at
 // 4096 rows (2026-12-06-wgr1): w256r 425-462 TFLOP/s, w256o 394-444,
 // m128 276-291; the MoE at 4096 tokens w128r 927 µs, w128o2 975, at 1024
 // w64r 407, w64o 450. Blocks is the blocks a multiprocessor the tile is
@@ -210,7 +211,7 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
 // AddWGMMA) where they were measured faster than the mma.sync tiles; with
 // regA, the register-A tiles w256r, w128r and w64r in the places of w256o,
-// w128o2 and w64o (gemm=wgr, the default).
+// w128o2 and w64o (gemm=wgr, and gemm=wgrp's with UndrainedTiles).
 func (g *GEMM) UseWGMMA(regA bool) error {
 	if len(g.wg) == 0 {
 		return fmt.Errorf("cuda: the wgmma GEMM tiles are not loaded")
@@ -656,7 +657,8 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 // 2026-12-06-pipe2). Under UndrainedTiles w128r becomes w128rp but w64r
 // stays (the MoE at 1024 tokens w64r 400 us, w64rp 414).
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
-	if avg := tokens * MoETopK / max(experts, 1); g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 16 {
+	avg := tokens * MoETopK / max(experts, 1)
+	if g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 16 {
 		name := "w32r"
 		if g.narrow {
 			name = "w32rn"
@@ -668,7 +670,6 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if !g.useWG || (t.Name != "m128" && t.Name != "m64") {
 		return t
 	}
-	avg := tokens * MoETopK / max(experts, 1)
 	wide := avg > 32
 	if g.regA {
 		// w64r against w128rp: 400 against 517 us at 32 rows an expert,

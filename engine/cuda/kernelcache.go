@@ -16,7 +16,7 @@ import (
 
 // slowKernelLoad is how long loading the kernels may take before New says
 // why it took so long.
-var slowKernelLoad = 5 * time.Second
+const slowKernelLoad = 5 * time.Second
 
 // driverCacheDir is where the driver keeps compiled kernels: CUDA_CACHE_PATH,
 // else ~/.nv/ComputeCache.
@@ -31,10 +31,13 @@ func driverCacheDir() string {
 	return filepath.Join(home, ".nv", "ComputeCache")
 }
 
+// driverCacheOff says whether CUDA_CACHE_DISABLE switches the cache off.
+func driverCacheOff() bool { return os.Getenv("CUDA_CACHE_DISABLE") == "1" }
+
 // kernelCacheNotice is what to say before the kernels load, or "": the
 // driver's cache switched off, or empty (a first run on this machine).
 func kernelCacheNotice() string {
-	if os.Getenv("CUDA_CACHE_DISABLE") == "1" {
+	if driverCacheOff() {
 		return "cuda: CUDA_CACHE_DISABLE=1: the driver compiles petal's kernels for the GPU on every run (about half a minute)"
 	}
 	dir := driverCacheDir()
@@ -47,8 +50,8 @@ func kernelCacheNotice() string {
 	return ""
 }
 
-// slowLoadNotice is what to say after loading the kernels took took, or ""
-// where that was quick or was announced before.
+// slowLoadNotice is what to say after a load of the kernels that lasted
+// took, or "" where that was quick or was announced before.
 func slowLoadNotice(took time.Duration, announced bool) string {
 	if took < slowKernelLoad || announced {
 		return ""
@@ -71,7 +74,7 @@ type KernelCache struct {
 
 // DriverKernelCache reads the driver's cache folder's size.
 func DriverKernelCache() KernelCache {
-	c := KernelCache{Dir: driverCacheDir(), Bytes: -1, Off: os.Getenv("CUDA_CACHE_DISABLE") == "1"}
+	c := KernelCache{Dir: driverCacheDir(), Bytes: -1, Off: driverCacheOff()}
 	if c.Dir == "" {
 		return c
 	}

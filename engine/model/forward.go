@@ -110,8 +110,8 @@ func (m *Model) Forward(s *State, tokens []int32, want Logits, emit func(pos int
 
 // AllLogitsChunk bounds the chunks of a Forward that wants every
 // position's logits (scoring): its logits buffer holds a chunk's rows of
-// vocabulary floats, 4 GiB at 4096 tokens for a vocabulary of 248K, where
-// a GPU's long chunks (16384 on CUDA) would make it 16.
+// vocabulary floats, 3.8 GiB at 4096 tokens for a vocabulary of 248K,
+// where a GPU's long chunks (16384 on CUDA) would make it 15.2.
 const AllLogitsChunk = 4096
 
 // chunkFor is the chunk length of a Forward that wants want.

@@ -241,17 +241,18 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
   }
 }
 
-// attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
-// sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
-extern "C" __global__ void __launch_bounds__(ATT_D)
-    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
-                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
-  pdl_begin();
-  const int d = PETAL_TID_X(), h = PETAL_BID_X();
+// att_merge writes out[h][d]: query head h's output merged from the nsp
+// chunks' states that attn_split left in the partials, times sigmoid(gate),
+// the gate of head h at qg[h*512 + 256 + d]. F is const float where the
+// partials come from an earlier launch (attn_combine: the restrict
+// pointers let their loads take the read-only path), const volatile float
+// where other blocks of this launch wrote them (attn_split_last: read
+// coherently). The same merge in the same order either way.
+template <typename F>
+static __device__ __forceinline__ void att_merge(F* __restrict__ po, F* __restrict__ pml, const float* __restrict__ qg,
+                                                 float* __restrict__ out, int h, int d, int nsp, int maxSplits) {
   const int g = h / ATT_G, hi = h % ATT_G;
-  int nsp, chunk;
-  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
-  const float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
+  F* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
   float M = -1e30f;
   for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
   float acc = 0.f, L = 0.f;
@@ -266,27 +267,14 @@ extern "C" __global__ void __launch_bounds__(ATT_D)
   out[h * ATT_D + d] = acc / L / (1.f + e);
 }
 
-// att_merge is attn_combine's out[h][d] for attn_split_last, whose partials
-// other blocks of the same launch wrote: read coherently (volatile), never
-// through the read-only path attn_combine's restrict pointers allow. The
-// same merge in the same order, so the same outputs.
-static __device__ __forceinline__ void att_merge(const volatile float* po, const volatile float* pml,
-                                                 const float* __restrict__ qg, float* __restrict__ out, int h, int d,
-                                                 int nsp, int maxSplits) {
-  const int g = h / ATT_G, hi = h % ATT_G;
-  const volatile float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
-  float M = -1e30f;
-  for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
-  float acc = 0.f, L = 0.f;
-  for (int s = 0; s < nsp; s++) {
-    const float f = aexp2(ml[s * ATT_G * 2] - M);
-    L += ml[s * ATT_G * 2 + 1] * f;
-    acc += po[(((long long)g * maxSplits + s) * ATT_G + hi) * ATT_D + d] * f;
-  }
-  const float gate = qg[(long long)h * 2 * ATT_D + ATT_D + d];
-  float e;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-gate * 1.4426950408889634f));
-  out[h * ATT_D + d] = acc / L / (1.f + e);
+// attn_combine: QH blocks of ATT_D threads, block h merging query head h.
+extern "C" __global__ void __launch_bounds__(ATT_D)
+    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
+                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
+  pdl_begin();
+  int nsp, chunk;
+  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
+  att_merge<const float>(po, pml, qg, out, PETAL_BID_X(), PETAL_TID_X(), nsp, maxSplits);
 }
 
 // attn_split_last: attn_split, and the last of a KV head's chunks to finish
@@ -314,7 +302,7 @@ static __device__ __forceinline__ void attn_split_last(const float* __restrict__
   if (!last) return;
   fence_gpu();  // every chunk's partials, after the last ticket
 #pragma unroll 1
-  for (int hi = 0; hi < ATT_G; hi++) att_merge(po, pml, qg, out, g * ATT_G + hi, tid, nsp, maxSplits);
+  for (int hi = 0; hi < ATT_G; hi++) att_merge<const volatile float>(po, pml, qg, out, g * ATT_G + hi, tid, nsp, maxSplits);
 }
 
 #define QK_PREP(T, NAME)                                                                                     \
