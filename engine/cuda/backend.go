@@ -146,6 +146,14 @@ func (b *Backend) init() error {
 	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
 		return err
 	}
+	if b.o.Prewait {
+		if err = b.qmv.UsePrewait(b.ctx, mods["qmv"]); err != nil {
+			return err
+		}
+		if err = b.moe.UsePrewait(b.ctx, mods["moe"]); err != nil {
+			return err
+		}
+	}
 	if b.route, err = NewRoute(mods["route"]); err != nil {
 		return err
 	}

@@ -52,8 +52,10 @@ func TestConformance(t *testing.T) {
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
 		"decattn=one":       func(o *Options) { o.DecodeAttnOne = true },
+		"prewait=on":        func(o *Options) { o.Prewait = true },
+		"prewait=on,pdl=on": func(o *Options) { o.Prewait, o.PDLSome = true, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "decattn=one"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "decattn=one", "prewait=on", "prewait=on,pdl=on"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

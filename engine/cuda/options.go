@@ -134,6 +134,13 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
+	// Prewait (prewait=on) gives the kernels pdl=some launches early their
+	// prewait forms (qmv_group_norm_pw, moe_gate_up_pw): they ask L2 for
+	// the weights that do not depend on the kernel before them (a layer's
+	// first projections, the shared expert's gate and up) and only then
+	// wait for it, so that the wait of a kernel placed early is spent
+	// fetching. Written, not yet run on a GPU.
+	Prewait bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -203,6 +210,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`decattn=two|one (a decoded token's attention over the cache: the split kernel and the combine, or one launch whose last chunk of each KV head merges its queries, not yet measured; default two), ` +
+	`prewait=on|off (under pdl=some, the kernels launched early ask L2 for their weights before waiting for the kernel before them: a layer's first projections, the shared expert's gate and up; not yet measured; default off), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgrn|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrn: wgrp with a tile of fewer rows than its size (an expert's last) running narrower products, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -260,6 +268,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
+		case "prewait":
+			o.Prewait, err = kv.On("cuda")
 		case "decattn":
 			o.DecodeAttnOne, err = kv.Is("cuda", "one", "two")
 		case "qmv":

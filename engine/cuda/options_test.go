@@ -62,6 +62,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "one"}}); err != nil || !o.DecodeAttnOne || DefaultOptions().DecodeAttnOne {
 		t.Errorf("decattn=one: %v (%v); the default: %v, want two", o.DecodeAttnOne, err, DefaultOptions().DecodeAttnOne)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "prewait", Value: "on"}}); err != nil || !o.Prewait || DefaultOptions().Prewait {
+		t.Errorf("prewait=on: %v (%v); the default: %v, want off", o.Prewait, err, DefaultOptions().Prewait)
+	}
 	if _, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "three"}}); err == nil {
 		t.Error("decattn=three was taken")
 	}
