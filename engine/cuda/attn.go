@@ -45,10 +45,6 @@ func LoadAttnModule(c *driver.Context) (*driver.Module, error) {
 type Attn struct {
 	prep, split map[KVType]*driver.Function
 	combine     *driver.Function
-	// splitLast: attn_split_last, the split kernel whose last chunk of each
-	// KV head to finish merges the head's queries (LaunchAttention with
-	// AttnBuffers.Counters set).
-	splitLast map[KVType]*driver.Function
 	// MaxSplits bounds the chunks of the cache per KV head and MinChunk is
 	// the fewest rows a chunk takes; the chunks are ceil(n/MinChunk), at
 	// most MaxSplits, chosen on the device from the position.
@@ -58,7 +54,7 @@ type Attn struct {
 // NewAttn finds the kernels in mod, with MaxSplits filling the GPU once for
 // two KV heads.
 func NewAttn(c *driver.Context, mod *driver.Module) (*Attn, error) {
-	k := &Attn{prep: map[KVType]*driver.Function{}, split: map[KVType]*driver.Function{}, splitLast: map[KVType]*driver.Function{},
+	k := &Attn{prep: map[KVType]*driver.Function{}, split: map[KVType]*driver.Function{},
 		MaxSplits: max(1, c.Device().SMs/2), MinChunk: 64}
 	for _, kv := range []KVType{KVBF16, KVF32} {
 		var err error
@@ -68,13 +64,8 @@ func NewAttn(c *driver.Context, mod *driver.Module) (*Attn, error) {
 		if k.split[kv], err = mod.Function("attn_split_" + kv.String()); err != nil {
 			return nil, err
 		}
-		if k.splitLast[kv], err = mod.Function("attn_split_last_" + kv.String()); err != nil {
+		if err := k.split[kv].SetMaxDynamicShared(attnSplitSmem); err != nil {
 			return nil, err
-		}
-		for _, f := range []*driver.Function{k.split[kv], k.splitLast[kv]} {
-			if err := f.SetMaxDynamicShared(attnSplitSmem); err != nil {
-				return nil, err
-			}
 		}
 	}
 	var err error
@@ -125,12 +116,9 @@ func (k *Attn) PartialsBytes(sh AttnShape) (o, ml int64) {
 // then its gate), K and V [KVHeads·256], the norm weights QNorm, KNorm
 // [256], InvFreq (float64, AttnShape.InvFreq), the prepared queries Q
 // [QHeads·256], the caches [MaxPos][KVHeads][256], Pos (int32 [1]), the
-// partials (PartialsBytes) and Out [QHeads·256]. Counters, where set, is
-// KVHeads u32 tickets, zero and left zero by every launch: the split's
-// last chunk of each KV head merges its queries, one launch for two.
+// partials (PartialsBytes) and Out [QHeads·256].
 type AttnBuffers struct {
 	QG, K, V, QNorm, KNorm, InvFreq, Q, KCache, VCache, Pos, PartO, PartML, Out driver.Ptr
-	Counters                                                                    driver.Ptr
 }
 
 // Launch queues the three kernels on s.
@@ -169,10 +157,6 @@ func (k *Attn) LaunchAttention(s *driver.Stream, sh AttnShape, b AttnBuffers) er
 	var a driver.Args
 	a.Ptr(b.Q).Ptr(b.KCache).Ptr(b.VCache).Ptr(b.Pos).Ptr(b.PartO).Ptr(b.PartML).I32(int32(sh.KVHeads)).
 		I32(int32(k.MaxSplits)).I32(int32(k.MinChunk))
-	if b.Counters != 0 {
-		a.Ptr(b.QG).Ptr(b.Out).Ptr(b.Counters)
-		return s.Launch(k.splitLast[sh.KV], driver.D1(sh.KVHeads*k.MaxSplits), driver.D1(attnWarps*32), attnSplitSmem, &a)
-	}
 	if err := s.Launch(k.split[sh.KV], driver.D1(sh.KVHeads*k.MaxSplits), driver.D1(attnWarps*32), attnSplitSmem, &a); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"petal/engine/backend/backendtest"
@@ -183,9 +182,7 @@ func (a *attnCase) checkPrep(t testing.TB, s *driver.Stream, pos int, label stri
 // TestAttnMatchesReference runs QKPrep and the split attention at contexts
 // 1, 17, 1000, 4109 and 32768 with both KV types, and with small splits
 // that leave chunks empty, against the float64 references; outputs and the
-// cache rows past the context poisoned. Each case runs twice: the split
-// and the combine apart, and in one launch (attn_split_last, decattn=one),
-// whose tickets must be left at zero.
+// cache rows past the context poisoned.
 func TestAttnMatchesReference(t *testing.T) {
 	c := gpu(t)
 	s := newTestStream(t, c)
@@ -196,7 +193,6 @@ func TestAttnMatchesReference(t *testing.T) {
 	rng := freshRNG(t)
 	type split struct{ max, min int }
 	def := split{k.MaxSplits, k.MinChunk}
-	tickets := upBuf(t, c, s, make([]int32, 8), "attention tickets")
 	for _, kv := range []KVType{KVBF16, KVF32} {
 		for _, n := range []int{1, 17, 1000, 4096 + 13, 32768} {
 			splits := []split{def}
@@ -204,41 +200,24 @@ func TestAttnMatchesReference(t *testing.T) {
 				splits = append(splits, split{7, 1}, split{3, 300})
 			}
 			for _, sp := range splits {
-				for _, one := range []bool{false, true} {
-					k.MaxSplits, k.MinChunk = sp.max, sp.min
-					pos := n - 1
-					sh := attn35B(n+5, kv)
-					a := newAttnCase(t, c, s, k, rng, sh, pos)
-					if one {
-						a.b.Counters = tickets.P
-					}
-					if err := k.Launch(s, sh, a.b); err != nil {
-						t.Fatal(err)
-					}
-					label := fmt.Sprintf("%v n=%d splits %d/%d one launch %v", kv, n, sp.max, sp.min, one)
-					if one {
-						left := make([]int32, 8)
-						if err := s.CopyToHost(bytesOf(left), tickets.P); err != nil {
-							t.Fatal(err)
-						}
-						if err := s.Sync(); err != nil {
-							t.Fatal(err)
-						}
-						if slices.ContainsFunc(left, func(v int32) bool { return v != 0 }) {
-							t.Fatalf("%s: tickets left at %v, want zeros", label, left)
-						}
-					}
-					gotK := a.checkPrep(t, s, pos, label)
-					copy(a.kc[pos*a.rowFloats:], gotK)
-					copy(a.vc[pos*a.rowFloats:], a.cacheRow(t, s, a.vcp, pos))
-					gotQ := a.q.Floats(t, s, "q")
-					want := backendtest.Attention(gotQ, a.qg, a.kc, a.vc, pos, 1, sh.QHeads, sh.KVHeads, AttnHeadDim)
-					got := a.out.Floats(t, s, "out")
-					e := maxRelErr(got, want)
-					t.Logf("%-32s attention: max error %.2g of max|out|, relative L2 %.2g", label, e, relL2(got, want))
-					if !(e <= 2e-5) {
-						t.Errorf("%s: attention off by %.2g of max|out| (tolerance 2e-5)", label, e)
-					}
+				k.MaxSplits, k.MinChunk = sp.max, sp.min
+				pos := n - 1
+				sh := attn35B(n+5, kv)
+				a := newAttnCase(t, c, s, k, rng, sh, pos)
+				if err := k.Launch(s, sh, a.b); err != nil {
+					t.Fatal(err)
+				}
+				label := fmt.Sprintf("%v n=%d splits %d/%d", kv, n, sp.max, sp.min)
+				gotK := a.checkPrep(t, s, pos, label)
+				copy(a.kc[pos*a.rowFloats:], gotK)
+				copy(a.vc[pos*a.rowFloats:], a.cacheRow(t, s, a.vcp, pos))
+				gotQ := a.q.Floats(t, s, "q")
+				want := backendtest.Attention(gotQ, a.qg, a.kc, a.vc, pos, 1, sh.QHeads, sh.KVHeads, AttnHeadDim)
+				got := a.out.Floats(t, s, "out")
+				e := maxRelErr(got, want)
+				t.Logf("%-32s attention: max error %.2g of max|out|, relative L2 %.2g", label, e, relL2(got, want))
+				if !(e <= 2e-5) {
+					t.Errorf("%s: attention off by %.2g of max|out| (tolerance 2e-5)", label, e)
 				}
 			}
 		}

@@ -31,15 +31,14 @@ type Backend struct {
 	gdn   *GDN
 	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter     driver.Ptr             // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
-	scratch     grower                 // temporaries of one op at a time (ops run in order)
-	zeros       grower                 // never written: the MoE kernel's residual input
-	tickets     grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
-	attnTickets grower                 // attn_split_last's counters (decattn=one; left as found too)
-	ropes       map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
-	last        *program               // the last program run, named in errors that surface later
-	rb          readback               // reads that wait only for their buffer's writer (readback.go)
-	held        []driver.Ptr           // memory freed at Close
+	counter driver.Ptr             // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch grower                 // temporaries of one op at a time (ops run in order)
+	zeros   grower                 // never written: the MoE kernel's residual input
+	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
+	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
+	last    *program               // the last program run, named in errors that surface later
+	rb      readback               // reads that wait only for their buffer's writer (readback.go)
+	held    []driver.Ptr           // memory freed at Close
 }
 
 type ropeKey struct {
@@ -146,14 +145,6 @@ func (b *Backend) init() error {
 	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
 		return err
 	}
-	if b.o.Prewait {
-		if err = b.qmv.UsePrewait(b.ctx, mods["qmv"]); err != nil {
-			return err
-		}
-		if err = b.moe.UsePrewait(b.ctx, mods["moe"]); err != nil {
-			return err
-		}
-	}
 	if b.route, err = NewRoute(mods["route"]); err != nil {
 		return err
 	}
@@ -193,9 +184,6 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
-			if b.o.WGNarrow {
-				b.gemm.NarrowTiles()
-			}
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err
@@ -230,7 +218,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.attnTickets.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

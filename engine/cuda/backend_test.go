@@ -51,11 +51,8 @@ func TestConformance(t *testing.T) {
 		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"decattn=one":       func(o *Options) { o.DecodeAttnOne = true },
-		"prewait=on":        func(o *Options) { o.Prewait = true },
-		"prewait=on,pdl=on": func(o *Options) { o.Prewait, o.PDLSome = true, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "decattn=one", "prewait=on", "prewait=on,pdl=on"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -75,7 +72,7 @@ func TestParseOptions(t *testing.T) {
 	if o, _ := ParseOptions([]backend.Option{{Key: "gemm", Value: "tc"}}); !o.TensorCores || !DefaultOptions().TensorCores {
 		t.Errorf("gemm=tc gives %+v; the defaults %+v", o, DefaultOptions())
 	}
-	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgrn|wgr|wg|tc|plain") {
+	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
 	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain} {

@@ -24,8 +24,8 @@ import (
 // with two W tiles: the next k-tile dequantised while this one's products
 // run (WG = 2).
 //
-// A WG tile with RegA is the register-A form (WG = 3, and 4 and 5 for its
-// undrained and narrow twins): the weights dequantised into wgmma's A
+// A WG tile with RegA is the register-A form (WG = 3, and 4 for its
+// undrained twin): the weights dequantised into wgmma's A
 // fragments in registers, X the B operand from shared memory, no W tile.
 type GEMMTile struct {
 	Name                    string
@@ -67,19 +67,10 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	// w256rn, w128rn, w64rn: the same with each tile's products only as
-	// wide as its rows (gemm_tile's WG = 5), for the MoE's last tile of
-	// each expert; measured beside them, not yet run on a GPU.
-	{Name: "w256rn", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
-	{Name: "w128rn", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
-	{Name: "w64rn", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
 	// w32r: the register-A form against 32 X rows, WG = 4 with five
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	// w32rn: w32r with its products only as wide as its rows (WG = 5), for
-	// moe=wg under gemm=wgrn; not yet run on a GPU.
-	{Name: "w32rn", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -225,22 +216,12 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 // the k-tiles not drained.
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
-// NarrowTiles makes DenseTile and MoETile take w256rn, w128rn and w64rn
-// (gemm=wgrn): the undrained tiles with each tile's products only as wide
-// as its rows (gemm_tile's WG = 5), the MoE's w64r among them.
-func (g *GEMM) NarrowTiles() { g.undrained, g.narrow = true, true }
-
-// undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles,
-// or its WG = 5 one ("n") under NarrowTiles.
+// undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
 func (g *GEMM) undrain(t GEMMTile) GEMMTile {
 	if !g.undrained || !t.RegA {
 		return t
 	}
-	suffix := "p"
-	if g.narrow {
-		suffix = "n"
-	}
-	if p, err := GEMMTileByName(t.Name + suffix); err == nil {
+	if p, err := GEMMTileByName(t.Name + "p"); err == nil {
 		return p
 	}
 	return t
@@ -286,7 +267,7 @@ type GEMM struct {
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
-	undrained, narrow       bool       // UndrainedTiles, NarrowTiles
+	undrained               bool       // UndrainedTiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -321,6 +302,7 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 		}
 		*f.dst = fn
 	}
+	g.routeAhead = true
 	return g, nil
 }
 
@@ -659,11 +641,7 @@ func MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	avg := tokens * MoETopK / max(experts, 1)
 	if g.useWG && g.regA && kernel == MoEWG && avg > 4 && avg <= 16 {
-		name := "w32r"
-		if g.narrow {
-			name = "w32rn"
-		}
-		w, _ := GEMMTileByName(name)
+		w, _ := GEMMTileByName("w32r")
 		return w
 	}
 	t := MoETile(tokens, experts, kernel)
@@ -689,7 +667,7 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 		name = "w64r"
 	}
 	w, _ := GEMMTileByName(name)
-	if name == "w128r" || g.narrow {
+	if name == "w128r" {
 		w = g.undrain(w)
 	}
 	return w
@@ -749,9 +727,10 @@ func (g *GEMM) Route(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens in
 	return s.Launch(fn, driver.D1(1), driver.D1(1024), 0, &a)
 }
 
-// RouteAhead makes Route take moe_route8, whose threads load eight ids
-// before their atomics rather than one (written, not yet run on a GPU:
-// the MoE tests run both, TestMeasureGEMM times both).
+// RouteAhead makes Route take moe_route8 (the default), whose threads load
+// eight ids before their atomics rather than one: 43.5 us at 4096 tokens
+// against moe_route's 47.2, 158.8 at 16384 against 175.4, both 9.2 at 512
+// on an H200 (2026-12-06-narrow1); off, moe_route. The MoE tests run both.
 func (g *GEMM) RouteAhead(on bool) { g.routeAhead = on }
 
 // MoEGateUp queues the grouped gate and up projections with the SwiGLU on

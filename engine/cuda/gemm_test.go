@@ -82,12 +82,6 @@ func TestGEMMTilesFit(t *testing.T) {
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
-	g.NarrowTiles()
-	moeTiles("gemm=wgrn", MoEStream, map[int]string{4096: "w128rn", 1024: "w64rn", 512: "s16"})
-	moeTiles("gemm=wgrn, moe=wg", MoEWG, map[int]string{4096: "w128rn", 512: "w32rn", 100: "s16"})
-	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rn" {
-		t.Errorf("dense tile of 4096x8192 (gemm=wgrn): %v, want w256rn", got)
-	}
 	if _, err := GEMMTileByName("m99"); err == nil {
 		t.Error("tile m99 was found")
 	}
@@ -343,20 +337,15 @@ func TestGEMMDenseMatchesReference(t *testing.T) {
 				if splits > K/64 || M > 513 {
 					continue
 				}
-				// m16, and the wgmma tiles splitk=wide splits where they are built
-				for _, tile := range g.DenseTiles() {
-					if tile.Name != "m16" && !slices.Contains([]string{"w64rp", "w128rp", "w256rp"}, tile.Name) {
-						continue
-					}
-					y.Poison(t, s)
-					parts.Poison(t, s)
-					if err := g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits); err != nil {
-						t.Fatal(err)
-					}
-					what := fmt.Sprintf("%s M=%d %s split %d", sh.name, M, tile, splits)
-					checkWritten(t, what+": partials", parts.Words(t, s, "partials"), splits*M*N)
-					checkDenseOutput(t, what, y.Words(t, s, "y"), M, N, ref)
+				tile, _ := GEMMTileByName("m16")
+				y.Poison(t, s)
+				parts.Poison(t, s)
+				if err := g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits); err != nil {
+					t.Fatal(err)
 				}
+				what := fmt.Sprintf("%s M=%d split %d", sh.name, M, splits)
+				checkWritten(t, what+": partials", parts.Words(t, s, "partials"), splits*M*N)
+				checkDenseOutput(t, what, y.Words(t, s, "y"), M, N, ref)
 			}
 		}
 	}
@@ -424,28 +413,23 @@ func TestGEMMGroupSplitMatchesReference(t *testing.T) {
 		total += N
 	}
 	parts := newBuf(t, c, s, 8*maxM*total, "partials")
+	tile, _ := GEMMTileByName("m16")
 	for _, M := range []int{7, 16} {
 		refs := make([]*denseRef, len(Ns))
 		for i, N := range Ns {
 			refs[i] = denseReference(ws[i], wbs[i], x, xb, K, N, checkRows(rng, M))
 		}
-		// m16, and the wgmma tiles splitk=wide splits where they are built
-		for _, tile := range g.DenseTiles() {
-			if tile.Name != "m16" && !slices.Contains([]string{"w64rp", "w128rp"}, tile.Name) {
-				continue
+		for _, splits := range []int{2, 4, 8} {
+			for _, y := range ys {
+				y.Poison(t, s)
 			}
-			for _, splits := range []int{2, 4, 8} {
-				for _, y := range ys {
-					y.Poison(t, s)
-				}
-				parts.Poison(t, s)
-				if err := g.DenseSplit(s, tile, qs, ptrs, parts.P, xh.P, M, splits); err != nil {
-					t.Fatal(err)
-				}
-				checkWritten(t, fmt.Sprintf("M=%d %s split %d: partials", M, tile, splits), parts.Words(t, s, "partials"), splits*M*total)
-				for i, N := range Ns {
-					checkDenseOutput(t, fmt.Sprintf("M=%d %s split %d matrix %d (%d rows)", M, tile, splits, i, N), ys[i].Words(t, s, "y"), M, N, refs[i])
-				}
+			parts.Poison(t, s)
+			if err := g.DenseSplit(s, tile, qs, ptrs, parts.P, xh.P, M, splits); err != nil {
+				t.Fatal(err)
+			}
+			checkWritten(t, fmt.Sprintf("M=%d split %d: partials", M, splits), parts.Words(t, s, "partials"), splits*M*total)
+			for i, N := range Ns {
+				checkDenseOutput(t, fmt.Sprintf("M=%d split %d matrix %d (%d rows)", M, splits, i, N), ys[i].Words(t, s, "y"), M, N, refs[i])
 			}
 		}
 	}
@@ -482,35 +466,6 @@ func TestMeasureDenseSplit(t *testing.T) {
 				line += fmt.Sprintf("  %2d: %6.1f µs", splits, d.Seconds()*1e6)
 			}
 			t.Log(line)
-		}
-	}
-	// splitk=wide: the wgmma tiles at 512 rows (out_proj's 2048 x 4096 fills
-	// a third of a wave there), split 1 to 8 ways
-	for _, sh := range []struct {
-		name string
-		N, K int
-	}{{"in_proj_z 4096x2048", 4096, 2048}, {"out_proj 2048x4096", 2048, 4096}} {
-		m := quant.RandomMatrix(rng, 1, sh.N, sh.K, 4, 64)
-		qm := uploadGEMMWeights(t, c, up, &m, sh.name)
-		const M = 512
-		xh := upBuf(t, c, s, randomVector(rng, M*sh.K/2), "x bf16")
-		y := newBuf(t, c, s, M*sh.N, "y")
-		parts := newBuf(t, c, s, 8*M*sh.N, "partials")
-		for _, tile := range g.DenseTiles() {
-			if !slices.Contains([]string{"w64rp", "w128rp", "w256rp"}, tile.Name) {
-				continue
-			}
-			line := fmt.Sprintf("dense %-22s M=%d %-7s:", sh.name, M, tile.Name)
-			for _, splits := range []int{1, 2, 4, 8} {
-				d := timeLaunches(t, c, s, 20, func() error {
-					if splits == 1 {
-						return g.Dense(s, tile, qm, xh.P, y.P, M)
-					}
-					return g.DenseSplit(s, tile, []*QMatrix{qm}, []driver.Ptr{y.P}, parts.P, xh.P, M, splits)
-				})
-				line += fmt.Sprintf("  %d: %6.1f µs", splits, d.Seconds()*1e6)
-			}
-			t.Logf("%s (split chosen by splitk=wide: %d)", line, wideSplits(tile, ceil(sh.N, tile.BN)*ceil(M, tile.BM), sh.K/64, c.Device().SMs))
 		}
 	}
 }
@@ -609,7 +564,7 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 // counted in the status and get no row.
 func TestMoERouteGroups(t *testing.T) {
 	c, s, g, rng, _ := gemmHarness(t, gpu(t))
-	defer g.RouteAhead(false)
+	defer g.RouteAhead(true)
 	const E = 256
 	tile, _ := GEMMTileByName("m128")
 	poison := func(grp *MoEGroups, T int) {
@@ -1005,7 +960,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w128rn", "w256r", "w256rp", "w256rn"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}
@@ -1035,7 +990,7 @@ func TestMeasureGEMM(t *testing.T) {
 				g.RouteAhead(ahead)
 				us[i] = timeLaunches(t, c, s, 20, func() error { return g.Route(s, grp, idd.P, T) }).Seconds() * 1e6
 			}
-			g.RouteAhead(false)
+			g.RouteAhead(true)
 			grp.Free()
 			t.Logf("moe T=%d route: moe_route %.1f µs, moe_route8 %.1f µs", T, us[0], us[1])
 		}

@@ -320,17 +320,9 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 		po, pml := b.attn.PartialsBytes(sh)
 		var off int64
 		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)
-		kernels, name, counters := 2, "attn_split+attn_combine", driver.Ptr(0)
-		if b.o.DecodeAttnOne {
-			var err error
-			if counters, err = b.grow(&b.attnTickets, 4*int64(KVH), "attention tickets"); err != nil {
-				return nil, err
-			}
-			kernels, name = 1, "attn_split_last"
-		}
-		return []step{{kernels: kernels, name: name, launch: func(s *driver.Stream) error {
+		return []step{{kernels: 2, name: "attn_split+attn_combine", launch: func(s *driver.Stream) error {
 			bufs := AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out,
-				PartO: p.scratch.Add(oOff), PartML: p.scratch.Add(mlOff), Counters: counters}
+				PartO: p.scratch.Add(oOff), PartML: p.scratch.Add(mlOff)}
 			return b.attn.LaunchAttention(s, sh, bufs)
 		}}}, nil
 	}

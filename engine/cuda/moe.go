@@ -129,18 +129,6 @@ func NewMoE(c *driver.Context, mod *driver.Module, v MoEVariant) (*MoE, error) {
 	return k, nil
 }
 
-// UsePrewait takes moe_gate_up_pw_<variant> for the gate/up kernel
-// (Options.Prewait): the same work, the shared expert's rows asked of L2
-// before it waits for the router.
-func (k *MoE) UsePrewait(c *driver.Context, mod *driver.Module) error {
-	up, err := mod.Function("moe_gate_up_pw_" + k.variant.String())
-	if err != nil {
-		return fmt.Errorf("cuda: prewait=on: %w", err)
-	}
-	k.up, k.upOcc = up, newOccupancy(c, up)
-	return nil
-}
-
 // MoEBuffers are the device vectors of one MoE step: the input x [Hidden]
 // (the post-attention norm's output), the router's ids [MoETopK] (int32)
 // and weights [MoETopK], the SwiGLU activations H [(MoETopK+1)·Inter], the

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"petal/engine/backend"
 )
@@ -46,11 +45,6 @@ type Options struct {
 	// dense GEMMs at 4096 rows 3-5 % faster; with attn=wgp, prefill of
 	// 4K-16K tokens 1-2 % (docs/bench/cuda/2026-12-06-pipe2, -defaults1).
 	WGUndrained bool
-	// WGNarrow (gemm=wgrn) is gemm=wgrp with w256rn, w128rn and w64rn,
-	// whose tiles of fewer rows than the tile's (an expert's last) run
-	// narrower products; the MoE takes w64rn where wgrp keeps w64r
-	// (written, not yet run on a GPU).
-	WGNarrow bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
@@ -97,11 +91,6 @@ type Options struct {
 	// default) splits a QLinearGroup's grouped launch too: a prompt of 16
 	// tokens 12.3 ms against 14.2 unsplit on an H100 (2026-12-06-report6).
 	SplitK, SplitKGroups bool
-	// SplitKWide (splitk=wide) is splitk=all with the register-A wgmma
-	// tiles split too where their blocks fill under half of what fits at
-	// once (wideSplits): out_proj and o_proj at 512 rows (written, not yet
-	// run on a GPU).
-	SplitKWide bool
 	// Router is the kernel of the router's logits of several tokens
 	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
 	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
@@ -118,11 +107,6 @@ type Options struct {
 	// three (route_norm, moe_gate_up, moe_down); with Fused and FusedNorms.
 	// The same bits either way.
 	MoELayer bool
-	// DecodeAttnOne (decattn=one) runs a decoded token's attention over the
-	// cache in one launch, attn_split_last, whose last chunk of each KV head
-	// merges the head's queries, where decattn=two runs the split and the
-	// combine apart (written, not yet run on a GPU).
-	DecodeAttnOne bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -134,13 +118,6 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
-	// Prewait (prewait=on) gives the kernels pdl=some launches early their
-	// prewait forms (qmv_group_norm_pw, moe_gate_up_pw): they ask L2 for
-	// the weights that do not depend on the kernel before them (a layer's
-	// first projections, the shared expert's gate and up) and only then
-	// wait for it, so that the wait of a kernel placed early is spent
-	// fetching. Written, not yet run on a GPU.
-	Prewait bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -209,14 +186,12 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
-	`decattn=two|one (a decoded token's attention over the cache: the split kernel and the combine, or one launch whose last chunk of each KV head merges its queries, not yet measured; default two), ` +
-	`prewait=on|off (under pdl=some, the kernels launched early ask L2 for their weights before waiting for the kernel before them: a layer's first projections, the shared expert's gate and up; not yet measured; default off), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
-	`gemm=wgrp|wgrn|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrn: wgrp with a tile of fewer rows than its size (an expert's last) running narrower products, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
-	`splitk=all|wide|on|off (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; wide: all, and the wgmma tiles split too where their blocks fill under half of the GPU (out_proj at 512 rows), not yet measured; default all), ` +
+	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
@@ -268,22 +243,17 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
-		case "prewait":
-			o.Prewait, err = kv.On("cuda")
-		case "decattn":
-			o.DecodeAttnOne, err = kv.Is("cuda", "one", "two")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first
 		case "gemm":
 			switch kv.Value {
-			case "wg", "wgr", "wgrp", "wgrn", "tc":
-				o.TensorCores, o.WGMMA = true, kv.Value != "tc"
-				o.WGRegA, o.WGUndrained, o.WGNarrow = strings.HasPrefix(kv.Value, "wgr"), kv.Value == "wgrp" || kv.Value == "wgrn", kv.Value == "wgrn"
+			case "wg", "wgr", "wgrp", "tc":
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = true, kv.Value != "tc", kv.Value == "wgr" || kv.Value == "wgrp", kv.Value == "wgrp"
 			case "plain":
-				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained, o.WGNarrow = false, false, false, false, false
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained = false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgrn, wgr, wg, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgr, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {
@@ -299,11 +269,11 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "splitk":
 			switch kv.Value {
 			case "on", "off":
-				o.SplitK, o.SplitKGroups, o.SplitKWide = kv.Value == "on", false, false
-			case "all", "wide":
-				o.SplitK, o.SplitKGroups, o.SplitKWide = true, true, kv.Value == "wide"
+				o.SplitK, o.SplitKGroups = kv.Value == "on", false
+			case "all":
+				o.SplitK, o.SplitKGroups = true, true
 			default:
-				err = fmt.Errorf("cuda: splitk=%q: want on, off, all or wide", kv.Value)
+				err = fmt.Errorf("cuda: splitk=%q: want on, off or all", kv.Value)
 			}
 		case "attn":
 			switch kv.Value {

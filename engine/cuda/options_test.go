@@ -42,39 +42,10 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "splitk", Value: "wide"}}); err != nil || !o.SplitK || !o.SplitKGroups || !o.SplitKWide || DefaultOptions().SplitKWide {
-		t.Errorf("splitk=wide: %+v (%v); the default's SplitKWide %v, want off", o, err, DefaultOptions().SplitKWide)
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
+		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}
-	// splitk=wide's splits on an H100's 132 multiprocessors: out_proj (2048
-	// x 4096, 64 k-tiles) at 512 rows, split until its blocks fill half of
-	// what fits at once; at 4096 rows not at all; in_proj_z (4096 x 2048, 32
-	// k-tiles) on w64rp: 256 blocks, already past half of 396
-	for _, c := range []struct {
-		tile          string
-		tiles, ktiles int
-		want          int
-	}{{"w64rp", 16 * 8, 64, 2}, {"w128rp", 16 * 4, 64, 4}, {"w256rp", 16 * 2, 64, 4}, {"w256rp", 16 * 16, 64, 1}, {"w64rp", 32 * 8, 32, 1}, {"w128rp", 16 * 4, 8, 1}} {
-		tile, _ := GEMMTileByName(c.tile)
-		if got := wideSplits(tile, c.tiles, c.ktiles, 132); got != c.want {
-			t.Errorf("splitk=wide, %s, %d blocks of %d k-tiles: %d splits, want %d", c.tile, c.tiles, c.ktiles, got, c.want)
-		}
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "one"}}); err != nil || !o.DecodeAttnOne || DefaultOptions().DecodeAttnOne {
-		t.Errorf("decattn=one: %v (%v); the default: %v, want two", o.DecodeAttnOne, err, DefaultOptions().DecodeAttnOne)
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "prewait", Value: "on"}}); err != nil || !o.Prewait || DefaultOptions().Prewait {
-		t.Errorf("prewait=on: %v (%v); the default: %v, want off", o.Prewait, err, DefaultOptions().Prewait)
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "decattn", Value: "three"}}); err == nil {
-		t.Error("decattn=three was taken")
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrn"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGNarrow {
-		t.Errorf("gemm=wgrn: WGRegA %v, WGUndrained %v, WGNarrow %v, %v", o.WGRegA, o.WGUndrained, o.WGNarrow, err)
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained || o.WGNarrow {
-		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, WGNarrow %v, %v", o.WGRegA, o.WGUndrained, o.WGNarrow, err)
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrp"}}); err != nil || !o.WGRegA || !o.WGUndrained || o.WGNarrow {
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrp"}}); err != nil || !o.WGRegA || !o.WGUndrained {
 		t.Errorf("gemm=wgrp: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}
 	for v, want := range map[string][3]bool{"wg": {true, true, false}, "wgr": {true, true, true}, "tc": {true, false, false}, "plain": {false, false, false}} {

@@ -97,8 +97,7 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 // denseSplits finds more than one split, else returns false. xb is x's
 // bf16 copy in the scratch, whose use so far is off.
 func (b *Backend) denseSplit(p *program, off *int64, tile GEMMTile, ms []*QMatrix, ys []driver.Ptr, xb int64, rows int, kind string) (step, bool) {
-	wide := b.o.SplitKWide && tile.WG && tile.RegA
-	if !b.o.SplitK || (tile.Name != "m16" && !wide) || (len(ms) > 1 && !b.o.SplitKGroups) {
+	if !b.o.SplitK || tile.Name != "m16" || (len(ms) > 1 && !b.o.SplitKGroups) {
 		return step{}, false
 	}
 	blocks, total := 0, 0
@@ -107,9 +106,6 @@ func (b *Backend) denseSplit(p *program, off *int64, tile GEMMTile, ms []*QMatri
 		total += m.Rows
 	}
 	splits := denseSplits(blocks*ceil(rows, tile.BM), ms[0].Cols/64, b.ctx.Device().SMs)
-	if wide {
-		splits = wideSplits(tile, blocks*ceil(rows, tile.BM), ms[0].Cols/64, b.ctx.Device().SMs)
-	}
 	if splits < 2 {
 		return step{}, false
 	}
@@ -134,20 +130,6 @@ var denseBlocks = func(sms int) int { return 4 * sms }
 func denseSplits(tiles, ktiles, sms int) int {
 	s := 1
 	for ktiles >= 16 && 8*s <= ktiles && 2*s*tiles <= denseBlocks(sms) {
-		s *= 2
-	}
-	return s
-}
-
-// wideSplits: how many ways splitk=wide splits the ktiles k-tiles of a
-// dense GEMM of tiles blocks of the wgmma tile t: none below 16 k-tiles,
-// else the largest power of two that keeps the blocks within the
-// t.Blocks a multiprocessor that fit at once and eight k-tiles a split
-// (out_proj's 2048 x 4096 at 512 rows on w64rp: 128 blocks of the 396 that
-// fit, split 2). Not yet measured: TestMeasureDenseSplit times 1 to 8.
-func wideSplits(t GEMMTile, tiles, ktiles, sms int) int {
-	s := 1
-	for ktiles >= 16 && 16*s <= ktiles && 2*s*tiles <= t.Blocks*sms {
 		s *= 2
 	}
 	return s

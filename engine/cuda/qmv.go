@@ -248,21 +248,6 @@ func NewQMV(c *driver.Context, mod *driver.Module, v QMVVariant) (*QMV, error) {
 	return k, nil
 }
 
-// UsePrewait takes qmv_group_norm_pw_<kind>_r2 for the grouped mat-vec
-// with its norm (Options.Prewait): the same work, its weights asked of L2
-// before it waits for the kernel before it.
-func (k *QMV) UsePrewait(c *driver.Context, mod *driver.Module) error {
-	if k.groupNorm == nil {
-		return nil
-	}
-	g, err := mod.Function("qmv_group_norm_pw_" + k.variant.Kind.String() + "_r2")
-	if err != nil {
-		return fmt.Errorf("cuda: prewait=on: %w", err)
-	}
-	k.groupNorm, k.normOcc = g, newOccupancy(c, g)
-	return nil
-}
-
 // Function is the kernel, for its resource report.
 func (k *QMV) Function() *driver.Function { return k.fn }
 

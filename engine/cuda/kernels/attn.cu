@@ -241,18 +241,17 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
   }
 }
 
-// att_merge writes out[h][d]: query head h's output merged from the nsp
-// chunks' states that attn_split left in the partials, times sigmoid(gate),
-// the gate of head h at qg[h*512 + 256 + d]. F is const float where the
-// partials come from an earlier launch (attn_combine: the restrict
-// pointers let their loads take the read-only path), const volatile float
-// where other blocks of this launch wrote them (attn_split_last: read
-// coherently). The same merge in the same order either way.
-template <typename F>
-static __device__ __forceinline__ void att_merge(F* __restrict__ po, F* __restrict__ pml, const float* __restrict__ qg,
-                                                 float* __restrict__ out, int h, int d, int nsp, int maxSplits) {
+// attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
+// sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
+extern "C" __global__ void __launch_bounds__(ATT_D)
+    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
+                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
+  pdl_begin();
+  const int d = PETAL_TID_X(), h = PETAL_BID_X();
   const int g = h / ATT_G, hi = h % ATT_G;
-  F* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
+  int nsp, chunk;
+  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
+  const float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
   float M = -1e30f;
   for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
   float acc = 0.f, L = 0.f;
@@ -267,44 +266,6 @@ static __device__ __forceinline__ void att_merge(F* __restrict__ po, F* __restri
   out[h * ATT_D + d] = acc / L / (1.f + e);
 }
 
-// attn_combine: QH blocks of ATT_D threads, block h merging query head h.
-extern "C" __global__ void __launch_bounds__(ATT_D)
-    attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
-                 const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
-  pdl_begin();
-  int nsp, chunk;
-  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
-  att_merge<const float>(po, pml, qg, out, PETAL_BID_X(), PETAL_TID_X(), nsp, maxSplits);
-}
-
-// attn_split_last: attn_split, and the last of a KV head's chunks to finish
-// (a ticket from counters[g], a u32 that wraps by itself so that a graph
-// can replay the launch) merges the head's 8 query heads as attn_combine
-// does: one launch where there were two, the combine's wait on the split
-// gone (written, not yet run on a GPU; decattn=one takes it). The same
-// merge in the same order, so the same outputs.
-template <typename T>
-static __device__ __forceinline__ void attn_split_last(const float* __restrict__ q, const T* __restrict__ kc,
-                                                       const T* __restrict__ vc, const int* __restrict__ pos,
-                                                       float* __restrict__ po, float* __restrict__ pml, int KVH,
-                                                       int maxSplits, int minChunk, const float* __restrict__ qg,
-                                                       float* __restrict__ out, u32* __restrict__ counters) {
-  attn_split<T>(q, kc, vc, pos, po, pml, KVH, maxSplits, minChunk);
-  __shared__ int last;
-  const int tid = PETAL_TID_X(), g = PETAL_BID_X() / maxSplits, sp = PETAL_BID_X() % maxSplits;
-  int nsp, chunk;
-  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
-  if (sp >= nsp) return;  // attn_split returned at once: no chunk, no ticket
-  fence_gpu();            // this block's partials, before its ticket
-  __syncthreads();
-  if (tid == 0) last = ticket_inc(counters + g, (u32)(nsp - 1)) == (u32)(nsp - 1);
-  __syncthreads();
-  if (!last) return;
-  fence_gpu();  // every chunk's partials, after the last ticket
-#pragma unroll 1
-  for (int hi = 0; hi < ATT_G; hi++) att_merge<const volatile float>(po, pml, qg, out, g * ATT_G + hi, tid, nsp, maxSplits);
-}
-
 #define QK_PREP(T, NAME)                                                                                     \
   extern "C" __global__ void __launch_bounds__(ATT_D)                                                        \
       NAME(const float* qg, const float* k, const float* v, const float* qn, const float* kn, float* q, T* kc, \
@@ -317,15 +278,7 @@ static __device__ __forceinline__ void attn_split_last(const float* __restrict__
            int maxSplits, int minChunk) { pdl_begin();                                                  \
     attn_split<T>(q, kc, vc, pos, po, pml, KVH, maxSplits, minChunk);                                   \
   }
-#define ATT_SPLIT_LAST(T, NAME)                                                                               \
-  extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1)                                             \
-      NAME(const float* q, const T* kc, const T* vc, const int* pos, float* po, float* pml, int KVH,          \
-           int maxSplits, int minChunk, const float* qg, float* out, u32* counters) { pdl_begin();             \
-    attn_split_last<T>(q, kc, vc, pos, po, pml, KVH, maxSplits, minChunk, qg, out, counters);                 \
-  }
 QK_PREP(float, qk_prep_f32)
 QK_PREP(u16, qk_prep_bf16)
 ATT_SPLIT(float, attn_split_f32)
 ATT_SPLIT(u16, attn_split_bf16)
-ATT_SPLIT_LAST(float, attn_split_last_f32)
-ATT_SPLIT_LAST(u16, attn_split_last_bf16)

@@ -43,21 +43,9 @@ GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
 GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
 GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
 GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
-// w256rn, w128rn, w64rn: w256rp, w128rp and w64rp with each tile's
-// products only as wide as its rows (WG = 5): an expert's last tile of a
-// few rows (at 4096 tokens about half the experts have one beyond their
-// first 128 rows) does a fraction of a full tile's products; the same
-// outputs (written, not yet run on a GPU: TestMeasureGEMM times them).
-GEMM_ENTRIES(w256rn, 256, 128, 4, 2, 5, 1, 5)
-GEMM_ENTRIES(w128rn, 128, 128, 4, 2, 5, 2, 5)
-GEMM_ENTRIES(w64rn, 64, 128, 4, 2, 5, 3, 5)
 // w32r: against 32 X rows (n = 32), for the MoE at a few rows an expert
 // (512-token prompts: 16 on average), where each weight serves few
 // products and the time is in reading the weights: WG = 4, five stages
 // (three k-tiles of copies in flight). At 512 tokens 308 us against s16's
 // 365 (2026-12-06-pipe2); a 16-row twin with six stages took 391.
 GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 4)
-// w32rn: w32r with its products only as wide as its rows (WG = 5): at 512
-// tokens an expert's 16 rows on average, about half of them 16 or fewer
-// (written, not yet run on a GPU).
-GEMM_ENTRIES(w32rn, 32, 128, 2, 4, 5, 3, 5)

@@ -119,39 +119,7 @@ static __device__ __forceinline__ void moe_gate_up_tasks(
 }
 
 
-// moe_gate_up_prefetch asks L2 for the shared expert's gate and up rows of
-// this warp's tasks (as moe_gate_up_tasks deals them, from 0 to
-// (MOE_TOPK+1)*I): the routed experts' rows wait for the router's ids, the
-// shared expert's do not, so a launch placed early (prewait) asks for them
-// before waiting for the router.
-template <int R, int SB>
-static __device__ __forceinline__ void moe_gate_up_prefetch(const u32* __restrict__ sgw, const u16* __restrict__ sgs,
-                                                            const u16* __restrict__ sgb, const u32* __restrict__ suw,
-                                                            const u16* __restrict__ sus, const u16* __restrict__ sub,
-                                                            int I, int H, int team, int gwarp, int nwarps) {
-  const int groups = H / 64, lane = PETAL_TID_X() & 31;
-  const int perWarp = (32 / team) * R;
-  const long long wpr = H / 8;
-  const int codeLines = (H / 2 + 127) / 128;
-  const int sbBytes = SB ? 4 * groups : 2 * groups, sbLines = (sbBytes + 127) / 128;
-  const int lines = codeLines + (SB ? sbLines : 2 * sbLines);  // of one matrix's row
-  const int lo = MOE_TOPK * I, hi = (MOE_TOPK + 1) * I;    // the shared expert's tasks
-  for (int base = gwarp * perWarp; base < hi; base += nwarps * perWarp) {
-    if (base + perWarp <= lo) continue;
-    for (int i = lane; i < perWarp * 2 * lines; i += 32) {
-      const int t = base + i / (2 * lines), k = i % (2 * lines), m = k / lines, l = k % lines;
-      if (t < lo || t >= hi) continue;
-      const long long r = t - lo;
-      const char* p;
-      if (l < codeLines) p = (const char*)((m ? suw : sgw) + r * wpr) + 128 * l;
-      else if (l < codeLines + sbLines) p = (const char*)(m ? sus : sgs) + (SB ? 4 : 2) * r * groups + 128 * (l - codeLines);
-      else p = (const char*)(m ? sub : sgb) + 2 * r * groups + 128 * (l - codeLines - sbLines);
-      prefetch_l2(p);
-    }
-  }
-}
-
-template <int M, int R, int SB, bool PW = false>
+template <int M, int R, int SB>
 static __device__ __forceinline__ void moe_gate_up(
     const u32* __restrict__ gw, const u16* __restrict__ gs, const u16* __restrict__ gb,
     const u32* __restrict__ uw, const u16* __restrict__ us, const u16* __restrict__ ub,
@@ -160,13 +128,8 @@ static __device__ __forceinline__ void moe_gate_up(
     const u32* __restrict__ ew, const u16* __restrict__ es, const u16* __restrict__ eb,
     const int* __restrict__ ids, const float* __restrict__ x, float* __restrict__ h, float* __restrict__ logit,
     int I, int H, int team) {
-  // (no prefetch_l2 of the routed rows here: reading the ids before x is
+  // (no prefetch_l2 of the first rows here: reading the ids before x is
   // staged made this kernel 0.4 us slower, run l2pre1)
-  if (PW) {
-    moe_gate_up_prefetch<R, SB>(sgw, sgs, sgb, suw, sus, sub, I, H, team,
-                                PETAL_BID_X() * MOE_UP_WARPS + (PETAL_TID_X() >> 5), PETAL_NCTAID_X() * MOE_UP_WARPS);
-    pdl_begin();
-  }
   // PETAL_MARK's points (clock builds): 0 start, 1 x copied, 2 x staged,
   // 3 the tasks done.
   PETAL_MARK(0);
@@ -289,20 +252,6 @@ MOE_UP(QM_F32, 1, 0, moe_gate_up_f32)
 MOE_UP(QM_F32, 1, 1, moe_gate_up_f32_sb)
 MOE_UP(QM_I8X2, 1, 1, moe_gate_up_i8x2_sb)
 MOE_UP(QM_I8X3, 1, 1, moe_gate_up_i8x3_sb)
-// moe_gate_up_pw_<kind>_sb: moe_gate_up's prewait form (the backend's
-// prewait=on), the shared expert's rows asked of L2 before it waits for
-// the router.
-#define MOE_UP_PW(M, R, SB, NAME)                                                                            \
-  extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2)                                         \
-      NAME(const u32* gw, const u16* gs, const u16* gb, const u32* uw, const u16* us, const u16* ub,          \
-           const u32* sgw, const u16* sgs, const u16* sgb, const u32* suw, const u16* sus, const u16* sub,    \
-           const u32* ew, const u16* es, const u16* eb, const int* ids, const float* x, float* h,             \
-           float* logit, int I, int H, int team) {                                                           \
-    moe_gate_up<M, R, SB, true>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, x, h,  \
-                                logit, I, H, team);                                                          \
-  }
-MOE_UP_PW(QM_I8X2, 1, 1, moe_gate_up_pw_i8x2_sb)
-MOE_UP_PW(QM_I8X3, 1, 1, moe_gate_up_pw_i8x3_sb)
 MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)

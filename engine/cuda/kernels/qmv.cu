@@ -70,40 +70,7 @@ static __device__ __forceinline__ void qload(const QRow& row, int g, const u16* 
   load_sb<SB>(row.sb, biases, row.sbIndex + g, s, b);
 }
 
-// qmv_prefetch asks L2 for every row this warp will take (its codes, its
-// scales and biases), rows first, first + stride, ... below rows, per of
-// them at a time: for a kernel launched early (pdl) to do while the kernel
-// before it still runs, since the weights do not depend on that kernel.
-// Prefetches only: nothing is read before griddepcontrol.wait.
-template <int SB, bool G>
-static __device__ __forceinline__ void qmv_prefetch(long long first, long long stride, int rows, int per, int cols,
-                                                    const u32* words, const u16* scales, const u16* biases,
-                                                    const QMVGroup& grp, int lane) {
-  const int groups = cols / 64;
-  const long long wpr = cols / 8;
-  const int codeLines = (cols / 2 + 127) / 128;              // 128-byte lines of a row's codes
-  const int sbBytes = (SB || G) ? 4 * groups : 2 * groups;  // interleaved, else scales (and as many biases)
-  const int sbLines = (sbBytes + 127) / 128;
-  const int lines = codeLines + ((SB || G) ? sbLines : 2 * sbLines);
-  for (long long base = first; base < rows; base += stride) {
-    for (int i = lane; i < per * lines; i += 32) {
-      const int j = i / lines, k = i - j * lines;
-      if (base + j >= rows) break;
-      const QRow row = qrow_at<G>(base + j, words, scales, nullptr, wpr, groups, grp);
-      const char* p;
-      if (k < codeLines) p = (const char*)row.words + 128 * k;
-      else if (k < codeLines + sbLines) p = (const char*)row.sb + ((SB || G) ? 4 : 2) * row.sbIndex + 128 * (k - codeLines);
-      else p = (const char*)biases + 2 * row.sbIndex + 128 * (k - codeLines - sbLines);
-      prefetch_l2(p);
-    }
-  }
-}
-
-// qmv's PW (prewait) forms are launched without pdl_begin in their entry:
-// they ask L2 for all their weights first (qmv_prefetch) and only then wait
-// for the kernel before them, so that under pdl a kernel placed early spends
-// its wait fetching.
-template <int M, int R, int SB, bool G, bool N = false, bool PW = false>
+template <int M, int R, int SB, bool G, bool N = false>
 static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const u16* __restrict__ scales,
                                            const u16* __restrict__ biases, const float* __restrict__ x,
                                            float* __restrict__ y, int rows, int cols, int team,
@@ -116,11 +83,6 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   const int nwarps = PETAL_NCTAID_X() * QMV_WARPS;
   if (G) rows = group_rows(grp);
   const long long first = (long long)(PETAL_BID_X() * QMV_WARPS + warp) * rowsPerWarp;
-  if (PW) {
-    qmv_prefetch<SB, G>(first, (long long)nwarps * rowsPerWarp, rows, rowsPerWarp, cols, words, scales, biases, grp,
-                        lane);
-    pdl_begin();
-  }
   // PETAL_MARK's points: 0 start, 1 the first weights asked for, 2 x copied
   // (and normed), 3 x staged, 4 + i step i done (up to 9), 14 the rows done,
   // 15 the norm's write-back done (the last block).
@@ -283,16 +245,3 @@ QMV_GROUPED_NORM(QM_I8X3, 2, 2, qmv_group_norm_i8x3_r2)
 QMV_GROUPED_NORM(QM_I8X2, 2, 2, qmv_group_norm_i8x2_r2)
 QMV_GROUPED_NORM(QM_F32, 2, 2, qmv_group_norm_f32_r2)
 QMV_GROUPED_NORM(QM_F16, 2, 2, qmv_group_norm_f16_r2)
-
-// Entry points qmv_group_norm_pw_<kind>_r2: qmv_group_norm's prewait form
-// (the backend's prewait=on), its weights asked of L2 before it waits for
-// the kernel before it.
-#define QMV_GROUPED_NORM_PW(M, R, B, NAME)                                                                \
-  extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
-      NAME(const QMVGroup grp, float* h, const float* delta, const float* w, float eps, float* out,     \
-           u32* counter, int cols, int team) {                                                            \
-    qmv<M, R, 1, true, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp,      \
-                                   QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                    \
-  }
-QMV_GROUPED_NORM_PW(QM_I8X3, 2, 2, qmv_group_norm_pw_i8x3_r2)
-QMV_GROUPED_NORM_PW(QM_I8X2, 2, 2, qmv_group_norm_pw_i8x2_r2)
