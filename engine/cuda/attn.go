@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // The attention kernels are built for heads of 256 dims and 8 query heads
@@ -32,11 +31,7 @@ func (k KVType) Bytes() int { return [...]int{2, 4}[k] }
 
 // LoadAttnModule loads the attention kernels embedded in the binary.
 func LoadAttnModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("attn")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "attn")
+	return loadFamily(c, "attn")
 }
 
 // Attn launches gated attention of one token (spec 2.4): QKPrep (q/k

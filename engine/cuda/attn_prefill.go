@@ -5,7 +5,6 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // Flash attention for prefill (attn_prefill.cu): a block takes one KV head
@@ -143,21 +142,13 @@ func checkFlashAligned(b FlashBuffers) error {
 // LoadFlashAttnModule loads the flash attention kernels embedded in the
 // binary.
 func LoadFlashAttnModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("attn_prefill")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "attn_prefill")
+	return loadFamily(c, "attn_prefill")
 }
 
 // LoadFlashWGModule loads attn_prefill_wg.cu's kernel (sm_90a PTX: a GPU of
 // compute capability 9.0 only).
 func LoadFlashWGModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("attn_prefill_wg")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "attn_prefill_wg")
+	return loadFamily(c, "attn_prefill_wg")
 }
 
 // flashWGShape is the shape attn_prefill_wg.cu's kernels take.

@@ -7,7 +7,6 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -60,6 +59,12 @@ const uploadChunk = 64 << 20
 // modules are the kernel families the backend loads.
 var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn", "gdn"}
 
+// noticeFamilies are the families whose PTX the driver would compile on a
+// first run (modules and the prefill kernels': gemm, gemm_wg,
+// attn_prefill, attn_prefill_wg, gdn_chunk): where all of them have
+// current cubins for the GPU, nothing is compiled and nothing is said.
+var noticeFamilies = append([]string{"gemm", "gemm_wg", "attn_prefill", "attn_prefill_wg", "gdn_chunk"}, modules...)
+
 // New opens GPU o.Device and loads the kernels. Where the machine has no
 // usable GPU the error says why (no driver, no GPU, a GPU too old).
 func New(o Options) (*Backend, error) {
@@ -76,7 +81,7 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{o: o, ctx: ctx, fn: map[string]*driver.Function{}, ropes: map[ropeKey]driver.Ptr{}}
 	said := ""
-	if o.Notice != nil {
+	if o.Notice != nil && !cubinsCover(ctx, noticeFamilies) {
 		if said = kernelCacheNotice(); said != "" {
 			o.Notice(said)
 		}
@@ -109,11 +114,7 @@ func (b *Backend) init() error {
 	}
 	mods := map[string]*driver.Module{}
 	for _, name := range modules {
-		ptx, err := kernels.PTX(name)
-		if err != nil {
-			return err
-		}
-		m, err := b.ctx.LoadModule(ptx, name)
+		m, err := loadFamily(b.ctx, name)
 		if err != nil {
 			return err
 		}
@@ -157,11 +158,7 @@ func (b *Backend) init() error {
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX
 		// takes a while, and its cache keeps the result
-		ptx, err := kernels.PTX("gemm")
-		if err != nil {
-			return err
-		}
-		m, err := b.ctx.LoadModule(ptx, "gemm")
+		m, err := loadFamily(b.ctx, "gemm")
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -164,11 +163,7 @@ const (
 
 // LoadQMatVecModule loads the qmatvec kernels embedded in the binary.
 func LoadQMatVecModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("qmatvec")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "qmatvec")
+	return loadFamily(c, "qmatvec")
 }
 
 // NewMatVec finds variant v in mod (the embedded module or another build of

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // GDNHeadDim is the key and value head size the Gated DeltaNet kernel is
@@ -23,11 +22,7 @@ var GDNSplits = []int{1, 2, 4, 8, 16}
 
 // LoadGDNModule loads the Gated DeltaNet kernels embedded in the binary.
 func LoadGDNModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("gdn")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "gdn")
+	return loadFamily(c, "gdn")
 }
 
 // GDN launches the Gated DeltaNet step of one token after its projections

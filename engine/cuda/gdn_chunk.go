@@ -5,7 +5,6 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // The chunked delta rule of gdn_chunk.cu in its two kernels (GC_C, GC_VT,
@@ -115,11 +114,7 @@ func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShar
 			return nil, nil, 0, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
-	ptx, err := kernels.PTX("gdn_chunk")
-	if err != nil {
-		return nil, nil, 0, "", err
-	}
-	m, err := b.ctx.LoadModule(ptx, "gdn_chunk")
+	m, err := loadFamily(b.ctx, "gdn_chunk")
 	if err != nil {
 		return nil, nil, 0, "", err
 	}

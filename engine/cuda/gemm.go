@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // GEMMTile is one compiled tile shape of gemm.cu: BM rows (tokens) by BN
@@ -166,11 +165,7 @@ func (t GEMMTile) sharedK(K int) int {
 
 // LoadGEMMModule loads the gemm kernels embedded in the binary.
 func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("gemm")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "gemm")
+	return loadFamily(c, "gemm")
 }
 
 // LoadGEMMWGModule loads gemm_wg.cu's kernels (sm_90a PTX: a GPU of
@@ -179,11 +174,7 @@ func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
 	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
 		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
 	}
-	ptx, err := kernels.PTX("gemm_wg")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "gemm_wg")
+	return loadFamily(c, "gemm_wg")
 }
 
 // AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // MoETopK is the routed experts per token the MoE kernels are built for
@@ -85,11 +84,7 @@ var MoEVariants = []MoEVariant{{QF32, false}, {QF32, true}, {QI8x2, true}, {QI8x
 
 // LoadMoEModule loads the MoE kernels embedded in the binary.
 func LoadMoEModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("moe")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "moe")
+	return loadFamily(c, "moe")
 }
 
 // MoE launches the routed and shared experts of one token: gate and up

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -29,11 +28,7 @@ func (b *Backend) ReadBandwidth() (float64, error) {
 	if err := b.s.Sync(); err != nil {
 		return 0, err
 	}
-	ptx, err := kernels.PTX("probe")
-	if err != nil {
-		return 0, err
-	}
-	mod, err := b.ctx.LoadModule(ptx, "probe")
+	mod, err := loadFamily(b.ctx, "probe")
 	if err != nil {
 		return 0, err
 	}

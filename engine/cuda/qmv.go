@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // QKind is the arithmetic a 4-bit kernel does its group dot products in
@@ -98,11 +97,7 @@ const qmvWarps = 8 // QMV_WARPS in qmv.cu
 
 // LoadQMVModule loads the qmv kernels embedded in the binary.
 func LoadQMVModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("qmv")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "qmv")
+	return loadFamily(c, "qmv")
 }
 
 // QMV launches y = W·x for 4-bit matrices in groups of 64, one variant of

@@ -4,18 +4,13 @@ import (
 	"fmt"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 const routeWarps = 8 // ROUTE_WARPS in route.cu
 
 // LoadRouteModule loads the router kernels embedded in the binary.
 func LoadRouteModule(c *driver.Context) (*driver.Module, error) {
-	ptx, err := kernels.PTX("route")
-	if err != nil {
-		return nil, err
-	}
-	return c.LoadModule(ptx, "route")
+	return loadFamily(c, "route")
 }
 
 // Route launches the MoE router of one token (spec 2.8 steps 1-2): the

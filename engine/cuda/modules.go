@@ -1,0 +1,63 @@
+package cuda
+
+import (
+	"io/fs"
+	"os"
+
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+)
+
+// sassEnv names the cubins loadFamily takes: unset, the binary's own
+// (kernels.Embedded); "off", none (the driver compiles every module's PTX);
+// else a folder as kernels/sass.sh writes it (to try cubins before they are
+// embedded).
+const sassEnv = "PETAL_CUDA_SASS"
+
+// cubinDir is the folder of cubins to take, nil for none.
+func cubinDir() fs.FS {
+	switch v := os.Getenv(sassEnv); v {
+	case "":
+		return kernels.Embedded()
+	case "off":
+		return nil
+	default:
+		return os.DirFS(v)
+	}
+}
+
+// loadFamily loads the module of a kernel family: its cubin for this GPU
+// where one is current (no compile at load), else its PTX, which the driver
+// compiles (or finds in its cache). A cubin the driver refuses (a driver
+// older than the ptxas that made it) falls back to the PTX too.
+func loadFamily(c *driver.Context, family string) (*driver.Module, error) {
+	if dir := cubinDir(); dir != nil {
+		d := c.Device()
+		if image, err := kernels.Cubin(dir, family, d.Major, d.Minor); err == nil {
+			if m, err := c.LoadModule(image, family); err == nil {
+				return m, nil
+			}
+		}
+	}
+	ptx, err := kernels.PTX(family)
+	if err != nil {
+		return nil, err
+	}
+	return c.LoadModule(ptx, family)
+}
+
+// cubinsCover says whether every family in families loads from a current
+// cubin on this GPU, so that loading compiles nothing.
+func cubinsCover(c *driver.Context, families []string) bool {
+	dir := cubinDir()
+	if dir == nil {
+		return false
+	}
+	d := c.Device()
+	for _, f := range families {
+		if _, err := kernels.Cubin(dir, f, d.Major, d.Minor); err != nil {
+			return false
+		}
+	}
+	return true
+}
