@@ -126,8 +126,11 @@ type gpuReport struct {
 	Usable            bool     `json:"usable"`
 	Reason            string   `json:"reason,omitempty"`
 	ModulesLoaded     []string `json:"modules_loaded"`
-	ModuleErrors      []string `json:"module_errors,omitempty"`
-	ModulesSkipped    []string `json:"modules_skipped,omitempty"` // built for another GPU only (sm_90a on a GPU not 9.0)
+	// ModulesPrebuilt are those loaded from the binary's machine code for
+	// this GPU (kernels/sass), not compiled by the driver.
+	ModulesPrebuilt []string `json:"modules_prebuilt,omitempty"`
+	ModuleErrors    []string `json:"module_errors,omitempty"`
+	ModulesSkipped  []string `json:"modules_skipped,omitempty"` // built for another GPU only (sm_90a on a GPU not 9.0)
 }
 
 type metalReport struct {
@@ -384,14 +387,14 @@ func probeGPU(d driver.Device) gpuReport {
 			g.ModulesSkipped = append(g.ModulesSkipped, why)
 			continue
 		}
-		ptx, err := kernels.PTX(fam)
+		m, prebuilt, err := cuda.LoadFamily(ctx, fam)
 		if err == nil {
-			var m *driver.Module
-			if m, err = ctx.LoadModule(ptx, fam); err == nil {
-				m.Close()
-				g.ModulesLoaded = append(g.ModulesLoaded, fam)
-				continue
+			m.Close()
+			g.ModulesLoaded = append(g.ModulesLoaded, fam)
+			if prebuilt {
+				g.ModulesPrebuilt = append(g.ModulesPrebuilt, fam)
 			}
+			continue
 		}
 		g.ModuleErrors = append(g.ModuleErrors, fmt.Sprintf("%s: %v", fam, err))
 	}
@@ -635,7 +638,7 @@ func writeDoctorText(w io.Writer, r *doctorReport) error {
 			case kc.Off:
 				fmt.Fprintf(&b, "  kernels:   the driver's cache is off (CUDA_CACHE_DISABLE=1): every run compiles petal's kernels (about half a minute)\n")
 			case kc.Bytes == 0:
-				fmt.Fprintf(&b, "  kernels:   the driver's cache (%s) was empty: loading petal's kernels below compiled them for the GPU (about half a minute); later runs reuse them\n", kc.Dir)
+				fmt.Fprintf(&b, "  kernels:   the driver's cache (%s) was empty: loading petal's kernels below compiled those not prebuilt for the GPU (up to half a minute); later runs reuse them\n", kc.Dir)
 			case kc.Bytes > 0:
 				fmt.Fprintf(&b, "  kernels:   the driver's cache (%s) holds %.1f MB of compiled kernels\n", kc.Dir, float64(kc.Bytes)/1e6)
 			}
@@ -651,6 +654,9 @@ func writeDoctorText(w io.Writer, r *doctorReport) error {
 				fmt.Fprintf(&b, "             not usable: %s\n", g.Reason)
 			case len(g.ModuleErrors) == 0:
 				fmt.Fprintf(&b, "             petal's kernels load: %s\n", strings.Join(g.ModulesLoaded, " "))
+				if n := len(g.ModulesPrebuilt); n > 0 {
+					fmt.Fprintf(&b, "             %d of them from machine code built for this GPU (no compile)\n", n)
+				}
 				for _, m := range g.ModulesSkipped {
 					fmt.Fprintf(&b, "             not loaded: %s\n", m)
 				}

@@ -185,7 +185,8 @@ func fakeDoctorGPU(t *testing.T, moduleErrors ...string) {
 	}
 	doctorGPU = func(d driver.Device) gpuReport {
 		g := probeGPUReportOf(d)
-		g.Usable, g.MemoryFree, g.ModulesLoaded, g.ModuleErrors = true, 70<<30, []string{"ops"}, moduleErrors
+		g.Usable, g.MemoryFree, g.ModulesLoaded, g.ModuleErrors = true, 70<<30, []string{"ops", "gemm"}, moduleErrors
+		g.ModulesPrebuilt = []string{"ops"}
 		return g
 	}
 }
@@ -263,6 +264,9 @@ func TestDoctorKernelCache(t *testing.T) {
 	if out := text(); !strings.Contains(out, "the driver's cache ("+dir+") was empty") {
 		t.Errorf("an empty cache: the report lacks it:\n%s", out)
 	}
+	if out := text(); !strings.Contains(out, "1 of them from machine code built for this GPU (no compile)") {
+		t.Errorf("one module of two prebuilt: the report lacks it:\n%s", out)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "index"), make([]byte, 2_500_000), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -272,6 +276,9 @@ func TestDoctorKernelCache(t *testing.T) {
 	_, r, _ := doctorJSON(t)
 	if kc, _ := r["cuda"].(map[string]any)["kernel_cache"].(map[string]any); kc["dir"] != dir || kc["bytes"] != 2.5e6 || kc["off"] != false {
 		t.Errorf("--json kernel_cache %v", kc)
+	}
+	if gpus, _ := r["cuda"].(map[string]any)["gpus"].([]any); len(gpus) != 1 || fmt.Sprint(gpus[0].(map[string]any)["modules_prebuilt"]) != "[ops]" {
+		t.Errorf("--json gpus %v: want modules_prebuilt [ops]", gpus)
 	}
 	t.Setenv("CUDA_CACHE_DISABLE", "1")
 	if out := text(); !strings.Contains(out, "every run compiles petal's kernels") {

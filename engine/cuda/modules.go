@@ -26,24 +26,32 @@ func cubinDir() fs.FS {
 	}
 }
 
-// loadFamily loads the module of a kernel family: its cubin for this GPU
-// where one is current (no compile at load), else its PTX, which the driver
-// compiles (or finds in its cache). A cubin the driver refuses (a driver
-// older than the ptxas that made it) falls back to the PTX too.
+// loadFamily loads the module of a kernel family (LoadFamily).
 func loadFamily(c *driver.Context, family string) (*driver.Module, error) {
+	m, _, err := LoadFamily(c, family)
+	return m, err
+}
+
+// LoadFamily loads the module of a kernel family as the backend does: its
+// cubin for this GPU where one is current (no compile at load; prebuilt
+// true), else its PTX, which the driver compiles (or finds in its cache). A
+// cubin the driver refuses (a driver older than the ptxas that made it)
+// falls back to the PTX too.
+func LoadFamily(c *driver.Context, family string) (m *driver.Module, prebuilt bool, err error) {
 	if dir := cubinDir(); dir != nil {
 		d := c.Device()
 		if image, err := kernels.Cubin(dir, family, d.Major, d.Minor); err == nil {
 			if m, err := c.LoadModule(image, family); err == nil {
-				return m, nil
+				return m, true, nil
 			}
 		}
 	}
 	ptx, err := kernels.PTX(family)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.LoadModule(ptx, family)
+	m, err = c.LoadModule(ptx, family)
+	return m, false, err
 }
 
 // cubinsCover says whether every family in families loads from a current

@@ -2,6 +2,8 @@
 // op family) and the PTX that clang-19 makes from them (gen.sh, through go
 // generate), embedded so that a binary needs only the NVIDIA driver, which
 // compiles PTX for the GPU at load. check.sh fails when the PTX is stale.
+// sass/ holds the same PTX already compiled for compute capability 9.0
+// (sass.sh, sass.go), taken where it is current.
 package kernels
 
 import (
