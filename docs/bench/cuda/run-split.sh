@@ -4,7 +4,7 @@
 # TestMeasureRouter, then ncu's view of the first gate/up launch of m32
 # and of s16 at 512 tokens (TestMeasureGEMM). From the repository root;
 # devrun/ml holds cuda.test.gz (CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go
-# test -c -ldflags='-s -w' ./engine/cuda; gzip) and ref.txz (tar cJf
+# test -c -ldflags='-s -w' ./engine/cuda; gzip, or xz -9e as cuda.test.xz) and ref.txz (tar cJf
 # ref.txz -C ../shared/oracle reference). Logs to $OUT. TESTS (a -test.run
 # pattern; default all) and MEASURE (default the two above) choose.
 # The call that ran the wgmma tiles first (2026-12-06-wg1), and the next
@@ -12,7 +12,7 @@
 #   TESTS='TestGEMMDense|TestMoEGrouped|TestGEMMTilesFit|TestGEMMWGModule' MEASURE='TestMeasureGEMM' \
 #   NCU='dense_w128o2:23 dense_w128r:23 dense_w256r:23' bash docs/bench/cuda/run-split.sh
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"; D=$R/devrun/ml
-cd "$D" && gunzip -f cuda.test.gz && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
+cd "$D" && { if [ -f cuda.test.xz ]; then xz -dc cuda.test.xz > cuda.test; else gunzip -f cuda.test.gz; fi; } && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle \
 	&& ln -sfn "$R/fixtures/tiny-qwen36-moe-4bit" oracle/tiny-qwen36-moe-4bit
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > "$O/env.txt" 2>&1
 cd "$R/engine/cuda"
