@@ -2,10 +2,11 @@
 # repository root). The scripts before it, each a record of a run that was
 # made, keep their own copies of these lines.
 
-# unpack_devrun DIR: DIR's cuda.test.gz and petal.xz (where there) unpacked
-# in place, runnable.
+# unpack_devrun DIR: DIR's cuda.test.gz or cuda.test.xz and petal.xz (where
+# there) unpacked in place, runnable.
 unpack_devrun() {
 	(cd "$1" && if [ -f cuda.test.gz ]; then gunzip -f cuda.test.gz && chmod +x cuda.test; fi &&
+		if [ -f cuda.test.xz ]; then xz -dc cuda.test.xz > cuda.test && chmod +x cuda.test; fi &&
 		if [ -f petal.xz ]; then xz -dc petal.xz > petal && chmod +x petal; fi)
 }
 
