@@ -51,9 +51,8 @@ func TestConformance(t *testing.T) {
 		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"l2next=start":      func(o *Options) { o.L2Next, o.L2NextEarly = true, true },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "l2next=start"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

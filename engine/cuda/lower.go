@@ -493,12 +493,8 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 		hOff := p.reserve(&off, 4*int64((MoETopK+1)*I))
 		lOff := p.reserve(&off, 16)
 		p.zerosNeed = max(p.zerosNeed, 4*int64(H))
-		var ahead []L2Region
-		if b.o.L2Next {
-			ahead = b.nextProjections(p, o)
-		}
 		bufs := func() MoEBuffers {
-			return MoEBuffers{X: x, IDs: idx, Weights: wts, H: p.scratch.Add(hOff), Logit: p.scratch.Add(lOff), Resid: p.zeros, Out: out, Ahead: ahead, AheadEarly: b.o.L2NextEarly}
+			return MoEBuffers{X: x, IDs: idx, Weights: wts, H: p.scratch.Add(hOff), Logit: p.scratch.Add(lOff), Resid: p.zeros, Out: out}
 		}
 		return []step{
 			{kernels: 1, name: "moe_gate_up", launch: func(s *driver.Stream) error { return b.moe.LaunchGateUp(s, mw, bufs()) }},

@@ -93,10 +93,7 @@ func LoadMoEModule(c *driver.Context) (*driver.Module, error) {
 type MoE struct {
 	up, down       *driver.Function
 	upOcc, downOcc occupancy
-	// downAhead is moe_down_ahead_<variant> (LaunchDown with Ahead), nil
-	// for a variant without it
-	downAhead *driver.Function
-	variant   MoEVariant
+	variant        MoEVariant
 	// layer8 is moe_layer (the norm, router and experts of a token in one
 	// launch) for an 8-bit router, the family's; nil for a variant without
 	// it (other than qmv=exact's and qmv=fast's kinds).
@@ -118,9 +115,6 @@ func NewMoE(c *driver.Context, mod *driver.Module, v MoEVariant) (*MoE, error) {
 		return nil, err
 	}
 	k := &MoE{up: up, down: down, upOcc: newOccupancy(c, up), downOcc: newOccupancy(c, down), variant: v}
-	if f, err := mod.Function("moe_down_ahead_" + v.String()); err == nil {
-		k.downAhead = f
-	}
 	if v.SB && (v.Kind == QI8x3 || v.Kind == QI8x2) {
 		if k.layer8, err = mod.Function("moe_layer_" + v.String() + "_r8"); err != nil {
 			return nil, err
@@ -137,11 +131,6 @@ func NewMoE(c *driver.Context, mod *driver.Module, v MoEVariant) (*MoE, error) {
 // (Out may be Resid).
 type MoEBuffers struct {
 	X, IDs, Weights, H, Logit, Resid, Out driver.Ptr
-	// Ahead, where the module has moe_down_ahead, is what the down
-	// kernel asks L2 for once its rows are done, or (AheadEarly) before
-	// it stages h (Options.L2Next).
-	Ahead      []L2Region
-	AheadEarly bool
 }
 
 // Launch queues the two kernels on s.
@@ -214,10 +203,6 @@ func (k *MoE) LaunchDown(s *driver.Stream, w *MoEWeights, b MoEBuffers) error {
 		a.Ptr(m.Words).Ptr(s1).Ptr(b1)
 	}
 	a.Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Logit).Ptr(b.H).Ptr(b.Resid).Ptr(b.Out).I32(int32(H)).I32(int32(I)).I32(int32(downTeam))
-	if len(b.Ahead) > 0 && k.downAhead != nil {
-		a.Struct(l2AheadArg(b.Ahead, b.AheadEarly))
-		return s.Launch(k.downAhead, driver.D1(grid), driver.D1(moeDownWarps*32), downShared, &a)
-	}
 	return s.Launch(k.down, driver.D1(grid), driver.D1(moeDownWarps*32), downShared, &a)
 }
 

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -310,27 +309,6 @@ func TestMoEMatchesReference(t *testing.T) {
 			if e := math.Abs(float64(gotLogit[0])-wantLogit) / (1 + math.Abs(wantLogit)); !(e <= 1e-5) {
 				t.Errorf("%s %v: shared expert gate logit %v, want %v", sh.name, v, gotLogit[0], wantLogit)
 			}
-			if k.downAhead != nil {
-				// moe_down_ahead asks L2 for other weights once its rows
-				// are done: the same output bit for bit
-				b := d.bufs
-				b.Ahead = []L2Region{{w.Gate.Words, int64(w.Gate.Rows) * int64(w.Gate.Cols) / 2}, {w.Up.ScaleBias, int64(w.Up.Rows) * int64(w.Up.Cols/64) * 4}, {w.SharedDown.Words, 4096}}
-				d.Poison(t, s)
-				if err := k.Launch(s, w, b); err != nil {
-					t.Fatal(err)
-				}
-				if ahead := d.read(t, s, d.bufs.Out, "out"); !slices.Equal(ahead, got) {
-					t.Errorf("%s %v: moe_down_ahead's output differs from moe_down's", sh.name, v)
-				}
-				b.AheadEarly = true
-				d.Poison(t, s)
-				if err := k.Launch(s, w, b); err != nil {
-					t.Fatal(err)
-				}
-				if ahead := d.read(t, s, d.bufs.Out, "out"); !slices.Equal(ahead, got) {
-					t.Errorf("%s %v: moe_down_ahead's output (asking L2 early) differs from moe_down's", sh.name, v)
-				}
-			}
 		}
 		d.free()
 		w.free()
@@ -346,24 +324,6 @@ func relL2Shift(got, base []float32, want []float64) float64 {
 		n += want[i] * want[i]
 	}
 	return math.Sqrt(d / n)
-}
-
-// TestL2AheadArgsMatchKernel: moe_down_ahead's last parameter, device.h's
-// L2Ahead, is as many bytes as l2AheadArg lays out.
-func TestL2AheadArgsMatchKernel(t *testing.T) {
-	ptx, err := kernels.PTX("moe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := regexp.MustCompile(`\.entry (moe_down_ahead_\w+)\((?:\s*\.param \.u(?:32|64) \w+,)*\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 2 {
-		t.Fatalf("%d moe_down_ahead entry points ending in a struct parameter in moe.ptx, want 2", len(params))
-	}
-	for _, p := range params {
-		if n, _ := strconv.Atoi(p[2]); n != len(l2AheadArg(nil, false)) {
-			t.Errorf("%s takes %d bytes of L2Ahead; l2AheadArg lays out %d", p[1], n, len(l2AheadArg(nil, false)))
-		}
-	}
 }
 
 // TestMoELayerArgsMatchKernel: the bytes LaunchLayer passes by value are

@@ -118,12 +118,6 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
-	// L2Next (l2next=end or start) has a decoded token's MoE down kernel
-	// ask L2 for the next layer's first projections (moe_down_ahead) once
-	// its rows are done (end) or before it stages its input (start, with
-	// L2NextEarly), so that they are read from L2 rather than device
-	// memory. Written, not yet run on a GPU.
-	L2Next, L2NextEarly bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -192,7 +186,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
-	`l2next=off|end|start (a decoded token's MoE down kernel asks L2 for the next layer's first projections once its rows are done, or before it stages its input; not yet measured; default off), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -248,13 +241,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
-		case "l2next":
-			switch kv.Value {
-			case "off", "end", "start":
-				o.L2Next, o.L2NextEarly = kv.Value != "off", kv.Value == "start"
-			default:
-				err = fmt.Errorf("cuda: l2next=%q: want off, end or start", kv.Value)
-			}
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":

@@ -42,9 +42,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "l2next", Value: "start"}}); err != nil || !o.L2Next || !o.L2NextEarly || DefaultOptions().L2Next {
-		t.Errorf("l2next=start: %v (%v); the default: %v, want off", o.L2Next, err, DefaultOptions().L2Next)
-	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
 		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}

@@ -109,31 +109,6 @@ static __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// L2Ahead names up to L2_AHEAD regions of device memory (a later kernel's
-// weights) that a decode kernel asks L2 for once its own work is issued,
-// so that the later kernel, which depends on this one's output but not
-// on its weights, finds them there. Passed by value, read at constant
-// indices (kernel parameter space).
-#define L2_AHEAD 8
-struct L2Ahead {
-  const char* p[L2_AHEAD];
-  unsigned long long bytes[L2_AHEAD];
-  int n;
-  int early;  // asked for before the kernel's own work rather than after it
-};
-
-// l2_ahead has every thread of the grid ask L2 for its share of a's
-// regions, a 128-byte line at a time (prefetch_l2: nothing is waited for).
-static __device__ __forceinline__ void l2_ahead(const L2Ahead& a) {
-  const unsigned long long threads = (unsigned long long)PETAL_NCTAID_X() * PETAL_NTID_X();
-  const unsigned long long me = (unsigned long long)PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
-#pragma unroll
-  for (int r = 0; r < L2_AHEAD; r++) {
-    if (r >= a.n) break;
-    for (unsigned long long off = me * 128; off < a.bytes[r]; off += threads * 128) prefetch_l2(a.p[r] + off);
-  }
-}
-
 // ld_stream_16 loads 16 bytes that are read once (weights): through the
 // read-only path, not kept in L1.
 static __device__ __forceinline__ u32x4 ld_stream_16(const void* p) {

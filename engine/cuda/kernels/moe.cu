@@ -203,8 +203,7 @@ static __device__ __forceinline__ void moe_down(
     const u32* __restrict__ dw, const u16* __restrict__ ds, const u16* __restrict__ db,     // routed down stack
     const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
     const int* __restrict__ ids, const float* __restrict__ wts, const float* __restrict__ logit,
-    const float* __restrict__ h, const float* resid, float* out, int H, int I, int team,
-    const L2Ahead& ahead = L2Ahead{}) {
+    const float* __restrict__ h, const float* resid, float* out, int H, int I, int team) {
   // PETAL_MARK's points (clock builds): 8 start, 9 the routing read and
   // the first rows asked for, 10 h copied, 11 h staged, 12 the rows done.
   PETAL_MARK(8);
@@ -218,7 +217,6 @@ static __device__ __forceinline__ void moe_down(
   // the nine down rows of the warp's first output row asked of L2 before h
   // is staged: they depend on the router's ids, not on h
   if (first < H) moe_down_prefetch(dw, sdw, eid, first, H, I, team);
-  if (ahead.early) l2_ahead(ahead);
   PETAL_MARK(9);
   qstage_raw(h, (MOE_TOPK + 1) * (I / 64));
   PETAL_MARK(10);
@@ -227,7 +225,6 @@ static __device__ __forceinline__ void moe_down(
   moe_down_rows<M, SB>(dw, ds, db, sdw, sds, sdb, eid, coef, q, resid, out, H, I, team,
                        PETAL_BID_X() * MOE_DOWN_WARPS + warp, PETAL_NCTAID_X() * MOE_DOWN_WARPS);
   PETAL_MARK(12);
-  if (!ahead.early) l2_ahead(ahead);  // the next layer's first projections (moe_down_ahead)
 }
 
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
@@ -255,18 +252,6 @@ MOE_UP(QM_F32, 1, 0, moe_gate_up_f32)
 MOE_UP(QM_F32, 1, 1, moe_gate_up_f32_sb)
 MOE_UP(QM_I8X2, 1, 1, moe_gate_up_i8x2_sb)
 MOE_UP(QM_I8X3, 1, 1, moe_gate_up_i8x3_sb)
-// moe_down_ahead_<kind>_sb: moe_down, and its grid asks L2 for the
-// regions of ahead (the next layer's first projections: the backend's
-// l2next), after its rows or (ahead.early) before it stages h.
-#define MOE_DOWN_AHEAD(M, SB, NAME)                                                                            \
-  extern "C" __global__ void __launch_bounds__(MOE_DOWN_WARPS * 32, 16 / MOE_DOWN_WARPS)                       \
-      NAME(const u32* dw, const u16* ds, const u16* db, const u32* sdw, const u16* sds, const u16* sdb,         \
-           const int* ids, const float* wts, const float* logit, const float* h, const float* resid, float* out, \
-           int H, int I, int team, const L2Ahead ahead) { pdl_begin();                                         \
-    moe_down<M, SB>(dw, ds, db, sdw, sds, sdb, ids, wts, logit, h, resid, out, H, I, team, ahead);             \
-  }
-MOE_DOWN_AHEAD(QM_I8X2, 1, moe_down_ahead_i8x2_sb)
-MOE_DOWN_AHEAD(QM_I8X3, 1, moe_down_ahead_i8x3_sb)
 MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)
