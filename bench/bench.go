@@ -11,8 +11,10 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 
 	"petal/engine/model"
+	"petal/engine/sample"
 )
 
 // Options of a sweep.
@@ -28,6 +30,28 @@ type Options struct {
 	Seed           uint64 // for the random prompts and states
 	Profile        bool   // also profile each measurement op by op (Entry.Profile)
 	Floors         bool   // measure the backend's ceilings first and report each speed against its floor
+	// Sampling is how decode picks each next token: the zero value (and
+	// any temperature 0) is the greedy pick; otherwise the draw that a
+	// run with these settings makes, so that its cost is timed too.
+	Sampling sample.Params
+}
+
+// SamplingIs says in words how decode picks its tokens.
+func SamplingIs(p sample.Params) string {
+	if p.Temperature <= 0 {
+		return "the greedy pick of the next token"
+	}
+	parts := []string{fmt.Sprintf("temperature %g", p.Temperature)}
+	if p.TopK > 0 {
+		parts = append(parts, fmt.Sprintf("top-k %d", p.TopK))
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		parts = append(parts, fmt.Sprintf("top-p %g", p.TopP))
+	}
+	if p.MinP > 0 {
+		parts = append(parts, fmt.Sprintf("min-p %g", p.MinP))
+	}
+	return "a sampled next token (" + strings.Join(parts, ", ") + ")"
 }
 
 // Decode methods: how the state of N tokens that decode starts from is made.
@@ -101,7 +125,9 @@ type Settings struct {
 	MaxContext     int    `json:"max_context,omitempty"`
 	DecodeMethod   string `json:"decode_method"`
 	DecodeMethodIs string `json:"decode_method_description"`
-	Seed           uint64 `json:"seed"`
+	// Sampling is how decode picked each token (SamplingIs).
+	Sampling string `json:"sampling"`
+	Seed     uint64 `json:"seed"`
 }
 
 // Entry holds the measurements at one length; either part may be absent.
@@ -134,7 +160,7 @@ type Prefill struct {
 }
 
 // Decode: time for Tokens single-token forward passes (each with its logits
-// and the greedy pick of the next token) after Context tokens. A first step
+// and the pick of the next token, Options.Sampling) after Context tokens. A first step
 // before them is not timed: it records the op program and grows the cache.
 type Decode struct {
 	Context         int       `json:"context"`
@@ -167,7 +193,7 @@ func Run(ctx context.Context, m *model.Model, o Options, progress func(string)) 
 		Machine: DescribeMachine(m.Backend().Name()),
 		Model:   ModelInfo{Name: o.Model, Synthetic: o.Synthetic, Shape: shapeOf(&m.Dims)},
 		Settings: Settings{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, Chunk: m.Chunk, MaxContext: o.MaxContext,
-			DecodeMethod: method, DecodeMethodIs: MethodDescription(method), Seed: o.Seed},
+			DecodeMethod: method, DecodeMethodIs: MethodDescription(method), Sampling: SamplingIs(o.Sampling), Seed: o.Seed},
 	}
 	sw := &sweep{m: m, o: o, rng: newRand(o.Seed), r: r}
 	if o.Floors {

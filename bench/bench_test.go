@@ -11,6 +11,7 @@ import (
 
 	"petal/engine/cpu"
 	"petal/engine/model"
+	"petal/engine/sample"
 )
 
 func tinyModel(t *testing.T, chunk int) *model.Model {
@@ -152,7 +153,7 @@ func TestStartState(t *testing.T) {
 		if s.Pos() != 40 {
 			t.Errorf("%s: state at position %d, want 40", method, s.Pos())
 		}
-		if _, err := decodeSteps(context.Background(), m, s, 5); err != nil {
+		if _, err := decodeSteps(context.Background(), m, s, 5, sample.Params{}); err != nil {
 			t.Errorf("%s: decode after the state: %v", method, err)
 		}
 		if s.Pos() != 46 {

@@ -144,11 +144,11 @@ func (sw *sweep) profileDecode(ctx context.Context, n int, method string) (*Prof
 		return nil, err
 	}
 	defer s.Free(sw.m.Backend())
-	if _, err := decodeSteps(ctx, sw.m, s, 0); err != nil {
+	if _, err := decodeSteps(ctx, sw.m, s, 0, sw.o.Sampling); err != nil {
 		return nil, err
 	}
 	p, err := sw.profiled(func() error {
-		_, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens-1)
+		_, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens-1, sw.o.Sampling)
 		return err
 	})
 	if err != nil {

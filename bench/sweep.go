@@ -9,6 +9,7 @@ import (
 
 	"petal/engine/decode"
 	"petal/engine/model"
+	"petal/engine/sample"
 )
 
 // sweep runs the measurements of one Run on one model.
@@ -47,7 +48,7 @@ func (sw *sweep) warmUp() error {
 	if err := sw.m.Forward(s, sw.tokens(16), model.LastLogits, func(int, []float32) {}); err != nil {
 		return err
 	}
-	_, err := decodeSteps(context.Background(), sw.m, s, 3)
+	_, err := decodeSteps(context.Background(), sw.m, s, 3, sw.o.Sampling)
 	return err
 }
 
@@ -112,7 +113,7 @@ func (sw *sweep) decode(ctx context.Context, n int, method string) (*Decode, err
 				return nil, err
 			}
 		}
-		elapsed, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens)
+		elapsed, err := decodeSteps(ctx, sw.m, s, sw.o.DecodeTokens, sw.o.Sampling)
 		if err == nil && r == 0 {
 			err = sw.countKernels(d, s)
 		}
@@ -153,21 +154,21 @@ func (sw *sweep) dropKept() {
 	}
 }
 
-// decodeSteps runs steps+1 decode steps of the shared loop (greedy, the
-// first feeding the state's last token again) and returns the time from
+// decodeSteps runs steps+1 decode steps of the shared loop (picking each
+// token as sampling says, the first feeding the state's last token again) and returns the time from
 // the first token's arrival to the last's: steps intervals, each between
 // two tokens at the same point of the loop, whatever work the GPU had
 // queued ahead of the host when the first arrived. (Timed to the loop's
 // return instead, 8 steps read 14 % faster per token than 64 on the H200,
 // docs/bench/cuda/2026-12-01-group1.)
-func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int) (time.Duration, error) {
+func decodeSteps(ctx context.Context, m *model.Model, s *model.State, steps int, sampling sample.Params) (time.Duration, error) {
 	var token int32
 	if n := len(s.Tokens); n > 0 {
 		token = s.Tokens[n-1]
 	}
 	var first, last time.Time
 	done := 0
-	err := decode.Run(ctx, m, s, decode.Options{MaxFeeds: steps + 1}, token, func(decode.Token) bool {
+	err := decode.Run(ctx, m, s, decode.Options{Sampling: sampling, MaxFeeds: steps + 1}, token, func(decode.Token) bool {
 		last = time.Now()
 		if done == 0 {
 			first = last

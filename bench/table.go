@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"petal/engine/sample"
 )
 
 // WriteTable prints a report for people: where it was measured, then one
@@ -17,7 +19,11 @@ func WriteTable(w io.Writer, r *Report) error {
 		runs = fmt.Sprintf("median of %d runs", s.Repeats)
 	}
 	fmt.Fprintf(w, "prefill: N random tokens from an empty state, chunks of %d, logits for the last; %s\n", s.Chunk, runs)
-	fmt.Fprintf(w, "decode: %d single-token steps after N tokens (one untimed step first); %s\n", s.DecodeTokens, s.DecodeMethodIs)
+	sampling := s.Sampling
+	if sampling == "" {
+		sampling = SamplingIs(sample.Params{})
+	}
+	fmt.Fprintf(w, "decode: %d single-token steps after N tokens (one untimed step first), each with %s; %s\n", s.DecodeTokens, sampling, s.DecodeMethodIs)
 	if c := r.Ceilings; c != nil {
 		fmt.Fprintln(w, c.Line())
 		fmt.Fprintln(w, "% floor: prefill against matrix FLOPs per token over the matrix rate, decode against the bytes a token must read over the read bandwidth")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"petal/engine/cuda"
 	"petal/engine/model"
 	"petal/engine/model/synthwrite"
+	"petal/engine/sample"
+	"petal/jobs"
 )
 
 type benchOptions struct {
@@ -40,6 +43,55 @@ type benchOptions struct {
 	Chart          string
 	Force          bool
 	Quiet          bool
+	Sampling       sample.Params // how decode picks its tokens (greedy unless --temperature)
+}
+
+// benchSamplingFlags are run's sampling flags that shape a decode step's
+// pick (not its stops or its length): the cost of a sampled token is timed
+// with them.
+var benchSamplingFlags = []string{"temperature", "top-p", "top-k", "min-p"}
+
+// readBenchSampling checks the sampling flags as run does (one set of
+// limits) and gives the sampler's settings: greedy unless --temperature is
+// above 0; top-p 1 (off) where not given; the draws seeded by --seed.
+func readBenchSampling(c *cli.Context) (sample.Params, error) {
+	options := map[string]any{}
+	for _, name := range benchSamplingFlags {
+		if !c.IsSet(name) {
+			continue
+		}
+		field := strings.ReplaceAll(name, "-", "_")
+		if name == "top-k" {
+			options[field] = c.Int(name)
+			continue
+		}
+		x := c.Float64(name)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return sample.Params{}, usageErr("--%s %v: want a finite number", name, x)
+		}
+		options[field] = x
+	}
+	p, err := jobs.CheckParams(jobs.Completion, options)
+	if err != nil {
+		return sample.Params{}, usageErr("%s", flagMessage(err))
+	}
+	s := sample.Params{TopP: 1, RepetitionPenalty: 1, Seed: c.Uint64("seed")}
+	if p.Temperature != nil {
+		s.Temperature = *p.Temperature
+	}
+	if p.TopP != nil {
+		s.TopP = *p.TopP
+	}
+	if p.TopK != nil {
+		s.TopK = *p.TopK
+	}
+	if p.MinP != nil {
+		s.MinP = *p.MinP
+	}
+	if s.Temperature <= 0 && (s.TopK > 0 || s.TopP < 1 || s.MinP > 0) {
+		return sample.Params{}, usageErr("--top-p, --top-k and --min-p shape a sampled pick: give --temperature above 0 too (without it decode is greedy)")
+	}
+	return s, nil
 }
 
 func benchCommand(st *Streams) *cli.Command {
@@ -60,7 +112,9 @@ func benchCommand(st *Streams) *cli.Command {
            part of each run's time as compile_runs_seconds (median compile_seconds).
   decode   after a state of N tokens, --decode-tokens single-token steps, each with its logits and
            the greedy pick of the next token: steps / time. One step before them is not timed (it
-           records the op program). By default the state of N tokens is random K/V and recurrent
+           records the op program). --temperature (above 0), with --top-k, --top-p and --min-p,
+           times a sampled pick instead, as run makes with those settings (run's defaults come
+           from the model's generation_config.json, which for Qwen3.6 samples). By default the state of N tokens is random K/V and recurrent
            state imported into the model, which costs nothing on a slow machine and times the same
            work; --prefill-context builds it by prefilling N tokens for real instead.
 Lengths default to 256, 512, 1K, ... 128K, up to --max-context (default: the model's
@@ -111,11 +165,12 @@ delta.rule, moe.experts, head.logits, ...), for prefill and decode; in --json as
 Examples:
   petal bench --synthetic tiny --lengths 256,1K,4K
   petal bench --lengths 1K --profile --backend cpu:kv=bf16
+  petal bench --synthetic qwen3.6-35b-a3b --lengths 4K --temperature 0.7 --top-k 20 --top-p 0.8
   petal bench --synthetic qwen3.6-35b-a3b --max-context 8192 --chart speed.svg
   petal bench --synthetic qwen3.6-35b-a3b --write-model /tmp/q36 && petal bench --model /tmp/q36
   petal bench --backend cuda --synthetic qwen3.6-35b-a3b --ablate graphs=off,fused=off,gemm=plain
   petal bench -m mlx-community/Qwen3.6-35B-A3B-4bit --json > speed.json`,
-		Flags: append(flags,
+		Flags: append(append(flags, benchSamplingFlagDefs()...),
 			&cli.StringFlag{Name: "synthetic", Usage: "random weights of a named shape: " + strings.Join(model.SyntheticNames(), ", ")},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the synthetic weights and of the random prompts and states"},
 			&cli.StringFlag{Name: "lengths", Usage: "lengths to measure, like 256,1K,4K (default: 256 to 128K by doubling, up to --max-context)"},
@@ -146,6 +201,10 @@ Examples:
 				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
 			}
+			var err error
+			if o.Sampling, err = readBenchSampling(c); err != nil {
+				return err
+			}
 			if c.IsSet("write-model") {
 				dir := c.String("write-model")
 				if dir == "" {
@@ -159,6 +218,17 @@ Examples:
 			return runBench(c.Context, st, o)
 		},
 	}
+}
+
+// benchSamplingFlagDefs are run's definitions of benchSamplingFlags.
+func benchSamplingFlagDefs() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range samplingFlags() {
+		if slices.Contains(benchSamplingFlags, f.Names()[0]) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func runBench(ctx context.Context, st *Streams, o benchOptions) error {
@@ -290,7 +360,7 @@ func checkBackendOptions(spec string) error {
 // report and the backend's name.
 func benchOnce(ctx context.Context, st *Streams, o benchOptions, progress func(string)) (*bench.Report, string, error) {
 	opts := bench.Options{DecodeTokens: o.DecodeTokens, Repeats: o.Repeats, PrefillContext: o.PrefillContext, Seed: o.Seed,
-		Profile: o.Profile, Floors: o.Floors}
+		Profile: o.Profile, Floors: o.Floors, Sampling: o.Sampling}
 	var m *model.Model
 	var load float64
 	var loadIs string
