@@ -3,7 +3,7 @@
 # bench's): the model's defaults (temperature 0.6, top-k 20, top-p 0.95,
 # as run takes them from generation_config.json), top-p alone, and a plain
 # temperature over the whole vocabulary, at 256 / 4K / 16K of context,
-# two rounds. sample_row runs its radix selections in one block; this is
+# two rounds (ROUNDS). sample_row runs its radix selections in one block; this is
 # what that costs a token. About 2 minutes with the cubins embedded. From
 # the repository root; devrun/sp/petal.xz (CGO_ENABLED=0 GOOS=linux
 # GOARCH=amd64 go build -ldflags='-s -w'; xz).
@@ -11,7 +11,7 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/sp; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
 gpu_env "$O/env.txt"
-for round in 1 2; do
+for round in $(seq 1 ${ROUNDS:-2}); do
   i=0
   for s in "" "--temperature 0.6 --top-k 20 --top-p 0.95" "--temperature 0.6 --top-p 0.95" "--temperature 1"; do
     i=$((i + 1))
