@@ -136,6 +136,9 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	if err := b.fn["sample_row"].SetMaxDynamicShared(sampleFastKeys); err != nil {
+		return err
+	}
 	qv, mv := DefaultQMV, MoEVariant{QI8x3, true}
 	if b.o.FastQMV {
 		qv, mv = FastQMV, MoEVariant{QI8x2, true}

@@ -470,7 +470,7 @@ func TestGraphOutlivesBackend(t *testing.T) {
 // TestConvRowsMatchKernel: the launcher's rows per block of conv_silu are
 // ops.cu's CONV_ROWS, at least the widest conv's K-1 (15).
 // TestSamplePartsMatchKernel: the launcher gives sample_prep as many blocks,
-// and reserves as many parts, as sample_row reads.
+// and reserves as many parts and fast-path keys, as sample_row reads.
 func TestSamplePartsMatchKernel(t *testing.T) {
 	src, err := os.ReadFile("kernels/sample.cu")
 	if err != nil {
@@ -482,6 +482,13 @@ func TestSamplePartsMatchKernel(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(string(m[1])); n != sampleParts {
 		t.Errorf("sample.cu has SAMPLE_PARTS %d, the launcher %d", n, sampleParts)
+	}
+	m = regexp.MustCompile(`(?m)^#define SAMPLE_FAST_K (\d+)$`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("sample.cu does not define SAMPLE_FAST_K")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != sampleFastK {
+		t.Errorf("sample.cu has SAMPLE_FAST_K %d, the launcher %d", n, sampleFastK)
 	}
 }
 

@@ -550,6 +550,15 @@ func (b *Backend) decodeMoE(o *backend.Experts, ws []*matrix, x driver.Ptr) (*Mo
 // leaving its best token and finite check for sample_row.
 const sampleParts = 128
 
+// sampleFastK is SAMPLE_FAST_K of sample.cu: the largest top-k of the fast
+// path, where sample_prep's blocks each leave their k best keys and
+// sample_row sorts those; sampleFastKeys is the bytes of their keys (a
+// scratch buffer, and sample_row's dynamic shared memory).
+const (
+	sampleFastK    = 64
+	sampleFastKeys = 8 * sampleParts * sampleFastK
+)
+
 func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, error) {
 	V := o.Vocab
 	c.require(V >= 1, "a vocabulary of %d tokens", V)
@@ -566,18 +575,20 @@ func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, er
 	var off int64
 	xOff, wOff := p.reserve(&off, 4*int64(V)), p.reserve(&off, 4*int64(V))
 	partOff := p.reserve(&off, 16*sampleParts)
+	candOff := p.reserve(&off, sampleFastKeys)
 	// the scratch's address is known once the program is compiled
 	return []step{
 		{kernels: 1, name: "sample_prep", launch: func(s *driver.Stream) error {
 			var a driver.Args
-			a.Ptr(logits).Ptr(params).Ptr(counts).Ptr(prompt).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(partOff)).I32(int32(V))
+			a.Ptr(logits).Ptr(params).Ptr(config).Ptr(counts).Ptr(prompt).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(partOff)).
+				Ptr(p.scratch.Add(candOff)).I32(int32(V))
 			return s.Launch(b.fn["sample_prep"], driver.D1(sampleParts), driver.D1(256), 0, &a)
 		}},
 		{kernels: 1, name: "sample_row", launch: func(s *driver.Stream) error {
 			var a driver.Args
 			a.Ptr(params).Ptr(config).Ptr(counts).Ptr(tok).Ptr(status).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(wOff)).
-				Ptr(p.scratch.Add(partOff)).I32(int32(V))
-			return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), 0, &a)
+				Ptr(p.scratch.Add(partOff)).Ptr(p.scratch.Add(candOff)).I32(int32(V))
+			return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), sampleFastKeys, &a)
 		}},
 	}, nil
 }

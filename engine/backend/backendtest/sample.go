@@ -202,6 +202,8 @@ func SampleCases(vocabs []int, random func(n int) []float32) []SampleCase {
 		add(fmt.Sprintf("min-p 1 V=%d", V), row, sample.Settings{Temperature: 1, MinP: 1, Seed: 16})
 		add(fmt.Sprintf("min-p 0.1 V=%d", V), row, sample.Settings{Temperature: 1.2, MinP: 0.1, Seed: 17})
 		add(fmt.Sprintf("all V=%d", V), row, sample.Settings{Temperature: 0.9, TopK: 40, TopP: 0.8, MinP: 0.02, Seed: 18})
+		add(fmt.Sprintf("top-k 64 top-p 0.95 V=%d", V), row, sample.Settings{Temperature: 0.6, TopK: 64, TopP: 0.95, Seed: 21})
+		add(fmt.Sprintf("top-k 65 top-p 0.95 V=%d", V), row, sample.Settings{Temperature: 0.6, TopK: 65, TopP: 0.95, Seed: 22})
 		add(fmt.Sprintf("equal logits V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopK: 3, Seed: 19})
 		add(fmt.Sprintf("equal logits top-p V=%d", V), make([]float32, V), sample.Settings{Temperature: 1, TopP: 0.5, Seed: 19})
 		c := SampleCase{fmt.Sprintf("penalties V=%d", V), row, zeros(V), zeros(V),
