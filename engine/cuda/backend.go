@@ -61,8 +61,8 @@ var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn", "gdn"}
 
 // noticeFamilies are the families whose PTX the driver would compile on a
 // first run (modules and the prefill kernels': gemm, gemm_wg,
-// attn_prefill, attn_prefill_wg, gdn_chunk): where all of them have
-// current cubins for the GPU, nothing is compiled and nothing is said.
+// attn_prefill, attn_prefill_wg, gdn_chunk): those without current cubins
+// for the GPU are compiled, and the notice names them.
 var noticeFamilies = append([]string{"gemm", "gemm_wg", "attn_prefill", "attn_prefill_wg", "gdn_chunk"}, modules...)
 
 // New opens GPU o.Device and loads the kernels. Where the machine has no
@@ -81,8 +81,8 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{o: o, ctx: ctx, fn: map[string]*driver.Function{}, ropes: map[ropeKey]driver.Ptr{}}
 	said := ""
-	if o.Notice != nil && !cubinsCover(ctx, noticeFamilies) {
-		if said = kernelCacheNotice(); said != "" {
+	if o.Notice != nil {
+		if said = kernelCacheNotice(cubinsMissing(ctx, noticeFamilies), len(noticeFamilies)); said != "" {
 			o.Notice(said)
 		}
 	}

@@ -51,8 +51,9 @@ func TestConformance(t *testing.T) {
 		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
+		"sampler=topk":      func(o *Options) { o.SamplerTopK = true },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=topk"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -842,9 +843,17 @@ const routerF64Bar = 5e-6
 // TestSampleFullVocabulary: the Sample op at the 35B model's vocabulary,
 // where sample_prep's blocks each take a part of the row, chooses the
 // reference's ids (near-ties excepted) and flags a NaN that only a late
-// block sees.
+// block sees; under sampler=topk a top-k of 1 to 64 chooses the
+// reference's id always (the host's arithmetic, in its order).
 func TestSampleFullVocabulary(t *testing.T) {
-	b := testBackend(t, DefaultOptions())
+	for _, topk := range []bool{false, true} {
+		o := DefaultOptions()
+		o.SamplerTopK = topk
+		t.Run(map[bool]string{false: "sampler=row", true: "sampler=topk"}[topk], func(t *testing.T) { sampleFullVocabulary(t, testBackend(t, o), topk) })
+	}
+}
+
+func sampleFullVocabulary(t *testing.T, b *Backend, topk bool) {
 	const V = 248320
 	rng := freshRNG(t)
 	cases := backendtest.SampleCases([]int{V}, func(n int) []float32 { return randoms(rng, n, 6) })
@@ -875,6 +884,9 @@ func TestSampleFullVocabulary(t *testing.T) {
 				}
 				if got != want.ID && want.Margin > 1e-5 {
 					t.Fatalf("draw %d: chose %d, the reference %d (margin %.3g: not a near-tie)", draw, got, want.ID, want.Margin)
+				}
+				if fast := topk && want.Finite && c.S.Temperature > 0 && c.S.TopK > 0 && c.S.TopK <= sampleFastK && int(c.S.TopK) < V; fast && got != want.ID {
+					t.Fatalf("draw %d: the top-k fast path chose %d, the reference %d", draw, got, want.ID)
 				}
 				wantCounts[got]++
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -35,9 +36,18 @@ func driverCacheDir() string {
 func driverCacheOff() bool { return os.Getenv("CUDA_CACHE_DISABLE") == "1" }
 
 // kernelCacheNotice is what to say before the kernels load, or "": the
-// driver's cache switched off, or empty (a first run on this machine).
-func kernelCacheNotice() string {
+// driver's cache switched off, or empty (a first run on this machine),
+// where compile (of all families) have no built-in machine code for the
+// GPU (modules.go) and so are compiled from their PTX.
+func kernelCacheNotice(compile []string, all int) string {
+	if len(compile) == 0 {
+		return ""
+	}
+	some := len(compile) < all
 	if driverCacheOff() {
+		if some {
+			return fmt.Sprintf("cuda: CUDA_CACHE_DISABLE=1: the driver compiles petal's %s kernels for the GPU on every run (the others are built in)", strings.Join(compile, ", "))
+		}
 		return "cuda: CUDA_CACHE_DISABLE=1: the driver compiles petal's kernels for the GPU on every run (about half a minute)"
 	}
 	dir := driverCacheDir()
@@ -45,6 +55,9 @@ func kernelCacheNotice() string {
 		return ""
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+		if some {
+			return fmt.Sprintf("cuda: compiling petal's %s kernels for this GPU (the others are built in); the driver keeps them for later runs", strings.Join(compile, ", "))
+		}
 		return "cuda: compiling petal's kernels for this GPU: the first run on a machine takes about half a minute; the driver keeps them for later runs"
 	}
 	return ""

@@ -12,24 +12,33 @@ import (
 // empty) and a cache switched off are announced before the kernels load;
 // a warm cache is not; a slow load is explained after, once.
 func TestKernelCacheNotices(t *testing.T) {
+	all := []string{"ops", "sample", "gemm"}
 	dir := t.TempDir()
 	t.Setenv("CUDA_CACHE_DISABLE", "")
 	t.Setenv("CUDA_CACHE_PATH", filepath.Join(dir, "missing"))
-	if m := kernelCacheNotice(); !strings.Contains(m, "first run on a machine") {
+	if m := kernelCacheNotice(all, len(all)); !strings.Contains(m, "first run on a machine") {
 		t.Errorf("no cache directory: %q, want the first-run notice", m)
 	}
 	t.Setenv("CUDA_CACHE_PATH", dir)
-	if m := kernelCacheNotice(); !strings.Contains(m, "first run on a machine") {
+	if m := kernelCacheNotice(all, len(all)); !strings.Contains(m, "first run on a machine") {
 		t.Errorf("an empty cache: %q, want the first-run notice", m)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "index"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if m := kernelCacheNotice(); m != "" {
+	if m := kernelCacheNotice(all, len(all)); m != "" {
 		t.Errorf("a cache with entries: %q, want nothing", m)
 	}
+	t.Setenv("CUDA_CACHE_PATH", filepath.Join(dir, "missing"))
+	if m := kernelCacheNotice([]string{"sample"}, len(all)); !strings.Contains(m, "petal's sample kernels") || !strings.Contains(m, "others are built in") {
+		t.Errorf("one module without machine code: %q, want it named", m)
+	}
+	if m := kernelCacheNotice(nil, len(all)); m != "" {
+		t.Errorf("every module built in: %q, want nothing", m)
+	}
+	t.Setenv("CUDA_CACHE_PATH", dir)
 	t.Setenv("CUDA_CACHE_DISABLE", "1")
-	if m := kernelCacheNotice(); !strings.Contains(m, "every run") {
+	if m := kernelCacheNotice(all, len(all)); !strings.Contains(m, "every run") {
 		t.Errorf("the cache off: %q, want it said that every run compiles", m)
 	}
 	t.Setenv("HOME", dir)

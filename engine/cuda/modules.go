@@ -54,18 +54,19 @@ func LoadFamily(c *driver.Context, family string) (m *driver.Module, prebuilt bo
 	return m, false, err
 }
 
-// cubinsCover says whether every family in families loads from a current
-// cubin on this GPU, so that loading compiles nothing.
-func cubinsCover(c *driver.Context, families []string) bool {
+// cubinsMissing are the families of families that have no current cubin
+// for this GPU, and so load from their PTX.
+func cubinsMissing(c *driver.Context, families []string) []string {
 	dir := cubinDir()
 	if dir == nil {
-		return false
+		return families
 	}
 	d := c.Device()
+	var out []string
 	for _, f := range families {
 		if _, err := kernels.Cubin(dir, f, d.Major, d.Minor); err != nil {
-			return false
+			out = append(out, f)
 		}
 	}
-	return true
+	return out
 }

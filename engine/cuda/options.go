@@ -118,6 +118,14 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
+	// SamplerTopK (sampler=topk) takes sample.cu's top-k fast path for a
+	// sampled token with a top-k of 1 to 64 (the model's defaults: 20):
+	// sample_prep's blocks each leave their k best, sample_row does the
+	// host's arithmetic over the k best of those, the same choice bit for
+	// bit; off (sampler=row), sample_row's radix selections over the whole
+	// row in one block, which cost 1 ms a token with the defaults on an
+	// H100 (2026-12-06-sampled1). Written, not yet run on a GPU.
+	SamplerTopK bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -186,6 +194,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
+	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk not yet run on a GPU; default row), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -241,6 +250,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
+		case "sampler":
+			o.SamplerTopK, err = kv.Is("cuda", "topk", "row")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":

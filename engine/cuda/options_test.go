@@ -42,6 +42,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "topk"}}); err != nil || !o.SamplerTopK || DefaultOptions().SamplerTopK {
+		t.Errorf("sampler=topk: %v (%v); the default: %v, want row", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
 		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}

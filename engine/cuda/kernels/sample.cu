@@ -61,8 +61,9 @@ static __device__ __forceinline__ bool kept_by(u32 key, int id, u32 limitKey, in
 #define SAMPLE_FAST_K 64
 #define SAMPLE_ROUNDS 8
 #define SAMPLE_SLICE (SAMPLE_ROUNDS * SAMPLE_PREP_THREADS)
-static __device__ __forceinline__ bool sample_fast(float T, int K, int V) {
-  return T > 0 && K > 0 && K <= SAMPLE_FAST_K && K < V && V <= SAMPLE_PARTS * SAMPLE_SLICE;
+// (on: the backend's sampler=topk; off, sample_row's general path always)
+static __device__ __forceinline__ bool sample_fast(int on, float T, int K, int V) {
+  return on && T > 0 && K > 0 && K <= SAMPLE_FAST_K && K < V && V <= SAMPLE_PARTS * SAMPLE_SLICE;
 }
 
 // bitonic_desc sorts n (a power of two) keys in shared memory, largest
@@ -85,7 +86,7 @@ static __device__ __forceinline__ void bitonic_desc(unsigned long long* s, int n
 extern "C" __global__ void __launch_bounds__(SAMPLE_PREP_THREADS)
     sample_prep(const float* __restrict__ logits, const float* __restrict__ params, const int* __restrict__ config,
                 const int* __restrict__ counts, const int* __restrict__ inPrompt, float* __restrict__ x,
-                unsigned long long* __restrict__ part, unsigned long long* __restrict__ cand, int V) {
+                unsigned long long* __restrict__ part, unsigned long long* __restrict__ cand, int fastOn, int V) {
   pdl_begin();
   __shared__ unsigned long long red64[32];
   __shared__ int redi[32];
@@ -93,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_PREP_THREADS)
   const float presence = params[3], frequency = params[4], rep = params[5];
   const bool useRep = rep > 0 && rep != 1;
   const int K = config[0];
-  const bool fast = sample_fast(params[0], K, V);
+  const bool fast = sample_fast(fastOn, params[0], K, V);
   int bad = 0;
   unsigned long long best = 0;
   const int stride = PETAL_NCTAID_X() * PETAL_NTID_X();
@@ -215,7 +216,8 @@ static __device__ int sample_fast_choose(const unsigned long long* __restrict__ 
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_row(const float* __restrict__ params, int* __restrict__ config, int* __restrict__ counts,
                int* __restrict__ token, int* __restrict__ status, float* __restrict__ x, float* __restrict__ w,
-               const unsigned long long* __restrict__ part, const unsigned long long* __restrict__ cand, int V) {
+               const unsigned long long* __restrict__ part, const unsigned long long* __restrict__ cand, int fastOn,
+               int V) {
   pdl_begin();
   extern __shared__ unsigned long long fastKeys[];  // SAMPLE_PARTS * SAMPLE_FAST_K, for the top-k fast path
   __shared__ int hist[RADIX_BINS];
@@ -246,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
   const int bestID = rank_id(best);
   const float m = x[bestID];
   int chosen = bestID;
-  if (T > 0 && finite && m - m == 0.f && sample_fast(T, topK, V)) {
+  if (T > 0 && finite && m - m == 0.f && sample_fast(fastOn, T, topK, V)) {
     // the k best of each sample_prep block's k best, then the host's
     // arithmetic over them (sample_fast_choose)
     const int n = SAMPLE_PARTS * topK;
