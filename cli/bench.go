@@ -18,6 +18,7 @@ import (
 	"petal/engine/backend"
 	"petal/engine/cpu"
 	"petal/engine/cuda"
+	"petal/engine/executor"
 	"petal/engine/model"
 	"petal/engine/model/synthwrite"
 	"petal/engine/sample"
@@ -75,19 +76,7 @@ func readBenchSampling(c *cli.Context) (sample.Params, error) {
 	if err != nil {
 		return sample.Params{}, usageErr("%s", flagMessage(err))
 	}
-	s := sample.Params{TopP: 1, RepetitionPenalty: 1, Seed: c.Uint64("seed")}
-	if p.Temperature != nil {
-		s.Temperature = *p.Temperature
-	}
-	if p.TopP != nil {
-		s.TopP = *p.TopP
-	}
-	if p.TopK != nil {
-		s.TopK = *p.TopK
-	}
-	if p.MinP != nil {
-		s.MinP = *p.MinP
-	}
+	s := executor.ShapeOver(sample.Params{TopP: 1, RepetitionPenalty: 1, Seed: c.Uint64("seed")}, p)
 	if s.Temperature <= 0 && (s.TopK > 0 || s.TopP < 1 || s.MinP > 0) {
 		return sample.Params{}, usageErr("--top-p, --top-k and --min-p shape a sampled pick: give --temperature above 0 too (without it decode is greedy)")
 	}

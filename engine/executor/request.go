@@ -128,18 +128,7 @@ func samplingParams(e *engine.Engine, p jobs.Params) sample.Params {
 	if g.HasTemperature && g.HasDoSample && !g.DoSample {
 		s.Temperature = 0
 	}
-	if p.Temperature != nil {
-		s.Temperature = *p.Temperature
-	}
-	if p.TopP != nil {
-		s.TopP = *p.TopP
-	}
-	if p.TopK != nil {
-		s.TopK = *p.TopK
-	}
-	if p.MinP != nil {
-		s.MinP = *p.MinP
-	}
+	s = ShapeOver(s, p)
 	if p.PresencePenalty != nil {
 		s.PresencePenalty = *p.PresencePenalty
 	}
@@ -153,6 +142,24 @@ func samplingParams(e *engine.Engine, p jobs.Params) sample.Params {
 		s.Seed = uint64(*p.Seed)
 	} else {
 		s.Seed = uint64(time.Now().UnixNano())
+	}
+	return s
+}
+
+// ShapeOver is s with the request's temperature, top-p, top-k and min-p
+// (the settings that shape a pick) where it gives them.
+func ShapeOver(s sample.Params, p jobs.Params) sample.Params {
+	if p.Temperature != nil {
+		s.Temperature = *p.Temperature
+	}
+	if p.TopP != nil {
+		s.TopP = *p.TopP
+	}
+	if p.TopK != nil {
+		s.TopK = *p.TopK
+	}
+	if p.MinP != nil {
+		s.MinP = *p.MinP
 	}
 	return s
 }
