@@ -75,6 +75,9 @@ func New(o Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("cuda: KV caches of element type %s, want f32 or bf16", o.KV)
 	}
+	if err := checkSASSEnv(); err != nil {
+		return nil, err
+	}
 	ctx, err := driver.Open(o.Device)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 
@@ -24,6 +25,20 @@ func cubinDir() fs.FS {
 	default:
 		return os.DirFS(v)
 	}
+}
+
+// checkSASSEnv refuses a PETAL_CUDA_SASS folder without a readable
+// manifest, so that a mistyped path is said rather than every module
+// silently compiled from its PTX.
+func checkSASSEnv() error {
+	v := os.Getenv(sassEnv)
+	if v == "" || v == "off" {
+		return nil
+	}
+	if _, err := kernels.Manifest(os.DirFS(v)); err != nil {
+		return fmt.Errorf("cuda: %s=%s: %w (want a folder that kernels/sass.sh wrote, or off)", sassEnv, v, err)
+	}
+	return nil
 }
 
 // loadFamily loads the module of a kernel family (LoadFamily).

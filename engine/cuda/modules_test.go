@@ -1,7 +1,10 @@
 package cuda
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +65,27 @@ func TestCubinsLoad(t *testing.T) {
 	}
 	t.Logf("%d of %d families from cubins on compute capability %d.%d: %.0f ms to load them, %.0f ms for the same families' PTX",
 		loaded, len(kernels.Families()), d.Major, d.Minor, fromCubin.Seconds()*1e3, fromPTX.Seconds()*1e3)
+}
+
+// TestSASSEnv: PETAL_CUDA_SASS naming a folder without a manifest is an
+// error that names it; unset, off, or a folder sass.sh wrote are not.
+func TestSASSEnv(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"", "off"} {
+		t.Setenv(sassEnv, v)
+		if err := checkSASSEnv(); err != nil {
+			t.Errorf("%s=%q: %v", sassEnv, v, err)
+		}
+	}
+	t.Setenv(sassEnv, filepath.Join(dir, "nosuch"))
+	if err := checkSASSEnv(); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("a folder that is not there: %v, want an error naming it", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.txt"), []byte("# none yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(sassEnv, dir)
+	if err := checkSASSEnv(); err != nil {
+		t.Errorf("a folder with a manifest: %v", err)
+	}
 }
