@@ -42,6 +42,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err != nil || o.Router != RouterF64D || DefaultOptions().Router != RouterF64 {
+		t.Errorf("router=f64d: %v (%v); the default %v", o.Router, err, DefaultOptions().Router)
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "topk"}}); err != nil || !o.SamplerTopK || DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=topk: %v (%v); the default: %v, want row", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}
