@@ -154,8 +154,10 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	if err := b.fn["sample_row"].SetMaxDynamicShared(sampleFastKeys); err != nil {
-		return err
+	if b.o.SamplerTopK {
+		if err := b.fn["sample_row"].SetMaxDynamicShared(sampleFastKeys); err != nil {
+			return err
+		}
 	}
 	qv, mv := DefaultQMV, MoEVariant{QI8x3, true}
 	if b.o.FastQMV {

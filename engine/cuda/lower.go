@@ -587,9 +587,9 @@ func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, er
 	xOff, wOff := p.reserve(&off, 4*int64(V)), p.reserve(&off, 4*int64(V))
 	partOff := p.reserve(&off, 16*sampleParts)
 	candOff := p.reserve(&off, sampleFastKeys)
-	fastOn := int32(0)
+	fastOn, fastShared := int32(0), 0
 	if b.o.SamplerTopK {
-		fastOn = 1
+		fastOn, fastShared = 1, sampleFastKeys
 	}
 	// the scratch's address is known once the program is compiled
 	return []step{
@@ -603,7 +603,7 @@ func (b *Backend) sampleOp(p *program, c *checks, o *backend.Sample) ([]step, er
 			var a driver.Args
 			a.Ptr(params).Ptr(config).Ptr(counts).Ptr(tok).Ptr(status).Ptr(p.scratch.Add(xOff)).Ptr(p.scratch.Add(wOff)).
 				Ptr(p.scratch.Add(partOff)).Ptr(p.scratch.Add(candOff)).I32(fastOn).I32(int32(V))
-			return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), sampleFastKeys, &a)
+			return s.Launch(b.fn["sample_row"], driver.D1(1), driver.D1(1024), fastShared, &a)
 		}},
 	}, nil
 }
