@@ -176,22 +176,7 @@ static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, con
   u32 nw[WORDS];
   u16 ns[WORDS], nb[WORDS];
   auto fetch = [&](int grp) __attribute__((always_inline)) {
-    const int k0 = grp * QF_K;
-#pragma unroll
-    for (int i = 0; i < XR; i++) {
-      const int r = m0 + warp * XR + i;
-      const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
-      nx[2 * i] = r < T ? xr[lane] : 0.f;
-      nx[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) {
-      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      const bool in = e < BN * wpg && n0 + n < d.rows;
-      nw[i] = in ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-      ns[i] = in ? d.s[(n0 + n) * d.gpr + grp] : (u16)0;
-      nb[i] = in ? d.b[(n0 + n) * d.gpr + grp] : (u16)0;
-    }
+    qf_fetch<XR, WORDS, BN, QF_K>(d, x, T, m0, n0, grp, tid, warp, lane, wpg, nx, nw, ns, nb);
   };
   fetch(g0);
   for (int grp = g0; grp < g1; grp++) {
@@ -201,17 +186,7 @@ static __device__ __forceinline__ void qf_gemm(const QDesc* __restrict__ wd, con
       xs[r][lane] = (double)nx[2 * i];
       xs[r][lane + 32] = (double)nx[2 * i + 1];
     }
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) {
-      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      if (e < BN * wpg) {
-        const double sc = (double)bf16_to_f32(ns[i]), bi = (double)bf16_to_f32(nb[i]);
-        for (int c = 0; c < per; c++) {
-          const u32 code = (nw[i] >> (d.bits * c)) & mask;
-          ws[n][wi * per + c] = __builtin_fma((double)code, sc, bi);
-        }
-      }
-    }
+    qf_store_w<WORDS, BN>(d, ws, tid, wpg, per, mask, nw, ns, nb);
     __syncthreads();
     if (grp + 1 < g1) fetch(grp + 1);  // in flight during the products
     if constexpr (M16) {

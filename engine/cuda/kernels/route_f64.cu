@@ -54,45 +54,19 @@ extern "C" __global__ void __launch_bounds__(128)
   u32 nw[WORDS];
   u16 ns[WORDS], nb[WORDS];
   auto fetch = [&](int grp) __attribute__((always_inline)) {
-    const int k0 = grp * QD_K;
-#pragma unroll
-    for (int i = 0; i < XR; i++) {
-      const int r = m0 + warp * XR + i;
-      const float* xr = x + (long long)(r < T ? r : 0) * d.cols + k0;
-      nx[2 * i] = r < T ? xr[lane] : 0.f;
-      nx[2 * i + 1] = r < T ? xr[lane + 32] : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) {
-      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      const bool in = e < BN * wpg && n0 + n < d.rows;
-      nw[i] = in ? d.w[(n0 + n) * d.wpr + grp * wpg + wi] : 0u;
-      ns[i] = in ? d.s[(n0 + n) * d.gpr + grp] : (u16)0;
-      nb[i] = in ? d.b[(n0 + n) * d.gpr + grp] : (u16)0;
-    }
+    qf_fetch<XR, WORDS, BN, QD_K>(d, x, T, m0, n0, grp, tid, warp, lane, wpg, nx, nw, ns, nb);
   };
   // store: the fetched group into stage st (x as it is, the weights
   // dequantised to float64: q·s + b, exact)
   auto store = [&](int st) __attribute__((always_inline)) {
     float (*sx)[QD_LX] = xs(st);
-    double (*sw)[QD_LW] = ws(st);
 #pragma unroll
     for (int i = 0; i < XR; i++) {
       const int r = warp * XR + i;
       sx[r][lane] = nx[2 * i];
       sx[r][lane + 32] = nx[2 * i + 1];
     }
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) {
-      const int e = tid + 128 * i, n = e / wpg, wi = e % wpg;
-      if (e < BN * wpg) {
-        const double sc = (double)bf16_to_f32(ns[i]), bi = (double)bf16_to_f32(nb[i]);
-        for (int c = 0; c < per; c++) {
-          const u32 code = (nw[i] >> (d.bits * c)) & mask;
-          sw[n][wi * per + c] = __builtin_fma((double)code, sc, bi);
-        }
-      }
-    }
+    qf_store_w<WORDS, BN>(d, ws(st), tid, wpg, per, mask, nw, ns, nb);
   };
   if (g0 < g1) {
     fetch(g0);
@@ -126,6 +100,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (more) store(cur ^ 1);
     __syncthreads();
   }
+  // written as qf_gemm's M16 form writes them (split-K partials in float64)
 #pragma unroll
   for (int i = 0; i < 2; i++)
 #pragma unroll

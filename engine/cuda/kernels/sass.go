@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // The driver compiles PTX for the GPU at load, about half a minute for all
@@ -81,14 +82,23 @@ func RunsOn(target string, major, minor int) bool {
 	return major == tmajor && minor >= tminor
 }
 
+// ptxSums holds PTXSum's answers: a backend's New asks for every family
+// twice (the compile notice, then the load), over 10 MB of PTX.
+var ptxSums sync.Map
+
 // PTXSum is the sha256 of family's embedded PTX, as the manifest records it.
 func PTXSum(family string) (string, error) {
+	if s, ok := ptxSums.Load(family); ok {
+		return s.(string), nil
+	}
 	b, err := ptxFiles.ReadFile(family + ".ptx")
 	if err != nil {
 		return "", fmt.Errorf("kernels: no PTX for %q", family)
 	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:]), nil
+	sum := sha256.Sum256(b)
+	s := hex.EncodeToString(sum[:])
+	ptxSums.Store(family, s)
+	return s, nil
 }
 
 // Cubin returns family's machine code from dir for a GPU of compute
