@@ -51,9 +51,9 @@ func TestConformance(t *testing.T) {
 		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"sampler=topk":      func(o *Options) { o.SamplerTopK = true },
+		"sampler=row":       func(o *Options) { o.SamplerTopK = false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=topk"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -45,8 +45,8 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err != nil || o.Router != RouterF64D || DefaultOptions().Router != RouterF64 {
 		t.Errorf("router=f64d: %v (%v); the default %v", o.Router, err, DefaultOptions().Router)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "topk"}}); err != nil || !o.SamplerTopK || DefaultOptions().SamplerTopK {
-		t.Errorf("sampler=topk: %v (%v); the default: %v, want row", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
+	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
+		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
 		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
