@@ -134,21 +134,6 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	if b.o.Router == RouterF64D {
-		// loaded only where asked for: its module has no built-in machine
-		// code until it has run on a GPU
-		m, err := loadFamily(b.ctx, "route_f64")
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		if b.fn[routerStagedKernel], err = m.Function(routerStagedKernel); err != nil {
-			return err
-		}
-		if err := b.fn[routerStagedKernel].SetMaxDynamicShared(routerStagedShared); err != nil {
-			return err
-		}
-	}
 	for _, name := range []string{"sample_prep", "sample_row", "logprobs_row"} {
 		if b.fn[name], err = mods["sample"].Function(name); err != nil {
 			return err

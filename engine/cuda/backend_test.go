@@ -493,25 +493,6 @@ func TestSamplePartsMatchKernel(t *testing.T) {
 	}
 }
 
-// TestRouterStagedSharedMatchesKernel: the launcher gives qgemm_f64_d the
-// shared memory route_f64.cu lays out (QD_SHARED: two stages of 64 rows of
-// x in float32 and 64 of weights in float64, QD_K + 4 a row).
-func TestRouterStagedSharedMatchesKernel(t *testing.T) {
-	src, err := os.ReadFile("kernels/route_f64.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"#define QD_K 64 ", "#define QD_LX (QD_K + 4) ", "#define QD_LW (QD_K + 4) ",
-		"#define QD_STAGE_X (64 * QD_LX * 4)", "#define QD_STAGE (QD_STAGE_X + 64 * QD_LW * 8)", "#define QD_SHARED (2 * QD_STAGE)"} {
-		if !strings.Contains(string(src), want) {
-			t.Errorf("route_f64.cu does not say %q, which routerStagedShared (%d) assumes", want, routerStagedShared)
-		}
-	}
-	if routerStagedShared != 2*(64*68*4+64*68*8) {
-		t.Errorf("routerStagedShared %d", routerStagedShared)
-	}
-}
-
 func TestConvRowsMatchKernel(t *testing.T) {
 	src, err := os.ReadFile("kernels/ops.cu")
 	if err != nil {
@@ -746,7 +727,7 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 // 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
 func TestRouterTensorCoresMatchReference(t *testing.T) {
 	backends := map[RouterKernel]*Backend{}
-	for _, k := range []RouterKernel{RouterF64, RouterPlain, RouterF64D} {
+	for _, k := range []RouterKernel{RouterF64, RouterPlain} {
 		o := DefaultOptions()
 		o.Router = k
 		backends[k] = testBackend(t, o)
@@ -785,15 +766,11 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 					}
 					plainKernel, _ := backends[RouterPlain].qgemmShape(E, rows)
 					_, plainW := route(backends[RouterPlain], plainKernel)
-					// qgemm_f64, then the 64 x 64 kernels (their blocks forced),
-					// qgemm_f64_d under router=f64d
-					for _, kernel := range append(append([]string{"qgemm_f64"}, routerWideKernels...), routerStagedKernel) {
+					// qgemm_f64, then the 64 x 64 kernels (their blocks forced)
+					for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
 						gotIDs, got := func() ([]int32, []float32) {
 							defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
 							routerWide = func(int, int) bool { return kernel != "qgemm_f64" }
-							if kernel == routerStagedKernel {
-								return route(backends[RouterF64D], kernel)
-							}
 							if kernel != "qgemm_f64" {
 								routerWideKernel = kernel
 							}
@@ -821,9 +798,6 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 func TestMeasureRouter(t *testing.T) {
 	benchOnly(t)
 	b := testBackend(t, DefaultOptions())
-	o := DefaultOptions()
-	o.Router = RouterF64D
-	staged := testBackend(t, o)
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
 	const E, C, K = 256, 2048, 8
 	rng := freshRNG(t)
@@ -833,32 +807,22 @@ func TestMeasureRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
-	sw, err := staged.Upload(m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, rows := range []int{16, 64, 512, 1024, 4096, 16384} {
-		xs := randoms(rng, rows*C, 1)
-		x, sx := floats(b, xs), floats(staged, xs)
-		for _, kernel := range append(append([]string{"qgemm_f64"}, routerWideKernels...), routerStagedKernel) {
-			tile, on, wm, xin := 32, b, w, x
+		x := floats(b, randoms(rng, rows*C, 1))
+		for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
+			tile := 32
 			if kernel != "qgemm_f64" {
-				tile = 64
-			}
-			if kernel == routerStagedKernel {
-				on, wm, xin = staged, sw, sx
-			} else if tile == 64 {
-				routerWideKernel = kernel
+				tile, routerWideKernel = 64, kernel
 			}
 			routerWide = func(int, int) bool { return tile == 64 }
 			for _, per := range []int{0, 1, 2, 4, 8, 16} {
 				routerBlocks = func(sms int) int { return per * sms }
-				r := &backend.Route{X: xin, Router: wm, Idx: ints(on, make([]int32, rows*K)), Weights: floats(on, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
-				p, err := on.Compile([]backend.Op{r})
+				r := &backend.Route{X: x, Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
+				p, err := b.Compile([]backend.Op{r})
 				if err != nil {
 					t.Fatal(err)
 				}
-				d := timeLaunches(t, on.ctx, on.s, 20, p.Run)
+				d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
 				weight := 1
 				if tile == 64 {
 					weight = routerWideWeight

@@ -376,9 +376,6 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 		tile, weight := 32, 1
 		if routerWide(ceil(E, 64)*ceil(rows, 64), b.ctx.Device().SMs) {
 			gemm, tile, shared, weight = routerWideKernel, 64, qfWideShared, routerWideWeight
-			if b.o.Router == RouterF64D {
-				gemm, shared = routerStagedKernel, routerStagedShared
-			}
 		}
 		tiles := ceil(E, tile) * ceil(rows, tile)
 		if splits = routerSplits(weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
@@ -424,14 +421,6 @@ var routerBlocks = func(sms int) int { return 4 * sms }
 var routerWideKernels = []string{"qgemm_f64_h", "qgemm_f64_w"}
 
 var routerWideKernel = routerWideKernels[0]
-
-// routerStagedKernel is route_f64.cu's qgemm_f64_d (router=f64d), with
-// routerStagedShared bytes of dynamic shared memory (QD_SHARED: two stages
-// of 64 rows of x in float32 and 64 of weights in float64, 68 a row).
-const (
-	routerStagedKernel = "qgemm_f64_d"
-	routerStagedShared = 2 * (64*68*4 + 64*68*8)
-)
 
 // qfWideShared is qgemm_f64_w's dynamic shared memory (QF_WIDE_SHARED):
 // 64 rows of x and 64 of weights, 68 doubles each.

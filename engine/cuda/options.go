@@ -168,11 +168,6 @@ type RouterKernel int
 const (
 	RouterF64 RouterKernel = iota
 	RouterPlain
-	// RouterF64D (router=f64d) is RouterF64 with route_f64.cu's
-	// qgemm_f64_d for the 64 x 64 tiles: the same logits bit for bit, the
-	// next group staged while this one's products run (written, not yet
-	// run on a GPU).
-	RouterF64D
 )
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
@@ -199,7 +194,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=f64|f64d|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; f64d: f64 with the next group of columns staged while this one's products run, the same logits, not yet measured; default f64), ` +
+	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
@@ -252,10 +247,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Router = RouterF64
 			case "plain":
 				o.Router = RouterPlain
-			case "f64d":
-				o.Router = RouterF64D
 			default:
-				err = fmt.Errorf("cuda: router=%q: want f64, f64d or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want f64 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")

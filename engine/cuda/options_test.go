@@ -42,8 +42,8 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.SplitK || !d.SplitKGroups || !d.GroupGEMM || !d.FlashWide {
 		t.Errorf("defaults: SplitK %v, SplitKGroups %v, GroupGEMM %v, FlashWide %v; want splitk=all, linears=group, attn=wg (wide's blocks)", d.SplitK, d.SplitKGroups, d.GroupGEMM, d.FlashWide)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err != nil || o.Router != RouterF64D || DefaultOptions().Router != RouterF64 {
-		t.Errorf("router=f64d: %v (%v); the default %v", o.Router, err, DefaultOptions().Router)
+	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
+		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)

@@ -1,6 +1,6 @@
 // f64mma.h: float64 products on the tensor cores (sm_90's m16n8k16) and the
 // staging of a router tile's groups, for the router's exact logits (ops.cu's
-// qgemm_f64 kernels, route_f64.cu's qgemm_f64_d).
+// qgemm_f64 kernels).
 #pragma once
 #include "device.h"
 #include "rowmath.h"
@@ -17,8 +17,7 @@ static __device__ __forceinline__ void mma_f64_16(double* c, const double* a, co
 }
 
 // qf_fetch and qf_store_w stage one group of K columns of a router tile
-// as its block's 128 threads share it (ops.cu's qf_gemm, route_f64.cu's
-// qgemm_f64_d). qf_fetch loads the group into registers, XR rows of x a
+// as its block's 128 threads share it (ops.cu's qf_gemm). qf_fetch loads the group into registers, XR rows of x a
 // warp (two columns a lane) and WORDS words of codes a thread with their
 // rows' scales and biases, so that the loads run while the products of
 // the group before do; qf_store_w writes the weights dequantised to
