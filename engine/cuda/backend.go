@@ -189,14 +189,6 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
-			if b.o.MoETail > 0 {
-				if !b.o.WGUndrained || !b.o.WGRegA {
-					return fmt.Errorf("cuda: moetail=%d takes the tiles of gemm=wgrp", b.o.MoETail)
-				}
-				if err := b.gemm.MixedTails(b.o.MoETail); err != nil {
-					return err
-				}
-			}
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err

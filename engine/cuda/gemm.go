@@ -26,16 +26,11 @@ import (
 // A WG tile with RegA is the register-A form (WG = 3, and 4 for its
 // undrained twin): the weights dequantised into wgmma's A
 // fragments in registers, X the B operand from shared memory, no W tile.
-//
-// A tile with Tail is a mixed MoE tile (MoEMixedTiles): BM-row tiles, and
-// each expert's last rows, where they are Tail or fewer, in one tile of
-// Tail rows, in the same launch.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
 	Reg, Stream, WG, RegA   bool
 	Blocks                  int
-	Tail                    int
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -75,15 +70,6 @@ var WGMMATiles = []GEMMTile{
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-}
-
-// MoEMixedTiles are gemm_wg.cu's mixed MoE tiles (GEMM_MIXED): w128rp's
-// 128-row tiles with an expert's last 32 (w128rps, as w32r) or 64
-// (w128rpm, as w64rp) rows or fewer in a tile of that many rows; gate/up
-// and down only, the shared memory and registers of w128rp.
-var MoEMixedTiles = []GEMMTile{
-	{Name: "w128rps", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2, Tail: 32},
-	{Name: "w128rpm", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2, Tail: 64},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -141,9 +127,9 @@ func (t GEMMTile) itemOutputs(gateUp bool) int {
 func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, MoEStreamTiles) }
 
 // GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles,
-// MoEStreamTiles, WGMMATiles or MoEMixedTiles.
+// MoEStreamTiles or WGMMATiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles, MoEMixedTiles) {
+	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles) {
 		if t.Name == name {
 			return t, nil
 		}
@@ -191,8 +177,7 @@ func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
 	return loadFamily(c, "gemm_wg")
 }
 
-// AddWGMMA adds the tiles of WGMMATiles and MoEMixedTiles from mod
-// (LoadGEMMWGModule).
+// AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
 func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 	for _, t := range WGMMATiles {
 		k, err := tileKernels(mod, t)
@@ -202,44 +187,7 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 		g.tiles[t.Name] = k
 		g.wg = append(g.wg, t)
 	}
-	for _, t := range MoEMixedTiles {
-		k, err := moeKernels(mod, t)
-		if err != nil {
-			return err
-		}
-		g.tiles[t.Name] = k
-		g.mixed = append(g.mixed, t)
-	}
 	return nil
-}
-
-// MixedTails makes MoETile take the mixed tile of tail rows (32: w128rps,
-// 64: w128rpm; 0: none) where it would take w128rp (moetail=).
-func (g *GEMM) MixedTails(tail int) error {
-	if tail == 0 {
-		g.tail = 0
-		return nil
-	}
-	for _, t := range g.mixed {
-		if t.Tail == tail {
-			g.tail = tail
-			return nil
-		}
-	}
-	return fmt.Errorf("cuda: no mixed MoE tile with %d-row tails loaded", tail)
-}
-
-// moeKernels finds the grouped gate/up and down entries of tile t in mod.
-func moeKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
-	var k gemmKernels
-	var err error
-	if k.gateUp, err = mod.Function("gemm_gateup_" + t.Name); err != nil {
-		return gemmKernels{}, err
-	}
-	if k.down, err = mod.Function("gemm_down_" + t.Name); err != nil {
-		return gemmKernels{}, err
-	}
-	return k, nil
 }
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
@@ -291,11 +239,8 @@ func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 func (g *GEMM) DenseTiles() []GEMMTile { return slices.Concat(GEMMTiles, g.wg) }
 
 // AllTiles are every tile of the grouped MoE GEMMs here: allGEMMTiles, and
-// WGMMATiles and MoEMixedTiles once added.
-func (g *GEMM) AllTiles() []GEMMTile { return slices.Concat(allGEMMTiles(), g.wg, g.mixed) }
-
-// MixedTiles are the MoEMixedTiles added (AddWGMMA).
-func (g *GEMM) MixedTiles() []GEMMTile { return slices.Clone(g.mixed) }
+// WGMMATiles once added.
+func (g *GEMM) AllTiles() []GEMMTile { return slices.Concat(allGEMMTiles(), g.wg) }
 
 type gemmKernels struct {
 	dense, group, gateUp, down *driver.Function
@@ -312,10 +257,8 @@ type GEMM struct {
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
-	mixed                   []GEMMTile // MoEMixedTiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
 	undrained               bool       // UndrainedTiles
-	tail                    int        // MixedTails
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -330,8 +273,12 @@ func NewGEMM(c *driver.Context, mod *driver.Module) (*GEMM, error) {
 		g.tiles[t.Name] = k
 	}
 	for _, t := range slices.Concat(MoERegTiles, MoEStreamTiles) {
-		k, err := moeKernels(mod, t)
-		if err != nil {
+		var k gemmKernels
+		var err error
+		if k.gateUp, err = mod.Function("gemm_gateup_" + t.Name); err != nil {
+			return nil, err
+		}
+		if k.down, err = mod.Function("gemm_down_" + t.Name); err != nil {
 			return nil, err
 		}
 		g.tiles[t.Name] = k
@@ -422,7 +369,7 @@ func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
 func (g *GEMM) Prepare() error {
 	for _, t := range g.AllTiles() {
 		for _, kind := range []string{"dense", "group", "gateup", "down"} {
-			if (t.Reg || t.Tail > 0) && (kind == "dense" || kind == "group") {
+			if t.Reg && (kind == "dense" || kind == "group") {
 				continue
 			}
 			if err := g.ready(g.Function(t, kind), t); err != nil {
@@ -633,9 +580,7 @@ func (g *GEMM) denseGroup(s *driver.Stream, k gemmKernels, t GEMMTile, ms []*QMa
 //	Counts [Experts], Offsets [Experts+1]: rows of each expert, their start;
 //	Pos [Tokens·MoETopK]: the sorted row of each pair (-1 for a bad id);
 //	RowTok [Tokens·MoETopK]: the token of each sorted row;
-//	Tiles [2·MaxTiles]: (expert, first row) of each tile, a mixed tile's
-//	  Tail-row tiles after its BM-row ones; NTiles [2]: the tiles, and
-//	  those of BM rows;
+//	Tiles [2·MaxTiles]: (expert, first row) of each tile; NTiles [1];
 //	Status [1]: the number of expert ids outside [0, Experts).
 type MoEGroups struct {
 	Tokens, Experts                                     int
@@ -716,13 +661,6 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if name == "w128r" {
 		w = g.undrain(w)
 	}
-	if w.Name == "w128rp" && g.tail > 0 {
-		for _, m := range g.mixed {
-			if m.Tail == g.tail {
-				return m
-			}
-		}
-	}
 	return w
 }
 
@@ -736,7 +674,7 @@ func NewMoEGroups(c *driver.Context, tokens, experts int, tile GEMMTile) (*MoEGr
 	}
 	pairs := tokens * MoETopK
 	maxTiles := (pairs+tile.BM-1)/tile.BM + experts
-	sizes := []int{experts, experts + 1, pairs, pairs, 2 * maxTiles, 2, 1}
+	sizes := []int{experts, experts + 1, pairs, pairs, 2 * maxTiles, 1, 1}
 	var total int64
 	for _, n := range sizes {
 		total += int64((4*n + 255) &^ 255)
@@ -771,7 +709,7 @@ func (g *GEMM) Route(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens in
 		return fmt.Errorf("cuda: MoE grouping of %d tokens in buffers for %d", tokens, grp.Tokens)
 	}
 	var a driver.Args
-	a.Ptr(ids).I32(int32(tokens)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).I32(int32(grp.Tile.Tail)).
+	a.Ptr(ids).I32(int32(tokens)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).
 		Ptr(grp.Counts).Ptr(grp.Offsets).Ptr(grp.Pos).Ptr(grp.RowTok).Ptr(grp.Tiles).Ptr(grp.NTiles).Ptr(grp.Status)
 	fn := g.route
 	if g.routeAhead {

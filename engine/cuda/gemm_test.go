@@ -27,7 +27,7 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range slices.Concat(WGMMATiles, MoERegTiles, MoEStreamTiles, MoEMixedTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -79,28 +79,6 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgr, moe=wg", MoEWG, map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"})
 	g.UndrainedTiles()
 	moeTiles("gemm=wgrp", MoEStream, map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"})
-	// moetail: the mixed tiles where w128rp would run, and only there;
-	// without them loaded MixedTails refuses
-	if err := g.MixedTails(32); err == nil {
-		t.Error("MixedTails(32) without the mixed tiles loaded: no error")
-	}
-	g.mixed = MoEMixedTiles
-	for _, c := range []struct {
-		tail int
-		want string
-	}{{32, "w128rps"}, {64, "w128rpm"}} {
-		if err := g.MixedTails(c.tail); err != nil {
-			t.Fatal(err)
-		}
-		moeTiles(fmt.Sprintf("moetail=%d", c.tail), MoEWG, map[int]string{4096: c.want, 2048: c.want, 1024: "w64r", 512: "w32r"})
-	}
-	if err := g.MixedTails(48); err == nil {
-		t.Error("MixedTails(48): no error")
-	}
-	if err := g.MixedTails(0); err != nil {
-		t.Fatal(err)
-	}
-	moeTiles("moetail=off", MoEWG, map[int]string{4096: "w128rp"})
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
@@ -541,7 +519,7 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 	}
 	counts, offsets := read(grp.Counts, E), read(grp.Offsets, E+1)
 	pos, rowTok := read(grp.Pos, T*MoETopK), read(grp.RowTok, T*MoETopK)
-	ntiles, status := read(grp.NTiles, 2), read(grp.Status, 1)
+	ntiles, status := read(grp.NTiles, 1), read(grp.Status, 1)
 	tiles := read(grp.Tiles, 2*grp.MaxTiles)
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
@@ -553,20 +531,12 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 	for _, e := range ids {
 		want[e]++
 	}
-	// BM-row tiles in expert order, then (a mixed tile) each expert's last
-	// Tail rows or fewer in a tile of their own
 	var off, nt int32
-	var small [][2]int32
 	for e := range E {
 		if counts[e] != want[e] || offsets[e] != off {
 			t.Fatalf("expert %d: count %d offset %d, want %d and %d", e, counts[e], offsets[e], want[e], off)
 		}
-		big, rem := (want[e]+int32(BM)-1)/int32(BM), want[e]%int32(BM)
-		if tail := int32(grp.Tile.Tail); tail > 0 && rem > 0 && rem <= tail {
-			big--
-			small = append(small, [2]int32{int32(e), off + big*int32(BM)})
-		}
-		for j := int32(0); j < big; j++ {
+		for j := int32(0); j*int32(BM) < want[e]; j++ {
 			if tiles[2*nt] != int32(e) || tiles[2*nt+1] != off+j*int32(BM) {
 				t.Fatalf("tile %d is (%d, %d), want (%d, %d)", nt, tiles[2*nt], tiles[2*nt+1], e, off+j*int32(BM))
 			}
@@ -574,15 +544,8 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 		}
 		off += want[e]
 	}
-	nbig := nt
-	for _, w := range small {
-		if tiles[2*nt] != w[0] || tiles[2*nt+1] != w[1] {
-			t.Fatalf("tile %d (of %d-row tails) is (%d, %d), want (%d, %d)", nt, grp.Tile.Tail, tiles[2*nt], tiles[2*nt+1], w[0], w[1])
-		}
-		nt++
-	}
-	if offsets[E] != off || ntiles[0] != nt || ntiles[1] != nbig {
-		t.Fatalf("offsets[E] %d, tiles %d, %d of them of %d rows; want %d, %d and %d", offsets[E], ntiles[0], ntiles[1], BM, off, nt, nbig)
+	if offsets[E] != off || ntiles[0] != nt {
+		t.Fatalf("offsets[E] %d, tiles %d; want %d and %d", offsets[E], ntiles[0], off, nt)
 	}
 	seen := make([]bool, T*MoETopK)
 	for i, p := range pos {
@@ -603,64 +566,58 @@ func TestMoERouteGroups(t *testing.T) {
 	c, s, g, rng, _ := gemmHarness(t, gpu(t))
 	defer g.RouteAhead(true)
 	const E = 256
-	m128, _ := GEMMTileByName("m128")
+	tile, _ := GEMMTileByName("m128")
 	poison := func(grp *MoEGroups, T int) {
 		pairs := T * MoETopK
 		for _, b := range []struct {
 			p driver.Ptr
 			n int
-		}{{grp.Counts, E}, {grp.Offsets, E + 1}, {grp.Pos, pairs}, {grp.RowTok, pairs}, {grp.Tiles, 2 * grp.MaxTiles}, {grp.NTiles, 2}, {grp.Status, 1}} {
+		}{{grp.Counts, E}, {grp.Offsets, E + 1}, {grp.Pos, pairs}, {grp.RowTok, pairs}, {grp.Tiles, 2 * grp.MaxTiles}, {grp.NTiles, 1}, {grp.Status, 1}} {
 			if err := s.Fill32(b.p, 0x7FFFFFF0, int64(b.n)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	// m128's tiles, and the mixed tiles' 128-row ones with 32- and 64-row tails
-	for i, tile := range slices.Concat([]GEMMTile{m128}, MoEMixedTiles) {
-		for _, ahead := range []bool{false, true} {
-			if i > 0 && !ahead {
-				continue
+	for _, ahead := range []bool{false, true} {
+		g.RouteAhead(ahead)
+		for _, T := range []int{1, 7, 100, 512, 4096, 16384} {
+			ids, _ := hostRouting(rng, T, E)
+			grp, err := NewMoEGroups(c, T, E, tile)
+			if err != nil {
+				t.Fatal(err)
 			}
-			g.RouteAhead(ahead)
-			for _, T := range []int{1, 7, 100, 512, 2048, 4096, 16384} {
-				ids, _ := hostRouting(rng, T, E)
-				grp, err := NewMoEGroups(c, T, E, tile)
-				if err != nil {
-					t.Fatal(err)
-				}
-				idd := upBuf(t, c, s, ids, "ids")
-				poison(grp, T)
-				if err := g.Route(s, grp, idd.P, T); err != nil {
-					t.Fatal(err)
-				}
-				checkGroups(t, s, grp, ids, T)
-				// three ids outside the stack: counted, and their pairs get no row
-				bad := slices.Clone(ids)
-				bad[0], bad[len(bad)/2], bad[len(bad)-1] = E, -1, E+7
-				badd := upBuf(t, c, s, bad, "bad ids")
-				poison(grp, T)
-				if err := g.Route(s, grp, badd.P, T); err != nil {
-					t.Fatal(err)
-				}
-				status, pos := make([]int32, 1), make([]int32, T*MoETopK)
-				if err := s.CopyToHost(bytesOf(status), grp.Status); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.CopyToHost(bytesOf(pos), grp.Pos); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				want := int32(3)
-				if T*MoETopK < 3 {
-					want = int32(T * MoETopK)
-				}
-				if status[0] != want || pos[0] != -1 || pos[len(pos)-1] != -1 {
-					t.Errorf("moe_route (ahead %v, %s), %d tokens with bad ids: status %d, want %d; rows %d and %d, want -1", ahead, tile, T, status[0], want, pos[0], pos[len(pos)-1])
-				}
-				grp.Free()
+			idd := upBuf(t, c, s, ids, "ids")
+			poison(grp, T)
+			if err := g.Route(s, grp, idd.P, T); err != nil {
+				t.Fatal(err)
 			}
+			checkGroups(t, s, grp, ids, T)
+			// three ids outside the stack: counted, and their pairs get no row
+			bad := slices.Clone(ids)
+			bad[0], bad[len(bad)/2], bad[len(bad)-1] = E, -1, E+7
+			badd := upBuf(t, c, s, bad, "bad ids")
+			poison(grp, T)
+			if err := g.Route(s, grp, badd.P, T); err != nil {
+				t.Fatal(err)
+			}
+			status, pos := make([]int32, 1), make([]int32, T*MoETopK)
+			if err := s.CopyToHost(bytesOf(status), grp.Status); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CopyToHost(bytesOf(pos), grp.Pos); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			want := int32(3)
+			if T*MoETopK < 3 {
+				want = int32(T * MoETopK)
+			}
+			if status[0] != want || pos[0] != -1 || pos[len(pos)-1] != -1 {
+				t.Errorf("moe_route (ahead %v), %d tokens with bad ids: status %d, want %d; rows %d and %d, want -1", ahead, T, status[0], want, pos[0], pos[len(pos)-1])
+			}
+			grp.Free()
 		}
 	}
 }
@@ -675,7 +632,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 	gate, upm := quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64)
 	down := quant.RandomMatrix(rng, E, H, I, 4, 64)
 	gq, uq, dq := uploadGEMMWeights(t, c, up, &gate, "gate"), uploadGEMMWeights(t, c, up, &upm, "up"), uploadGEMMWeights(t, c, up, &down, "down")
-	for _, T := range []int{1, 7, 100, 512, 2048, 4096} {
+	for _, T := range []int{1, 7, 100, 512, 4096} {
 		x := randomVector(rng, T*H)
 		ids, wts := hostRouting(rng, T, E)
 		xd, idd, wd := upBuf(t, c, s, x, "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
@@ -689,9 +646,6 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		tiles := []GEMMTile{MoETile(T, E, MoEStream)}
 		if T == 100 || T == 512 {
 			tiles = g.AllTiles()
-		}
-		if T == 2048 || T == 4096 { // the mixed tiles' 128-row tiles and tails both
-			tiles = append(tiles, g.MixedTiles()...)
 		}
 		// Reference tokens: all of a few, else a sample.
 		toks := checkRows(rng, T)
@@ -951,7 +905,7 @@ func TestMeasureGEMM(t *testing.T) {
 	allTiles := g.AllTiles()
 	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
-			if (tile.Reg || tile.Tail > 0) && kind == "dense" {
+			if tile.Reg && kind == "dense" {
 				continue
 			}
 			fi, err := g.Function(tile, kind).Info()
@@ -1006,7 +960,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp", "w128rps", "w128rpm"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}
@@ -1113,13 +1067,6 @@ func TestGEMMWGModule(t *testing.T) {
 	}
 	for _, tile := range WGMMATiles {
 		for _, kind := range []string{"dense", "group", "gateup", "down"} {
-			if !strings.Contains(src, ".entry gemm_"+kind+"_"+tile.Name+"(") {
-				t.Errorf("gemm_wg.ptx has no gemm_%s_%s", kind, tile.Name)
-			}
-		}
-	}
-	for _, tile := range MoEMixedTiles {
-		for _, kind := range []string{"gateup", "down"} {
 			if !strings.Contains(src, ".entry gemm_"+kind+"_"+tile.Name+"(") {
 				t.Errorf("gemm_wg.ptx has no gemm_%s_%s", kind, tile.Name)
 			}

@@ -45,14 +45,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
 		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
 	}
-	for v, want := range map[string]int{"off": 0, "32": 32, "64": 64} {
-		if o, err := ParseOptions([]backend.Option{{Key: "moetail", Value: v}}); err != nil || o.MoETail != want {
-			t.Errorf("moetail=%s: %d (%v), want %d", v, o.MoETail, err, want)
-		}
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "moetail", Value: "48"}}); err == nil || DefaultOptions().MoETail != 0 {
-		t.Errorf("moetail=48: no error, or the default not off (%d)", DefaultOptions().MoETail)
-	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}

@@ -198,7 +198,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	res := func(n int) int64 { return p.reserve(&off, int64(n)) }
 	xb := res(2 * rows * H)
 	counts, offsets, pos, rowTok := res(4*E), res(4*(E+1)), res(4*pairs), res(4*pairs)
-	tiles, ntiles, status := res(8*maxTiles), res(8), res(4) // ntiles: the tiles, and those of BM rows
+	tiles, ntiles, status := res(8*maxTiles), res(4), res(4)
 	hb, ys := res(2*pairs*I), res(4*pairs*H)
 	gs, us, hs, logit := res(4*rows*SI), res(4*rows*SI), res(2*rows*SI), res(4*rows)
 	at := func(o int64) driver.Ptr { return p.scratch.Add(o) }

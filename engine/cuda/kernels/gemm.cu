@@ -1064,22 +1064,19 @@ extern "C" __global__ void gemm_to_bf16(const float* __restrict__ x, u32* __rest
 // token t's k-th expert. Writes counts[E], offsets[E+1] (exclusive scan),
 // pos[t*TOPK+k] (the pair's sorted row; -1 for an id outside [0, E)),
 // rowTok[row] (the token of each sorted row), the tile map (expert, first
-// row) of each BM-row tile of each expert's rows, ntiles[0] (the tiles)
-// and ntiles[1] (those of BM rows), and status[0] = the number of ids
-// outside [0, E). With BS > 0 (a mixed tile, GEMM_MIXED), an expert's last
-// rows, where they are BS or fewer, get a tile of BS rows instead, listed
-// after every BM-row tile. The order of rows inside an
+// row) of each BM-row tile of each expert's rows, ntiles[0], and
+// status[0] = the number of ids outside [0, E). The order of rows inside an
 // expert's group is not fixed, but every row's result is computed the same
 // way wherever it sits, so the outputs are.
 template <int AHEAD>
-static __device__ __forceinline__ void route_pairs(const int* __restrict__ ids, int T, int E, int BM, int BS,
+static __device__ __forceinline__ void route_pairs(const int* __restrict__ ids, int T, int E, int BM,
                                                    int* __restrict__ counts, int* __restrict__ offsets,
                                                    int* __restrict__ pos, int* __restrict__ rowTok,
                                                    int* __restrict__ tiles, int* __restrict__ ntiles,
                                                    int* __restrict__ status) {
   __shared__ int hist[ROUTE_THREADS];
   __shared__ int base[ROUTE_THREADS];
-  __shared__ int warpSum[3][32];
+  __shared__ int warpSum[2][32];
   __shared__ int bad;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   hist[tid] = 0;
@@ -1112,41 +1109,37 @@ static __device__ __forceinline__ void route_pairs(const int* __restrict__ ids, 
     }
   }
   __syncthreads();
-  // Exclusive scans of the counts, of the BM-row tiles and of the BS-row
-  // tiles per expert.
+  // Exclusive scans of the counts and of the tiles per expert.
   const int cnt = tid < E ? hist[tid] : 0;
-  int nt = (cnt + BM - 1) / BM, ns = 0;
-  if (BS > 0 && cnt % BM != 0 && cnt % BM <= BS) nt--, ns = 1;
-  int a = cnt, b = nt, c = ns;
+  const int nt = (cnt + BM - 1) / BM;
+  int a = cnt, b = nt;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
-    const int ua = g_shfl_up(a, d), ub = g_shfl_up(b, d), uc = g_shfl_up(c, d);
-    if (lane >= d) a += ua, b += ub, c += uc;
+    const int ua = g_shfl_up(a, d), ub = g_shfl_up(b, d);
+    if (lane >= d) a += ua, b += ub;
   }
-  if (lane == 31) warpSum[0][warp] = a, warpSum[1][warp] = b, warpSum[2][warp] = c;
+  if (lane == 31) warpSum[0][warp] = a, warpSum[1][warp] = b;
   __syncthreads();
   if (warp == 0) {
-    int wa = warpSum[0][lane], wb = warpSum[1][lane], wc = warpSum[2][lane];
+    int wa = warpSum[0][lane], wb = warpSum[1][lane];
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
-      const int ua = g_shfl_up(wa, d), ub = g_shfl_up(wb, d), uc = g_shfl_up(wc, d);
-      if (lane >= d) wa += ua, wb += ub, wc += uc;
+      const int ua = g_shfl_up(wa, d), ub = g_shfl_up(wb, d);
+      if (lane >= d) wa += ua, wb += ub;
     }
-    warpSum[0][lane] = wa, warpSum[1][lane] = wb, warpSum[2][lane] = wc;
+    warpSum[0][lane] = wa, warpSum[1][lane] = wb;
   }
   __syncthreads();
   const int off = a - cnt + (warp > 0 ? warpSum[0][warp - 1] : 0);
   const int toff = b - nt + (warp > 0 ? warpSum[1][warp - 1] : 0);
-  const int soff = warpSum[1][31] + c - ns + (warp > 0 ? warpSum[2][warp - 1] : 0);
   if (tid < E) {
     counts[tid] = cnt;
     offsets[tid] = off;
     base[tid] = off;
     for (int j = 0; j < nt; j++) tiles[2 * (toff + j)] = tid, tiles[2 * (toff + j) + 1] = off + j * BM;
-    if (ns) tiles[2 * soff] = tid, tiles[2 * soff + 1] = off + nt * BM;
   }
-  if (tid == E - 1) offsets[E] = off + cnt;
-  if (tid == 0) status[0] = bad, ntiles[0] = warpSum[1][31] + warpSum[2][31], ntiles[1] = warpSum[1][31];
+  if (tid == E - 1) offsets[E] = off + cnt, ntiles[0] = toff + nt;
+  if (tid == 0) status[0] = bad;
   __syncthreads();
   for (int i0 = 0; i0 < n; i0 += ROUTE_THREADS * AHEAD) {
     int ev[AHEAD], rv[AHEAD];
@@ -1168,21 +1161,21 @@ static __device__ __forceinline__ void route_pairs(const int* __restrict__ ids, 
 }
 
 extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
-    moe_route(const int* __restrict__ ids, int T, int E, int BM, int BS, int* __restrict__ counts, int* __restrict__ offsets,
+    moe_route(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
               int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
               int* __restrict__ status) {
   pdl_begin();
-  route_pairs<1>(ids, T, E, BM, BS, counts, offsets, pos, rowTok, tiles, ntiles, status);
+  route_pairs<1>(ids, T, E, BM, counts, offsets, pos, rowTok, tiles, ntiles, status);
 }
 
 // moe_route8: moe_route with eight ids a thread loaded ahead, the default
 // (GEMM.RouteAhead): 8-9 % less time from 2048 tokens on an H200.
 extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
-    moe_route8(const int* __restrict__ ids, int T, int E, int BM, int BS, int* __restrict__ counts, int* __restrict__ offsets,
+    moe_route8(const int* __restrict__ ids, int T, int E, int BM, int* __restrict__ counts, int* __restrict__ offsets,
                int* __restrict__ pos, int* __restrict__ rowTok, int* __restrict__ tiles, int* __restrict__ ntiles,
                int* __restrict__ status) {
   pdl_begin();
-  route_pairs<8>(ids, T, E, BM, BS, counts, offsets, pos, rowTok, tiles, ntiles, status);
+  route_pairs<8>(ids, T, E, BM, counts, offsets, pos, rowTok, tiles, ntiles, status);
 }
 
 // moe_combine: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]

@@ -49,39 +49,3 @@ GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
 // (three k-tiles of copies in flight). At 512 tokens 308 us against s16's
 // 365 (2026-12-06-pipe2); a 16-row twin with six stages took 391.
 GEMM_ENTRIES(w32r, 32, 128, 2, 4, 5, 3, 4)
-
-// Mixed tiles for the MoE from about 57 rows an expert, where most experts
-// fill one or a few 128-row tiles and leave a few rows over (4096 tokens:
-// 128 ± 11 rows an expert, so about half the experts had a second 128-row
-// tile holding 1 to 40 rows): w128rp's tiles, and each expert's last rows,
-// where they are SBM or fewer, in one tile of SBM rows (moe_route's BS),
-// listed after every 128-row tile. One launch: a block past the 128-row
-// tiles (ntiles[1]) runs the small tile's code, with the shared memory and
-// registers of the larger. w128rps: the last 32 rows or fewer as w32r's
-// tile; w128rpm: 64 or fewer as w64rp's.
-#define GEMM_MIXED(NAME, SBM, SWM, SWN)                                                                         \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                         \
-      gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,       \
-                         const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,          \
-                         const int* ntiles) {                                                                  \
-    pdl_begin();                                                                                               \
-    if (G_BID_Y() < ntiles[1])                                                                                 \
-      gemm_tile<128, 128, 4, 2, 5, MODE_GATEUP, 4>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles, offsets,   \
-                                                   ntiles, PETAL_BID_X());                                     \
-    else                                                                                                       \
-      gemm_tile<SBM, 128, SWM, SWN, 5, MODE_GATEUP, 4>(X, rowTok, Wg, SBg, Wu, SBu, H, 0, N, K, tiles,        \
-                                                       offsets, ntiles, PETAL_BID_X());                        \
-  }                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                         \
-      gemm_down_##NAME(const u16* Hs, const u32* W, const u32* SB, float* Ys, int N, int K, const int* tiles,  \
-                       const int* offsets, const int* ntiles) {                                                \
-    pdl_begin();                                                                                               \
-    if (G_BID_Y() < ntiles[1])                                                                                 \
-      gemm_tile<128, 128, 4, 2, 5, MODE_DOWN, 4>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles,     \
-                                                 PETAL_BID_X());                                               \
-    else                                                                                                       \
-      gemm_tile<SBM, 128, SWM, SWN, 5, MODE_DOWN, 4>(Hs, 0, W, SB, 0, 0, Ys, 0, N, K, tiles, offsets, ntiles, \
-                                                     PETAL_BID_X());                                           \
-  }
-GEMM_MIXED(w128rps, 32, 2, 4)
-GEMM_MIXED(w128rpm, 64, 4, 2)
