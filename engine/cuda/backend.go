@@ -189,7 +189,6 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
-			b.gemm.WideMoETiles(b.o.MoEWide)
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err

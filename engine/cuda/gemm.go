@@ -66,10 +66,6 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	// w128rp4: w128rp with four warpgroups, 256 weight rows a block, so
-	// that the MoE's grids re-read each tile's X rows half as often
-	// (moewide=on).
-	{Name: "w128rp4", BM: 128, BN: 256, Threads: 512, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	// w32r: the register-A form against 32 X rows, WG = 4 with five
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
@@ -211,10 +207,6 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 // the k-tiles not drained.
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
-// WideMoETiles makes MoETile take w128rp4 where it would take w128rp
-// (moewide=on).
-func (g *GEMM) WideMoETiles(on bool) { g.wide = on }
-
 // undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
 func (g *GEMM) undrain(t GEMMTile) GEMMTile {
 	if !g.undrained || !t.RegA {
@@ -267,7 +259,6 @@ type GEMM struct {
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
 	undrained               bool       // UndrainedTiles
-	wide                    bool       // WideMoETiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -669,9 +660,6 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	w, _ := GEMMTileByName(name)
 	if name == "w128r" {
 		w = g.undrain(w)
-	}
-	if w.Name == "w128rp" && g.wide {
-		w, _ = GEMMTileByName("w128rp4")
 	}
 	return w
 }

@@ -58,11 +58,6 @@ type Options struct {
 	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
 	// The same products and float32 sums, in another order.
 	MoE MoEKernel
-	// MoEWide (moewide=on) takes w128rp4 where the MoE would run w128rp
-	// (gemm=wgrp, from 57 rows an expert): four warpgroups, 256 weight rows
-	// a block, each tile's X rows staged half as many times. Not yet
-	// measured on a GPU.
-	MoEWide bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -205,7 +200,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moewide=on|off (prefill's MoE from 57 rows an expert under gemm=wgrp in blocks of 256 weight rows, not 128, staging each tile's rows half as often; not yet measured; default off), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -281,8 +275,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
 			}
-		case "moewide":
-			o.MoEWide, err = kv.On("cuda")
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "linears":

@@ -45,9 +45,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
 		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "moewide", Value: "on"}}); err != nil || !o.MoEWide || DefaultOptions().MoEWide {
-		t.Errorf("moewide=on: %v (%v); the default %v, want off", o.MoEWide, err, DefaultOptions().MoEWide)
-	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}

@@ -43,12 +43,6 @@ GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
 GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
 GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
 GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
-// w128rp4: w128rp with four warpgroups, 256 weight rows a block, one block
-// a multiprocessor: the MoE's grids at 4096 tokens re-read each tile's X
-// rows once a block of weight rows (gate/up 8 times, down 16), 16 KB of
-// bf16 X against 4.6 KB of codes a k-tile; twice the weight rows a block
-// halves that.
-GEMM_ENTRIES(w128rp4, 128, 256, 4, 4, 5, 1, 4)
 // w32r: against 32 X rows (n = 32), for the MoE at a few rows an expert
 // (512-token prompts: 16 on average), where each weight serves few
 // products and the time is in reading the weights: WG = 4, five stages
