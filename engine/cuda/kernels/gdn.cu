@@ -79,7 +79,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   __shared__ float vs[R];
   __shared__ float red[8];
   __shared__ float gates[2];
-  __shared__ int last;
+  __shared__ int last, shiftLast;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int j = PETAL_BID_X() / split, slice = PETAL_BID_X() % split;
   const int kh = j / (Hv / Hk);
@@ -127,16 +127,13 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   }
   // Every block of the key head has read its q/k conv state once it has
   // a ticket (the loads have returned: their values are used above); the
-  // last one shifts it.
+  // last one shifts it, at the end: thread 0 asks for the ticket here and
+  // looks at it with the gated norm's, so that the atomic's round trip
+  // runs beside the delta rule, not before it.
   __syncthreads();
-  if (tid == 0) {
-    const u32 readers = (u32)(Hv / Hk) * split;
-    last = ticket_inc(counters + kh, readers - 1) == readers - 1;
-  }
-  __syncthreads();
-  if (last) {
-    convState[ch] = s1, convState[C + ch] = s2, convState[2 * C + ch] = xt;
-  }
+  u32 shiftTicket = 0;
+  const u32 readers = (u32)(Hv / Hk) * split;
+  if (tid == 0) shiftTicket = ticket_inc(counters + kh, readers - 1);
 
   // The delta rule on this warp's rows: S = g*S; m = S·k; d = beta*(v - m);
   // S += d⊗k; o = S·q.
@@ -167,8 +164,12 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   // The gated norm of the head, by the last of its blocks.
   fence_gpu();
   __syncthreads();
-  if (tid == 0) last = split == 1 || ticket_inc(counters + Hk + j, split - 1) == split - 1;
+  if (tid == 0) {
+    last = split == 1 || ticket_inc(counters + Hk + j, split - 1) == split - 1;
+    shiftLast = shiftTicket == readers - 1;
+  }
   __syncthreads();
+  if (shiftLast) convState[ch] = s1, convState[C + ch] = s2, convState[2 * C + ch] = xt;
   if (!last) return;
   fence_gpu();
   const float ov = tid < GDN_D ? ((volatile float*)oh)[tid] : 0.f;
