@@ -151,11 +151,6 @@ func (b *Backend) init() error {
 	if b.qmv, err = NewQMV(b.ctx, mods["qmv"], qv); err != nil {
 		return err
 	}
-	if b.o.FirstRows != 0 && b.o.FirstRows != 2 {
-		if err := b.qmv.SetNormRows(b.o.FirstRows); err != nil {
-			return fmt.Errorf("%w (firstrows=%d is built for qmv=exact)", err, b.o.FirstRows)
-		}
-	}
 	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
 		return err
 	}

@@ -58,12 +58,6 @@ type Options struct {
 	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
 	// The same products and float32 sums, in another order.
 	MoE MoEKernel
-	// FirstRows is the rows a lane of a layer's first projections in
-	// decode (qmv_group_norm) takes at a time (firstrows=2|4|6): at 2 the
-	// 12,352 rows of a Gated DeltaNet layer's in_proj take three steps of
-	// loads over 264 blocks, at 6 one. The same arithmetic a row. Not yet
-	// measured on a GPU; default 2.
-	FirstRows int
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -193,7 +187,7 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, SamplerTopK: true, FirstRows: 2}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, SamplerTopK: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -206,7 +200,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`firstrows=2|4|6 (the rows each lane of a layer's first projections takes at a time in decode, so the loads of a Gated DeltaNet layer's 12,352 rows take three steps, two or one; the same bits; not yet measured; default 2), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -281,13 +274,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.MoE = k
 			default:
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
-			}
-		case "firstrows":
-			switch kv.Value {
-			case "2", "4", "6":
-				o.FirstRows, _ = strconv.Atoi(kv.Value)
-			default:
-				err = fmt.Errorf("cuda: firstrows=%q: want 2, 4 or 6", kv.Value)
 			}
 		case "delta":
 			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")

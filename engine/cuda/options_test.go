@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
@@ -45,14 +44,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
 		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
-	}
-	for _, v := range []int{2, 4, 6} {
-		if o, err := ParseOptions([]backend.Option{{Key: "firstrows", Value: strconv.Itoa(v)}}); err != nil || o.FirstRows != v {
-			t.Errorf("firstrows=%d: %d (%v)", v, o.FirstRows, err)
-		}
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "firstrows", Value: "3"}}); err == nil || DefaultOptions().FirstRows != 2 {
-		t.Errorf("firstrows=3: no error, or the default not 2 (%d)", DefaultOptions().FirstRows)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)

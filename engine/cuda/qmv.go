@@ -109,30 +109,10 @@ type QMV struct {
 	occ     occupancy
 	// groupOcc is the grouped kernel's occupancy
 	groupOcc occupancy
-	// groupNorms are qmv_group_norm_<kind>_r<R> (with group) by R, the
-	// rows a lane; LaunchGroupNorm takes normR's
-	groupNorms map[int]*normKernel
-	normR      int
-}
-
-// normKernel is one qmv_group_norm entry point and its occupancy.
-type normKernel struct {
-	fn  *driver.Function
-	occ occupancy
-}
-
-// NormRows are the rows a lane of qmv_group_norm there are entry points
-// for (r2 in every kind, r4 and r6 for x in three int8 parts).
-var NormRows = []int{2, 4, 6}
-
-// SetNormRows makes LaunchGroupNorm take the entry point of r rows a lane
-// (firstrows=).
-func (k *QMV) SetNormRows(r int) error {
-	if _, ok := k.groupNorms[r]; !ok {
-		return fmt.Errorf("cuda: the grouped mat-vec with a norm has no form of %d rows a lane for %v", r, k.variant)
-	}
-	k.normR = r
-	return nil
+	// groupNorm is qmv_group_norm_<kind>_r2 (with group), normOcc its
+	// occupancy
+	groupNorm *driver.Function
+	normOcc   occupancy
 }
 
 // QMVNorm is the add-and-norm LaunchGroupNorm does first (an AddRMSNorm
@@ -184,14 +164,13 @@ func QMVGroupTable(ms []*QMatrix, ys []driver.Ptr) ([]byte, error) {
 func (k *QMV) Grouped() bool { return k.group != nil }
 
 // GroupedNorm says whether LaunchGroupNorm is there.
-func (k *QMV) GroupedNorm() bool { return k.groupNorms[k.normR] != nil }
+func (k *QMV) GroupedNorm() bool { return k.groupNorm != nil }
 
 // LaunchGroupNorm is LaunchGroup with the add-and-norm of n first, in the
 // same kernel: x is n's normed row (bit for bit add_rmsnorm's), written to
 // n.Out with the sum to n.H by the block that finishes last.
 func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, cols int) error {
-	nk := k.groupNorms[k.normR]
-	if nk == nil {
+	if k.groupNorm == nil {
 		return fmt.Errorf("cuda: mat-vec %v has no grouped form with a norm", k.variant)
 	}
 	if n.H%16 != 0 {
@@ -200,13 +179,13 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, c
 	if rows == 0 {
 		return nil
 	}
-	grid, team, shared, err := k.groupShape(&nk.occ, k.normR, rows, cols, 4*cols) // and h + delta (QNormIn's keep)
+	grid, team, shared, err := k.groupShape(&k.normOcc, rows, cols, 4*cols) // and h + delta (QNormIn's keep)
 	if err != nil {
 		return err
 	}
 	var a driver.Args
 	a.Struct(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team))
-	return s.Launch(nk.fn, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
+	return s.Launch(k.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 }
 
 // LaunchGroup queues the mat-vecs of the QMVGroupTable table, rows in
@@ -222,7 +201,7 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, co
 	if rows == 0 {
 		return nil
 	}
-	grid, team, shared, err := k.groupShape(&k.groupOcc, k.variant.R, rows, cols, 0)
+	grid, team, shared, err := k.groupShape(&k.groupOcc, rows, cols, 0)
 	if err != nil {
 		return err
 	}
@@ -232,9 +211,9 @@ func (k *QMV) LaunchGroup(s *driver.Stream, table []byte, x driver.Ptr, rows, co
 }
 
 // groupShape is a grouped launch's grid, team and shared memory for rows
-// rows of cols columns, on the kernel of occupancy occ and r rows a lane,
-// with extra bytes of shared memory past the staging.
-func (k *QMV) groupShape(occ *occupancy, r, rows, cols, extra int) (grid, team, shared int, err error) {
+// rows of cols columns, on the kernel of occupancy occ, with extra bytes
+// of shared memory past the staging.
+func (k *QMV) groupShape(occ *occupancy, rows, cols, extra int) (grid, team, shared int, err error) {
 	groups := cols / 64
 	team = teamFor(groups)
 	shared = k.variant.Kind.stageBytes(groups) + extra
@@ -242,7 +221,7 @@ func (k *QMV) groupShape(occ *occupancy, r, rows, cols, extra int) (grid, team, 
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	rowsPerBlock := qmvWarps * (32 / team) * r
+	rowsPerBlock := qmvWarps * (32 / team) * k.variant.R
 	return min((rows+rowsPerBlock-1)/rowsPerBlock, k.occ.sms*perSM), team, shared, nil
 }
 
@@ -252,15 +231,13 @@ func NewQMV(c *driver.Context, mod *driver.Module, v QMVVariant) (*QMV, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &QMV{fn: fn, variant: v, occ: newOccupancy(c, fn), groupNorms: map[int]*normKernel{}, normR: 2}
+	k := &QMV{fn: fn, variant: v, occ: newOccupancy(c, fn)}
 	if v.R == 2 && v.SB {
 		if g, err := mod.Function("qmv_group_" + v.Kind.String() + "_r2"); err == nil {
 			k.group, k.groupOcc = g, newOccupancy(c, g)
 		}
-		for _, r := range NormRows {
-			if g, err := mod.Function(fmt.Sprintf("qmv_group_norm_%v_r%d", v.Kind, r)); err == nil && k.group != nil {
-				k.groupNorms[r] = &normKernel{g, newOccupancy(c, g)}
-			}
+		if g, err := mod.Function("qmv_group_norm_" + v.Kind.String() + "_r2"); err == nil && k.group != nil {
+			k.groupNorm, k.normOcc = g, newOccupancy(c, g)
 		}
 	}
 	return k, nil

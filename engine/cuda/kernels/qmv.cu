@@ -242,12 +242,6 @@ QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
                              QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                          \
   }
 QMV_GROUPED_NORM(QM_I8X3, 2, 2, qmv_group_norm_i8x3_r2)
-// r4, r6: four or six rows a lane, so that a layer's first projections
-// (12,352 rows of a Gated DeltaNet layer over 264 blocks) take two steps or
-// one, each lane's loads all in flight at once, where r2 takes three
-// (firstrows=).
-QMV_GROUPED_NORM(QM_I8X3, 4, 2, qmv_group_norm_i8x3_r4)
-QMV_GROUPED_NORM(QM_I8X3, 6, 2, qmv_group_norm_i8x3_r6)
 QMV_GROUPED_NORM(QM_I8X2, 2, 2, qmv_group_norm_i8x2_r2)
 QMV_GROUPED_NORM(QM_F32, 2, 2, qmv_group_norm_f32_r2)
 QMV_GROUPED_NORM(QM_F16, 2, 2, qmv_group_norm_f16_r2)
