@@ -353,3 +353,82 @@ func TestLaunchConfigLayout(t *testing.T) {
 		t.Errorf("sizes and offsets %v, want %v", got, want)
 	}
 }
+
+// TestLaunchClusterRefusesBadShapes: a cluster that does not divide the
+// grid, of no blocks, or of more than the portable MaxClusterBlocks is
+// refused before the driver is asked, with the kernel and shapes named.
+func TestLaunchClusterRefusesBadShapes(t *testing.T) {
+	s := &Stream{}
+	f := &Function{Name: "k"}
+	for _, c := range []struct{ grid, cluster Dim3 }{
+		{D1(12), D1(5)}, {D1(12), Dim3{0, 1, 1}}, {D1(32), D1(16)}, {Dim3{4, 3, 1}, Dim3{2, 2, 1}},
+	} {
+		err := s.LaunchCluster(f, c.grid, D1(32), c.cluster, 0, nil)
+		if err == nil || !strings.Contains(err.Error(), "k: clusters of") {
+			t.Errorf("grid %v, clusters of %v: %v", c.grid, c.cluster, err)
+		}
+	}
+}
+
+// TestClusterLaunch: probe.cu's cluster_sum in clusters of 1, 2, 4 and 8
+// blocks, launched plainly, with programmatic stream serialization and
+// replayed from a graph: every block's cluster rank is its index modulo the
+// cluster, and what it read from each block of its cluster through
+// distributed shared memory is theirs (out poisoned first).
+func TestClusterLaunch(t *testing.T) {
+	c := gpu(t)
+	sum, err := probe(t, c).Function("cluster_sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blocks = 48
+	out := alloc(t, c, 4*4*blocks)
+	for _, programmatic := range []bool{false, true} {
+		for _, graph := range []bool{false, true} {
+			for _, n := range []int{1, 2, 4, 8} {
+				s := stream(t, c)
+				s.SetProgrammatic(programmatic)
+				if err := s.Fill32(out, 0x7FFFFFF0, 4*blocks); err != nil {
+					t.Fatal(err)
+				}
+				var args Args
+				launch := func() error { return s.LaunchCluster(sum, D1(blocks), D1(64), D1(n), 0, args.Reset().Ptr(out)) }
+				if graph {
+					if err := s.BeginCapture(); err != nil {
+						t.Fatal(err)
+					}
+					if err := launch(); err != nil {
+						t.Fatal(err)
+					}
+					g, err := s.EndCapture()
+					if err != nil {
+						t.Fatal(err)
+					}
+					x, err := g.Instantiate()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := x.Launch(s); err != nil {
+						t.Fatal(err)
+					}
+					x.Close()
+					g.Close()
+				} else if err := launch(); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]int32, 4*blocks)
+				if err := s.CopyToHost(unsafe.Slice((*byte)(unsafe.Pointer(&got[0])), 4*len(got)), out); err != nil {
+					t.Fatal(err)
+				}
+				for b := range blocks {
+					first := b / n * n
+					want := []int32{int32(b % n), int32(n), int32(n * (n - 1) / 2), int32(n*first + n*(n-1)/2)}
+					if !slices.Equal(got[4*b:4*b+4], want) {
+						t.Fatalf("programmatic %v, graph %v, clusters of %d: block %d has (rank, size, ranks, blocks) %v, want %v",
+							programmatic, graph, n, b, got[4*b:4*b+4], want)
+					}
+				}
+			}
+		}
+	}
+}

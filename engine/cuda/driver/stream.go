@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -15,11 +16,12 @@ type Stream struct {
 	h     uintptr
 	label string
 	// programmatic launches kernels with programmatic stream
-	// serialization (SetProgrammatic); cfg and attr are its launch
-	// configuration, kept here so a launch allocates nothing.
+	// serialization (SetProgrammatic); cfg and attrs are the launch
+	// configuration of cuLaunchKernelEx (that and a cluster's shape),
+	// kept here so a launch allocates nothing.
 	programmatic bool
 	cfg          launchConfig
-	attr         launchAttribute
+	attrs        [2]launchAttribute
 }
 
 // launchConfig is CUlaunchConfig (cuda.h, CUDA 12): 56 bytes.
@@ -43,8 +45,16 @@ type launchAttribute struct {
 }
 
 // attrProgrammaticStreamSerialization is
-// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
-const attrProgrammaticStreamSerialization = 6
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; attrClusterDimension
+// CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, whose value is three unsigned ints.
+const (
+	attrClusterDimension                = 4
+	attrProgrammaticStreamSerialization = 6
+)
+
+// MaxClusterBlocks is the most blocks of a thread-block cluster that every
+// GPU of compute capability 9.0 runs (the portable size).
+const MaxClusterBlocks = 8
 
 // SetProgrammatic chooses how s launches kernels from now on: on, with
 // programmatic stream serialization (programmatic dependent launch, also
@@ -125,6 +135,26 @@ func D1(x int) Dim3 { return Dim3{x, 1, 1} }
 // memory and arguments. The driver copies the arguments before returning,
 // so args may be reused at once.
 func (s *Stream) Launch(f *Function, grid, block Dim3, shared int, args *Args) error {
+	return s.launch(f, grid, block, Dim3{}, shared, args)
+}
+
+// LaunchCluster is Launch with the blocks in thread-block clusters of
+// cluster blocks (compute capability 9.0; the grid a multiple of the
+// cluster in each dimension, at most MaxClusterBlocks a cluster): a
+// cluster's blocks run at once on one GPU processing cluster, and may read
+// and write each other's shared memory and meet at a cluster barrier.
+func (s *Stream) LaunchCluster(f *Function, grid, block, cluster Dim3, shared int, args *Args) error {
+	n := cluster.X * cluster.Y * cluster.Z
+	if cluster.X < 1 || cluster.Y < 1 || cluster.Z < 1 || n > MaxClusterBlocks ||
+		grid.X%cluster.X != 0 || grid.Y%cluster.Y != 0 || grid.Z%cluster.Z != 0 {
+		return fmt.Errorf("cuda: %s: clusters of %v blocks for a grid of %v (want 1 to %d blocks a cluster, dividing the grid)",
+			f.Name, cluster, grid, MaxClusterBlocks)
+	}
+	return s.launch(f, grid, block, cluster, shared, args)
+}
+
+// launch queues f, in clusters of cluster blocks where cluster.X > 0.
+func (s *Stream) launch(f *Function, grid, block, cluster Dim3, shared int, args *Args) error {
 	for _, v := range []int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
 		if v < 1 {
 			return fmt.Errorf("cuda: %s: launch with grid %v and block %v", f.Name, grid, block)
@@ -149,13 +179,24 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, shared int, args *Args) e
 		}
 		params = &args.ptrs[0]
 	}
+	n := 0
 	if s.programmatic {
-		s.attr = launchAttribute{id: attrProgrammaticStreamSerialization}
-		s.attr.value[0] = 1 // programmaticStreamSerializationAllowed
+		s.attrs[n] = launchAttribute{id: attrProgrammaticStreamSerialization}
+		s.attrs[n].value[0] = 1 // programmaticStreamSerializationAllowed
+		n++
+	}
+	if cluster.X > 0 {
+		s.attrs[n] = launchAttribute{id: attrClusterDimension}
+		binary.LittleEndian.PutUint32(s.attrs[n].value[0:], uint32(cluster.X))
+		binary.LittleEndian.PutUint32(s.attrs[n].value[4:], uint32(cluster.Y))
+		binary.LittleEndian.PutUint32(s.attrs[n].value[8:], uint32(cluster.Z))
+		n++
+	}
+	if n > 0 {
 		s.cfg = launchConfig{gridX: uint32(grid.X), gridY: uint32(grid.Y), gridZ: uint32(grid.Z),
 			blockX: uint32(block.X), blockY: uint32(block.Y), blockZ: uint32(block.Z), shared: uint32(shared),
-			stream: s.h, attrs: &s.attr, numAttrs: 1}
-		pin.Pin(s) // the configuration holds a Go pointer, to s.attr
+			stream: s.h, attrs: &s.attrs[0], numAttrs: uint32(n)}
+		pin.Pin(s) // the configuration holds a Go pointer, to s.attrs
 		r := lib.cuLaunchKernelEx(unsafe.Pointer(&s.cfg), f.h, params, nil)
 		pin.Unpin()
 		return check("cuLaunchKernelEx", f.Name, r)

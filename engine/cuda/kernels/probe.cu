@@ -1,6 +1,6 @@
 // probe.cu: small kernels that test and measure the device layer itself:
 // launch, graph replay, and the read bandwidth the mat-vec is held against.
-#include "device.h"
+#include "cluster.h"
 
 // empty does nothing: its time is the cost of a launch.
 extern "C" __global__ void empty() {
@@ -39,4 +39,28 @@ extern "C" __global__ void __launch_bounds__(256) read_xor(const u32x4* p, long 
     for (int k = 0; k < (int)PETAL_NTID_X(); k++) s ^= red[k];
     out[PETAL_BID_X()] = s;
   }
+}
+
+// cluster_sum checks thread-block clusters (cluster.h): each block writes
+// its cluster rank and block index into its shared memory, the cluster
+// meets at its barrier, and thread 0 reads every block's pair of the
+// cluster through distributed shared memory: out[4b..4b+3] of block b =
+// its rank, the cluster's size, the sum of the ranks read and the sum of
+// the block indexes read. One-dimensional grids and clusters.
+extern "C" __global__ void cluster_sum(int* out) {
+  pdl_begin();
+  __shared__ int mine[2];
+  const u32 rank = cluster_rank(), n = cluster_blocks();
+  if (PETAL_TID_X() == 0) mine[0] = (int)rank, mine[1] = (int)PETAL_BID_X();
+  cluster_sync();
+  if (PETAL_TID_X() == 0) {
+    int ranks = 0, blocks = 0;
+    for (u32 r = 0; r < n; r++) {
+      ranks += ld_cluster_i32(cluster_addr(&mine[0], r));
+      blocks += ld_cluster_i32(cluster_addr(&mine[1], r));
+    }
+    int* o = out + 4 * PETAL_BID_X();
+    o[0] = (int)rank, o[1] = (int)n, o[2] = ranks, o[3] = blocks;
+  }
+  cluster_sync();  // every block's reads done before any block exits
 }
