@@ -19,6 +19,8 @@ const (
 	deltaChunkStateName    = "gdn_chunk_state"
 	deltaChunkStateILPName = "gdn_chunk_state_ilp"
 	deltaChunkStateSKName  = "gdn_chunk_state_sk"
+	deltaChunkStateCLName  = "gdn_chunk_state_cl"
+	deltaChunkCluster      = 2 // GC_CL: the blocks of gdn_chunk_state_cl's clusters
 	deltaChunkTokens       = 32
 	deltaChunkSlice        = 32
 	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -50,13 +52,26 @@ func deltaChunkStateSKShared() int {
 	return deltaChunkStateShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
 }
 
+// deltaChunkStateCLShared is GC_STATE_CL_SHARED: the state's part (its
+// rows, this block's 64 key columns, rows of 68), two buffers of a block's
+// workspace (W's and γ·Q's columns in rows of 68, the decayed K's in rows
+// of 72, U's slice in rows of 40, the masked q·k in rows of 36, γ and 3
+// floats), the partials of two steps and Vn (rows of 40).
+func deltaChunkStateCLShared() int {
+	const c, lkc, lkcd, lv, lc = deltaChunkTokens, GDNHeadDim/deltaChunkCluster + 4, GDNHeadDim/deltaChunkCluster + 8, deltaChunkSlice + 8, deltaChunkTokens + 4
+	buf := 2*c*lkc + c*lkcd + c*lv + c*lc + 4
+	return 4 * (deltaChunkSlice*lkc + 2*buf + 5*c*lv)
+}
+
 // deltaStateKernels are gdn_chunk.cu's state kernels with the dynamic
 // shared memory each takes: the same products, float32 sums in other
-// orders (gc_state's ILP 0, 1, 2).
+// orders (gc_state's ILP 0, 1, 2, and gdn_chunk_state_cl over clusters of
+// deltaChunkCluster blocks).
 var deltaStateKernels = map[string]func() int{
 	deltaChunkStateName:    deltaChunkStateShared,
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
+	deltaChunkStateCLName:  deltaChunkStateCLShared,
 }
 
 // deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
@@ -99,7 +114,7 @@ var deltaStateKernel = deltaChunkStateSKName
 // its kernels' shared-memory limits; state is deltaStateKernel, its shared
 // memory stateShared, and step names the two.
 func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
-	stateName := deltaStateKernel
+	stateName := b.deltaStateName()
 	step = deltaChunkPrepName + "+" + stateName
 	stateShared = deltaStateKernels[stateName]()
 	if fn := b.fn[stateName]; fn != nil {
@@ -136,6 +151,15 @@ func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShar
 	return fns[deltaChunkPrepName], fns[stateName], stateShared, step, nil
 }
 
+// deltaStateName is the state pass's kernel: gdn_chunk_state_cl under
+// delta=cluster, else deltaStateKernel.
+func (b *Backend) deltaStateName() string {
+	if b.o.DeltaCluster {
+		return deltaChunkStateCLName
+	}
+	return deltaStateKernel
+}
+
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
@@ -145,6 +169,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		return nil, err
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
+	cluster := b.deltaStateName() == deltaChunkStateCLName
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
@@ -157,6 +182,10 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
+		if cluster {
+			return s.LaunchCluster(state, driver.D1(slices.X*deltaChunkCluster), driver.D1(deltaChunkStateThreads),
+				driver.D1(deltaChunkCluster), stateShared, &c)
+		}
 		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), stateShared, &c)
 	}}}, nil
 }

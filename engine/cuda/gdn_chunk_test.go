@@ -41,10 +41,13 @@ func TestDeltaOption(t *testing.T) {
 	if !DefaultOptions().ChunkedDelta {
 		t.Error("the default is the sequential delta rule, not the chunked one")
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "cluster"}}); err != nil || !o.ChunkedDelta || !o.DeltaCluster || DefaultOptions().DeltaCluster {
+		t.Errorf("delta=cluster: %+v, %v", o, err)
+	}
 	if _, err := ParseOptions([]backend.Option{{Key: "delta", Value: "blocked"}}); err == nil || !strings.Contains(err.Error(), "delta") {
 		t.Errorf("delta=blocked: error %v, want one naming delta", err)
 	}
-	if !strings.Contains(OptionsHelp, "delta=chunked|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
+	if !strings.Contains(OptionsHelp, "delta=chunked|cluster|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }
@@ -58,7 +61,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_WS": deltaChunkWS,
-		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads} {
+		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads, "GC_CL": deltaChunkCluster} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
 		if m == nil {
 			t.Fatalf("gdn_chunk.cu does not define %s", name)
@@ -71,7 +74,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName} {
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName, deltaChunkStateCLName} {
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
 			t.Errorf("no entry point %s in the PTX", name)
 		}

@@ -136,6 +136,12 @@ type Options struct {
 	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
 	// sequential kernel of ops.cu steps through the tokens one at a time.
 	ChunkedDelta bool
+	// DeltaCluster (delta=cluster) is ChunkedDelta with the state pass
+	// over thread-block clusters of two blocks (gdn_chunk_state_cl), each
+	// holding half of a slice's key columns: about half the products a
+	// block and step, the partials traded through distributed shared
+	// memory. Written, not yet run on a GPU.
+	DeltaCluster bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
@@ -205,7 +211,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
+	`delta=chunked|cluster|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; cluster: chunked with the state pass over clusters of two blocks, each half of the key columns, not yet run on a GPU; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
@@ -276,7 +282,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
 			}
 		case "delta":
-			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
+			switch kv.Value {
+			case "chunked", "sequential":
+				o.ChunkedDelta, o.DeltaCluster = kv.Value == "chunked", false
+			case "cluster":
+				o.ChunkedDelta, o.DeltaCluster = true, true
+			default:
+				err = fmt.Errorf("cuda: delta=%q: want chunked, cluster or sequential", kv.Value)
+			}
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
 		case "splitk":
