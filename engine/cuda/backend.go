@@ -163,6 +163,19 @@ func (b *Backend) init() error {
 	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
 		return err
 	}
+	if b.o.GDNCluster {
+		// loaded only where asked for: no built-in machine code until it
+		// has run on a GPU
+		m, err := LoadGDNClusterModule(b.ctx)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		if err := b.gdn.AddClusterForms(m); err != nil {
+			return err
+		}
+		b.gdn.Cluster = true
+	}
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX
 		// takes a while, and its cache keeps the result

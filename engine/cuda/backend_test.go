@@ -52,8 +52,9 @@ func TestConformance(t *testing.T) {
 		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
 		"sampler=row":       func(o *Options) { o.SamplerTopK = false },
+		"clusters":          func(o *Options) { o.GDNCluster, o.DeltaCluster = true, true }, // gdnnorm=cluster,delta=cluster
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "clusters"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

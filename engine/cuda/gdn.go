@@ -17,12 +17,21 @@ const (
 )
 
 // GDNSplits are the compiled row splits of a value head's state over
-// blocks (gdn_step_s<n>).
-var GDNSplits = []int{1, 2, 4, 8, 16}
+// blocks (gdn_step_s<n>); GDNClusterSplits those with a cluster form
+// (gdn_cl.cu's gdn_step_s<n>_cl, a value head's blocks one cluster).
+var (
+	GDNSplits        = []int{1, 2, 4, 8, 16}
+	GDNClusterSplits = []int{2, 4, 8}
+)
 
 // LoadGDNModule loads the Gated DeltaNet kernels embedded in the binary.
 func LoadGDNModule(c *driver.Context) (*driver.Module, error) {
 	return loadFamily(c, "gdn")
+}
+
+// LoadGDNClusterModule loads gdn_cl.cu's cluster forms (gdnnorm=cluster).
+func LoadGDNClusterModule(c *driver.Context) (*driver.Module, error) {
+	return loadFamily(c, "gdn_cl")
 }
 
 // GDN launches the Gated DeltaNet step of one token after its projections
@@ -32,6 +41,24 @@ func LoadGDNModule(c *driver.Context) (*driver.Module, error) {
 type GDN struct {
 	fns   map[int]*driver.Function
 	Split int // blocks per value head; DefaultGDNSplit unless set
+	// Cluster takes the cluster forms (AddClusterForms): the gated norm's
+	// sum of squares traded through the cluster's shared memory, not a
+	// ticket and the last block (gdnnorm=cluster)
+	Cluster bool
+	clfns   map[int]*driver.Function
+}
+
+// AddClusterForms finds gdn_cl.cu's kernels in mod (LoadGDNClusterModule).
+func (k *GDN) AddClusterForms(mod *driver.Module) error {
+	k.clfns = map[int]*driver.Function{}
+	for _, n := range GDNClusterSplits {
+		fn, err := mod.Function(fmt.Sprintf("gdn_step_s%d_cl", n))
+		if err != nil {
+			return err
+		}
+		k.clfns[n] = fn
+	}
+	return nil
 }
 
 // DefaultGDNSplit is the split NewGDN starts with.
@@ -67,6 +94,11 @@ func (k *GDN) Launch(s *driver.Stream, b GDNBuffers, hk, hv int, eps float32) er
 	if !ok {
 		return fmt.Errorf("cuda: Gated DeltaNet split %d is not built (%v)", k.Split, GDNSplits)
 	}
+	if k.Cluster {
+		if fn, ok = k.clfns[k.Split]; !ok {
+			return fmt.Errorf("cuda: Gated DeltaNet split %d has no cluster form loaded (%v)", k.Split, GDNClusterSplits)
+		}
+	}
 	if hk < 1 || hv < hk || hv%hk != 0 {
 		return fmt.Errorf("cuda: Gated DeltaNet with %d key heads and %d value heads: value heads must be a multiple of key heads", hk, hv)
 	}
@@ -81,5 +113,8 @@ func (k *GDN) Launch(s *driver.Stream, b GDNBuffers, hk, hv int, eps float32) er
 	var a driver.Args
 	a.Ptr(b.QKV).Ptr(b.Z).Ptr(b.B).Ptr(b.A).Ptr(b.ConvW).Ptr(b.ConvState).Ptr(b.ALog).Ptr(b.DtBias).Ptr(b.NormW).
 		Ptr(b.State).Ptr(b.Out).Ptr(b.Counters).I32(int32(hk)).I32(int32(hv)).F32(eps)
+	if k.Cluster {
+		return s.LaunchCluster(fn, driver.D1(hv*k.Split), driver.D1(gdnThreads), driver.D1(k.Split), 0, &a)
+	}
 	return s.Launch(fn, driver.D1(hv*k.Split), driver.D1(gdnThreads), 0, &a)
 }

@@ -109,46 +109,80 @@ const deltaChunkMinRows = 16
 // under 1 % faster and went (2026-12-06-wgr1). The tests run each.
 var deltaStateKernel = deltaChunkStateSKName
 
+// deltaStateFamily is the kernel family a state kernel is in:
+// gdn_chunk_cl.cu for gdn_chunk_state_cl (a module of its own, loaded only
+// where it runs, until it has machine code built in), gdn_chunk.cu for the
+// others.
+func deltaStateFamily(name string) string {
+	if name == deltaChunkStateCLName {
+		return "gdn_chunk_cl"
+	}
+	return "gdn_chunk"
+}
+
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
-// lowered to it (programs are compiled before any is captured) and raises
-// its kernels' shared-memory limits; state is deltaStateKernel, its shared
-// memory stateShared, and step names the two.
+// lowered to it (programs are compiled before any is captured), and
+// gdn_chunk_cl.cu's the first time its state kernel is asked for, and
+// raises their kernels' shared-memory limits; state is the backend's state
+// kernel (deltaStateName), its shared memory stateShared, and step names
+// the two.
 func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
 	stateName := b.deltaStateName()
 	step = deltaChunkPrepName + "+" + stateName
 	stateShared = deltaStateKernels[stateName]()
-	if fn := b.fn[stateName]; fn != nil {
-		return b.fn[deltaChunkPrepName], fn, stateShared, step, nil
+	for _, family := range []string{"gdn_chunk", deltaStateFamily(stateName)} {
+		if err := b.loadDeltaFamily(family); err != nil {
+			return nil, nil, 0, "", err
+		}
 	}
-	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
+	return b.fn[deltaChunkPrepName], b.fn[stateName], stateShared, step, nil
+}
+
+// loadDeltaFamily loads family's module once, with gdn_chunk_prep (in
+// gdn_chunk) and every state kernel of deltaStateKernels in it, their
+// shared-memory limits raised.
+func (b *Backend) loadDeltaFamily(family string) error {
+	shared := map[string]int{}
+	if family == "gdn_chunk" {
+		shared[deltaChunkPrepName] = deltaChunkPrepShared()
+	}
 	for name, size := range deltaStateKernels {
-		shared[name] = size()
+		if deltaStateFamily(name) == family {
+			shared[name] = size()
+		}
+	}
+	loaded := true
+	for name := range shared {
+		loaded = loaded && b.fn[name] != nil
+	}
+	if loaded {
+		return nil
 	}
 	for name, need := range shared {
 		if max := b.ctx.Device().SharedOptIn; need > max {
-			return nil, nil, 0, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+			return fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
-	m, err := loadFamily(b.ctx, "gdn_chunk")
+	m, err := loadFamily(b.ctx, family)
 	if err != nil {
-		return nil, nil, 0, "", err
+		return err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return nil, nil, 0, "", err
+			return err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return nil, nil, 0, "", err
+			return err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return fns[deltaChunkPrepName], fns[stateName], stateShared, step, nil
+	return nil
 }
 
 // deltaStateName is the state pass's kernel: gdn_chunk_state_cl under

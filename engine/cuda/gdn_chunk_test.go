@@ -60,6 +60,11 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clsrc, err := os.ReadFile("kernels/gdn_chunk_cl.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(src, clsrc...)
 	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_WS": deltaChunkWS,
 		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads, "GC_CL": deltaChunkCluster} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
@@ -70,17 +75,21 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 			t.Errorf("gdn_chunk.cu has %s %d, the launcher %d", name, n, want)
 		}
 	}
-	ptx, err := kernels.PTX("gdn_chunk")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName, deltaChunkStateCLName} {
+		family := deltaStateFamily(name)
+		ptx, err := kernels.PTX(family)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
-			t.Errorf("no entry point %s in the PTX", name)
+			t.Errorf("no entry point %s in %s's PTX", name, family)
+		}
+		if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
+			t.Errorf("%s's PTX calls a function (an unresolved external for the driver)", family)
 		}
 	}
-	if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
-		t.Error("the PTX calls a function (an unresolved external for the driver)")
+	if ptx, _ := kernels.PTX("gdn_chunk"); bytes.Contains(ptx, []byte(deltaChunkStateCLName)) {
+		t.Errorf("gdn_chunk.ptx has %s, which belongs to gdn_chunk_cl", deltaChunkStateCLName)
 	}
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)

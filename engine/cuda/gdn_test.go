@@ -86,6 +86,21 @@ func TestGDNMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := k.AddClusterForms(loadModule(t, LoadGDNClusterModule, c)); err != nil {
+		t.Fatal(err)
+	}
+	// every split with the ticket's gated norm, then the cluster forms
+	type form struct {
+		split   int
+		cluster bool
+	}
+	var forms []form
+	for _, n := range GDNSplits {
+		forms = append(forms, form{n, false})
+	}
+	for _, n := range GDNClusterSplits {
+		forms = append(forms, form{n, true})
+	}
 	rng := freshRNG(t)
 	const eps, steps = 1e-6, 3
 	for _, sh := range gdnShapes {
@@ -117,8 +132,9 @@ func TestGDNMatchesReference(t *testing.T) {
 		if err := s.Fill32(counters.P, 0, int64(counters.N)); err != nil {
 			t.Fatal(err)
 		}
-		for _, split := range GDNSplits {
-			k.Split = split
+		for _, f := range forms {
+			split := f.split
+			k.Split, k.Cluster = split, f.cluster
 			convState.Set(t, s, L.convState)
 			state.Set(t, s, L.state)
 			for i, tok := range toks {
@@ -137,7 +153,7 @@ func TestGDNMatchesReference(t *testing.T) {
 				gotConv := convState.Floats(t, s, "conv state")
 				for i, w := range counters.Words(t, s, "counters") {
 					if w != 0 {
-						t.Fatalf("%s split %d: counter %d left at %d", sh.name, split, i, w)
+						t.Fatalf("%s split %d (cluster %v): counter %d left at %d", sh.name, split, f.cluster, i, w)
 					}
 				}
 				st64 := make([]float64, len(wantState[i]))
@@ -149,14 +165,14 @@ func TestGDNMatchesReference(t *testing.T) {
 				for j := range gotConv {
 					if gotConv[j] != wantConv[i][j] {
 						convOK = false
-						t.Errorf("%s split %d token %d: conv state[%d] = %v, want %v", sh.name, split, i, j, gotConv[j], wantConv[i][j])
+						t.Errorf("%s split %d (cluster %v) token %d: conv state[%d] = %v, want %v", sh.name, split, f.cluster, i, j, gotConv[j], wantConv[i][j])
 						break
 					}
 				}
-				t.Logf("%-20s split %2d token %d: out max error %.2g of max|out|, relative L2 %.2g; state max error %.2g; conv state exact %v",
-					sh.name, split, i, eOut, relL2(got, wantOut[i]), eState, convOK)
+				t.Logf("%-20s split %2d cluster %-5v token %d: out max error %.2g of max|out|, relative L2 %.2g; state max error %.2g; conv state exact %v",
+					sh.name, split, f.cluster, i, eOut, relL2(got, wantOut[i]), eState, convOK)
 				if !(eOut <= 2e-5) || !(eState <= 1e-5) {
-					t.Errorf("%s split %d token %d: out off by %.2g, state by %.2g (tolerance 2e-5, 1e-5)", sh.name, split, i, eOut, eState)
+					t.Errorf("%s split %d (cluster %v) token %d: out off by %.2g, state by %.2g (tolerance 2e-5, 1e-5)", sh.name, split, f.cluster, i, eOut, eState)
 				}
 			}
 		}

@@ -142,6 +142,12 @@ type Options struct {
 	// block and step, the partials traded through distributed shared
 	// memory. Written, not yet run on a GPU.
 	DeltaCluster bool
+	// GDNCluster (gdnnorm=cluster) takes gdn_cl.cu's decode step: the
+	// gated norm of a value head through a thread-block cluster of its
+	// blocks (their sums of squares read from each other's shared
+	// memory), not a ticket, a fence and the last block reading the head's
+	// outputs back. Written, not yet run on a GPU.
+	GDNCluster bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
@@ -203,6 +209,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
+	`gdnnorm=ticket|cluster (a decoded token's gated norm in the Gated DeltaNet step: the last of a value head's blocks, by a ticket, or every block through a thread-block cluster; cluster not yet run on a GPU; default ticket), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -260,6 +267,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
 		case "sampler":
 			o.SamplerTopK, err = kv.Is("cuda", "topk", "row")
+		case "gdnnorm":
+			o.GDNCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":

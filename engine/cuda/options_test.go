@@ -45,6 +45,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
 		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gdnnorm", Value: "cluster"}}); err != nil || !o.GDNCluster || DefaultOptions().GDNCluster {
+		t.Errorf("gdnnorm=cluster: %v (%v); the default %v, want ticket", o.GDNCluster, err, DefaultOptions().GDNCluster)
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}

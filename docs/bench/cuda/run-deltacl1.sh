@@ -1,15 +1,20 @@
 #!/bin/bash
-# run-deltacl1.sh: delta=cluster (gdn_chunk.cu's gdn_chunk_state_cl: the
+# run-deltacl1.sh: delta=cluster (gdn_chunk_cl.cu's gdn_chunk_state_cl: the
 # chunked delta rule's state pass over thread-block clusters of two
 # blocks, each half of a slice's key columns, the partials traded through
 # distributed shared memory; written, not yet run) and the device layer's
-# clusters under it (run-cluster1.sh's tests). The chunked delta rule's
+# clusters under it (TestClusterLaunch), and gdnnorm=cluster (gdn_cl.cu:
+# the decode step's gated norm through a cluster of a value head's
+# blocks; also written, not yet run). The chunked delta rule's
 # tests with every state kernel (16 to 4096 tokens against the float64
-# reference, graphs on and off), TestMeasureDeltaForms (each state kernel
+# reference, graphs on and off), TestGDNMatchesReference (every split, the
+# cluster forms too), conformance (its "clusters" setting takes both),
+# TestMeasureDeltaForms (each state kernel
 # at 512 and 4096 tokens; gdn_chunk_state_sk took 765 / 116 us on an
-# H100, deltask1), conformance, then prefill at 2K / 4K / 16K under
-# delta=chunked and delta=cluster in two alternating rounds, then the
-# cubins (gdn_chunk.ptx and probe.ptx changed: sass.tgz). About 4
+# H100, deltask1), then prefill at 2K / 4K / 16K under
+# delta=chunked and delta=cluster, decode at 256 / 4K / 16K under the
+# defaults and gdnnorm=cluster, in two alternating rounds, then the cubins
+# (probe.ptx changed, gdn_cl and gdn_chunk_cl are new: sass.tgz). About 5
 # minutes. From the repository root; devrun/dc holds cuda.test.xz,
 # driver.test.xz and petal.xz (go build -tags nofixture).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/dc; mkdir -p "$O"
@@ -21,7 +26,7 @@ cd $R/engine/cuda/driver
 PETAL_CUDA_REQUIRE=1 timeout 60 $D/driver.test -test.v -test.run 'TestClusterLaunch|TestLaunchClusterRefusesBadShapes|TestLaunchAndGraphReplay' > $O/driver.txt 2>&1
 echo "driver tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic|want' $O/driver.txt | head -10
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestConformance' > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance' > $O/tests.txt 2>&1
 echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | grep -v 'PASS: TestConformance/' | head -12
 grep -E -- '--- FAIL|bar|differ' $O/tests.txt | head -12
 PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureDeltaForms' > $O/measure.txt 2>&1
@@ -31,6 +36,10 @@ for round in 1 2; do
   for be in cuda cuda:delta=cluster; do
     bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 2K,4K,16K \
       --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
+  done
+  for be in cuda cuda:gdnnorm=cluster; do
+    bench_run "$D/petal" "$O" "$round-decode-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512 \
+      --context-lengths 256,4K,16K --decode-tokens 64 --floors=false
   done
 done
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)

@@ -18,6 +18,9 @@
 // gated norm, which needs all 128 outputs of a head, is done by the last of
 // the head's blocks, from the raw outputs the others left in out.
 #include "qgroup.h"
+#ifdef GDN_CL_MODULE
+#include "cluster.h"
+#endif
 
 #define GDN_THREADS 256
 #define GDN_D 128
@@ -66,6 +69,15 @@ static __device__ __forceinline__ void warp_sums(float (&v)[RPW]) {
   }
 }
 
+// In gdn_cl.cu (GDN_CL_MODULE: gdn_step_s<split>_cl, launched in clusters
+// of split blocks, one value head a cluster): the gated norm without the
+// second ticket.
+// Each block keeps its rows' raw outputs in shared memory with their sum
+// of squares, the cluster meets at its barrier, and every block reads the
+// split sums through distributed shared memory (in rank order, so each
+// has the same total) and writes its own rows normed: no fence, no
+// atomic, no last block reading the head's outputs back from device
+// memory. Written, not yet run on a GPU.
 template <int RPW>
 static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, const float* __restrict__ z,
                                                 const float* __restrict__ bb, const float* __restrict__ aa,
@@ -80,6 +92,10 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   __shared__ float red[8];
   __shared__ float gates[2];
   __shared__ int last, shiftLast;
+#ifdef GDN_CL_MODULE
+  __shared__ float os[R];  // this block's raw outputs
+  __shared__ float part;   // their sum of squares
+#endif
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int j = PETAL_BID_X() / split, slice = PETAL_BID_X() % split;
   const int kh = j / (Hv / Hk);
@@ -96,7 +112,12 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   // each was one more wait for memory on the way.
   float gb = 0.f, ga = 0.f, gl = 0.f, gd = 0.f;
   if (tid == 0) gb = bb[j], ga = aa[j], gl = aLog[j], gd = dtBias[j];
+#ifdef GDN_CL_MODULE
+  // the block's own rows' z and weight
+  const float zv = tid < R ? z[j * GDN_D + slice * R + tid] : 0.f, nw = tid < R ? normW[slice * R + tid] : 0.f;
+#else
   const float zv = tid < GDN_D ? z[j * GDN_D + tid] : 0.f, nw = tid < GDN_D ? normW[tid] : 0.f;
+#endif
 
   // Conv and SiLU of the key head's q (threads 0-127) and k (128-255)
   // channels, and of this block's rows of v.
@@ -157,6 +178,32 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   }
   warp_sums<RPW>(o);
   float* oh = out + (long long)j * GDN_D;
+#ifdef GDN_CL_MODULE
+  {
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+      sq += o[i] * o[i];
+      if (lane == i) os[warp * RPW + i] = o[i];
+    }
+    if (lane == 0) red[warp] = sq;
+    __syncthreads();
+    if (tid == 0) {
+      part = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+      shiftLast = shiftTicket == readers - 1;
+    }
+    cluster_sync();
+    if (shiftLast) convState[ch] = s1, convState[C + ch] = s2, convState[2 * C + ch] = xt;
+    if (tid < R) {
+      float tot = 0.f;
+      for (int r = 0; r < split; r++) tot += ld_cluster_f32(cluster_addr(&part, r));
+      const float inv = 1.f / __builtin_sqrtf(tot / GDN_D + eps);
+      oh[slice * R + tid] = os[tid] * inv * nw * gsilu(zv);
+    }
+    cluster_sync();  // every block's reads of the others' sums done before any exits
+    return;
+  }
+#else
 #pragma unroll
   for (int i = 0; i < RPW; i++)
     if (lane == i) oh[row0 + i] = o[i];
@@ -181,8 +228,12 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
     const float inv = 1.f / __builtin_sqrtf((red[0] + red[1] + red[2] + red[3]) / GDN_D + eps);
     oh[tid] = ov * inv * nw * gsilu(zv);
   }
+#endif
 }
 
+// gdn_cl.cu includes this file for gdn_step and makes the cluster forms'
+// entries; the rest is this module's.
+#ifndef GDN_CL_MODULE
 // Entry points gdn_step_s<split>: launch Hv*split blocks of GDN_THREADS
 // threads; counters is Hk+Hv u32 the host zeroes once (one set per layer
 // state, or per stream).
@@ -198,3 +249,4 @@ GDN(8, gdn_step_s2)
 GDN(4, gdn_step_s4)
 GDN(2, gdn_step_s8)
 GDN(1, gdn_step_s16)
+#endif
