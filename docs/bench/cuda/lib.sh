@@ -45,3 +45,12 @@ peer_repeats() {
 	done
 	tar czf "$out/repeats.tgz" -C /tmp/rp .
 }
+
+# sass_cubins OUT: kernels/sass.sh with the toolkit's ptxas, every family's
+# cubin to OUT/sass, tarred as OUT/sass.tgz, its log OUT/sass.txt.
+sass_cubins() {
+	local out=$1
+	PATH=$PATH:/usr/local/cuda/bin sh engine/cuda/kernels/sass.sh "$out/sass" > "$out/sass.txt" 2>&1
+	echo "sass.sh: rc=$?"
+	(cd "$out" && tar czf sass.tgz sass && rm -rf sass)
+}

@@ -43,6 +43,4 @@ for round in 1 2; do
   done
 done
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
-export PATH=$PATH:/usr/local/cuda/bin
-sh engine/cuda/kernels/sass.sh "$O/sass" > "$O/sass.txt" 2>&1; echo "sass.sh: rc=$?"
-(cd "$O" && tar czf sass.tgz sass && rm -rf sass)
+sass_cubins "$O"

@@ -231,9 +231,6 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
 #endif
 }
 
-// gdn_cl.cu includes this file for gdn_step and makes the cluster forms'
-// entries; the rest is this module's.
-#ifndef GDN_CL_MODULE
 // Entry points gdn_step_s<split>: launch Hv*split blocks of GDN_THREADS
 // threads; counters is Hk+Hv u32 the host zeroes once (one set per layer
 // state, or per stream).
@@ -244,6 +241,9 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
            u32* counters, int Hk, int Hv, float eps) { pdl_begin();                                              \
     gdn_step<RPW>(qkv, z, bb, aa, convW, convState, aLog, dtBias, normW, state, out, counters, Hk, Hv, eps);     \
   }
+// gdn_cl.cu includes this file for gdn_step and GDN and makes the cluster
+// forms' entries; these are this module's.
+#ifndef GDN_CL_MODULE
 GDN(16, gdn_step_s1)
 GDN(8, gdn_step_s2)
 GDN(4, gdn_step_s4)

@@ -256,16 +256,9 @@ static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 
-// gc_fetch starts copying one block's workspace src (the slice's
-// columns a0.. of U) into the buffer bf.
-static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
-  constexpr int part = GC_C * GC_D / 4;  // 16-byte pieces of W, γ·Q or the decayed K
-  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) {
-    const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
-    gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
-  }
-  float* U = bf + 2 * GC_C * GC_LK + GC_C * GC_LKD;
-  float* M = U + GC_C * GC_LV;
+// gc_fetch_um starts copying the slice's columns a0.. of U, the masked
+// q·k and γ_{n-1} of one block's workspace src to U and M.
+static __device__ __forceinline__ void gc_fetch_um(const float* __restrict__ src, float* U, float* M, int a0, int tid) {
   for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
     const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
     gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
@@ -275,6 +268,18 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
     gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
   }
   if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
+}
+
+// gc_fetch starts copying one block's workspace src (the slice's
+// columns a0.. of U) into the buffer bf.
+static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
+  constexpr int part = GC_C * GC_D / 4;  // 16-byte pieces of W, γ·Q or the decayed K
+  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) {
+    const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
+    gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
+  }
+  float* U = bf + 2 * GC_C * GC_LK + GC_C * GC_LKD;
+  gc_fetch_um(src, U, U + GC_C * GC_LV, a0, tid);
 }
 
 // gc_mma3_split is mma_tf32x3 with its two small products summed in small

@@ -47,16 +47,7 @@ static __device__ __forceinline__ void gc_fetch_cl(const float* __restrict__ src
     gc_cp16(bf + m * GC_C * GC_LKC + r * (m == 2 ? GC_LKCD : GC_LKC) + c, src + m * GC_C * GC_D + r * GC_D + k0 + c);
   }
   float* U = bf + 2 * GC_C * GC_LKC + GC_C * GC_LKCD;
-  float* M = U + GC_C * GC_LV;
-  for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
-    const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
-    gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
-  }
-  for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
-    const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
-    gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
-  }
-  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
+  gc_fetch_um(src, U, U + GC_C * GC_LV, a0, tid);
 }
 
 // gdn_chunk_state_cl: Hv·(GC_D/GC_VT)·GC_CL blocks of GC_STATE_THREADS
