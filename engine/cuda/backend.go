@@ -60,10 +60,20 @@ const uploadChunk = 64 << 20
 var modules = []string{"ops", "sample", "qmv", "moe", "route", "attn", "gdn"}
 
 // noticeFamilies are the families whose PTX the driver would compile on a
-// first run (modules and the prefill kernels': gemm, gemm_wg,
-// attn_prefill, attn_prefill_wg, gdn_chunk): those without current cubins
-// for the GPU are compiled, and the notice names them.
-var noticeFamilies = append([]string{"gemm", "gemm_wg", "attn_prefill", "attn_prefill_wg", "gdn_chunk"}, modules...)
+// first run under o (modules, the prefill kernels' gemm, gemm_wg,
+// attn_prefill, attn_prefill_wg and gdn_chunk, and the families only some
+// options load): those without current cubins for the GPU are compiled,
+// and the notice names them.
+func noticeFamilies(o Options) []string {
+	fams := append([]string{"gemm", "gemm_wg", "attn_prefill", "attn_prefill_wg", "gdn_chunk"}, modules...)
+	if o.GDNCluster {
+		fams = append(fams, "gdn_cl")
+	}
+	if o.DeltaCluster {
+		fams = append(fams, "gdn_chunk_cl")
+	}
+	return fams
+}
 
 // New opens GPU o.Device and loads the kernels. Where the machine has no
 // usable GPU the error says why (no driver, no GPU, a GPU too old).
@@ -85,7 +95,8 @@ func New(o Options) (*Backend, error) {
 	b := &Backend{o: o, ctx: ctx, fn: map[string]*driver.Function{}, ropes: map[ropeKey]driver.Ptr{}}
 	said := ""
 	if o.Notice != nil {
-		if said = kernelCacheNotice(cubinsMissing(ctx, noticeFamilies), len(noticeFamilies)); said != "" {
+		fams := noticeFamilies(o)
+		if said = kernelCacheNotice(cubinsMissing(ctx, fams), len(fams)); said != "" {
 			o.Notice(said)
 		}
 	}

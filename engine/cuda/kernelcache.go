@@ -37,8 +37,9 @@ func driverCacheOff() bool { return os.Getenv("CUDA_CACHE_DISABLE") == "1" }
 
 // kernelCacheNotice is what to say before the kernels load, or "": the
 // driver's cache switched off, or empty (a first run on this machine),
-// where compile (of all families) have no built-in machine code for the
-// GPU (modules.go) and so are compiled from their PTX.
+// where the families in compile (of all the backend loads) have no
+// built-in machine code for the GPU (modules.go) and so are compiled from
+// their PTX.
 func kernelCacheNotice(compile []string, all int) string {
 	if len(compile) == 0 {
 		return ""

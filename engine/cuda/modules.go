@@ -69,8 +69,8 @@ func LoadFamily(c *driver.Context, family string) (m *driver.Module, prebuilt bo
 	return m, false, err
 }
 
-// cubinsMissing are the families of families that have no current cubin
-// for this GPU, and so load from their PTX.
+// cubinsMissing are those of families that have no current cubin for this
+// GPU, and so load from their PTX.
 func cubinsMissing(c *driver.Context, families []string) []string {
 	dir := cubinDir()
 	if dir == nil {
