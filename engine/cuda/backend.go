@@ -145,6 +145,9 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	if err := b.fn["qgemm_i8"].SetMaxDynamicShared(qiShared); err != nil {
+		return err
+	}
 	for _, name := range []string{"sample_prep", "sample_row", "logprobs_row"} {
 		if b.fn[name], err = mods["sample"].Function(name); err != nil {
 			return err
@@ -226,7 +229,7 @@ func (b *Backend) init() error {
 
 // plainKernels are the entry points of ops.cu.
 var plainKernels = []string{
-	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_f64_h", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
+	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_f64_h", "qgemm_i8", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
 	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
 	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",

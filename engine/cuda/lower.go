@@ -369,7 +369,15 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	gemm, grid := b.qgemmShape(E, rows)
 	threads, f64, splits, pOff, shared := 256, false, 0, int64(0), 0
-	if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+	if b.o.Router == RouterI8 && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+		// exact integer products of x's 8-bit parts, float64 sums
+		f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
+		tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
+		if splits = routerSplits(qiWeight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
+			pOff = p.reserve(&off, 8*int64(splits*rows*E))
+		}
+		grid = driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
+	} else if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
 		f64, gemm, threads = true, "qgemm_f64", 128
@@ -434,6 +442,15 @@ const qfWideShared = 2 * 64 * 68 * 8
 // against 26, so shorter prompts keep qgemm_f64. (With qgemm_f64_w the
 // rule was from a third, 1024 rows: 512 rows took 51 us against 50.)
 var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
+
+// qgemm_i8's tile (QI_BM tokens x QI_BN rows), its dynamic shared memory
+// (QI_SHARED) and what a block counts for in routerSplits: twice a
+// qgemm_f64 block (two a multiprocessor, not four).
+const (
+	qiTokens, qiRows = 32, 128
+	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*8
+	qiWeight         = 2
+)
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
 // (four times a qgemm_f64 block's work): at two, its best split counts

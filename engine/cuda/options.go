@@ -180,6 +180,10 @@ type RouterKernel int
 const (
 	RouterF64 RouterKernel = iota
 	RouterPlain
+	// RouterI8 is ops.cu's qgemm_i8: the integer tensor cores on x in four
+	// 8-bit parts a group of 64 columns, exact int32 products, float64
+	// sums (as exact as qgemm_f64).
+	RouterI8
 )
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
@@ -206,7 +210,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=f64|plain (prefill's router logits: float64 on the tensor cores, or the float32 kernels; default f64), ` +
+	`router=f64|i8|plain (prefill's router logits: float64 on the tensor cores, exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, or the float32 kernels; default f64), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=ticket|cluster (a decoded token's gated norm in the Gated DeltaNet step: the last of a value head's blocks, by a ticket, or every block through a thread-block cluster; cluster not yet run on a GPU; default ticket), ` +
@@ -260,8 +264,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Router = RouterF64
 			case "plain":
 				o.Router = RouterPlain
+			case "i8":
+				o.Router = RouterI8
 			default:
-				err = fmt.Errorf("cuda: router=%q: want f64 or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want f64, i8 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")

@@ -17,6 +17,11 @@
 # (probe.ptx changed, gdn_cl and gdn_chunk_cl are new: sass.tgz). About 5
 # minutes. From the repository root; devrun/dc holds cuda.test.xz,
 # driver.test.xz and petal.xz (go build -tags nofixture).
+# With them router=i8 (ops.cu's qgemm_i8: the prefill router's logits on the
+# integer tensor cores, x in four 8-bit parts, float64 sums; written, not
+# yet run): TestRouterTensorCoresMatchReference and conformance take it,
+# TestMeasureRouter times it beside qgemm_f64_h, prefill at 2K / 4K / 16K
+# and 512 under router=i8 against the default, ptxas's registers for it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/dc; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
@@ -26,15 +31,20 @@ cd $R/engine/cuda/driver
 PETAL_CUDA_REQUIRE=1 timeout 60 $D/driver.test -test.v -test.run 'TestClusterLaunch|TestLaunchClusterRefusesBadShapes|TestLaunchAndGraphReplay' > $O/driver.txt 2>&1
 echo "driver tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic|want' $O/driver.txt | head -10
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance' > $O/tests.txt 2>&1
+PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance|TestRouterTensorCores' > $O/tests.txt 2>&1
 echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | grep -v 'PASS: TestConformance/' | head -12
 grep -E -- '--- FAIL|bar|differ' $O/tests.txt | head -12
 PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureDeltaForms' > $O/measure.txt 2>&1
 echo "measure: rc=$?"; grep -E 'rows|µs|us' $O/measure.txt | sed 's/.*gdn_chunk_test.go:[0-9]*: //' | head -12
+PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run 'TestMeasureRouter' > $O/router.txt 2>&1
+echo "router: rc=$?"; grep -E 'qgemm_i8|qgemm_f64_h' $O/router.txt | grep -E ' (0|1|2|4) blocks an SM' | sed 's/.*backend_test.go:[0-9]*: //' | head -40
+grep -E 'qgemm_i8' $O/tests.txt | head -6
 cd $R
+sass_cubins "$O"
+PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/ops.ptx -o /tmp/ops.cubin 2>&1 | grep -A3 'qgemm_i8\|qgemm_f64_h' | tee $O/ptxas-ops.txt | head -12
 for round in 1 2; do
-  for be in cuda cuda:delta=cluster; do
-    bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 2K,4K,16K \
+  for be in cuda cuda:delta=cluster cuda:router=i8; do
+    bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512,2K,4K,16K \
       --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
   done
   for be in cuda cuda:gdnnorm=cluster; do
@@ -43,4 +53,3 @@ for round in 1 2; do
   done
 done
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
-sass_cubins "$O"
