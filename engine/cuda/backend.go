@@ -216,6 +216,7 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
+			b.gemm.FitMoETiles(b.o.MoEFit)
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err

@@ -66,6 +66,11 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+	// w80rp, w160rp: w128rp's form against 80 and 160 X rows, for the MoE
+	// where experts get 57-72 and 97-144 rows on average (moefit=on): most
+	// experts' rows in one tile, not one and a nearly empty second.
+	{Name: "w80rp", BM: 80, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
+	{Name: "w160rp", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 	// w32r: the register-A form against 32 X rows, WG = 4 with five
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
@@ -207,6 +212,10 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 // the k-tiles not drained.
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
+// FitMoETiles makes MoETile, under UndrainedTiles, take w80rp from 57 to 72
+// rows an expert on average and w160rp from 97 to 144 (moefit=on).
+func (g *GEMM) FitMoETiles(on bool) { g.fit = on }
+
 // undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
 func (g *GEMM) undrain(t GEMMTile) GEMMTile {
 	if !g.undrained || !t.RegA {
@@ -259,6 +268,7 @@ type GEMM struct {
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
 	undrained               bool       // UndrainedTiles
+	fit                     bool       // FitMoETiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -660,6 +670,16 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	w, _ := GEMMTileByName(name)
 	if name == "w128r" {
 		w = g.undrain(w)
+	}
+	if g.fit && g.regA && g.undrained {
+		// an expert's rows spread about ±sqrt(avg) when routed evenly:
+		// 80 rows hold 64 + 2σ, 160 hold 128 + 2.8σ
+		switch {
+		case avg > 56 && avg <= 72:
+			w, _ = GEMMTileByName("w80rp")
+		case avg > 96 && avg <= 144:
+			w, _ = GEMMTileByName("w160rp")
+		}
 	}
 	return w
 }

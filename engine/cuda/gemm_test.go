@@ -79,6 +79,9 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgr, moe=wg", MoEWG, map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"})
 	g.UndrainedTiles()
 	moeTiles("gemm=wgrp", MoEStream, map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"})
+	g.FitMoETiles(true)
+	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
+	g.FitMoETiles(false)
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
@@ -632,7 +635,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 	gate, upm := quant.RandomMatrix(rng, E, I, H, 4, 64), quant.RandomMatrix(rng, E, I, H, 4, 64)
 	down := quant.RandomMatrix(rng, E, H, I, 4, 64)
 	gq, uq, dq := uploadGEMMWeights(t, c, up, &gate, "gate"), uploadGEMMWeights(t, c, up, &upm, "up"), uploadGEMMWeights(t, c, up, &down, "down")
-	for _, T := range []int{1, 7, 100, 512, 4096} {
+	for _, T := range []int{1, 7, 100, 512, 2048, 4096} {
 		x := randomVector(rng, T*H)
 		ids, wts := hostRouting(rng, T, E)
 		xd, idd, wd := upBuf(t, c, s, x, "x"), upBuf(t, c, s, ids, "ids"), upBuf(t, c, s, wts, "weights")
@@ -646,6 +649,11 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		tiles := []GEMMTile{MoETile(T, E, MoEStream)}
 		if T == 100 || T == 512 {
 			tiles = g.AllTiles()
+		}
+		for _, name := range []string{"w80rp", "w160rp"} { // moefit's tiles where they run, beside MoETile's
+			if w, err := GEMMTileByName(name); err == nil && T >= 2048 && slices.Contains(g.AllTiles(), w) {
+				tiles = append(tiles, w)
+			}
 		}
 		// Reference tokens: all of a few, else a sample.
 		toks := checkRows(rng, T)
@@ -960,7 +968,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w256r", "w256rp"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w160rp", "w256r", "w256rp"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}

@@ -58,6 +58,12 @@ type Options struct {
 	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
 	// The same products and float32 sums, in another order.
 	MoE MoEKernel
+	// MoEFit (moefit=on) sizes prefill's MoE tiles to the rows an expert
+	// gets where a 64- or 128-row tile leaves about half the experts a
+	// second, nearly empty, tile: w80rp from 57 to 72 rows an expert on
+	// average (2K tokens), w160rp from 97 to 144 (4K), under gemm=wgrp.
+	// Not yet measured on a GPU.
+	MoEFit bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -217,6 +223,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`moefit=on|off (prefill's MoE tiles sized to the rows an expert gets, 80 rows a tile from 57 to 72 on average, 160 from 97 to 144, so that most experts take one tile, not one and a nearly empty second; gemm=wgrp; not yet measured; default off), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
@@ -296,6 +303,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
 			}
+		case "moefit":
+			o.MoEFit, err = kv.On("cuda")
 		case "delta":
 			switch kv.Value {
 			case "chunked", "sequential":

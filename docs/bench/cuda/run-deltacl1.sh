@@ -22,6 +22,10 @@
 # yet run): TestRouterTensorCoresMatchReference and conformance take it,
 # TestMeasureRouter times it beside qgemm_f64_h, prefill at 2K / 4K / 16K
 # and 512 under router=i8 against the default, ptxas's registers for it.
+# And moefit=on (gemm_wg.cu's w80rp and w160rp, the MoE's tiles sized to
+# an expert's rows at 2K and 4K tokens; written, not yet run): the dense
+# and MoE GEMM tests take the tiles, prefill compares. ROUNDS (default 1)
+# rounds of the benches.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/dc; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
@@ -31,8 +35,8 @@ cd $R/engine/cuda/driver
 PETAL_CUDA_REQUIRE=1 timeout 60 $D/driver.test -test.v -test.run 'TestClusterLaunch|TestLaunchClusterRefusesBadShapes|TestLaunchAndGraphReplay' > $O/driver.txt 2>&1
 echo "driver tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic|want' $O/driver.txt | head -10
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance|TestRouterTensorCores' > $O/tests.txt 2>&1
-echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | grep -v 'PASS: TestConformance/' | head -12
+PETAL_CUDA_REQUIRE=1 timeout 240 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance|TestRouterTensorCores|TestGEMMDenseMatchesReference|TestMoEGroupedMatchesReference|TestGEMMWGModule|TestGEMMGroupArgsMatchKernel' > $O/tests.txt 2>&1
+echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | grep -v 'PASS: Test[A-Za-z]*/' | head -16
 grep -E -- '--- FAIL|bar|differ' $O/tests.txt | head -12
 PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureDeltaForms' > $O/measure.txt 2>&1
 echo "measure: rc=$?"; grep -E 'rows|µs|us' $O/measure.txt | sed 's/.*gdn_chunk_test.go:[0-9]*: //' | head -12
@@ -42,8 +46,9 @@ grep -E 'qgemm_i8' $O/tests.txt | head -6
 cd $R
 sass_cubins "$O"
 PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/ops.ptx -o /tmp/ops.cubin 2>&1 | grep -A3 'qgemm_i8\|qgemm_f64_h' | tee $O/ptxas-ops.txt | head -12
-for round in 1 2; do
-  for be in cuda cuda:delta=cluster cuda:router=i8; do
+PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -O3 -v engine/cuda/kernels/gemm_wg.ptx -o /tmp/gw.cubin 2>&1 | grep -A3 'gemm_gateup_w\(80rp\|160rp\|128rp\)' | tee $O/ptxas-gemm_wg.txt | grep -E 'Used|spill'
+for round in $(seq 1 ${ROUNDS:-1}); do
+  for be in cuda cuda:delta=cluster cuda:router=i8 cuda:moefit=on; do
     bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512,2K,4K,16K \
       --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
   done

@@ -213,7 +213,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NWG = NTHREADS / 128, WS = RA ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || RA || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 256) && BN == 128),
+  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 80 || BM == 128 || BM == 160 || BM == 256) && BN == 128),
                 "register-A wgmma: two warpgroups, 128 weight rows, 16 to 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
@@ -387,8 +387,12 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         wg_fence();
         if constexpr (BM == 256)
           wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 160)
+          wg_mma_n160_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 128)
           wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 80)
+          wg_mma_n80_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 64)
           wg_mma_n64_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 32)

@@ -78,6 +78,14 @@ WG_MMA_RA(32, WG_R16, WG_D16(0))
 WG_MMA_RA(64, WG_R32, WG_D32(0))
 WG_MMA_RA(128, WG_R64, WG_D64)
 WG_MMA_RA(256, WG_R128, WG_D128)
+// n = 80 and 160: tiles sized to an expert's rows at 2K and 4K tokens
+// (moefit: 64 and 128 on average, a few over)
+#define WG_R40 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
+#define WG_R80 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}"
+#define WG_D40 WG_D32(0), WG_D8(32)
+#define WG_D80 WG_D64, WG_D16(64)
+WG_MMA_RA(80, WG_R40, WG_D40)
+WG_MMA_RA(160, WG_R80, WG_D80)
 static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 // wg_keep4 keeps an A fragment's registers as they are up to this point
 // (wgmma reads them asynchronously, until its wait).
