@@ -35,14 +35,20 @@ cd $R/engine/cuda/driver
 PETAL_CUDA_REQUIRE=1 timeout 60 $D/driver.test -test.v -test.run 'TestClusterLaunch|TestLaunchClusterRefusesBadShapes|TestLaunchAndGraphReplay' > $O/driver.txt 2>&1
 echo "driver tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic|want' $O/driver.txt | head -10
 cd $R/engine/cuda
-PETAL_CUDA_REQUIRE=1 timeout 240 $D/cuda.test -test.v -test.run 'TestDelta|TestChunkedDelta|TestGDNMatchesReference|TestConformance|TestRouterTensorCores|TestGEMMDenseMatchesReference|TestMoEGroupedMatchesReference|TestGEMMWGModule|TestGEMMGroupArgsMatchKernel' > $O/tests.txt 2>&1
-echo "tests: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests.txt | grep -v 'PASS: Test[A-Za-z]*/' | head -16
-grep -E -- '--- FAIL|bar|differ' $O/tests.txt | head -12
+# each group of tests in a process of its own, so that a fault in one new
+# kernel leaves the others' results
+for tg in 'delta:TestDelta|TestChunkedDelta|TestGDNMatchesReference' 'conformance:TestConformance' \
+  'router:TestRouterTensorCores' 'gemm:TestGEMMDenseMatchesReference|TestMoEGroupedMatchesReference|TestGEMMWGModule|TestGEMMGroupArgsMatchKernel'; do
+  n=${tg%%:*}
+  PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run "${tg#*:}" > $O/tests-$n.txt 2>&1
+  echo "tests $n: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/tests-$n.txt | grep -v 'PASS: Test[A-Za-z]*/' | head -8
+  grep -E -- '--- FAIL|bar|differ' $O/tests-$n.txt | head -8
+done
 PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureDeltaForms' > $O/measure.txt 2>&1
 echo "measure: rc=$?"; grep -E 'rows|µs|us' $O/measure.txt | sed 's/.*gdn_chunk_test.go:[0-9]*: //' | head -12
 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run 'TestMeasureRouter' > $O/router.txt 2>&1
 echo "router: rc=$?"; grep -E 'qgemm_i8|qgemm_f64_h' $O/router.txt | grep -E ' (0|1|2|4) blocks an SM' | sed 's/.*backend_test.go:[0-9]*: //' | head -40
-grep -E 'qgemm_i8' $O/tests.txt | head -6
+grep -E 'qgemm_i8' $O/tests-router.txt | head -6
 cd $R
 sass_cubins "$O"
 PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/ops.ptx -o /tmp/ops.cubin 2>&1 | grep -A3 'qgemm_i8\|qgemm_f64_h' | tee $O/ptxas-ops.txt | head -12
