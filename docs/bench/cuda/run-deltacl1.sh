@@ -53,6 +53,9 @@ cd $R
 sass_cubins "$O"
 PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/ops.ptx -o /tmp/ops.cubin 2>&1 | grep -A3 'qgemm_i8\|qgemm_f64_h' | tee $O/ptxas-ops.txt | head -12
 PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -O3 -v engine/cuda/kernels/gemm_wg.ptx -o /tmp/gw.cubin 2>&1 | grep -A3 'gemm_gateup_w\(80rp\|160rp\|128rp\)' | tee $O/ptxas-gemm_wg.txt | grep -E 'Used|spill'
+# the benches stop in time for their tar (the call's limit is 600 s)
+export -f bench_run tag_of; export D O
+timeout $(( SECONDS < 550 ? 560 - SECONDS : 10 )) bash -c '
 for round in $(seq 1 ${ROUNDS:-1}); do
   for be in cuda cuda:delta=cluster cuda:router=i8 cuda:moefit=on; do
     bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512,2K,4K,16K \
@@ -62,5 +65,5 @@ for round in $(seq 1 ${ROUNDS:-1}); do
     bench_run "$D/petal" "$O" "$round-decode-$(tag_of $be)" $be --max-context 17000 --prompt-lengths 512 \
       --context-lengths 256,4K,16K --decode-tokens 64 --floors=false
   done
-done
+done'
 (cd $O && tar czf benches.tgz bench-* && rm -f bench-*)
