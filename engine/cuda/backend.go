@@ -72,6 +72,12 @@ func noticeFamilies(o Options) []string {
 	if o.DeltaCluster {
 		fams = append(fams, "gdn_chunk_cl")
 	}
+	if o.Router == RouterI8 {
+		fams = append(fams, "route_i8")
+	}
+	if o.MoEFit {
+		fams = append(fams, "gemm_fit")
+	}
 	return fams
 }
 
@@ -145,8 +151,18 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	if err := b.fn["qgemm_i8"].SetMaxDynamicShared(qiShared); err != nil {
-		return err
+	if b.o.Router == RouterI8 {
+		m, err := loadFamily(b.ctx, "route_i8")
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		if b.fn["qgemm_i8"], err = m.Function("qgemm_i8"); err != nil {
+			return err
+		}
+		if err := b.fn["qgemm_i8"].SetMaxDynamicShared(qiShared); err != nil {
+			return err
+		}
 	}
 	for _, name := range []string{"sample_prep", "sample_row", "logprobs_row"} {
 		if b.fn[name], err = mods["sample"].Function(name); err != nil {
@@ -216,7 +232,17 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
-			b.gemm.FitMoETiles(b.o.MoEFit)
+			if b.o.MoEFit && b.o.WGRegA && b.o.WGUndrained {
+				fit, err := LoadGEMMFitModule(b.ctx)
+				if err != nil {
+					return err
+				}
+				b.mods = append(b.mods, fit)
+				if err := b.gemm.AddFitTiles(fit); err != nil {
+					return err
+				}
+				b.gemm.FitMoETiles(true)
+			}
 		}
 		if err := b.gemm.Prepare(); err != nil {
 			return err
@@ -230,7 +256,7 @@ func (b *Backend) init() error {
 
 // plainKernels are the entry points of ops.cu.
 var plainKernels = []string{
-	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_f64_h", "qgemm_i8", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
+	"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_f64_w", "qgemm_f64_h", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm",
 	"qk_prep_rows_f32", "qk_prep_rows_bf16", "route_select", "experts_gate_up", "experts_down", "advance", "convert",
 	"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 	"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",

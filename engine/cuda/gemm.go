@@ -66,15 +66,19 @@ var WGMMATiles = []GEMMTile{
 	{Name: "w256rp", BM: 256, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 1},
 	{Name: "w128rp", BM: 128, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
 	{Name: "w64rp", BM: 64, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
-	// w80rp, w160rp: w128rp's form against 80 and 160 X rows, for the MoE
-	// where experts get 57-72 and 97-144 rows on average (moefit=on): most
-	// experts' rows in one tile, not one and a nearly empty second.
-	{Name: "w80rp", BM: 80, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
-	{Name: "w160rp", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 	// w32r: the register-A form against 32 X rows, WG = 4 with five
 	// stages, for the MoE at a few rows an expert (moe=wg): 308 us at 512
 	// tokens against s16's 365 on an H100 (2026-12-06-pipe2).
 	{Name: "w32r", BM: 32, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 3},
+}
+
+// FitTiles are gemm_fit.cu's tiles: w128rp's form against 80 and 160 X
+// rows, for the MoE where experts get 57-72 and 97-144 rows on average
+// (moefit=on): most experts' rows in one tile, not one and a nearly empty
+// second. A module of their own (LoadGEMMFitModule, AddFitTiles).
+var FitTiles = []GEMMTile{
+	{Name: "w80rp", BM: 80, BN: 128, Threads: 256, Stages: 5, WG: true, RegA: true, Blocks: 2},
+	{Name: "w160rp", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -134,7 +138,7 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 // GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles,
 // MoEStreamTiles or WGMMATiles.
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles) {
+	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles, FitTiles) {
 		if t.Name == name {
 			return t, nil
 		}
@@ -173,6 +177,14 @@ func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
 	return loadFamily(c, "gemm")
 }
 
+// LoadGEMMFitModule loads gemm_fit.cu's kernels (FitTiles; sm_90a PTX).
+func LoadGEMMFitModule(c *driver.Context) (*driver.Module, error) {
+	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
+		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
+	}
+	return loadFamily(c, "gemm_fit")
+}
+
 // LoadGEMMWGModule loads gemm_wg.cu's kernels (sm_90a PTX: a GPU of
 // compute capability 9.0 only).
 func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
@@ -185,6 +197,19 @@ func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
 // AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
 func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 	for _, t := range WGMMATiles {
+		k, err := tileKernels(mod, t)
+		if err != nil {
+			return err
+		}
+		g.tiles[t.Name] = k
+		g.wg = append(g.wg, t)
+	}
+	return nil
+}
+
+// AddFitTiles finds FitTiles' kernels in mod (LoadGEMMFitModule).
+func (g *GEMM) AddFitTiles(mod *driver.Module) error {
+	for _, t := range FitTiles {
 		k, err := tileKernels(mod, t)
 		if err != nil {
 			return err
@@ -213,7 +238,8 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
 // FitMoETiles makes MoETile, under UndrainedTiles, take w80rp from 57 to 72
-// rows an expert on average and w160rp from 97 to 144 (moefit=on).
+// rows an expert on average and w160rp from 97 to 144 (moefit=on), where
+// AddFitTiles added them.
 func (g *GEMM) FitMoETiles(on bool) { g.fit = on }
 
 // undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
@@ -671,7 +697,7 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 	if name == "w128r" {
 		w = g.undrain(w)
 	}
-	if g.fit && g.regA && g.undrained {
+	if g.fit && g.regA && g.undrained && slices.ContainsFunc(g.wg, func(t GEMMTile) bool { return t.Name == "w160rp" }) {
 		// an expert's rows spread about ±sqrt(avg) when routed evenly:
 		// 80 rows hold 64 + 2σ, 160 hold 128 + 2.8σ
 		switch {

@@ -27,7 +27,7 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range slices.Concat(WGMMATiles, MoERegTiles, MoEStreamTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -49,7 +49,7 @@ func TestGEMMTilesFit(t *testing.T) {
 	if err := g.UseWGMMA(false); err == nil {
 		t.Error("UseWGMMA without the wgmma tiles loaded: no error")
 	}
-	g = &GEMM{wg: WGMMATiles}
+	g = &GEMM{wg: slices.Concat(WGMMATiles, FitTiles)}
 	if err := g.UseWGMMA(false); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +239,9 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 	}
 	if d := c.Device(); d.Major == 9 && d.Minor == 0 { // the wgmma tiles too
 		if err := g.AddWGMMA(loadModule(t, LoadGEMMWGModule, c)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.AddFitTiles(loadModule(t, LoadGEMMFitModule, c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1094,7 +1097,21 @@ func TestGEMMWGModule(t *testing.T) {
 	if s := string(plain); strings.Contains(s, "wgmma") || !strings.Contains(s, ".target sm_90\n") {
 		t.Error("gemm.ptx has wgmma in it, or is not sm_90 PTX")
 	}
-	for _, tile := range WGMMATiles {
+	fit, err := kernels.PTX("gemm_fit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range FitTiles {
+		for _, kind := range []string{"dense", "group", "gateup", "down"} {
+			if name := "gemm_" + kind + "_" + tile.Name + "("; !strings.Contains(string(fit), ".entry "+name) || strings.Contains(src, name) {
+				t.Errorf("gemm_%s_%s: not in gemm_fit.ptx, or in gemm_wg.ptx too", kind, tile.Name)
+			}
+		}
+	}
+	if !strings.Contains(string(fit), ".target sm_90a") {
+		t.Error("gemm_fit.ptx is not sm_90a PTX")
+	}
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles) {
 		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
 			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}

@@ -14,10 +14,10 @@
 # H100, deltask1), then prefill at 2K / 4K / 16K under
 # delta=chunked and delta=cluster, decode at 256 / 4K / 16K under the
 # defaults and gdnnorm=cluster, in two alternating rounds, then the cubins
-# (probe.ptx changed, gdn_cl and gdn_chunk_cl are new: sass.tgz). About 5
+# (probe.ptx changed; gdn_cl, gdn_chunk_cl, route_i8, gemm_fit are new: sass.tgz). About 5
 # minutes. From the repository root; devrun/dc holds cuda.test.xz,
 # driver.test.xz and petal.xz (go build -tags nofixture).
-# With them router=i8 (ops.cu's qgemm_i8: the prefill router's logits on the
+# With them router=i8 (route_i8.cu's qgemm_i8: the prefill router's logits on the
 # integer tensor cores, x in four 8-bit parts, float64 sums; written, not
 # yet run): TestRouterTensorCoresMatchReference and conformance take it,
 # TestMeasureRouter times it beside qgemm_f64_h, prefill at 2K / 4K / 16K
@@ -51,8 +51,8 @@ echo "router: rc=$?"; grep -E 'qgemm_i8|qgemm_f64_h' $O/router.txt | grep -E ' (
 grep -E 'qgemm_i8' $O/tests-router.txt | head -6
 cd $R
 sass_cubins "$O"
-PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/ops.ptx -o /tmp/ops.cubin 2>&1 | grep -A3 'qgemm_i8\|qgemm_f64_h' | tee $O/ptxas-ops.txt | head -12
-PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -O3 -v engine/cuda/kernels/gemm_wg.ptx -o /tmp/gw.cubin 2>&1 | grep -A3 'gemm_gateup_w\(80rp\|160rp\|128rp\)' | tee $O/ptxas-gemm_wg.txt | grep -E 'Used|spill'
+PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90 -O3 -v engine/cuda/kernels/route_i8.ptx -o /tmp/ri8.cubin 2>&1 | tee $O/ptxas-route_i8.txt | head -12
+PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -O3 -v engine/cuda/kernels/gemm_fit.ptx -o /tmp/gf.cubin 2>&1 | tee $O/ptxas-gemm_fit.txt | grep -E "entry|Used|spill" | grep -B2 -A0 Used | grep -v '^--' | head -24
 # the benches stop in time for their tar (the call's limit is 600 s)
 export -f bench_run tag_of; export D O
 timeout $(( SECONDS < 550 ? 560 - SECONDS : 10 )) bash -c '

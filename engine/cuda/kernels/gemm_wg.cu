@@ -43,14 +43,6 @@ GEMM_ENTRIES(w64r, 64, 128, 4, 2, 3, 3, 3)
 GEMM_ENTRIES(w256rp, 256, 128, 4, 2, 5, 1, 4)
 GEMM_ENTRIES(w128rp, 128, 128, 4, 2, 5, 2, 4)
 GEMM_ENTRIES(w64rp, 64, 128, 4, 2, 5, 3, 4)
-// w80rp, w160rp: w128rp's form against 80 and 160 X rows (wgmma's n = 80,
-// 160), for the MoE where experts get about 64 or 128 rows (2K and 4K
-// tokens: 64 ± 8 and 128 ± 11 when routed evenly), so that most experts'
-// rows fit one tile, where 64- and 128-row tiles leave about half of them
-// a second, nearly empty, one (moefit=on). w160rp in four stages, the
-// shared memory of two blocks a multiprocessor.
-GEMM_ENTRIES(w80rp, 80, 128, 4, 2, 5, 2, 4)
-GEMM_ENTRIES(w160rp, 160, 128, 4, 2, 4, 2, 4)
 // w32r: against 32 X rows (n = 32), for the MoE at a few rows an expert
 // (512-token prompts: 16 on average), where each weight serves few
 // products and the time is in reading the weights: WG = 4, five stages

@@ -107,8 +107,9 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 	}
 }
 
-// TestTargets: every module targets sm_90 but gemm_wg and attn_prefill_wg,
-// Hopper's wgmma, whose sm_90a PTX is for compute capability 9.0 only.
+// TestTargets: every module targets sm_90 but gemm_wg, gemm_fit and
+// attn_prefill_wg, Hopper's wgmma, whose sm_90a PTX is for compute
+// capability 9.0 only.
 func TestTargets(t *testing.T) {
 	for _, fam := range Families() {
 		tgt, err := Target(fam)
@@ -116,7 +117,7 @@ func TestTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "sm_90"
-		if fam == "gemm_wg" || fam == "attn_prefill_wg" {
+		if fam == "gemm_wg" || fam == "gemm_fit" || fam == "attn_prefill_wg" {
 			want = "sm_90a"
 		}
 		if tgt != want {
