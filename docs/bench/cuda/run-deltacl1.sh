@@ -22,7 +22,7 @@
 # yet run): TestRouterTensorCoresMatchReference and conformance take it,
 # TestMeasureRouter times it beside qgemm_f64_h, prefill at 2K / 4K / 16K
 # and 512 under router=i8 against the default, ptxas's registers for it.
-# And moefit=on (gemm_wg.cu's w80rp and w160rp, the MoE's tiles sized to
+# And moefit=on (gemm_fit.cu's w80rp and w160rp, the MoE's tiles sized to
 # an expert's rows at 2K and 4K tokens; written, not yet run): the dense
 # and MoE GEMM tests take the tiles, prefill compares. ROUNDS (default 1)
 # rounds of the benches.
