@@ -69,9 +69,6 @@ func noticeFamilies(o Options) []string {
 	if o.GDNCluster {
 		fams = append(fams, "gdn_cl")
 	}
-	if o.DeltaCluster {
-		fams = append(fams, "gdn_chunk_cl")
-	}
 	if o.Router == RouterI8 {
 		fams = append(fams, "route_i8")
 	}
@@ -241,7 +238,7 @@ func (b *Backend) init() error {
 				if err := b.gemm.AddFitTiles(fit); err != nil {
 					return err
 				}
-				b.gemm.FitMoETiles(true)
+				b.gemm.FitMoETiles(true, b.o.MoEFitAll)
 			}
 		}
 		if err := b.gemm.Prepare(); err != nil {

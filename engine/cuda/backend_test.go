@@ -44,18 +44,17 @@ func testBackend(t *testing.T, o Options) *Backend {
 // checked by TestTensorCoreOpsMatchReferences.)
 func TestConformance(t *testing.T) {
 	variants := map[string]func(*Options){
-		"default":           func(*Options) {},
-		"graphs=off":        func(o *Options) { o.Graphs = false },
-		"fused=off":         func(o *Options) { o.Fused = false },
-		"gemm=plain":        func(o *Options) { o.TensorCores = false },
-		"pdl=on":            func(o *Options) { o.PDL, o.PDLSome = true, false },
-		"pdl=on,graphs=off": func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
-		"pdl=off":           func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"sampler=row":       func(o *Options) { o.SamplerTopK = false },
-		"clusters":          func(o *Options) { o.GDNCluster, o.DeltaCluster = true, true }, // gdnnorm=cluster,delta=cluster
-		"router=i8":         func(o *Options) { o.Router = RouterI8 },
+		"default":                   func(*Options) {},
+		"graphs=off":                func(o *Options) { o.Graphs = false },
+		"fused=off":                 func(o *Options) { o.Fused = false },
+		"gemm=plain":                func(o *Options) { o.TensorCores = false },
+		"pdl=on":                    func(o *Options) { o.PDL, o.PDLSome = true, false },
+		"pdl=on,graphs=off":         func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
+		"pdl=off":                   func(o *Options) { o.PDL, o.PDLSome = false, false },
+		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
+		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "clusters", "router=i8"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -19,8 +19,6 @@ const (
 	deltaChunkStateName    = "gdn_chunk_state"
 	deltaChunkStateILPName = "gdn_chunk_state_ilp"
 	deltaChunkStateSKName  = "gdn_chunk_state_sk"
-	deltaChunkStateCLName  = "gdn_chunk_state_cl"
-	deltaChunkCluster      = 2 // GC_CL: the blocks of gdn_chunk_state_cl's clusters
 	deltaChunkTokens       = 32
 	deltaChunkSlice        = 32
 	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -52,26 +50,13 @@ func deltaChunkStateSKShared() int {
 	return deltaChunkStateShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
 }
 
-// deltaChunkStateCLShared is GC_STATE_CL_SHARED: the state's part (its
-// rows, this block's 64 key columns, rows of 68), two buffers of a block's
-// workspace (W's and γ·Q's columns in rows of 68, the decayed K's in rows
-// of 72, U's slice in rows of 40, the masked q·k in rows of 36, γ and 3
-// floats), the partials of two steps and Vn (rows of 40).
-func deltaChunkStateCLShared() int {
-	const c, lkc, lkcd, lv, lc = deltaChunkTokens, GDNHeadDim/deltaChunkCluster + 4, GDNHeadDim/deltaChunkCluster + 8, deltaChunkSlice + 8, deltaChunkTokens + 4
-	buf := 2*c*lkc + c*lkcd + c*lv + c*lc + 4
-	return 4 * (deltaChunkSlice*lkc + 2*buf + 5*c*lv)
-}
-
 // deltaStateKernels are gdn_chunk.cu's state kernels with the dynamic
 // shared memory each takes: the same products, float32 sums in other
-// orders (gc_state's ILP 0, 1, 2, and gdn_chunk_state_cl over clusters of
-// deltaChunkCluster blocks).
+// orders (gc_state's ILP 0, 1, 2).
 var deltaStateKernels = map[string]func() int{
 	deltaChunkStateName:    deltaChunkStateShared,
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
-	deltaChunkStateCLName:  deltaChunkStateCLShared,
 }
 
 // deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
@@ -109,89 +94,46 @@ const deltaChunkMinRows = 16
 // under 1 % faster and went (2026-12-06-wgr1). The tests run each.
 var deltaStateKernel = deltaChunkStateSKName
 
-// deltaStateFamily is the kernel family a state kernel is in:
-// gdn_chunk_cl.cu for gdn_chunk_state_cl (a module of its own, loaded only
-// where it runs, until it has machine code built in), gdn_chunk.cu for the
-// others.
-func deltaStateFamily(name string) string {
-	if name == deltaChunkStateCLName {
-		return "gdn_chunk_cl"
-	}
-	return "gdn_chunk"
-}
-
 // deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
-// lowered to it (programs are compiled before any is captured), and
-// gdn_chunk_cl.cu's the first time its state kernel is asked for, and
-// raises their kernels' shared-memory limits; state is the backend's state
-// kernel (deltaStateName), its shared memory stateShared, and step names
-// the two.
+// lowered to it (programs are compiled before any is captured) and raises
+// its kernels' shared-memory limits; state is deltaStateKernel, its shared
+// memory stateShared, and step names the two.
 func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
-	stateName := b.deltaStateName()
+	stateName := deltaStateKernel
 	step = deltaChunkPrepName + "+" + stateName
 	stateShared = deltaStateKernels[stateName]()
-	for _, family := range []string{"gdn_chunk", deltaStateFamily(stateName)} {
-		if err := b.loadDeltaFamily(family); err != nil {
-			return nil, nil, 0, "", err
-		}
+	if fn := b.fn[stateName]; fn != nil {
+		return b.fn[deltaChunkPrepName], fn, stateShared, step, nil
 	}
-	return b.fn[deltaChunkPrepName], b.fn[stateName], stateShared, step, nil
-}
-
-// loadDeltaFamily loads family's module once, with gdn_chunk_prep (in
-// gdn_chunk) and every state kernel of deltaStateKernels in it, their
-// shared-memory limits raised.
-func (b *Backend) loadDeltaFamily(family string) error {
-	shared := map[string]int{}
-	if family == "gdn_chunk" {
-		shared[deltaChunkPrepName] = deltaChunkPrepShared()
-	}
+	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
 	for name, size := range deltaStateKernels {
-		if deltaStateFamily(name) == family {
-			shared[name] = size()
-		}
-	}
-	loaded := true
-	for name := range shared {
-		loaded = loaded && b.fn[name] != nil
-	}
-	if loaded {
-		return nil
+		shared[name] = size()
 	}
 	for name, need := range shared {
 		if max := b.ctx.Device().SharedOptIn; need > max {
-			return fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+			return nil, nil, 0, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
 		}
 	}
-	m, err := loadFamily(b.ctx, family)
+	m, err := loadFamily(b.ctx, "gdn_chunk")
 	if err != nil {
-		return err
+		return nil, nil, 0, "", err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return err
+			return nil, nil, 0, "", err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return err
+			return nil, nil, 0, "", err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return nil
-}
-
-// deltaStateName is the state pass's kernel: gdn_chunk_state_cl under
-// delta=cluster, else deltaStateKernel.
-func (b *Backend) deltaStateName() string {
-	if b.o.DeltaCluster {
-		return deltaChunkStateCLName
-	}
-	return deltaStateKernel
+	return fns[deltaChunkPrepName], fns[stateName], stateShared, step, nil
 }
 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
@@ -203,7 +145,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		return nil, err
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
-	cluster := b.deltaStateName() == deltaChunkStateCLName
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
@@ -216,10 +157,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
-		if cluster {
-			return s.LaunchCluster(state, driver.D1(slices.X*deltaChunkCluster), driver.D1(deltaChunkStateThreads),
-				driver.D1(deltaChunkCluster), stateShared, &c)
-		}
 		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), stateShared, &c)
 	}}}, nil
 }

@@ -41,13 +41,10 @@ func TestDeltaOption(t *testing.T) {
 	if !DefaultOptions().ChunkedDelta {
 		t.Error("the default is the sequential delta rule, not the chunked one")
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "cluster"}}); err != nil || !o.ChunkedDelta || !o.DeltaCluster || DefaultOptions().DeltaCluster {
-		t.Errorf("delta=cluster: %+v, %v", o, err)
-	}
 	if _, err := ParseOptions([]backend.Option{{Key: "delta", Value: "blocked"}}); err == nil || !strings.Contains(err.Error(), "delta") {
 		t.Errorf("delta=blocked: error %v, want one naming delta", err)
 	}
-	if !strings.Contains(OptionsHelp, "delta=chunked|cluster|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
+	if !strings.Contains(OptionsHelp, "delta=chunked|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }
@@ -60,13 +57,8 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clsrc, err := os.ReadFile("kernels/gdn_chunk_cl.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src = append(src, clsrc...)
 	for name, want := range map[string]int{"GC_D": GDNHeadDim, "GC_C": deltaChunkTokens, "GC_VT": deltaChunkSlice, "GC_WS": deltaChunkWS,
-		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads, "GC_CL": deltaChunkCluster} {
+		"GC_PREP_THREADS": deltaChunkPrepThreads, "GC_STATE_THREADS": deltaChunkStateThreads} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
 		if m == nil {
 			t.Fatalf("gdn_chunk.cu does not define %s", name)
@@ -75,21 +67,17 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 			t.Errorf("gdn_chunk.cu has %s %d, the launcher %d", name, n, want)
 		}
 	}
-	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName, deltaChunkStateCLName} {
-		family := deltaStateFamily(name)
-		ptx, err := kernels.PTX(family)
-		if err != nil {
-			t.Fatal(err)
-		}
+	ptx, err := kernels.PTX("gdn_chunk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{deltaChunkPrepName, deltaChunkStateName, deltaChunkStateILPName, deltaChunkStateSKName} {
 		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
-			t.Errorf("no entry point %s in %s's PTX", name, family)
-		}
-		if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
-			t.Errorf("%s's PTX calls a function (an unresolved external for the driver)", family)
+			t.Errorf("no entry point %s in the PTX", name)
 		}
 	}
-	if ptx, _ := kernels.PTX("gdn_chunk"); bytes.Contains(ptx, []byte(deltaChunkStateCLName)) {
-		t.Errorf("gdn_chunk.ptx has %s, which belongs to gdn_chunk_cl", deltaChunkStateCLName)
+	if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
+		t.Error("the PTX calls a function (an unresolved external for the driver)")
 	}
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)

@@ -237,10 +237,10 @@ func (g *GEMM) UseWGMMA(regA bool) error {
 // the k-tiles not drained.
 func (g *GEMM) UndrainedTiles() { g.undrained = true }
 
-// FitMoETiles makes MoETile, under UndrainedTiles, take w80rp from 57 to 72
-// rows an expert on average and w160rp from 97 to 144 (moefit=on), where
-// AddFitTiles added them.
-func (g *GEMM) FitMoETiles(on bool) { g.fit = on }
+// FitMoETiles makes MoETile, under UndrainedTiles, take w160rp from 97 to
+// 144 rows an expert on average (moefit=on) and with all w80rp from 57 to
+// 72 (moefit=all), where AddFitTiles added them.
+func (g *GEMM) FitMoETiles(on, all bool) { g.fit, g.fitAll = on, on && all }
 
 // undrain is t, or its WG = 4 twin (t's name and "p") under UndrainedTiles.
 func (g *GEMM) undrain(t GEMMTile) GEMMTile {
@@ -294,7 +294,7 @@ type GEMM struct {
 	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
 	useWG, regA             bool       // UseWGMMA
 	undrained               bool       // UndrainedTiles
-	fit                     bool       // FitMoETiles
+	fit, fitAll             bool       // FitMoETiles
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -701,7 +701,7 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 		// an expert's rows spread about ±sqrt(avg) when routed evenly:
 		// 80 rows hold 64 + 2σ, 160 hold 128 + 2.8σ
 		switch {
-		case avg > 56 && avg <= 72:
+		case g.fitAll && avg > 56 && avg <= 72:
 			w, _ = GEMMTileByName("w80rp")
 		case avg > 96 && avg <= 144:
 			w, _ = GEMMTileByName("w160rp")

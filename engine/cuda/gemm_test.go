@@ -79,9 +79,11 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgr, moe=wg", MoEWG, map[int]string{4096: "w128r", 2048: "w128r", 1024: "w64r", 512: "w32r", 256: "w32r", 100: "s16"})
 	g.UndrainedTiles()
 	moeTiles("gemm=wgrp", MoEStream, map[int]string{4096: "w128rp", 1024: "w64r", 512: "s16"})
-	g.FitMoETiles(true)
-	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
-	g.FitMoETiles(false)
+	g.FitMoETiles(true, false)
+	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w128rp", 1024: "w64r", 512: "w32r"})
+	g.FitMoETiles(true, true)
+	moeTiles("gemm=wgrp, moefit=all", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
+	g.FitMoETiles(false, false)
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}

@@ -58,12 +58,17 @@ type Options struct {
 	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
 	// The same products and float32 sums, in another order.
 	MoE MoEKernel
-	// MoEFit (moefit=on) sizes prefill's MoE tiles to the rows an expert
-	// gets where a 64- or 128-row tile leaves about half the experts a
-	// second, nearly empty, tile: w80rp from 57 to 72 rows an expert on
-	// average (2K tokens), w160rp from 97 to 144 (4K), under gemm=wgrp.
-	// Not yet measured on a GPU.
-	MoEFit bool
+	// MoEFit (moefit=on, the default) sizes prefill's MoE tiles to the
+	// rows an expert gets where a 128-row tile leaves about half the
+	// experts a second, nearly empty, tile: w160rp from 97 to 144 rows an
+	// expert on average (4K tokens), under gemm=wgrp. The MoE at 4096
+	// tokens routed evenly 773 against 891 µs on an H100, prefill of 4K
+	// tokens +0.3 / +2.2 / +1.3 % in three pairs of runs (2026-12-06-
+	// deltacl1: the synthetic model's router sends an expert more uneven
+	// counts). MoEFitAll (moefit=all) adds w80rp from 57 to 72 rows (2K
+	// tokens): its MoE 519 against 579 µs routed evenly, but prefill of 2K
+	// tokens -1.3 / +0.4 / -1.8 %, so not by default.
+	MoEFit, MoEFitAll bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -98,9 +103,11 @@ type Options struct {
 	// tokens 12.3 ms against 14.2 unsplit on an H100 (2026-12-06-report6).
 	SplitK, SplitKGroups bool
 	// Router is the kernel of the router's logits of several tokens
-	// (prefill): RouterF64, float64 on the tensor cores (ops.cu's
-	// qgemm_f64: every product exact, float64 sums); RouterPlain, the
-	// float32 kernels qgemm and qgemm_s.
+	// (prefill): RouterI8 (the default), exact integer products of x's
+	// 8-bit parts and float64 sums (route_i8.cu's qgemm_i8); RouterF64,
+	// float64 on the tensor cores (ops.cu's qgemm_f64: every product
+	// exact, float64 sums); RouterPlain, the float32 kernels qgemm and
+	// qgemm_s.
 	Router RouterKernel
 	// FusedNorms runs the add-and-norm of one token inside the kernel of
 	// the op that reads it (with Fused): before the MoE's router in
@@ -142,17 +149,12 @@ type Options struct {
 	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
 	// sequential kernel of ops.cu steps through the tokens one at a time.
 	ChunkedDelta bool
-	// DeltaCluster (delta=cluster) is ChunkedDelta with the state pass
-	// over thread-block clusters of two blocks (gdn_chunk_state_cl), each
-	// holding half of a slice's key columns: about half the products a
-	// block and step, the partials traded through distributed shared
-	// memory. Written, not yet run on a GPU.
-	DeltaCluster bool
-	// GDNCluster (gdnnorm=cluster) takes gdn_cl.cu's decode step: the
-	// gated norm of a value head through a thread-block cluster of its
-	// blocks (their sums of squares read from each other's shared
+	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
+	// step: the gated norm of a value head through a thread-block cluster
+	// of its blocks (their sums of squares read from each other's shared
 	// memory), not a ticket, a fence and the last block reading the head's
-	// outputs back. Written, not yet run on a GPU.
+	// outputs back. Decode 0.3-0.6 % faster at 256 / 4K / 16K in two
+	// rounds on an H100 (2026-12-06-deltacl1), the same outputs.
 	GDNCluster bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
@@ -186,9 +188,11 @@ type RouterKernel int
 const (
 	RouterF64 RouterKernel = iota
 	RouterPlain
-	// RouterI8 is ops.cu's qgemm_i8: the integer tensor cores on x in four
-	// 8-bit parts a group of 64 columns, exact int32 products, float64
-	// sums (as exact as qgemm_f64).
+	// RouterI8 (the default) is route_i8.cu's qgemm_i8: the integer tensor
+	// cores on x in four 8-bit parts a group of 64 columns, exact int32
+	// products, float64 sums (as exact as qgemm_f64): 142 against
+	// qgemm_f64_h's 173 µs at 4096 rows, 50 against 61 at 1024 on an H100,
+	// prefill 1-3 % faster (2026-12-06-deltacl1).
 	RouterI8
 )
 
@@ -209,27 +213,27 @@ const (
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterF64, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, SamplerTopK: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: true, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, SamplerTopK: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=f64|i8|plain (prefill's router logits: float64 on the tensor cores, exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, or the float32 kernels; default f64), ` +
+	`router=i8|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64 and 18 % faster at 4096 rows on an H100; float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
-	`gdnnorm=ticket|cluster (a decoded token's gated norm in the Gated DeltaNet step: the last of a value head's blocks, by a ticket, or every block through a thread-block cluster; cluster not yet run on a GPU; default ticket), ` +
+	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moefit=on|off (prefill's MoE tiles sized to the rows an expert gets, 80 rows a tile from 57 to 72 on average, 160 from 97 to 144, so that most experts take one tile, not one and a nearly empty second; gemm=wgrp; not yet measured; default off), ` +
+	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=chunked|cluster|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; cluster: chunked with the state pass over clusters of two blocks, each half of the key columns, not yet run on a GPU; default chunked), ` +
+	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
@@ -304,16 +308,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				err = fmt.Errorf("cuda: moe=%q: want smem, reg, stream or wg", kv.Value)
 			}
 		case "moefit":
-			o.MoEFit, err = kv.On("cuda")
-		case "delta":
 			switch kv.Value {
-			case "chunked", "sequential":
-				o.ChunkedDelta, o.DeltaCluster = kv.Value == "chunked", false
-			case "cluster":
-				o.ChunkedDelta, o.DeltaCluster = true, true
+			case "on", "all", "off":
+				o.MoEFit, o.MoEFitAll = kv.Value != "off", kv.Value == "all"
 			default:
-				err = fmt.Errorf("cuda: delta=%q: want chunked, cluster or sequential", kv.Value)
+				err = fmt.Errorf("cuda: moefit=%q: want on, all or off", kv.Value)
 			}
+		case "delta":
+			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
 		case "splitk":

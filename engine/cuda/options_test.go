@@ -45,8 +45,19 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "f64d"}}); err == nil {
 		t.Errorf("router=f64d: took %v, want an error (removed after measurement)", o.Router)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gdnnorm", Value: "cluster"}}); err != nil || !o.GDNCluster || DefaultOptions().GDNCluster {
-		t.Errorf("gdnnorm=cluster: %v (%v); the default %v, want ticket", o.GDNCluster, err, DefaultOptions().GDNCluster)
+	if o, err := ParseOptions([]backend.Option{{Key: "gdnnorm", Value: "ticket"}}); err != nil || o.GDNCluster || !DefaultOptions().GDNCluster {
+		t.Errorf("gdnnorm=ticket: %v (%v); the default %v, want cluster", o.GDNCluster, err, DefaultOptions().GDNCluster)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "cluster"}}); err == nil {
+		t.Errorf("delta=cluster: took %+v, want an error (removed after measurement)", o)
+	}
+	if d := DefaultOptions(); d.Router != RouterI8 || !d.MoEFit || d.MoEFitAll {
+		t.Errorf("defaults: router %v, moefit %v, all %v; want router=i8, moefit=on", d.Router, d.MoEFit, d.MoEFitAll)
+	}
+	for v, want := range map[string][2]bool{"on": {true, false}, "all": {true, true}, "off": {false, false}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [2]bool{o.MoEFit, o.MoEFitAll} != want {
+			t.Errorf("moefit=%s: %v %v (%v), want %v", v, o.MoEFit, o.MoEFitAll, err, want)
+		}
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)

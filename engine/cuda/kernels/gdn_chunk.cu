@@ -138,7 +138,6 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-#ifndef GDN_CHUNK_CL_MODULE  // gdn_chunk_cl.cu takes the helpers, not the entry points
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
@@ -238,7 +237,6 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -256,20 +254,6 @@ static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 
-// gc_fetch_um starts copying the slice's columns a0.. of U, the masked
-// q·k and γ_{n-1} of one block's workspace src to U and M.
-static __device__ __forceinline__ void gc_fetch_um(const float* __restrict__ src, float* U, float* M, int a0, int tid) {
-  for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
-    const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
-    gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
-  }
-  for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
-    const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
-    gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
-  }
-  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
-}
-
 // gc_fetch starts copying one block's workspace src (the slice's
 // columns a0.. of U) into the buffer bf.
 static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
@@ -279,7 +263,16 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
     gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
   }
   float* U = bf + 2 * GC_C * GC_LK + GC_C * GC_LKD;
-  gc_fetch_um(src, U, U + GC_C * GC_LV, a0, tid);
+  float* M = U + GC_C * GC_LV;
+  for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
+    const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
+    gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
+  }
+  for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
+    const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
+    gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
+  }
+  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
 }
 
 // gc_mma3_split is mma_tf32x3 with its two small products summed in small
@@ -501,8 +494,6 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#ifndef GDN_CHUNK_CL_MODULE
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
 GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
-#endif
