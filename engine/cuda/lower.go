@@ -448,7 +448,7 @@ var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
 // qgemm_f64 block (two a multiprocessor, not four).
 const (
 	qiTokens, qiRows = 32, 128
-	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*8
+	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*16
 	qiWeight         = 2
 )
 

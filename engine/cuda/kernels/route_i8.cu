@@ -29,7 +29,7 @@
 #define QI_X_BYTES (QI_BM * 64 * 4)
 #define QI_C_BYTES (QI_BN * QI_LD)
 #define QI_STAGE (QI_X_BYTES + QI_C_BYTES)
-#define QI_SHARED (QI_S * QI_STAGE + 4 * QI_BM * QI_LD + QI_BM * 16 + QI_BN * 8)
+#define QI_SHARED (QI_S * QI_STAGE + 4 * QI_BM * QI_LD + QI_BM * 16 + QI_BN * 16)
 
 template <bool SA>
 static __device__ __forceinline__ void mma_i8(int* c, const u32 (&a)[4], u32 b0, u32 b1) {
@@ -47,12 +47,18 @@ static __device__ __forceinline__ void mma_i8(int* c, const u32 (&a)[4], u32 b0,
 
 static __device__ __forceinline__ u32 umax(u32 a, u32 b) { return a > b ? a : b; }
 static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
-// floor_int is floor(f) as an int (cvt.rmi: 0 for a NaN, which the caller
-// marks apart).
-static __device__ __forceinline__ int floor_int(float f) {
-  int r;
-  asm("cvt.rmi.s32.f32 %0, %1;" : "=r"(r) : "f"(f));
+// floor_magic is floor(f) for |f| < 2^22, as the float f + 1.5·2^23
+// rounded down, whose low bits are the integer: an add, not a conversion
+// (which a multiprocessor does at a quarter of the float rate).
+static __device__ __forceinline__ float floor_magic(float f) {
+  float r;
+  asm("add.rm.f32 %0, %1, 0f4B400000;" : "=f"(r) : "f"(f));
   return r;
+}
+// i64_to_f64 is (double)v for |v| < 2^51 by the same kind of magic number:
+// 1.5·2^52's bits plus v, less 1.5·2^52, an integer add and a float64 add.
+static __device__ __forceinline__ double i64_to_f64(long long v) {
+  return __builtin_bit_cast(double, 0x4338000000000000LL + v) - 6755399441055744.0;
 }
 
 // qi_nibbles spreads four 4-bit codes (a 16-bit half of a code word, the
@@ -71,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   unsigned char* parts = qi_smem + QI_S * QI_STAGE;  // [4][QI_BM][QI_LD]
   double* dsc = (double*)(parts + 4 * QI_BM * QI_LD);  // per token: d·2^-24
   double* psum = dsc + QI_BM;                         // per token: P summed over the group (NaN: not finite)
-  float* sbs = (float*)(psum + QI_BM);                // per weight row: scale, bias
+  double* sbs = psum + QI_BM;                         // per weight row: scale, bias
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int wm = (warp >> 2) * 16, wn = (warp & 3) * 32;  // the warp's tokens and rows in the tile
@@ -123,8 +129,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     load(i + QI_S - 1);
     const unsigned char* st = qi_smem + (i % QI_S) * QI_STAGE;
     if (tid < QI_BN) {
-      sbs[2 * tid] = bf16_to_f32(ns);
-      sbs[2 * tid + 1] = bf16_to_f32(nb);
+      sbs[2 * tid] = (double)bf16_to_f32(ns);
+      sbs[2 * tid + 1] = (double)bf16_to_f32(nb);
     }
     fetch_sb(g0 + i + 1);
     // x's rows to parts: a half-warp a row, four columns a lane
@@ -144,26 +150,27 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       const int E = imax((int)(mb >> 23) - 127, -120);
       const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
       u32 w[4] = {0, 0, 0, 0};
-      double ps = 0;
+      long long ps = 0;
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         float f = xv[e] * inv;  // exact
         int p[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          p[k] = floor_int(f);
-          f = (f - (float)p[k]) * 256.f;  // exact
+          const float t = floor_magic(f);
+          p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
+          f = (f - (t - 12582912.f)) * 256.f;  // exact
           w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
         }
-        ps += (double)(p[0] * 16777216.0 + p[1] * 65536.0 + p[2] * 256.0 + p[3]);
+        ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
       }
 #pragma unroll
-      for (int o = 8; o > 0; o >>= 1) ps += shfl_xor_f64(ps, o);
+      for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
 #pragma unroll
       for (int k = 0; k < 4; k++) *(u32*)(parts + (k * QI_BM + r) * QI_LD + 4 * l) = w[k];
       if (l == 0) {
         dsc[r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
-        psum[r] = mb >= 0x7F800000u ? __builtin_nan("") : ps;
+        psum[r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
       }
     }
     __syncthreads();  // the parts and the scales written
@@ -214,8 +221,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         const int n = wn + 8 * j + 2 * c + (e & 1);
-        const double v = (double)((long long)ca[j][e] * 65536 + cb[j][e]);
-        const double t = __builtin_fma((double)sbs[2 * n], v, (double)sbs[2 * n + 1] * pp);
+        const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
+        const double t = __builtin_fma(sbs[2 * n], v, sbs[2 * n + 1] * pp);
         acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
       }
     }
