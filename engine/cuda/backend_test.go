@@ -810,7 +810,9 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 // blocks a multiprocessor.
 func TestMeasureRouter(t *testing.T) {
 	benchOnly(t)
-	b := testBackend(t, DefaultOptions())
+	o := DefaultOptions()
+	o.Router = RouterF64 // the f64 kernels' lines (router=i8 is the default)
+	b := testBackend(t, o)
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
 	const E, C, K = 256, 2048, 8
 	rng := freshRNG(t)
