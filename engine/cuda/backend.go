@@ -72,6 +72,9 @@ func noticeFamilies(o Options) []string {
 	if o.Router == RouterI8 {
 		fams = append(fams, "route_i8")
 	}
+	if o.Router == RouterI8P {
+		fams = append(fams, "route_i8p")
+	}
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
@@ -158,6 +161,21 @@ func (b *Backend) init() error {
 			return err
 		}
 		if err := b.fn["qgemm_i8"].SetMaxDynamicShared(qiShared); err != nil {
+			return err
+		}
+	}
+	if b.o.Router == RouterI8P {
+		m, err := loadFamily(b.ctx, "route_i8p")
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		for _, name := range []string{"qi_parts", "qgemm_i8p"} {
+			if b.fn[name], err = m.Function(name); err != nil {
+				return err
+			}
+		}
+		if err := b.fn["qgemm_i8p"].SetMaxDynamicShared(qipShared); err != nil {
 			return err
 		}
 	}

@@ -53,8 +53,9 @@ func TestConformance(t *testing.T) {
 		"pdl=off":                   func(o *Options) { o.PDL, o.PDLSome = false, false },
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
+		"router=i8p":                func(o *Options) { o.Router = RouterI8P },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "router=i8p"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -77,7 +78,7 @@ func TestParseOptions(t *testing.T) {
 	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
-	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8} {
+	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8, "i8p": RouterI8P} {
 		if o, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err != nil || o.Router != want {
 			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
 		}
@@ -729,7 +730,7 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 // 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
 func TestRouterTensorCoresMatchReference(t *testing.T) {
 	backends := map[RouterKernel]*Backend{}
-	for _, k := range []RouterKernel{RouterF64, RouterPlain, RouterI8} {
+	for _, k := range []RouterKernel{RouterF64, RouterPlain, RouterI8, RouterI8P} {
 		o := DefaultOptions()
 		o.Router = k
 		backends[k] = testBackend(t, o)
@@ -787,15 +788,20 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 							t.Errorf("%s: error %.3g of the RMS, above router=plain's %.3g and the bar %g", kernel, e, ep, routerF64Bar)
 						}
 					}
-					// router=i8: qgemm_i8, as exact
-					gotIDs, got := route(backends[RouterI8], "qgemm_i8")
-					if !slices.Equal(gotIDs, ids) {
-						t.Errorf("qgemm_i8: experts differ from the reference's")
-					}
-					e, ep := relErr(got, wts), relErr(plainW, wts)
-					t.Logf("weights: error %.3g of the RMS under qgemm_i8, %.3g under router=plain", e, ep)
-					if e > max(ep, routerF64Bar) {
-						t.Errorf("qgemm_i8: error %.3g of the RMS, above router=plain's %.3g and the bar %g", e, ep, routerF64Bar)
+					// router=i8 and i8p: qgemm_i8, and qi_parts then qgemm_i8p, as exact
+					for _, c := range []struct {
+						k     RouterKernel
+						first string
+					}{{RouterI8, "qgemm_i8"}, {RouterI8P, "qi_parts"}} {
+						gotIDs, got := route(backends[c.k], c.first)
+						if !slices.Equal(gotIDs, ids) {
+							t.Errorf("%s: experts differ from the reference's", c.first)
+						}
+						e, ep := relErr(got, wts), relErr(plainW, wts)
+						t.Logf("weights: error %.3g of the RMS under %s, %.3g under router=plain", e, c.first, ep)
+						if e > max(ep, routerF64Bar) {
+							t.Errorf("%s: error %.3g of the RMS, above router=plain's %.3g and the bar %g", c.first, e, ep, routerF64Bar)
+						}
 					}
 				})
 			}
@@ -822,24 +828,39 @@ func TestMeasureRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func(f func(int, int) bool, k string) { routerWide, routerWideKernel = f, k }(routerWide, routerWideKernel)
-	bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = RouterI8; return o }())
-	wi, err := bi.Upload(m)
-	if err != nil {
-		t.Fatal(err)
+	type i8Backend struct {
+		name string
+		b    *Backend
+		w    backend.Matrix
+	}
+	var i8s []i8Backend
+	for _, c := range []struct {
+		name string
+		k    RouterKernel
+	}{{"qgemm_i8", RouterI8}, {"qgemm_i8p", RouterI8P}} {
+		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
+		wi, err := bi.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i8s = append(i8s, i8Backend{c.name, bi, wi})
 	}
 	for _, rows := range []int{16, 64, 512, 1024, 4096, 16384} {
 		x := floats(b, randoms(rng, rows*C, 1))
-		xi := floats(bi, randoms(rng, rows*C, 1))
-		for _, per := range []int{0, 1, 2, 4, 8} {
-			routerBlocks = func(sms int) int { return per * sms }
-			r := &backend.Route{X: xi, Router: wi, Idx: ints(bi, make([]int32, rows*K)), Weights: floats(bi, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
-			p, err := bi.Compile([]backend.Op{r})
-			if err != nil {
-				t.Fatal(err)
+		for _, ib := range i8s {
+			bi := ib.b
+			xi := floats(bi, randoms(rng, rows*C, 1))
+			for _, per := range []int{0, 1, 2, 4, 8} {
+				routerBlocks = func(sms int) int { return per * sms }
+				r := &backend.Route{X: xi, Router: ib.w, Idx: ints(bi, make([]int32, rows*K)), Weights: floats(bi, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
+				p, err := bi.Compile([]backend.Op{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := timeLaunches(t, bi.ctx, bi.s, 20, p.Run)
+				splits := routerSplits(qiWeight*ceil(E, qiRows)*ceil(rows, qiTokens), C/64, bi.ctx.Device().SMs)
+				t.Logf("router %4d rows, %-12s %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, ib.name, qiTokens, qiRows, per, splits, d.Seconds()*1e6)
 			}
-			d := timeLaunches(t, bi.ctx, bi.s, 20, p.Run)
-			splits := routerSplits(qiWeight*ceil(E, qiRows)*ceil(rows, qiTokens), C/64, bi.ctx.Device().SMs)
-			t.Logf("router %4d rows, %-12s %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, "qgemm_i8", qiTokens, qiRows, per, splits, d.Seconds()*1e6)
 		}
 		for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {
 			tile := 32

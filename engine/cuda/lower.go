@@ -369,6 +369,9 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	gemm, grid := b.qgemmShape(E, rows)
 	threads, f64, splits, pOff, shared := 256, false, 0, int64(0), 0
+	if b.o.Router == RouterI8P && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+		return b.routeI8P(p, &off, lOff, w, x, idx, wts, rows, E, C, o.TopK, o.Normalize)
+	}
 	if b.o.Router == RouterI8 && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
 		// exact integer products of x's 8-bit parts, float64 sums
 		f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
@@ -451,6 +454,53 @@ const (
 	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*16
 	qiWeight         = 2
 )
+
+// qipShared is qgemm_i8p's dynamic shared memory (QIP_SHARED): three
+// stages of the parts, the codes and the rows' meta, two buffers of the
+// scales and biases.
+const qipShared = 3*(4*qiTokens*80+qiRows*80+qiTokens*16) + 2*qiRows*16
+
+// routeI8P lowers a Route of several tokens under router=i8p: qi_parts
+// (x's four byte parts, part-major, and each (row, group)'s d·2^-24 and
+// part sum to scratch), qgemm_i8p over them with qgemm_i8's split of the
+// columns, then route_select; the logits at lOff.
+func (b *Backend) routeI8P(p *program, off *int64, lOff int64, w *matrix, x, idx, wts driver.Ptr, rows, E, C, topK int, normalize bool) ([]step, error) {
+	G := C / 64
+	partsOff := p.reserve(off, 4*int64(rows)*int64(C))
+	metaOff := p.reserve(off, 16*int64(rows)*int64(G))
+	tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
+	splits, pOff := routerSplits(qiWeight*tiles, G, b.ctx.Device().SMs), int64(0)
+	if splits > 1 {
+		pOff = p.reserve(off, 8*int64(splits*rows*E))
+	}
+	grid := driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
+	sel := int32(splits)
+	if splits == 1 {
+		sel = 0 // route_select reads the float32 logits as they are
+	}
+	norm := int32(0)
+	if normalize {
+		norm = 1
+	}
+	return []step{
+		{kernels: 1, name: "qi_parts", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(x).Ptr(p.scratch.Add(partsOff)).Ptr(p.scratch.Add(metaOff)).I32(int32(rows)).I32(int32(C))
+			return s.Launch(b.fn["qi_parts"], driver.D1(ceil(rows*G, 8)), driver.D1(256), 0, &a)
+		}},
+		{kernels: 1, name: "qgemm_i8p", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(w.desc).Ptr(p.scratch.Add(partsOff)).Ptr(p.scratch.Add(metaOff)).Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).
+				I32(int32(rows)).I32(int32(E))
+			return s.Launch(b.fn["qgemm_i8p"], grid, driver.D1(256), qipShared, &a)
+		}},
+		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(sel)
+			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
+		}},
+	}, nil
+}
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
 // (four times a qgemm_f64 block's work): at two, its best split counts
