@@ -151,31 +151,10 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	if b.o.Router == RouterI8 {
-		m, err := loadFamily(b.ctx, "route_i8")
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		if b.fn["qgemm_i8"], err = m.Function("qgemm_i8"); err != nil {
-			return err
-		}
-		if err := b.fn["qgemm_i8"].SetMaxDynamicShared(qiShared); err != nil {
-			return err
-		}
-	}
-	if b.o.Router == RouterI8P {
-		m, err := loadFamily(b.ctx, "route_i8p")
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		for _, name := range []string{"qi_parts", "qgemm_i8p"} {
-			if b.fn[name], err = m.Function(name); err != nil {
-				return err
-			}
-		}
-		if err := b.fn["qgemm_i8p"].SetMaxDynamicShared(qipShared); err != nil {
+	// the integer router's module (route_i8 or, under router=i8p, route_i8p)
+	// where the option takes it
+	if fam, ok := map[RouterKernel]string{RouterI8: "route_i8", RouterI8P: "route_i8p"}[b.o.Router]; ok {
+		if err := b.loadRouterFamily(fam); err != nil {
 			return err
 		}
 	}
@@ -267,6 +246,33 @@ func (b *Backend) init() error {
 		return err
 	}
 	return b.s.Sync()
+}
+
+// routerKernels are the entry points of the integer router's modules, each
+// with its dynamic shared memory.
+var routerKernels = map[string]map[string]int{
+	"route_i8":  {"qgemm_i8": qiShared},
+	"route_i8p": {"qi_parts": 0, "qgemm_i8p": qipShared},
+}
+
+// loadRouterFamily loads family's module and its routerKernels.
+func (b *Backend) loadRouterFamily(family string) error {
+	m, err := loadFamily(b.ctx, family)
+	if err != nil {
+		return err
+	}
+	b.mods = append(b.mods, m)
+	for name, shared := range routerKernels[family] {
+		if b.fn[name], err = m.Function(name); err != nil {
+			return err
+		}
+		if shared > 0 {
+			if err := b.fn[name].SetMaxDynamicShared(shared); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // plainKernels are the entry points of ops.cu.

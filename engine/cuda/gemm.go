@@ -195,8 +195,11 @@ func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
 }
 
 // AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
-func (g *GEMM) AddWGMMA(mod *driver.Module) error {
-	for _, t := range WGMMATiles {
+func (g *GEMM) AddWGMMA(mod *driver.Module) error { return g.addTiles(mod, WGMMATiles) }
+
+// addTiles finds the entry points of tiles in mod and adds the tiles.
+func (g *GEMM) addTiles(mod *driver.Module, tiles []GEMMTile) error {
+	for _, t := range tiles {
 		k, err := tileKernels(mod, t)
 		if err != nil {
 			return err
@@ -208,17 +211,7 @@ func (g *GEMM) AddWGMMA(mod *driver.Module) error {
 }
 
 // AddFitTiles finds FitTiles' kernels in mod (LoadGEMMFitModule).
-func (g *GEMM) AddFitTiles(mod *driver.Module) error {
-	for _, t := range FitTiles {
-		k, err := tileKernels(mod, t)
-		if err != nil {
-			return err
-		}
-		g.tiles[t.Name] = k
-		g.wg = append(g.wg, t)
-	}
-	return nil
-}
+func (g *GEMM) AddFitTiles(mod *driver.Module) error { return g.addTiles(mod, FitTiles) }
 
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
 // AddWGMMA) where they were measured faster than the mma.sync tiles; with

@@ -4,7 +4,10 @@
 // neither quantise x twice nor wait between a quantising phase and their
 // products: one barrier a group, not two. A module of its own, loaded
 // under that option only, while it is measured. Written, not yet run on a
-// GPU.
+// GPU. Its group's products and float64 terms repeat qgemm_i8's lines:
+// shared through one function they changed route_i8.ptx (registers
+// renumbered), whose machine code is built in, so whichever of the two
+// forms measures slower goes and the other keeps them.
 #define ROUTE_I8P_MODULE
 #include "route_i8.cu"
 
