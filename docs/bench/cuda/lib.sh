@@ -54,3 +54,12 @@ sass_cubins() {
 	echo "sass.sh: rc=$?"
 	(cd "$out" && tar czf sass.tgz sass && rm -rf sass)
 }
+
+# pack_out DIR: every file under DIR but env.txt and the .tgz files tarred
+# into DIR/logs.tgz and removed, for a run that writes more files than the
+# eight a call brings back (2026-12-06-deltacl1 lost its tests' logs so).
+pack_out() {
+	local dir=$1
+	(cd "$dir" && find . -maxdepth 1 -type f ! -name env.txt ! -name '*.tgz' -printf '%f\n' > /tmp/pack.list &&
+		[ -s /tmp/pack.list ] && tar czf logs.tgz -T /tmp/pack.list && xargs rm -f < /tmp/pack.list)
+}
