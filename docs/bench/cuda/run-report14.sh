@@ -1,0 +1,27 @@
+#!/bin/bash
+# run-report14.sh: the eighth report, today's defaults (router=i8,
+# gdnnorm=cluster, moefit=on since 2026-12-06-deltacl1) on the H200: the
+# driver's compile kept for the next process (petal run on the checkout's
+# tiny model twice, jit.txt), the benchmark report (run-report.sh,
+# report.tgz; router=f64, moefit=off, gdnnorm=ticket and kv=bf16 ablated),
+# and the C++/CUDA engine's lengths with three runs a length for this build
+# and petal-old (dfa76fa, the seventh report's build) in two rounds
+# (repeats.tgz). From the repository root; devrun/report4/petals.txz holds
+# petal and petal-old, both built -tags nofixture (devrun/report4/BUILT_FROM;
+# the embedded model's weights left out to fit the carry). About 6 minutes.
+R=$(pwd); O=${OUT:-/tmp/out}; B=$R/devrun/report4; mkdir -p "$O"
+. docs/bench/cuda/lib.sh
+(cd $B && tar xJf petals.txz)
+gpu_env "$O/env.txt"
+{
+  for i in 1 2; do
+    s=$(date +%s.%N)
+    timeout 120 $B/petal run --model fixtures/tiny-qwen36-moe-4bit --backend cuda:verbose=on --max-tokens 8 "Hi" 2>&1 | grep -E 'compiled a program of [0-9]+ ops .* into [0-9]+ kernels' | head -2
+    echo "process $i: rc=${PIPESTATUS[0]}, $(awk "BEGIN{print $(date +%s.%N) - $s}") s"
+  done
+  echo "driver cache: $(du -sh ~/.nv/ComputeCache 2>/dev/null) (CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-unset})"
+} > $O/jit.txt 2>&1
+cat $O/jit.txt | cut -c1-220
+PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-router=f64,moefit=off,gdnnorm=ticket,kv=bf16} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
+tar czf $O/report.tgz -C /tmp rep
+peer_repeats "$B" "$O"
