@@ -6,7 +6,8 @@
 # report.tgz; router=f64, moefit=off, gdnnorm=ticket and kv=bf16 ablated),
 # and the C++/CUDA engine's lengths with three runs a length for this build
 # and petal-old (dfa76fa, the seventh report's build) in two rounds
-# (repeats.tgz). From the repository root; devrun/report4/petals.txz holds
+# (repeats.tgz), then decode at 32K and 128K under kv=bf16 and the
+# default kv=f32 (kv.tgz). From the repository root; devrun/report4/petals.txz holds
 # petal and petal-old, both built -tags nofixture (devrun/report4/BUILT_FROM;
 # the embedded model's weights left out to fit the carry). About 6 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; B=$R/devrun/report4; mkdir -p "$O"
@@ -25,3 +26,10 @@ cat $O/jit.txt | cut -c1-220
 PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-router=f64,moefit=off,gdnnorm=ticket,kv=bf16} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
 tar czf $O/report.tgz -C /tmp rep
 peer_repeats "$B" "$O"
+# decode at 128K with the KV cache in bf16 against f32 (the default): the
+# f32 cache is 5.4 GB a token there, read at the bandwidth
+for be in cuda cuda:kv=bf16; do
+  BENCH_LIMIT=120 bench_run "$B/petal" "$O" "kv-$(tag_of $be)" $be --max-context 132000 --prompt-lengths 512 \
+    --context-lengths 32K,128K --decode-tokens 64 --floors=false
+done
+(cd $O && tar czf kv.tgz bench-kv-* && rm -f bench-kv-*)
