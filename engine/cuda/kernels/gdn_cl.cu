@@ -1,8 +1,8 @@
 // gdn_cl.cu: gdn.cu's Gated DeltaNet step with the gated norm through a
 // thread-block cluster (gdn_step under GDN_CL_MODULE), in a module of its
-// own so that gdn.ptx and its machine code stay as they are while these
-// forms are measured (gdnnorm=cluster loads it). Written, not yet run on a
-// GPU.
+// own so that gdn.ptx and its machine code stayed as they were while these
+// forms were measured; gdnnorm=cluster, the default since deltacl1, loads
+// it, gdnnorm=ticket gdn.cu's.
 #define GDN_CL_MODULE
 #include "gdn.cu"
 
