@@ -69,11 +69,8 @@ func noticeFamilies(o Options) []string {
 	if o.GDNCluster {
 		fams = append(fams, "gdn_cl")
 	}
-	if o.Router == RouterI8 {
-		fams = append(fams, "route_i8")
-	}
-	if o.Router == RouterI8P {
-		fams = append(fams, "route_i8p")
+	if fam, ok := routerFamilies[o.Router]; ok {
+		fams = append(fams, fam)
 	}
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
@@ -151,9 +148,7 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	// the integer router's module (route_i8 or, under router=i8p, route_i8p)
-	// where the option takes it
-	if fam, ok := map[RouterKernel]string{RouterI8: "route_i8", RouterI8P: "route_i8p"}[b.o.Router]; ok {
+	if fam, ok := routerFamilies[b.o.Router]; ok {
 		if err := b.loadRouterFamily(fam); err != nil {
 			return err
 		}
@@ -188,8 +183,8 @@ func (b *Backend) init() error {
 		return err
 	}
 	if b.o.GDNCluster {
-		// loaded only where asked for: no built-in machine code until it
-		// has run on a GPU
+		// gdn_cl.cu's module, so that gdn.ptx (gdnnorm=ticket's) stays as
+		// it was
 		m, err := LoadGDNClusterModule(b.ctx)
 		if err != nil {
 			return err
@@ -247,6 +242,10 @@ func (b *Backend) init() error {
 	}
 	return b.s.Sync()
 }
+
+// routerFamilies are the modules of the routers that have one of their own
+// (router=i8, i8p), loaded only under their option.
+var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8", RouterI8P: "route_i8p"}
 
 // routerKernels are the entry points of the integer router's modules, each
 // with its dynamic shared memory.

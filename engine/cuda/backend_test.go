@@ -723,8 +723,9 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 
 // TestRouterTensorCoresMatchReference: under router=f64 the Route of
 // several tokens computes its logits with qgemm_f64 (and, forced, with
-// qgemm_f64_w), under router=i8 with qgemm_i8, then route_select; its
-// expert ids are the float64 reference's, and its
+// qgemm_f64_w), under router=i8 with qgemm_i8, under router=i8p with
+// qi_parts and qgemm_i8p, then route_select; its expert ids are the
+// float64 reference's, and its
 // weights are at least as close to the reference's as router=plain's (the
 // float32 kernels, run on the same data) and within the kernel's bar, for
 // 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
@@ -810,8 +811,8 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 }
 
 // TestMeasureRouter: the Route of several tokens (qgemm_f64 or, 64 x 64
-// blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 under router=i8, then
-// route_select) at the 35B router's shape, its
+// blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 and qgemm_i8p under
+// router=i8 and i8p, then route_select) at the 35B router's shape, its
 // columns split as routerSplits would for a target of 0 (one split) to 16
 // blocks a multiprocessor.
 func TestMeasureRouter(t *testing.T) {

@@ -369,18 +369,23 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	}
 	gemm, grid := b.qgemmShape(E, rows)
 	threads, f64, splits, pOff, shared := 256, false, 0, int64(0), 0
-	if b.o.Router == RouterI8P && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
-		return b.routeI8P(p, &off, lOff, w, x, idx, wts, rows, E, C, o.TopK, o.Normalize)
-	}
-	if b.o.Router == RouterI8 && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
+	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
+	var logits []step // the steps that write the logits, or their split partials
+	switch {
+	case exact && (b.o.Router == RouterI8 || b.o.Router == RouterI8P):
 		// exact integer products of x's 8-bit parts, float64 sums
-		f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
 		tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
 		if splits = routerSplits(qiWeight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(&off, 8*int64(splits*rows*E))
 		}
 		grid = driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
-	} else if b.o.Router != RouterPlain && q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8) {
+		if b.o.Router == RouterI8P {
+			logits = b.routerI8PSteps(p, &off, w, x, lOff, pOff, rows, E, C, grid)
+		} else {
+			f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
+		}
+	case exact && b.o.Router != RouterPlain:
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
 		f64, gemm, threads = true, "qgemm_f64", 128
@@ -397,8 +402,8 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	if splits == 1 {
 		splits = 0 // route_select reads the float32 logits as they are
 	}
-	return []step{
-		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
+	if logits == nil {
+		logits = []step{{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
 			var a driver.Args
 			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff))
 			if f64 {
@@ -406,13 +411,13 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 			}
 			a.I32(int32(rows)).I32(int32(E))
 			return s.Launch(b.fn[gemm], grid, driver.D1(threads), shared, &a)
-		}},
-		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
-			var a driver.Args
-			a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(int32(splits))
-			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
-		}},
-	}, nil
+		}}}
+	}
+	return append(logits, step{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
+		var a driver.Args
+		a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(int32(splits))
+		return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
+	}}), nil
 }
 
 // routerBlocks is the number of qgemm_f64 blocks a split of the columns
@@ -460,28 +465,14 @@ const (
 // scales and biases.
 const qipShared = 3*(4*qiTokens*80+qiRows*80+qiTokens*16) + 2*qiRows*16
 
-// routeI8P lowers a Route of several tokens under router=i8p: qi_parts
+// routerI8PSteps are router=i8p's steps before route_select: qi_parts
 // (x's four byte parts, part-major, and each (row, group)'s d·2^-24 and
-// part sum to scratch), qgemm_i8p over them with qgemm_i8's split of the
-// columns, then route_select; the logits at lOff.
-func (b *Backend) routeI8P(p *program, off *int64, lOff int64, w *matrix, x, idx, wts driver.Ptr, rows, E, C, topK int, normalize bool) ([]step, error) {
+// part sum, to scratch), then qgemm_i8p over them on grid (qgemm_i8's),
+// the logits to lOff or their split partials to pOff.
+func (b *Backend) routerI8PSteps(p *program, off *int64, w *matrix, x driver.Ptr, lOff, pOff int64, rows, E, C int, grid driver.Dim3) []step {
 	G := C / 64
 	partsOff := p.reserve(off, 4*int64(rows)*int64(C))
 	metaOff := p.reserve(off, 16*int64(rows)*int64(G))
-	tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
-	splits, pOff := routerSplits(qiWeight*tiles, G, b.ctx.Device().SMs), int64(0)
-	if splits > 1 {
-		pOff = p.reserve(off, 8*int64(splits*rows*E))
-	}
-	grid := driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
-	sel := int32(splits)
-	if splits == 1 {
-		sel = 0 // route_select reads the float32 logits as they are
-	}
-	norm := int32(0)
-	if normalize {
-		norm = 1
-	}
 	return []step{
 		{kernels: 1, name: "qi_parts", launch: func(s *driver.Stream) error {
 			var a driver.Args
@@ -494,12 +485,7 @@ func (b *Backend) routeI8P(p *program, off *int64, lOff int64, w *matrix, x, idx
 				I32(int32(rows)).I32(int32(E))
 			return s.Launch(b.fn["qgemm_i8p"], grid, driver.D1(256), qipShared, &a)
 		}},
-		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
-			var a driver.Args
-			a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(sel)
-			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
-		}},
-	}, nil
+	}
 }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits

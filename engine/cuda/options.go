@@ -190,9 +190,10 @@ const (
 	RouterPlain
 	// RouterI8 (the default) is route_i8.cu's qgemm_i8: the integer tensor
 	// cores on x in four 8-bit parts a group of 64 columns, exact int32
-	// products, float64 sums (as exact as qgemm_f64): 126 against
-	// qgemm_f64_h's 173 µs at 4096 rows, 47 against 61 at 1024 on an H100,
-	// prefill 1-3 % faster (2026-12-06-deltacl1, -routeri8).
+	// products, float64 sums (as exact as qgemm_f64): at 4096 rows 142
+	// against qgemm_f64_h's 173 µs in one run on an H100, 126 in its
+	// second form a later call; prefill 1-3 % faster against router=f64 in
+	// the same runs (2026-12-06-deltacl1, -routeri8).
 	RouterI8
 	// RouterI8P is qgemm_i8 with x's parts made once by a kernel of their
 	// own (route_i8p.cu's qi_parts, then qgemm_i8p, one barrier a group).
@@ -224,7 +225,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|i8p|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 27 % less time than f64 at 4096 rows on an H100; i8p, the same with x's parts made once by a kernel of their own, not yet run on a GPU; float64 on the tensor cores; or the float32 kernels; default i8), ` +
+	`router=i8|i8p|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8p, the same with x's parts made once by a kernel of their own, not yet run on a GPU; float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +

@@ -31,8 +31,7 @@ static __device__ __forceinline__ void cluster_sync() {
 }
 
 // cluster_addr is the address in block rank's shared memory of what p is
-// in this block's (p a shared-memory pointer), for ld_cluster and
-// st_cluster.
+// in this block's (p a shared-memory pointer), for the ld_cluster loads.
 static __device__ __forceinline__ u32 cluster_addr(const void* p, u32 rank) {
   u32 a;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
@@ -48,7 +47,4 @@ static __device__ __forceinline__ float ld_cluster_f32(u32 addr) {
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
   return v;
-}
-static __device__ __forceinline__ void st_cluster_f32(u32 addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
