@@ -75,6 +75,9 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
+	if o.QMVBulk && !o.FastQMV {
+		fams = append(fams, "qmv_bulk")
+	}
 	return fams
 }
 
@@ -169,6 +172,16 @@ func (b *Backend) init() error {
 	}
 	if b.qmv, err = NewQMV(b.ctx, mods["qmv"], qv); err != nil {
 		return err
+	}
+	if b.o.QMVBulk && !b.o.FastQMV {
+		m, err := LoadQMVBulkModule(b.ctx)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		if err := b.qmv.AddBulk(b.ctx, m); err != nil {
+			return err
+		}
 	}
 	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
 		return err

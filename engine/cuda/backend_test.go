@@ -54,8 +54,10 @@ func TestConformance(t *testing.T) {
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
 		"router=i8p":                func(o *Options) { o.Router = RouterI8P },
+		"qmvbulk=on":                func(o *Options) { o.QMVBulk = true },
+		"qmvbulk=on,pdl=on":         func(o *Options) { o.QMVBulk, o.PDL, o.PDLSome = true, true, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "router=i8p"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "router=i8p", "qmvbulk=on", "qmvbulk=on,pdl=on"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -621,8 +623,8 @@ func TestNormRouteMatchesApart(t *testing.T) {
 // QLinearGroup that reads it runs as one qmv_group_norm launch under
 // norms=fused, and leaves h, the normed row and every projection bit for bit
 // as norms=apart does (add_rmsnorm, then qmv_group), with and without a
-// delta, on replays too; the projections also match the float64
-// reference over the normed row.
+// delta, on replays too, and so does qmvbulk=on's qmv_group_norm_bulk;
+// the projections also match the float64 reference over the normed row.
 func TestNormGroupMatchesApart(t *testing.T) {
 	fo := DefaultOptions()
 	fo.FusedNorms = true
@@ -630,11 +632,22 @@ func TestNormGroupMatchesApart(t *testing.T) {
 	o := DefaultOptions()
 	o.FusedNorms = false
 	apart := testBackend(t, o)
+	bo := fo
+	bo.QMVBulk = true
+	bulk := testBackend(t, bo)
 	const C = 2048
-	rows := []int{1024, 301, 32, 3}
-	for _, withDelta := range []bool{true, false} {
-		t.Run(fmt.Sprintf("delta=%v", withDelta), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(5, map[bool]uint64{true: 1, false: 2}[withDelta]))
+	for _, tc := range []struct {
+		withDelta bool
+		rows      []int
+	}{
+		{true, []int{1024, 301, 32, 3}}, {false, []int{1024, 301, 32, 3}},
+		// the bulk form's blocks each take more chunks than their ring
+		// holds, so stages are asked for again
+		{true, []int{20000, 12000, 4999, 3001}},
+	} {
+		withDelta, rows := tc.withDelta, tc.rows
+		t.Run(fmt.Sprintf("delta=%v,rows=%d", withDelta, rows[0]), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, map[bool]uint64{true: 1, false: 2}[withDelta]+uint64(rows[0])))
 			var ms []quant.Matrix
 			total := 0
 			for _, R := range rows {
@@ -668,13 +681,16 @@ func TestNormGroupMatchesApart(t *testing.T) {
 				names := p.(*program).kernelNames()
 				return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), append(names[0], names[1]...)}
 			}
-			f, a := run(fused), run(apart)
+			f, a, bu := run(fused), run(apart), run(bulk)
 			if !slices.Equal(f.kernels, []string{normGroupKernel}) || slices.Contains(a.kernels, normGroupKernel) {
 				t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
 			}
 			sameBits(t, "h", f.h, a.h)
 			sameBits(t, "the normed row", f.a, a.a)
 			sameBits(t, "the projections", f.y, a.y)
+			sameBits(t, "h (qmvbulk=on)", bu.h, a.h)
+			sameBits(t, "the normed row (qmvbulk=on)", bu.a, a.a)
+			sameBits(t, "the projections (qmvbulk=on)", bu.y, a.y)
 			at := 0
 			for j, R := range rows {
 				withinBar(t, fmt.Sprintf("matrix %d", j), f.y[at:at+R], backendtest.Linear(backendtest.Dequantize(&ms[j]), R, C, f.a, 1),

@@ -141,6 +141,12 @@ type Options struct {
 	// (2026-12-06-sampled2). The default; a top-k of 0 or over 64 takes
 	// the row path either way.
 	SamplerTopK bool
+	// QMVBulk (qmvbulk=on) takes qmv_bulk.cu's decode mat-vecs: each
+	// block's weights brought to shared memory by bulk copies (the copy
+	// engine, cp.async.bulk), the first asked for before the kernel waits
+	// for the one before it, instead of each lane's loads waiting for
+	// memory step by step; the same bits. Not yet measured on a GPU.
+	QMVBulk bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -238,6 +244,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
+	`qmvbulk=on|off (decode's mat-vecs with each block's weights brought to shared memory by bulk copies, the first asked for before the kernel before has finished; the same bits; not yet measured on a GPU; default off), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -295,6 +302,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.GDNCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
+		case "qmvbulk":
+			o.QMVBulk, err = kv.Is("cuda", "on", "off")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first
@@ -357,6 +366,9 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		if err != nil {
 			return Options{}, err
 		}
+	}
+	if o.QMVBulk && o.FastQMV {
+		return Options{}, fmt.Errorf("cuda: qmvbulk=on is built for qmv=exact only")
 	}
 	return o, nil
 }
