@@ -75,9 +75,6 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
-	if o.QMVBulk && !o.FastQMV {
-		fams = append(fams, "qmv_bulk")
-	}
 	return fams
 }
 
@@ -173,16 +170,6 @@ func (b *Backend) init() error {
 	if b.qmv, err = NewQMV(b.ctx, mods["qmv"], qv); err != nil {
 		return err
 	}
-	if b.o.QMVBulk && !b.o.FastQMV {
-		m, err := LoadQMVBulkModule(b.ctx)
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		if err := b.qmv.AddBulk(b.ctx, m); err != nil {
-			return err
-		}
-	}
 	if b.moe, err = NewMoE(b.ctx, mods["moe"], mv); err != nil {
 		return err
 	}
@@ -257,14 +244,13 @@ func (b *Backend) init() error {
 }
 
 // routerFamilies are the modules of the routers that have one of their own
-// (router=i8, i8p), loaded only under their option.
-var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8", RouterI8P: "route_i8p"}
+// (router=i8), loaded only under their option.
+var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8"}
 
 // routerKernels are the entry points of the integer router's modules, each
 // with its dynamic shared memory.
 var routerKernels = map[string]map[string]int{
-	"route_i8":  {"qgemm_i8": qiShared},
-	"route_i8p": {"qi_parts": 0, "qgemm_i8p": qipShared},
+	"route_i8": {"qgemm_i8": qiShared},
 }
 
 // loadRouterFamily loads family's module and its routerKernels.

@@ -53,11 +53,8 @@ func TestConformance(t *testing.T) {
 		"pdl=off":                   func(o *Options) { o.PDL, o.PDLSome = false, false },
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
-		"router=i8p":                func(o *Options) { o.Router = RouterI8P },
-		"qmvbulk=on":                func(o *Options) { o.QMVBulk = true },
-		"qmvbulk=on,pdl=on":         func(o *Options) { o.QMVBulk, o.PDL, o.PDLSome = true, true, false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "router=i8p", "qmvbulk=on", "qmvbulk=on,pdl=on"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -80,7 +77,7 @@ func TestParseOptions(t *testing.T) {
 	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
-	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8, "i8p": RouterI8P} {
+	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8} {
 		if o, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err != nil || o.Router != want {
 			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
 		}
@@ -623,8 +620,8 @@ func TestNormRouteMatchesApart(t *testing.T) {
 // QLinearGroup that reads it runs as one qmv_group_norm launch under
 // norms=fused, and leaves h, the normed row and every projection bit for bit
 // as norms=apart does (add_rmsnorm, then qmv_group), with and without a
-// delta, on replays too, and so does qmvbulk=on's qmv_group_norm_bulk;
-// the projections also match the float64 reference over the normed row.
+// delta, on replays too; the projections also match the float64
+// reference over the normed row.
 func TestNormGroupMatchesApart(t *testing.T) {
 	fo := DefaultOptions()
 	fo.FusedNorms = true
@@ -632,22 +629,11 @@ func TestNormGroupMatchesApart(t *testing.T) {
 	o := DefaultOptions()
 	o.FusedNorms = false
 	apart := testBackend(t, o)
-	bo := fo
-	bo.QMVBulk = true
-	bulk := testBackend(t, bo)
 	const C = 2048
-	for _, tc := range []struct {
-		withDelta bool
-		rows      []int
-	}{
-		{true, []int{1024, 301, 32, 3}}, {false, []int{1024, 301, 32, 3}},
-		// the bulk form's blocks each take more chunks than their ring
-		// holds, so stages are asked for again
-		{true, []int{20000, 12000, 4999, 3001}},
-	} {
-		withDelta, rows := tc.withDelta, tc.rows
-		t.Run(fmt.Sprintf("delta=%v,rows=%d", withDelta, rows[0]), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(5, map[bool]uint64{true: 1, false: 2}[withDelta]+uint64(rows[0])))
+	rows := []int{1024, 301, 32, 3}
+	for _, withDelta := range []bool{true, false} {
+		t.Run(fmt.Sprintf("delta=%v", withDelta), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, map[bool]uint64{true: 1, false: 2}[withDelta]))
 			var ms []quant.Matrix
 			total := 0
 			for _, R := range rows {
@@ -681,16 +667,13 @@ func TestNormGroupMatchesApart(t *testing.T) {
 				names := p.(*program).kernelNames()
 				return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), append(names[0], names[1]...)}
 			}
-			f, a, bu := run(fused), run(apart), run(bulk)
+			f, a := run(fused), run(apart)
 			if !slices.Equal(f.kernels, []string{normGroupKernel}) || slices.Contains(a.kernels, normGroupKernel) {
 				t.Errorf("kernels %v fused, %v apart", f.kernels, a.kernels)
 			}
 			sameBits(t, "h", f.h, a.h)
 			sameBits(t, "the normed row", f.a, a.a)
 			sameBits(t, "the projections", f.y, a.y)
-			sameBits(t, "h (qmvbulk=on)", bu.h, a.h)
-			sameBits(t, "the normed row (qmvbulk=on)", bu.a, a.a)
-			sameBits(t, "the projections (qmvbulk=on)", bu.y, a.y)
 			at := 0
 			for j, R := range rows {
 				withinBar(t, fmt.Sprintf("matrix %d", j), f.y[at:at+R], backendtest.Linear(backendtest.Dequantize(&ms[j]), R, C, f.a, 1),
@@ -739,15 +722,13 @@ func sameBits(t *testing.T, what string, fused, apart []float32) {
 
 // TestRouterTensorCoresMatchReference: under router=f64 the Route of
 // several tokens computes its logits with qgemm_f64 (and, forced, with
-// qgemm_f64_w), under router=i8 with qgemm_i8, under router=i8p with
-// qi_parts and qgemm_i8p, then route_select; its expert ids are the
-// float64 reference's, and its
-// weights are at least as close to the reference's as router=plain's (the
+// qgemm_f64_w), under router=i8 with qgemm_i8, then route_select; its
+// expert ids are the float64 reference's, and its weights are at least as close to the reference's as router=plain's (the
 // float32 kernels, run on the same data) and within the kernel's bar, for
 // 8- and 4-bit routers at the 35B and tiny widths, rows off the tiles.
 func TestRouterTensorCoresMatchReference(t *testing.T) {
 	backends := map[RouterKernel]*Backend{}
-	for _, k := range []RouterKernel{RouterF64, RouterPlain, RouterI8, RouterI8P} {
+	for _, k := range []RouterKernel{RouterF64, RouterPlain, RouterI8} {
 		o := DefaultOptions()
 		o.Router = k
 		backends[k] = testBackend(t, o)
@@ -805,11 +786,11 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 							t.Errorf("%s: error %.3g of the RMS, above router=plain's %.3g and the bar %g", kernel, e, ep, routerF64Bar)
 						}
 					}
-					// router=i8 and i8p: qgemm_i8, and qi_parts then qgemm_i8p, as exact
+					// router=i8: qgemm_i8, as exact
 					for _, c := range []struct {
 						k     RouterKernel
 						first string
-					}{{RouterI8, "qgemm_i8"}, {RouterI8P, "qi_parts"}} {
+					}{{RouterI8, "qgemm_i8"}} {
 						gotIDs, got := route(backends[c.k], c.first)
 						if !slices.Equal(gotIDs, ids) {
 							t.Errorf("%s: experts differ from the reference's", c.first)
@@ -827,8 +808,8 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 }
 
 // TestMeasureRouter: the Route of several tokens (qgemm_f64 or, 64 x 64
-// blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 and qgemm_i8p under
-// router=i8 and i8p, then route_select) at the 35B router's shape, its
+// blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 under router=i8, then
+// route_select) at the 35B router's shape, its
 // columns split as routerSplits would for a target of 0 (one split) to 16
 // blocks a multiprocessor.
 func TestMeasureRouter(t *testing.T) {
@@ -854,7 +835,7 @@ func TestMeasureRouter(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		k    RouterKernel
-	}{{"qgemm_i8", RouterI8}, {"qgemm_i8p", RouterI8P}} {
+	}{{"qgemm_i8", RouterI8}} {
 		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
 		wi, err := bi.Upload(m)
 		if err != nil {

@@ -373,18 +373,14 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
 	var logits []step // the steps that write the logits, or their split partials
 	switch {
-	case exact && (b.o.Router == RouterI8 || b.o.Router == RouterI8P):
+	case exact && b.o.Router == RouterI8:
 		// exact integer products of x's 8-bit parts, float64 sums
 		tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
 		if splits = routerSplits(qiWeight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(&off, 8*int64(splits*rows*E))
 		}
 		grid = driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
-		if b.o.Router == RouterI8P {
-			logits = b.routerI8PSteps(p, &off, w, x, lOff, pOff, rows, E, C, grid)
-		} else {
-			f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
-		}
+		f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
 	case exact && b.o.Router != RouterPlain:
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
@@ -459,34 +455,6 @@ const (
 	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*16
 	qiWeight         = 2
 )
-
-// qipShared is qgemm_i8p's dynamic shared memory (QIP_SHARED): three
-// stages of the parts, the codes and the rows' meta, two buffers of the
-// scales and biases.
-const qipShared = 3*(4*qiTokens*80+qiRows*80+qiTokens*16) + 2*qiRows*16
-
-// routerI8PSteps are router=i8p's steps before route_select: qi_parts
-// (x's four byte parts, part-major, and each (row, group)'s d·2^-24 and
-// part sum, to scratch), then qgemm_i8p over them on grid (qgemm_i8's),
-// the logits to lOff or their split partials to pOff.
-func (b *Backend) routerI8PSteps(p *program, off *int64, w *matrix, x driver.Ptr, lOff, pOff int64, rows, E, C int, grid driver.Dim3) []step {
-	G := C / 64
-	partsOff := p.reserve(off, 4*int64(rows)*int64(C))
-	metaOff := p.reserve(off, 16*int64(rows)*int64(G))
-	return []step{
-		{kernels: 1, name: "qi_parts", launch: func(s *driver.Stream) error {
-			var a driver.Args
-			a.Ptr(x).Ptr(p.scratch.Add(partsOff)).Ptr(p.scratch.Add(metaOff)).I32(int32(rows)).I32(int32(C))
-			return s.Launch(b.fn["qi_parts"], driver.D1(ceil(rows*G, 8)), driver.D1(256), 0, &a)
-		}},
-		{kernels: 1, name: "qgemm_i8p", launch: func(s *driver.Stream) error {
-			var a driver.Args
-			a.Ptr(w.desc).Ptr(p.scratch.Add(partsOff)).Ptr(p.scratch.Add(metaOff)).Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).
-				I32(int32(rows)).I32(int32(E))
-			return s.Launch(b.fn["qgemm_i8p"], grid, driver.D1(256), qipShared, &a)
-		}},
-	}
-}
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
 // (four times a qgemm_f64 block's work): at two, its best split counts

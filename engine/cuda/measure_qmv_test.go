@@ -70,22 +70,6 @@ func TestMeasureQMV(t *testing.T) {
 		t.Logf("resources: qmv %-12v %d registers, %d bytes local (spills)", v, fi.Registers, fi.LocalBytes)
 		ls = append(ls, launcher{"qmv " + v.String(), v.Kind, func(m *QMatrix, x, y driver.Ptr) error { return k.Launch(s, m, x, y) }})
 	}
-	bulkMod, err := LoadQMVBulkModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bulkMod.Close()
-	bulk, err := NewQMV(c, mod, DefaultQMV)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bulk.AddBulk(c, bulkMod); err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := bulk.bulk.plain.Info(); err == nil {
-		t.Logf("resources: qmv_bulk %v %d registers, %d bytes local (spills)", DefaultQMV, fi.Registers, fi.LocalBytes)
-	}
-	ls = append(ls, launcher{"qmv_bulk " + DefaultQMV.String(), DefaultQMV.Kind, func(m *QMatrix, x, y driver.Ptr) error { return bulk.Launch(s, m, x, y) }})
 
 	up, err := c.NewUploader(s, 64<<20)
 	if err != nil {

@@ -141,12 +141,6 @@ type Options struct {
 	// (2026-12-06-sampled2). The default; a top-k of 0 or over 64 takes
 	// the row path either way.
 	SamplerTopK bool
-	// QMVBulk (qmvbulk=on) takes qmv_bulk.cu's decode mat-vecs: each
-	// block's weights brought to shared memory by bulk copies (the copy
-	// engine, cp.async.bulk), the first asked for before the kernel waits
-	// for the one before it, instead of each lane's loads waiting for
-	// memory step by step; the same bits. Not yet measured on a GPU.
-	QMVBulk bool
 	// FastQMV is the mat-vec with x in two int8 parts (relative error about
 	// 5e-5) instead of three (float32's error).
 	FastQMV bool
@@ -201,10 +195,6 @@ const (
 	// second form a later call; prefill 1-3 % faster against router=f64 in
 	// the same runs (2026-12-06-deltacl1, -routeri8).
 	RouterI8
-	// RouterI8P is qgemm_i8 with x's parts made once by a kernel of their
-	// own (route_i8p.cu's qi_parts, then qgemm_i8p, one barrier a group).
-	// Written, not yet run on a GPU.
-	RouterI8P
 )
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
@@ -231,7 +221,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|i8p|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8p, the same with x's parts made once by a kernel of their own, not yet run on a GPU; float64 on the tensor cores; or the float32 kernels; default i8), ` +
+	`router=i8|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
@@ -244,7 +234,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`qmvbulk=on|off (decode's mat-vecs with each block's weights brought to shared memory by bulk copies, the first asked for before the kernel before has finished; the same bits; not yet measured on a GPU; default off), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -289,10 +278,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Router = RouterPlain
 			case "i8":
 				o.Router = RouterI8
-			case "i8p":
-				o.Router = RouterI8P
 			default:
-				err = fmt.Errorf("cuda: router=%q: want i8, i8p, f64 or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want i8, f64 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
@@ -302,8 +289,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.GDNCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
-		case "qmvbulk":
-			o.QMVBulk, err = kv.Is("cuda", "on", "off")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first
@@ -366,9 +351,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		if err != nil {
 			return Options{}, err
 		}
-	}
-	if o.QMVBulk && o.FastQMV {
-		return Options{}, fmt.Errorf("cuda: qmvbulk=on is built for qmv=exact only")
 	}
 	return o, nil
 }

@@ -76,13 +76,7 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA || !d.WGRegA {
 		t.Errorf("defaults: TensorCores %v, WGMMA %v, WGRegA %v; want gemm=wgr", d.TensorCores, d.WGMMA, d.WGRegA)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "qmvbulk", Value: "on"}}); err != nil || !o.QMVBulk || DefaultOptions().QMVBulk {
-		t.Errorf("qmvbulk=on: QMVBulk %v (%v); the default %v, want off", o.QMVBulk, err, DefaultOptions().QMVBulk)
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "qmv", Value: "fast"}, {Key: "qmvbulk", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "qmvbulk=on") {
-		t.Errorf("qmv=fast,qmvbulk=on: error %v, want one naming qmvbulk=on", err)
-	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}, {"qmvbulk", "yes"}} {
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])

@@ -113,75 +113,6 @@ type QMV struct {
 	// occupancy
 	groupNorm *driver.Function
 	normOcc   occupancy
-	// bulk is qmv_bulk.cu's forms (qmvbulk=on), nil without
-	bulk *qmvBulk
-}
-
-// qmvBulk is qmv_bulk.cu's kernels: the mat-vecs with each block's
-// weights brought to shared memory by bulk copies, the first asked for
-// before the kernel waits for the one before it.
-type qmvBulk struct {
-	plain, groupNorm *driver.Function
-	occ, normOcc     occupancy
-}
-
-// qmvBulkStages is QMV_BULK_STAGES in qmv_bulk.cu: the most chunks a
-// block's ring holds.
-const qmvBulkStages = 6
-
-// LoadQMVBulkModule loads qmv_bulk.cu's module (qmvbulk=on).
-func LoadQMVBulkModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "qmv_bulk")
-}
-
-// AddBulk takes qmv_bulk.cu's forms of k's variant from mod: Launch and
-// LaunchGroupNorm then use them where a matrix's width allows.
-func (k *QMV) AddBulk(c *driver.Context, mod *driver.Module) error {
-	if k.variant != DefaultQMV {
-		return fmt.Errorf("cuda: the bulk-copy mat-vecs are built for %v only, not %v", DefaultQMV, k.variant)
-	}
-	plain, err := mod.Function("qmv_bulk_" + k.variant.Kind.String() + "_r2")
-	if err != nil {
-		return err
-	}
-	norm, err := mod.Function("qmv_group_norm_bulk_" + k.variant.Kind.String() + "_r2")
-	if err != nil {
-		return err
-	}
-	k.bulk = &qmvBulk{plain: plain, groupNorm: norm, occ: newOccupancy(c, plain), normOcc: newOccupancy(c, norm)}
-	return nil
-}
-
-// bulkFits says whether a matrix cols wide can take the bulk forms: a
-// row's codes (cols/2 bytes) and scale/bias words (cols/16) whole 16-byte
-// pieces, as the copies need.
-func bulkFits(cols int) bool { return cols > 0 && cols%256 == 0 }
-
-// bulkShape is a bulk launch's grid, team, run (rows a block, whole
-// chunks), ring stages and shared memory for rows rows of cols columns on
-// the kernel of occupancy occ, extra bytes of shared memory before the
-// ring: as many stages as a block's chunks, at most qmvBulkStages, fewer
-// where two blocks would not fit a multiprocessor.
-func (k *QMV) bulkShape(occ *occupancy, rows, cols, extra int) (grid, team, run, stages, shared int, err error) {
-	groups := cols / 64
-	team = teamFor(groups)
-	chunk := qmvWarps * (32 / team) * k.variant.R
-	stageBytes := chunk * (cols/2 + groups*4)
-	base := k.variant.Kind.stageBytes(groups) + extra + 128 // the ring 128-byte aligned
-	chunks := (rows + chunk - 1) / chunk
-	perSM := 0
-	for stages = min(qmvBulkStages, (chunks+2*occ.sms-1)/(2*occ.sms)); ; stages-- {
-		shared = base + stages*stageBytes
-		if perSM, err = occ.blocksPerSM(qmvWarps*32, shared, fmt.Sprintf("a bulk mat-vec with %d columns", cols)); err == nil && perSM >= 2 || stages == 1 {
-			break
-		}
-	}
-	if err != nil {
-		return 0, 0, 0, 0, 0, err
-	}
-	grid = min(chunks, occ.sms*perSM)
-	run = (chunks + grid - 1) / grid * chunk
-	return (rows + run - 1) / run, team, run, stages, shared, nil
 }
 
 // QMVNorm is the add-and-norm LaunchGroupNorm does first (an AddRMSNorm
@@ -247,15 +178,6 @@ func (k *QMV) LaunchGroupNorm(s *driver.Stream, table []byte, n QMVNorm, rows, c
 	}
 	if rows == 0 {
 		return nil
-	}
-	if k.bulk != nil && bulkFits(cols) {
-		grid, team, run, stages, shared, err := k.bulkShape(&k.bulk.normOcc, rows, cols, 4*cols)
-		if err != nil {
-			return err
-		}
-		var a driver.Args
-		a.Struct(table).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).F32(n.Eps).Ptr(n.Out).Ptr(n.Counter).I32(int32(cols)).I32(int32(team)).I32(int32(run)).I32(int32(stages))
-		return s.Launch(k.bulk.groupNorm, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 	}
 	grid, team, shared, err := k.groupShape(&k.normOcc, rows, cols, 4*cols) // and h + delta (QNormIn's keep)
 	if err != nil {
@@ -337,15 +259,6 @@ func (k *QMV) Launch(s *driver.Stream, m *QMatrix, x, y driver.Ptr) error {
 	}
 	if m.Rows == 0 {
 		return nil
-	}
-	if k.bulk != nil && bulkFits(m.Cols) {
-		grid, team, run, stages, shared, err := k.bulkShape(&k.bulk.occ, m.Rows, m.Cols, 0)
-		if err != nil {
-			return err
-		}
-		var a driver.Args
-		a.Ptr(m.Words).Ptr(m.ScaleBias).Ptr(x).Ptr(y).I32(int32(m.Rows)).I32(int32(m.Cols)).I32(int32(team)).I32(int32(run)).I32(int32(stages))
-		return s.Launch(k.bulk.plain, driver.D1(grid), driver.D1(qmvWarps*32), shared, &a)
 	}
 	groups := m.Cols / 64
 	team := teamFor(groups)

@@ -73,11 +73,6 @@ func TestQMVMatchesReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mod.Close()
-	bulkMod, err := LoadQMVBulkModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bulkMod.Close()
 	rng := freshRNG(t)
 	for _, sh := range matVecShapes {
 		if testing.Short() && sh.experts*sh.rows*sh.cols > 1<<24 {
@@ -98,7 +93,6 @@ func TestQMVMatchesReference(t *testing.T) {
 			}
 			want, absSum := reference(&m, x)
 			dv := newDeviceVectors(t, c, s, x, len(want))
-			var plain []float32 // DefaultQMV's output, for its bulk form
 			for _, v := range QMVVariants {
 				k, err := NewQMV(c, mod, v)
 				if err != nil {
@@ -109,9 +103,6 @@ func TestQMVMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := dv.read(t, s)
-				if v == DefaultQMV {
-					plain = got
-				}
 				worst, at := compareMatVec(got, want, absSum)
 				tol := qmvTolerance(v.Kind)
 				if worst > tol || math.IsNaN(worst) {
@@ -121,21 +112,6 @@ func TestQMVMatchesReference(t *testing.T) {
 				}
 				t.Logf("%-30s %-8s %-12v worst %.2g of Σ|w·x|, relative L2 %.2g, max %.2g of max|y|",
 					sh.name, input, v, worst, relL2(got, want), maxRel(got, want))
-			}
-			// qmv_bulk.cu's form of the default variant: the same bits
-			if bulkFits(sh.cols) && plain != nil {
-				k, err := NewQMV(c, mod, DefaultQMV)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := k.AddBulk(c, bulkMod); err != nil {
-					t.Fatal(err)
-				}
-				dv.Poison(t, s)
-				if err := k.Launch(s, dm, dv.x, dv.y); err != nil {
-					t.Fatal(err)
-				}
-				sameBits(t, sh.name+" "+input+" bulk", dv.read(t, s), plain)
 			}
 			dv.free()
 		}
@@ -197,23 +173,21 @@ func TestQMVGroupTableLayout(t *testing.T) {
 	}
 }
 
-// TestQMVGroupArgsMatchKernel: every grouped mat-vec in qmv.ptx and
-// qmv_bulk.ptx takes the table by value as its first parameter, as many
-// bytes as QMVGroupTable makes (LaunchGroup and LaunchGroupNorm pass it so).
+// TestQMVGroupArgsMatchKernel: every grouped mat-vec in qmv.ptx takes the
+// table by value as its first parameter, as many bytes as QMVGroupTable
+// makes (LaunchGroup and LaunchGroupNorm pass it so).
 func TestQMVGroupArgsMatchKernel(t *testing.T) {
-	for fam, want := range map[string]int{"qmv": 8, "qmv_bulk": 1} {
-		ptx, err := kernels.PTX(fam)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries := regexp.MustCompile(`\.entry (qmv_group\w+)\(\s*\.param( \.align 8 \.b8 \w+\[(\d+)\])?`).FindAllStringSubmatch(string(ptx), -1)
-		if len(entries) != want {
-			t.Fatalf("%d grouped entry points in %s.ptx, want %d", len(entries), fam, want)
-		}
-		for _, e := range entries {
-			if e[3] != "120" {
-				t.Errorf("%s's first parameter is %q, want the 120-byte table by value", e[1], e[2])
-			}
+	ptx, err := kernels.PTX("qmv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := regexp.MustCompile(`\.entry (qmv_group\w+)\(\s*\.param( \.align 8 \.b8 \w+\[(\d+)\])?`).FindAllStringSubmatch(string(ptx), -1)
+	if len(entries) != 8 {
+		t.Fatalf("%d grouped entry points in qmv.ptx, want 8", len(entries))
+	}
+	for _, e := range entries {
+		if e[3] != "120" {
+			t.Errorf("%s's first parameter is %q, want the 120-byte table by value", e[1], e[2])
 		}
 	}
 }
