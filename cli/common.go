@@ -342,6 +342,9 @@ func checkDeviceFit(be backend.Backend, dir string, o modelOptions, chooseChunk 
 	dev := dm.Device()
 	gpu := fmt.Sprintf("GPU %d (%s)", dev.Ordinal, dev.Name)
 	base := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
+	if s, ok := be.(interface{ KVShadowed() bool }); ok && s.KVShadowed() {
+		base.KVCopy = bench.KVBytesPerToken(&d, 2) // every layer's bf16 shadow, not one layer's copy
+	}
 	needAt := func(chunk int) cuda.Need {
 		n := base
 		n.Chunk, n.Workspace = chunk, deviceWorkspace(&d, min(chunk, context))

@@ -130,9 +130,15 @@ func (k *Attn) LaunchPrep(s *driver.Stream, sh AttnShape, b AttnBuffers) error {
 		return err
 	}
 	var a driver.Args
+	k.prepArgs(&a, sh, b)
+	return s.Launch(k.prep[sh.KV], driver.D1(sh.QHeads+sh.KVHeads), driver.D1(AttnHeadDim), 0, &a)
+}
+
+// prepArgs are qk_prep's arguments (attn_shadow.cu's form takes the
+// shadows after them).
+func (k *Attn) prepArgs(a *driver.Args, sh AttnShape, b AttnBuffers) {
 	a.Ptr(b.QG).Ptr(b.K).Ptr(b.V).Ptr(b.QNorm).Ptr(b.KNorm).Ptr(b.Q).Ptr(b.KCache).Ptr(b.VCache).Ptr(b.Pos).
 		I32(int32(sh.MaxPos)).Ptr(b.InvFreq).I32(int32(sh.QHeads)).I32(int32(sh.KVHeads)).I32(int32(sh.RotaryDim)).F32(sh.Eps)
-	return s.Launch(k.prep[sh.KV], driver.D1(sh.QHeads+sh.KVHeads), driver.D1(AttnHeadDim), 0, &a)
 }
 
 // LaunchAttention queues the split attention over rows 0..*Pos and the

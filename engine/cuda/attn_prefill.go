@@ -269,11 +269,12 @@ func (f *FlashAttn) Launch(s *driver.Stream, sh FlashShape, b FlashBuffers) erro
 // is as fast there and float32 throughout) and a shape they are built for.
 // The module is loaded on first use, and kept until Close.
 //
-// Over a float32 cache with Options.KVCopy, kv_to_bf16 first copies the
-// rows the chunk reads to bf16 in the program's scratch (2·MaxPos·KVH·D
-// bf16, one layer's K and V: bench.KVCopyBytesPerToken), and the bf16
-// kernel reads the copy.
-func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuffers) ([]step, bool, error) {
+// Over a float32 cache the bf16 kernels read its shadow where it has one
+// (Options.KVShadow: its rows up to date since the chunk's QKPrep), else
+// with Options.KVCopy kv_to_bf16 first copies the rows the chunk reads to
+// bf16 in the program's scratch (2·MaxPos·KVH·D bf16, one layer's K and V:
+// bench.KVCopyBytesPerToken), and the bf16 kernel reads the copy.
+func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuffers, shadow *kvShadow) ([]step, bool, error) {
 	if !b.o.FlashAttention || o.KVHeads < 1 || o.Rows*(o.QHeads/o.KVHeads) < flashRows {
 		return nil, false, nil
 	}
@@ -285,7 +286,13 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 	}
 	var steps []step
 	caches := func(bf FlashBuffers) FlashBuffers { return bf } // bf with the caches the attention reads
-	if sh.KV == KVF32 && b.o.KVCopy && kvW%8 == 0 {
+	if sh.KV == KVF32 && shadow != nil {
+		sh.KV = KVBF16
+		caches = func(bf FlashBuffers) FlashBuffers {
+			bf.KCache, bf.VCache = shadow.ks, shadow.vs
+			return bf
+		}
+	} else if sh.KV == KVF32 && b.o.KVCopy && kvW%8 == 0 {
 		var off int64
 		n := int64(sh.MaxPos) * int64(kvW) * 2
 		kOff, vOff := p.reserve(&off, n), p.reserve(&off, n)

@@ -30,14 +30,15 @@ type Backend struct {
 	gdn   *GDN
 	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter driver.Ptr             // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
-	scratch grower                 // temporaries of one op at a time (ops run in order)
-	zeros   grower                 // never written: the MoE kernel's residual input
-	tickets grower                 // the Gated DeltaNet kernel's counters (left as found by every launch)
-	ropes   map[ropeKey]driver.Ptr // float64 inverse frequencies per (rotary dims, theta)
-	last    *program               // the last program run, named in errors that surface later
-	rb      readback               // reads that wait only for their buffer's writer (readback.go)
-	held    []driver.Ptr           // memory freed at Close
+	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch grower                      // temporaries of one op at a time (ops run in order)
+	zeros   grower                      // never written: the MoE kernel's residual input
+	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
+	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
+	last    *program                    // the last program run, named in errors that surface later
+	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
+	held    []driver.Ptr                // memory freed at Close
+	shadows map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
 }
 
 type ropeKey struct {
@@ -74,6 +75,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
+	}
+	if o.KVShadow {
+		fams = append(fams, "attn_shadow")
 	}
 	return fams
 }
@@ -181,6 +185,18 @@ func (b *Backend) init() error {
 	}
 	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
 		return err
+	}
+	if b.o.KVShadow {
+		m, err := LoadAttnShadowModule(b.ctx)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		for _, name := range shadowKernels {
+			if b.fn[name], err = m.Function(name); err != nil {
+				return err
+			}
+		}
 	}
 	if b.o.GDNCluster {
 		// gdn_cl.cu's module, so that gdn.ptx (gdnnorm=ticket's) stays as
@@ -304,6 +320,10 @@ func (b *Backend) Close() error {
 	for _, p := range b.ropes {
 		keep(b.ctx.Free(p))
 	}
+	for _, sh := range b.shadows {
+		keep(b.ctx.Free(sh.ks))
+		keep(b.ctx.Free(sh.vs))
+	}
 	if b.up != nil {
 		keep(b.up.Close())
 	}
@@ -393,6 +413,7 @@ func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
 
 func (b *Backend) Free(buf backend.Buffer) {
 	if m, ok := buf.Mem.(*memory); ok && m.b == b && m.p != 0 {
+		b.shadowsFreed(m)
 		b.ctx.Free(m.p)
 		m.p = 0
 	}
@@ -428,7 +449,10 @@ func (b *Backend) Write(dst backend.Buffer, src []float32) error {
 		return err
 	}
 	b.rb.queued(spans([]backend.Buffer{dst}), nil)
-	return b.surfaced(b.s.CopyToDevice(p, backend.Encode(dst.Type, src)))
+	if err := b.s.CopyToDevice(p, backend.Encode(dst.Type, src)); err != nil {
+		return b.surfaced(err)
+	}
+	return b.surfaced(b.shadowsWritten(dst.Mem.(*memory), p, int64(len(src))*int64(dst.Type.Size())))
 }
 
 func (b *Backend) WriteInts(dst backend.Buffer, src []int32) error {
@@ -482,13 +506,24 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 		return nil
 	}
 	b.rb.queued(spans([]backend.Buffer{dst}), nil)
+	bytes := int64(dst.Len) * int64(dst.Type.Size())
 	if dst.Type == src.Type {
-		return b.surfaced(b.s.Copy(d, s, int64(dst.Len)*int64(dst.Type.Size())))
+		if err := b.s.Copy(d, s, bytes); err != nil {
+			return b.surfaced(err)
+		}
+	} else {
+		var a driver.Args
+		a.Ptr(s).Ptr(d).I64(int64(dst.Len)).I32(src.Type.ConvertCode()).I32(dst.Type.ConvertCode())
+		if err := b.s.Launch(b.fn["convert"], driver.D1((dst.Len+255)/256), driver.D1(256), 0, &a); err != nil {
+			return b.surfaced(err)
+		}
 	}
-	var a driver.Args
-	a.Ptr(s).Ptr(d).I64(int64(dst.Len)).I32(src.Type.ConvertCode()).I32(dst.Type.ConvertCode())
-	return b.surfaced(b.s.Launch(b.fn["convert"], driver.D1((dst.Len+255)/256), driver.D1(256), 0, &a))
+	return b.surfaced(b.shadowsWritten(dst.Mem.(*memory), d, bytes))
 }
+
+// KVShadowed says whether float32 KV caches get a bf16 shadow
+// (kvshadow=on): the device memory a context needs counts it.
+func (b *Backend) KVShadowed() bool { return b.o.KVShadow && b.o.KV == backend.F32 }
 
 // Sync waits for everything queued; an error of the GPU's surfaces here
 // with the program it came from.

@@ -17,7 +17,7 @@ type Need struct {
 	State      int64         // the Gated DeltaNet layers' conv and recurrent state (float32)
 	Workspace  int64         // one prefill chunk's activations and temporaries, logits
 	KVPerToken int64         // K and V of one token in every full-attention layer, in KV's type
-	KVCopy     int64         // a token's share of one layer's bf16 copy of an F32 cache that prefill's flash attention reads (kvcopy)
+	KVCopy     int64         // a token's share of the bf16 copies of an F32 cache: one layer's, which prefill's flash attention reads (kvcopy), or every layer's shadow (kvshadow=on)
 	Context    int           // tokens the KV cache is sized for
 	Chunk      int           // tokens of the prefill chunk the workspace is sized for (0: not said)
 	KV         backend.DType // the KV cache's element type
@@ -33,7 +33,7 @@ func (n Need) estimate() int64 {
 	return n.Weights + n.KVCache + n.KVCopyBytes() + n.State + n.Workspace
 }
 
-// KVCopyBytes is the bf16 copy of one layer's K and V at Context tokens.
+// KVCopyBytes is the bf16 copies of K and V at Context tokens.
 func (n Need) KVCopyBytes() int64 { return n.KVCopy * int64(n.Context) }
 
 // Total is the estimate and the margin.
@@ -83,7 +83,7 @@ func (e *FitError) Error() string {
 	var b strings.Builder
 	kvCopy := ""
 	if n.KVCopy > 0 {
-		kvCopy = fmt.Sprintf(", its bf16 copy for prefill %s", gib(n.KVCopyBytes()))
+		kvCopy = fmt.Sprintf(", its bf16 copy %s", gib(n.KVCopyBytes()))
 	}
 	fmt.Fprintf(&b, "the model does not fit on %s: it needs %s (weights %s, KV cache %s for %d tokens in %s%s, recurrent state %s, workspace %s, margin %s) and %s of %s is free",
 		e.GPU, gib(n.Total()), gib(n.Weights), gib(n.KVCache), n.Context, n.KV, kvCopy, gib(n.State), gib(n.Workspace), gib(n.Margin()),

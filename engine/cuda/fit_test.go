@@ -89,7 +89,7 @@ func TestFitKVCopy(t *testing.T) {
 	msg := Fit(n, 24*gb, 24*gb, "GPU 1").Error()
 	half := plain
 	half.KV, half.KVPerToken, half.KVCache = backend.BF16, n.KVPerToken/2, n.KVCache/2
-	for _, want := range []string{"its bf16 copy for prefill 0.50 GiB", fmt.Sprintf("kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(24*gb))} {
+	for _, want := range []string{"its bf16 copy 0.50 GiB", fmt.Sprintf("kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(24*gb))} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q: %s", want, msg)
 		}

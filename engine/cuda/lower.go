@@ -274,9 +274,20 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 	if err != nil {
 		return nil, err
 	}
+	shadow, err := b.cacheShadow(o.KCache, o.VCache, kc, vc, maxPos, kvW)
+	if err != nil {
+		return nil, err
+	}
 	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && rot >= 2 {
 		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: rot, RopeTheta: o.RopeTheta, Eps: o.Eps, MaxPos: maxPos, KV: kvType(o.KCache.Type)}
 		bufs := AttnBuffers{QG: qg, K: k, V: v, QNorm: qn, KNorm: kn, InvFreq: inv, Q: q, KCache: kc, VCache: vc, Pos: pos}
+		if shadow != nil {
+			// the row into the shadows too
+			return []step{b.launch("qk_prep_f32_shadow", driver.D1(QH+KVH), driver.D1(AttnHeadDim), 0, func(a *driver.Args) {
+				b.attn.prepArgs(a, sh, bufs)
+				a.Ptr(shadow.ks).Ptr(shadow.vs)
+			})}, nil
+		}
 		return []step{{kernels: 1, name: "qk_prep", launch: func(s *driver.Stream) error { return b.attn.LaunchPrep(s, sh, bufs) }}}, nil
 	}
 	name := "qk_prep_rows_f32"
@@ -284,10 +295,24 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 		name = "qk_prep_rows_bf16"
 	}
 	threads := 32 * ceil(D, 32)
-	return []step{b.launch(name, grid2(QH+KVH, o.Rows), driver.D1(threads), 4*D, func(a *driver.Args) {
+	steps := []step{b.launch(name, grid2(QH+KVH, o.Rows), driver.D1(threads), 4*D, func(a *driver.Args) {
 		a.Ptr(qg).Ptr(k).Ptr(v).Ptr(qn).Ptr(kn).Ptr(q).Ptr(kc).Ptr(vc).Ptr(pos).I32(int32(maxPos)).Ptr(inv).
 			I32(int32(QH)).I32(int32(KVH)).I32(int32(D)).I32(int32(rot)).F32(o.Eps)
-	})}, nil
+	})}
+	if shadow != nil {
+		steps = append(steps, b.shadowRowsStep(shadow, pos, o.Rows))
+	}
+	return steps, nil
+}
+
+// cacheShadow is the bf16 shadow of the float32 caches kb and vb (at kc and
+// vc, maxPos rows of width floats) under Options.KVShadow (shadow.go), made
+// on first use; nil for bf16 caches or where the option is off.
+func (b *Backend) cacheShadow(kb, vb backend.Buffer, kc, vc driver.Ptr, maxPos, width int) (*kvShadow, error) {
+	if kb.Type != backend.F32 || vb.Type != backend.F32 {
+		return nil, nil
+	}
+	return b.shadowFor(kc, vc, kb.Mem.(*memory), vb.Mem.(*memory), maxPos, width)
 }
 
 func kvType(t backend.DType) KVType {
@@ -311,12 +336,19 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 	if c.err != nil || o.Rows == 0 {
 		return nil, c.err
 	}
-	if st, ok, err := b.flashAttention(p, o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}); ok || err != nil {
+	shadow, err := b.cacheShadow(o.KCache, o.VCache, kc, vc, o.KCache.Len/max(KVH*D, 1), KVH*D)
+	if err != nil {
+		return nil, err
+	}
+	if st, ok, err := b.flashAttention(p, o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}, shadow); ok || err != nil {
 		return st, err
 	}
 	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
 		// the attention kernels take no rotary dims; the shape's check wants some
 		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
+		if shadow != nil {
+			sh.KV, kc, vc = KVBF16, shadow.ks, shadow.vs // the rows rounded to bf16
+		}
 		po, pml := b.attn.PartialsBytes(sh)
 		var off int64
 		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)

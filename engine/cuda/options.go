@@ -158,6 +158,13 @@ type Options struct {
 	GDNCluster bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
+	// KVShadow (kvshadow=on) keeps a bf16 shadow of each float32 KV cache
+	// (shadow.go): a decoded token's attention reads it with the bf16
+	// kernels, half the bytes of the float32 rows, and prefill's flash
+	// attention reads it instead of KVCopy's copy a chunk. The float32
+	// cache stays the state sessions save; the rows attention reads are
+	// rounded to bf16 as prefill's tensor cores round them.
+	KVShadow bool
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
 	// copy of the rows it reads, made once a chunk (kv_to_bf16), so that
 	// its bf16 kernels run instead of the float32 ones, which round every
@@ -236,6 +243,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
+	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state; default off), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
 	`verbose=on|off (a line per compiled program on stderr: its ops, kernels and the host's milliseconds lowering it and allocating its memory; default off)`
@@ -340,6 +348,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")
+		case "kvshadow":
+			o.KVShadow, err = kv.Is("cuda", "on", "off")
 		case "kvcopy":
 			o.KVCopy, err = kv.On("cuda")
 		case "sync":

@@ -76,7 +76,10 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA || !d.WGRegA {
 		t.Errorf("defaults: TensorCores %v, WGMMA %v, WGRegA %v; want gemm=wgr", d.TensorCores, d.WGMMA, d.WGRegA)
 	}
-	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}} {
+	if o, err := ParseOptions([]backend.Option{{Key: "kvshadow", Value: "on"}}); err != nil || !o.KVShadow || DefaultOptions().KVShadow {
+		t.Errorf("kvshadow=on: KVShadow %v (%v); the default %v, want off", o.KVShadow, err, DefaultOptions().KVShadow)
+	}
+	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}, {"kvshadow", "yes"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
 		if err == nil || !strings.Contains(err.Error(), kv[0]+"=") {
 			t.Errorf("%s=%s: error %v, want one naming %s=", kv[0], kv[1], err, kv[0])
