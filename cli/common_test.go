@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"io"
 	"os"
 	"petal/bench"
 	"strings"
@@ -28,7 +29,10 @@ type fakeGPU struct {
 	free, total int64
 	uploads     int
 	uploaded    int64
+	shadowed    bool // KVShadowed: kvshadow=on
 }
+
+func (g *fakeGPU) KVShadowed() bool { return g.shadowed }
 
 func (g *fakeGPU) Device() driver.Device { return driver.Device{Ordinal: g.ordinal, Name: "Fake H200"} }
 func (g *fakeGPU) PrefillChunk() int     { return cuda.PrefillChunkTokens }
@@ -133,6 +137,31 @@ func tinyNeed(t *testing.T, chunk, context int, kv backend.DType) cuda.Need {
 		t.Fatal(err)
 	}
 	return deviceNeed(ck, &d, chunk, context, kv)
+}
+
+// TestDeviceFitShadow: under kvshadow=on every layer's bf16 shadow of the
+// f32 KV cache counts in the device memory a context needs: the need
+// without it is refused, with it the model loads.
+func TestDeviceFitShadow(t *testing.T) {
+	const ctx = 4096
+	need := tinyNeed(t, 512, ctx, backend.F32)
+	shadowed := need
+	shadowed.KVCopy = need.KVPerToken / 2
+	gpu := &fakeGPU{Backend: cpu.New(), total: 1 << 40, shadowed: true}
+	stubGPUs(t, 1, gpu)
+	st := &Streams{Err: io.Discard, Getenv: os.Getenv}
+	o := modelOptions{Backend: "cuda", Device: gpuFlag{0, true}, Chunk: 512, MaxContext: ctx}
+	gpu.free = need.Total()
+	var fe *cuda.FitError
+	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "its bf16 copy") {
+		t.Fatalf("room for the cache but not its shadows: %v, want a FitError naming the bf16 copy", err)
+	}
+	gpu.free = shadowed.Total()
+	e, _, err := openEngine(st, o)
+	if err != nil {
+		t.Fatalf("room for the shadows too: %v", err)
+	}
+	e.Close()
 }
 
 // TestDeviceFit: a model that does not fit in the GPU's free memory is
