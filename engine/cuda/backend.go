@@ -153,7 +153,7 @@ func (b *Backend) init() error {
 		}
 	}
 	if fam, ok := routerFamilies[b.o.Router]; ok {
-		if err := b.loadRouterFamily(fam); err != nil {
+		if err := b.loadFamilyKernels(fam); err != nil {
 			return err
 		}
 	}
@@ -187,15 +187,8 @@ func (b *Backend) init() error {
 		return err
 	}
 	if b.o.KVShadow {
-		m, err := LoadAttnShadowModule(b.ctx)
-		if err != nil {
+		if err := b.loadFamilyKernels("attn_shadow"); err != nil {
 			return err
-		}
-		b.mods = append(b.mods, m)
-		for _, name := range shadowKernels {
-			if b.fn[name], err = m.Function(name); err != nil {
-				return err
-			}
 		}
 	}
 	if b.o.GDNCluster {
@@ -263,20 +256,22 @@ func (b *Backend) init() error {
 // (router=i8), loaded only under their option.
 var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8"}
 
-// routerKernels are the entry points of the integer router's modules, each
-// with its dynamic shared memory.
-var routerKernels = map[string]map[string]int{
-	"route_i8": {"qgemm_i8": qiShared},
+// familyKernels are the entry points of the modules only some options load
+// (the integer router's, kvshadow=on's), each with its dynamic shared
+// memory, into the backend's table of functions.
+var familyKernels = map[string]map[string]int{
+	"route_i8":    {"qgemm_i8": qiShared},
+	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }
 
-// loadRouterFamily loads family's module and its routerKernels.
-func (b *Backend) loadRouterFamily(family string) error {
+// loadFamilyKernels loads family's module and its familyKernels.
+func (b *Backend) loadFamilyKernels(family string) error {
 	m, err := loadFamily(b.ctx, family)
 	if err != nil {
 		return err
 	}
 	b.mods = append(b.mods, m)
-	for name, shared := range routerKernels[family] {
+	for name, shared := range familyKernels[family] {
 		if b.fn[name], err = m.Function(name); err != nil {
 			return err
 		}

@@ -305,16 +305,6 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 	return steps, nil
 }
 
-// cacheShadow is the bf16 shadow of the float32 caches kb and vb (at kc and
-// vc, maxPos rows of width floats) under Options.KVShadow (shadow.go), made
-// on first use; nil for bf16 caches or where the option is off.
-func (b *Backend) cacheShadow(kb, vb backend.Buffer, kc, vc driver.Ptr, maxPos, width int) (*kvShadow, error) {
-	if kb.Type != backend.F32 || vb.Type != backend.F32 {
-		return nil, nil
-	}
-	return b.shadowFor(kc, vc, kb.Mem.(*memory), vb.Mem.(*memory), maxPos, width)
-}
-
 func kvType(t backend.DType) KVType {
 	if t == backend.BF16 {
 		return KVBF16

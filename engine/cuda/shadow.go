@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 
+	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 )
 
@@ -30,23 +31,15 @@ type kvShadow struct {
 	mem    []*memory  // the allocations holding kc and vc
 }
 
-// shadowKernels are attn_shadow.cu's entry points.
-var shadowKernels = []string{"qk_prep_f32_shadow", "kv_shadow_rows"}
-
-// LoadAttnShadowModule loads attn_shadow.cu's module (kvshadow=on).
-func LoadAttnShadowModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "attn_shadow")
-}
-
 // shadowGrid is kv_shadow_rows's grid: a few blocks a multiprocessor.
 func (b *Backend) shadowGrid() driver.Dim3 { return driver.D1(4 * b.ctx.Device().SMs) }
 
-// shadowFor is the shadow of the caches kc and vc (float32, maxPos rows of
-// width floats, in allocations km and vm), made on first use under
-// Options.KVShadow; nil where the option is off or the shape is not one
-// the bf16 kernels take (width a multiple of 8, 16-byte aligned caches).
-func (b *Backend) shadowFor(kc, vc driver.Ptr, km, vm *memory, maxPos, width int) (*kvShadow, error) {
-	if !b.o.KVShadow || width%8 != 0 || kc%16 != 0 || vc%16 != 0 || maxPos < 1 {
+// cacheShadow is the shadow of the caches kb and vb (at kc and vc, maxPos
+// rows of width floats), made on first use under Options.KVShadow; nil
+// where the option is off, the caches are not float32, or the shape is not
+// one the bf16 kernels take (width a multiple of 8, 16-byte aligned).
+func (b *Backend) cacheShadow(kb, vb backend.Buffer, kc, vc driver.Ptr, maxPos, width int) (*kvShadow, error) {
+	if !b.o.KVShadow || kb.Type != backend.F32 || vb.Type != backend.F32 || width%8 != 0 || kc%16 != 0 || vc%16 != 0 || maxPos < 1 {
 		return nil, nil
 	}
 	key := [2]driver.Ptr{kc, vc}
@@ -66,7 +59,7 @@ func (b *Backend) shadowFor(kc, vc driver.Ptr, km, vm *memory, maxPos, width int
 		b.ctx.Free(ks)
 		return nil, err
 	}
-	sh := &kvShadow{kc: kc, vc: vc, ks: ks, vs: vs, maxPos: maxPos, width: width, mem: []*memory{km, vm}}
+	sh := &kvShadow{kc: kc, vc: vc, ks: ks, vs: vs, maxPos: maxPos, width: width, mem: []*memory{kb.Mem.(*memory), vb.Mem.(*memory)}}
 	if b.shadows == nil {
 		b.shadows = map[[2]driver.Ptr]*kvShadow{}
 	}
@@ -93,13 +86,13 @@ func (b *Backend) shadowRowsStep(sh *kvShadow, pos driver.Ptr, rows int) step {
 	return b.launch("kv_shadow_rows", b.shadowGrid(), driver.D1(256), 0, func(a *driver.Args) { shadowRowsArgs(a, sh, pos, rows) })
 }
 
-// shadowsWritten queues the conversion of every shadow whose caches lie in
-// [p, p+bytes) of m, after the host wrote or copied there.
+// shadowsWritten queues the conversion of every shadow whose caches
+// overlap [p, p+bytes) of m, after the host wrote or copied there.
 func (b *Backend) shadowsWritten(m *memory, p driver.Ptr, bytes int64) error {
 	for _, sh := range b.shadows {
+		n := int64(sh.maxPos) * int64(sh.width) * 4 // a cache's bytes
 		hit := false
 		for i, c := range []driver.Ptr{sh.kc, sh.vc} {
-			n := int64(sh.maxPos) * int64(sh.width) * 4
 			hit = hit || sh.mem[i] == m && int64(c) < int64(p)+bytes && int64(p) < int64(c)+n
 		}
 		if hit {
@@ -120,7 +113,7 @@ func (b *Backend) shadowsFreed(m *memory) {
 			continue
 		}
 		if !synced {
-			b.s.Sync() // an error surfaces at the next Sync or Run
+			b.s.Sync() // Free returns nothing: a fault of the GPU's stays in the context, for the next Sync or Run
 			synced = true
 		}
 		b.ctx.Free(sh.ks)

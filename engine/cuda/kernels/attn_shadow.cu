@@ -8,7 +8,10 @@
 //     (read back by the thread that wrote it) into the shadows.
 //   kv_shadow_rows: rows *from .. *from+rows-1 (at most maxPos) of both
 //     caches into their shadows; from null means row 0 (the whole cache,
-//     after the host wrote it).
+//     after the host wrote it). attn_prefill.cu's kv_to_bf16 with a first
+//     row: that one always starts at row 0, and changing it would make
+//     attn_prefill's built-in cubin stale; once this is measured the two
+//     can become one.
 #define ATTN_SHADOW_MODULE
 #include "attn.cu"
 
