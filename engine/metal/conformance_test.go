@@ -32,6 +32,13 @@ func TestConformance(t *testing.T) {
 		o.SimdGEMM = true
 		backendtest.Run(t, openBackend(t, o))
 	})
+	// sampler=row: the Sample op on sample_row's radix selections alone
+	// (under the default, the suite's top-k of 1 to 64 take the fast path).
+	t.Run("sampler=row", func(t *testing.T) {
+		o := metal.DefaultOptions()
+		o.SamplerTopK = false
+		backendtest.Run(t, openBackend(t, o))
+	})
 	// gemm=tensor: the same, with gemm_tensor.metal in place of gemm.metal's
 	// GEMMs (through the CUDA dialect, its emulated matmul2d; on a Mac
 	// without tensor operations, gemm=simd's lowering).

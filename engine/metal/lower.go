@@ -458,6 +458,17 @@ func (l *lowering) experts(o *backend.Experts) {
 // sampleThreads is SAMPLE_THREADS of sample.metal.
 const sampleThreads = 1024
 
+// sampleParts and samplePrepThreads are SAMPLE_PARTS and
+// SAMPLE_PREP_THREADS of sample.metal: sample_prep's grid, each
+// threadgroup leaving its best token and finite check for sample_row;
+// sampleFastK is SAMPLE_FAST_K, the largest top-k of the fast path, for
+// which each also leaves its k best keys in sampleFastK slots.
+const (
+	sampleParts       = 128
+	samplePrepThreads = 256
+	sampleFastK       = 64
+)
+
 func (l *lowering) sample(o *backend.Sample) {
 	V := o.Vocab
 	l.require(V >= 1, "a vocabulary of %d tokens", V)
@@ -472,8 +483,17 @@ func (l *lowering) sample(o *backend.Sample) {
 		return
 	}
 	x, w := l.scratch(4*int64(V)), l.scratch(4*int64(V))
-	l.dispatch("sample", "sample_row", dispatch.D1(1), dispatch.D1(sampleThreads), params(kernels.SampleParams{V: int32(V)}),
-		logits, prm, config, counts, prompt, tok, status, x, w)
+	part, cand := l.scratch(16*sampleParts), l.scratch(8*sampleParts*sampleFastK)
+	fastOn := int32(0)
+	if l.b.o.SamplerTopK {
+		fastOn = 1
+	}
+	p := params(kernels.SampleParams{V: int32(V), FastOn: fastOn})
+	l.dispatch("sample", "sample_prep", dispatch.D1(sampleParts), dispatch.D1(samplePrepThreads), p,
+		logits, prm, config, counts, prompt, x, part, cand)
+	l.barrier()
+	l.dispatch("sample", "sample_row", dispatch.D1(1), dispatch.D1(sampleThreads), p,
+		prm, config, counts, tok, status, x, w, part, cand)
 }
 
 func (l *lowering) logprobs(o *backend.Logprobs) {

@@ -321,7 +321,7 @@ func TestParamsBytesAreParamsGo(t *testing.T) {
 	paramsMatch(t, kernels.ExpertsParams{Rows: 1, Dim: 2, TopK: 3, Inter: 4, Sinter: 5})
 	paramsMatch(t, kernels.AdvanceParams{By: -7})
 	paramsMatch(t, kernels.ConvertParams{N: 1 << 31, From: 1, To: 2})
-	paramsMatch(t, kernels.SampleParams{V: 1})
+	paramsMatch(t, kernels.SampleParams{V: 1, FastOn: 2})
 	paramsMatch(t, kernels.LogprobsParams{V: 1, TopN: 2})
 }
 
@@ -416,7 +416,10 @@ func TestParamsSayTheShape(t *testing.T) {
 	check("experts_gate_up grid", byName["experts_gate_up"].Groups, dispatch.D1(ceil(5*(3*128+192+1), 8)))
 	check("experts_down grid", byName["experts_down"].Groups, dispatch.D1(ceil(5*192, 8)))
 	check("advance", paramsOf[kernels.AdvanceParams](t, byName["advance"]), kernels.AdvanceParams{By: 5})
-	check("sample_row", paramsOf[kernels.SampleParams](t, byName["sample_row"]), kernels.SampleParams{V: 53})
+	check("sample_prep", paramsOf[kernels.SampleParams](t, byName["sample_prep"]), kernels.SampleParams{V: 53, FastOn: 1})
+	check("sample_prep grid", byName["sample_prep"].Groups, dispatch.D1(128))
+	check("sample_prep threads", byName["sample_prep"].Threads, dispatch.D1(256))
+	check("sample_row", paramsOf[kernels.SampleParams](t, byName["sample_row"]), kernels.SampleParams{V: 53, FastOn: 1})
 	check("sample_row threads", byName["sample_row"].Threads, dispatch.D1(1024))
 
 	// QLinearGroup: one GEMM per matrix, each into its block of y

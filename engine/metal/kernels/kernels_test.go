@@ -22,7 +22,7 @@ var entryPoints = map[string][]string{
 		"attn_rows_f32_j2", "attn_rows_f32_j4", "attn_rows_f32_j8", "attn_rows_f32_j16",
 		"attn_rows_bf16_j2", "attn_rows_bf16_j4", "attn_rows_bf16_j8", "attn_rows_bf16_j16",
 		"route_select_rows", "experts_gate_up", "experts_down", "advance", "convert"},
-	"sample": {"sample_row", "logprobs_row"},
+	"sample": {"sample_prep", "sample_row", "logprobs_row"},
 }
 
 // TestSources: every family is embedded with its entry points, and its

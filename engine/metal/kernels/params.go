@@ -73,7 +73,7 @@ type ConvertParams struct {
 	From, To int32
 }
 
-type SampleParams struct{ V int32 }
+type SampleParams struct{ V, FastOn int32 }
 
 type LogprobsParams struct{ V, TopN int32 }
 

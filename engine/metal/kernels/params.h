@@ -251,12 +251,14 @@ struct ConvertParams {
 PETAL_LAYOUT(ConvertParams, 12);
 PETAL_FIELD(ConvertParams, to, 8);
 
-// sample_row: a row of V logits.
+// sample_prep and sample_row: a row of V logits; fastOn 1 where the
+// backend's sampler=topk lets them take the top-k fast path.
 struct SampleParams {
   int V;
+  int fastOn;
 };
-PETAL_LAYOUT(SampleParams, 4);
-PETAL_FIELD(SampleParams, V, 0);
+PETAL_LAYOUT(SampleParams, 8);
+PETAL_FIELD(SampleParams, fastOn, 4);
 
 // logprobs_row: a row of V logits, the topN most likely reported.
 struct LogprobsParams {
