@@ -98,6 +98,9 @@ func kvElem(m *model.Model) int {
 	if m.KV == backend.BF16 {
 		return 2
 	}
+	if s, ok := m.Backend().(interface{ KVShadowed() bool }); ok && s.KVShadowed() {
+		return 2 // decode reads the f32 cache's bf16 shadow (cuda's kvshadow=on)
+	}
 	return 4
 }
 

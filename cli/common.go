@@ -341,10 +341,11 @@ func checkDeviceFit(be backend.Backend, dir string, o modelOptions, chooseChunk 
 	}
 	dev := dm.Device()
 	gpu := fmt.Sprintf("GPU %d (%s)", dev.Ordinal, dev.Name)
-	base := deviceNeed(ck, &d, o.Chunk, context, kvType(be))
-	if s, ok := be.(interface{ KVShadowed() bool }); ok && s.KVShadowed() {
-		base.KVCopy = bench.KVBytesPerToken(&d, 2) // every layer's bf16 shadow, not one layer's copy
+	shadowed := false
+	if s, ok := be.(interface{ KVShadowed() bool }); ok {
+		shadowed = s.KVShadowed()
 	}
+	base := deviceNeed(ck, &d, o.Chunk, context, kvType(be), shadowed)
 	needAt := func(chunk int) cuda.Need {
 		n := base
 		n.Chunk, n.Workspace = chunk, deviceWorkspace(&d, min(chunk, context))
@@ -405,14 +406,17 @@ func kvType(be backend.Backend) backend.DType {
 //	           scale/bias copy of 4-bit groups of 64, the descriptor)
 //	           + Σ over other tensors of 4·elements (uploaded as float32)
 //	KV cache   context · full-attention layers · 2 (K, V) · KV heads · head dim · sizeof(kv)
-//	KV copy    for an f32 cache context · 2 · KV heads · head dim · 2 (prefill's bf16 copy of one layer's)
+//	KV copy    for an f32 cache, shadowed: the KV cache's size in bf16 (every
+//	           layer's bf16 shadow, cuda's kvshadow=on, the default); not
+//	           shadowed: context · 2 · KV heads · head dim · 2 (prefill's bf16
+//	           copy of one layer's, kvcopy)
 //	state      Gated DeltaNet layers · (value heads · value dim · key dim + (conv K − 1) · conv channels) · 4
 //	workspace  one chunk's activations and temporaries (bench.WorkspaceBytes)
 //	           + the logits of every position of a scoring chunk
 //	           (min(chunk, model.AllLogitsChunk) · vocab · 4)
 //
 // and cuda.Need.Margin on top.
-func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv backend.DType) cuda.Need {
+func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv backend.DType, shadowed bool) cuda.Need {
 	n := cuda.Need{
 		Weights:    deviceWeightBytes(ck),
 		KVPerToken: bench.KVBytesPerToken(d, kv.Size()),
@@ -422,6 +426,9 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 		Context:    context,
 		Chunk:      chunk,
 		KV:         kv,
+	}
+	if shadowed && kv == backend.F32 {
+		n.KVCopy = bench.KVBytesPerToken(d, 2)
 	}
 	n.KVCache = n.KVPerToken * int64(context)
 	return n

@@ -122,7 +122,7 @@ func TestDeviceFlag(t *testing.T) {
 }
 
 // tinyNeed is the device need of the embedded model at context tokens.
-func tinyNeed(t *testing.T, chunk, context int, kv backend.DType) cuda.Need {
+func tinyNeed(t *testing.T, chunk, context int, kv backend.DType, shadowed bool) cuda.Need {
 	dir, _, err := resolveModel("", func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func tinyNeed(t *testing.T, chunk, context int, kv backend.DType) cuda.Need {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return deviceNeed(ck, &d, chunk, context, kv)
+	return deviceNeed(ck, &d, chunk, context, kv, shadowed)
 }
 
 // TestDeviceFitShadow: under kvshadow=on every layer's bf16 shadow of the
@@ -144,9 +144,11 @@ func tinyNeed(t *testing.T, chunk, context int, kv backend.DType) cuda.Need {
 // without it is refused, with it the model loads.
 func TestDeviceFitShadow(t *testing.T) {
 	const ctx = 4096
-	need := tinyNeed(t, 512, ctx, backend.F32)
-	shadowed := need
-	shadowed.KVCopy = need.KVPerToken / 2
+	need := tinyNeed(t, 512, ctx, backend.F32, false)
+	shadowed := tinyNeed(t, 512, ctx, backend.F32, true)
+	if shadowed.KVCopy != need.KVPerToken/2 {
+		t.Fatalf("the shadow %d bytes a token, want half the f32 cache's %d", shadowed.KVCopy, need.KVPerToken)
+	}
 	gpu := &fakeGPU{Backend: cpu.New(), total: 1 << 40, shadowed: true}
 	stubGPUs(t, 1, gpu)
 	st := &Streams{Err: io.Discard, Getenv: os.Getenv}
@@ -170,7 +172,7 @@ func TestDeviceFitShadow(t *testing.T) {
 // positions gets a warning and loads.
 func TestDeviceFit(t *testing.T) {
 	const ctx = 4096
-	need := tinyNeed(t, 512, ctx, backend.F32)
+	need := tinyNeed(t, 512, ctx, backend.F32, false)
 	gpu := &fakeGPU{Backend: cpu.New(), total: 1 << 40}
 	stubGPUs(t, 2, gpu)
 	var errs strings.Builder
@@ -204,13 +206,13 @@ func TestDeviceFit(t *testing.T) {
 	}
 
 	// bf16 halves the KV cache
-	if half := tinyNeed(t, 512, ctx, backend.BF16); half.KVCache*2 != need.KVCache || half.KVCache == 0 {
+	if half := tinyNeed(t, 512, ctx, backend.BF16, false); half.KVCache*2 != need.KVCache || half.KVCache == 0 {
 		t.Errorf("bf16 KV cache %d, f32 %d", half.KVCache, need.KVCache)
 	}
 
 	// no --max-context: the model's positions do not fit, a shorter context does
 	o.MaxContext = 0
-	full := tinyNeed(t, 512, e.Checkpoint.Config.MaxPositionEmbeddings, backend.F32)
+	full := tinyNeed(t, 512, e.Checkpoint.Config.MaxPositionEmbeddings, backend.F32, false)
 	gpu.free = full.Total() - full.KVCache/2
 	errs.Reset()
 	e, _, err = openEngine(st, o)
@@ -235,9 +237,9 @@ func TestDeviceFit(t *testing.T) {
 		chunk int
 		note  bool
 	}{
-		{tinyNeed(t, cuda.PrefillChunkTokens, ctx, backend.F32).Total(), min(cuda.PrefillChunkTokens, ctx), false}, // no pass longer than the context
-		{tinyNeed(t, 1024, ctx, backend.F32).Total(), 1024, true},
-		{tinyNeed(t, 512, ctx, backend.F32).Total(), 512, true},
+		{tinyNeed(t, cuda.PrefillChunkTokens, ctx, backend.F32, false).Total(), min(cuda.PrefillChunkTokens, ctx), false}, // no pass longer than the context
+		{tinyNeed(t, 1024, ctx, backend.F32, false).Total(), 1024, true},
+		{tinyNeed(t, 512, ctx, backend.F32, false).Total(), 512, true},
 	} {
 		gpu.free = tc.free
 		errs.Reset()
@@ -251,7 +253,7 @@ func TestDeviceFit(t *testing.T) {
 		e.Close()
 	}
 	o.Chunk = 4096
-	gpu.free = tinyNeed(t, 1024, ctx, backend.F32).Total()
+	gpu.free = tinyNeed(t, 1024, ctx, backend.F32, false).Total()
 	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "--chunk") {
 		t.Errorf("--chunk 4096 asked, room for 1024: %v, want a FitError naming --chunk", err)
 	}
@@ -274,7 +276,7 @@ func TestDeviceWorkspaceScoringRows(t *testing.T) {
 	if got, want := deviceWorkspace(&d, 512), bench.WorkspaceBytes(&d, 512)+bench.AllLogitsBytes(&d, 512); got != want {
 		t.Errorf("chunk 512: workspace %d, want %d", got, want)
 	}
-	if a, b := tinyNeed(t, long, 1000, backend.F32), tinyNeed(t, 1000, 1000, backend.F32); a.Workspace != b.Workspace {
+	if a, b := tinyNeed(t, long, 1000, backend.F32, false), tinyNeed(t, 1000, 1000, backend.F32, false); a.Workspace != b.Workspace {
 		t.Errorf("a %d-token chunk at a context of 1000: workspace %d, want that of 1000 tokens, %d", long, a.Workspace, b.Workspace)
 	}
 }

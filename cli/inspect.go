@@ -82,7 +82,8 @@ type deviceEstimate struct {
 	KVCacheBytes    int64      `json:"kv_cache_bytes"`
 	KVType          string     `json:"kv_type"`
 	KVBytesPerToken int64      `json:"kv_bytes_per_token"`
-	KVCopyBytes     int64      `json:"kv_copy_bytes"` // prefill's bf16 copy of one layer's f32 K and V
+	KVCopyBytes     int64      `json:"kv_copy_bytes"` // the f32 cache's bf16 shadow (kv_shadow), else prefill's bf16 copy of one layer's K and V
+	KVShadow        bool       `json:"kv_shadow"`     // kvshadow=on, the default: every layer's f32 K and V with a bf16 copy beside it
 	RecurrentBytes  int64      `json:"recurrent_state_bytes"`
 	WorkspaceBytes  int64      `json:"workspace_bytes"`
 	MarginBytes     int64      `json:"margin_bytes"`
@@ -143,10 +144,11 @@ func runInspect(st *Streams, o inspectOptions) error {
 		total += b
 	}
 	mem := estimateMemory(&d, total, o.Context)
-	chunk := min(o.Chunk, o.Context) // a pass holds at most the context (engine.Open)
-	need := deviceNeed(ck, &d, chunk, o.Context, kv)
+	chunk := min(o.Chunk, o.Context)                                // a pass holds at most the context (engine.Open)
+	shadowed := kv == backend.F32 && cuda.DefaultOptions().KVShadow // the backend's default
+	need := deviceNeed(ck, &d, chunk, o.Context, kv, shadowed)
 	dev := deviceEstimate{WeightsBytes: need.Weights, KVCacheBytes: need.KVCache, KVType: kv.String(), KVBytesPerToken: need.KVPerToken,
-		KVCopyBytes: need.KVCopyBytes(), RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
+		KVCopyBytes: need.KVCopyBytes(), KVShadow: shadowed, RecurrentBytes: need.State, WorkspaceBytes: need.Workspace, MarginBytes: need.Margin(), TotalBytes: need.Total(),
 		Context: o.Context, Chunk: chunk}
 	gpuErr := error(nil)
 	if g, free, totalMem, err := gpuMemInfo(o.Device); err == nil {
@@ -204,7 +206,10 @@ func runInspect(st *Streams, o inspectOptions) error {
 	fmt.Fprintf(w, "memory at %d tokens (cpu, float32 state): weights %s (memory-mapped) + KV cache %s + recurrent state %s = %s\n",
 		o.Context, humanBytes(mem.WeightsBytes), humanBytes(mem.KVCacheBytes), humanBytes(mem.RecurrentBytes), humanBytes(mem.TotalBytes))
 	kvCopy := ""
-	if need.KVCopy > 0 {
+	switch {
+	case shadowed:
+		kvCopy = fmt.Sprintf(" + its bf16 shadow %s", gib(need.KVCopyBytes()))
+	case need.KVCopy > 0:
 		kvCopy = fmt.Sprintf(" + its bf16 copy for prefill %s", gib(need.KVCopyBytes()))
 	}
 	fmt.Fprintf(w, "device memory at %d tokens (cuda, kv=%s, chunk %d): weights %s + KV cache %s%s + recurrent state %s + workspace %s + margin %s = %s\n",

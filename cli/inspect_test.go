@@ -85,8 +85,9 @@ func TestInspectDeviceMemory(t *testing.T) {
 	for _, k := range []string{"weights_bytes", "kv_cache_bytes", "kv_copy_bytes", "recurrent_state_bytes", "workspace_bytes", "margin_bytes"} {
 		sum += f32[k].(float64)
 	}
-	if f32["kv_copy_bytes"].(float64) != f32["kv_cache_bytes"].(float64)/4 || bf16["kv_copy_bytes"].(float64) != 0 {
-		t.Errorf("kv_copy_bytes f32 %v, bf16 %v: want a quarter of the tiny model's one-layer f32 KV cache, and none for bf16", f32["kv_copy_bytes"], bf16["kv_copy_bytes"])
+	if f32["kv_copy_bytes"].(float64) != f32["kv_cache_bytes"].(float64)/2 || f32["kv_shadow"] != true || bf16["kv_copy_bytes"].(float64) != 0 || bf16["kv_shadow"] != false {
+		t.Errorf("kv_copy_bytes f32 %v (shadow %v), bf16 %v (shadow %v): want the f32 cache's bf16 shadow, half its size (kvshadow=on, cuda's default), and none for bf16",
+			f32["kv_copy_bytes"], f32["kv_shadow"], bf16["kv_copy_bytes"], bf16["kv_shadow"])
 	}
 	if sum != f32["total_bytes"].(float64) {
 		t.Errorf("parts sum to %v, total %v", sum, f32["total_bytes"])

@@ -289,6 +289,7 @@ func TestFlashAttnInBackend(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
 				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe, o.KVCopy = flash, mode != "flash", mode == "wg" || mode == "wgp", mode == "wgp", mode != "wide,kvcopy=off"
+				o.KVShadow = false // kvcopy's copy here; the shadow's reads are TestKVShadow's
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
 				q, qg := randomVector(rng, rows*QH*D), randomVector(rng, rows*QH*2*D)

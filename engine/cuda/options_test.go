@@ -76,8 +76,8 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.TensorCores || !d.WGMMA || !d.WGRegA {
 		t.Errorf("defaults: TensorCores %v, WGMMA %v, WGRegA %v; want gemm=wgr", d.TensorCores, d.WGMMA, d.WGRegA)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "kvshadow", Value: "on"}}); err != nil || !o.KVShadow || DefaultOptions().KVShadow {
-		t.Errorf("kvshadow=on: KVShadow %v (%v); the default %v, want off", o.KVShadow, err, DefaultOptions().KVShadow)
+	if o, err := ParseOptions([]backend.Option{{Key: "kvshadow", Value: "off"}}); err != nil || o.KVShadow || !DefaultOptions().KVShadow {
+		t.Errorf("kvshadow=off: KVShadow %v (%v); the default %v, want on", o.KVShadow, err, DefaultOptions().KVShadow)
 	}
 	for _, kv := range [][2]string{{"pdl", "all"}, {"moe", "fast"}, {"linears", "one"}, {"splitk", "some"}, {"gemm", "fast"}, {"kvshadow", "yes"}} {
 		_, err := ParseOptions([]backend.Option{{Key: kv[0], Value: kv[1]}})
