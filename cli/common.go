@@ -428,7 +428,7 @@ func deviceNeed(ck *checkpoint.Checkpoint, d *model.Dims, chunk, context int, kv
 		KV:         kv,
 	}
 	if shadowed && kv == backend.F32 {
-		n.KVCopy = bench.KVBytesPerToken(d, 2)
+		n.Shadow, n.KVCopy, n.CopyOnly = true, bench.KVBytesPerToken(d, 2), n.KVCopy
 	}
 	n.KVCache = n.KVPerToken * int64(context)
 	return n

@@ -155,8 +155,8 @@ func TestDeviceFitShadow(t *testing.T) {
 	o := modelOptions{Backend: "cuda", Device: gpuFlag{0, true}, Chunk: 512, MaxContext: ctx}
 	gpu.free = need.Total()
 	var fe *cuda.FitError
-	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "its bf16 copy") {
-		t.Fatalf("room for the cache but not its shadows: %v, want a FitError naming the bf16 copy", err)
+	if _, _, err := openEngine(st, o); !errors.As(err, &fe) || !strings.Contains(err.Error(), "its bf16 shadow") || !strings.Contains(err.Error(), "kvshadow=off") {
+		t.Fatalf("room for the cache but not its shadows: %v, want a FitError naming the bf16 shadow and kvshadow=off", err)
 	}
 	gpu.free = shadowed.Total()
 	e, _, err := openEngine(st, o)

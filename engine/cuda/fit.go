@@ -18,6 +18,8 @@ type Need struct {
 	Workspace  int64         // one prefill chunk's activations and temporaries, logits
 	KVPerToken int64         // K and V of one token in every full-attention layer, in KV's type
 	KVCopy     int64         // a token's share of the bf16 copies of an F32 cache: one layer's, which prefill's flash attention reads (kvcopy), or every layer's shadow (kvshadow=on)
+	Shadow     bool          // KVCopy is every layer's shadow (kvshadow=on)
+	CopyOnly   int64         // KVCopy under kvshadow=off, where Shadow: one layer's copy a token
 	Context    int           // tokens the KV cache is sized for
 	Chunk      int           // tokens of the prefill chunk the workspace is sized for (0: not said)
 	KV         backend.DType // the KV cache's element type
@@ -82,7 +84,10 @@ func (e *FitError) Error() string {
 	n := e.Need
 	var b strings.Builder
 	kvCopy := ""
-	if n.KVCopy > 0 {
+	switch {
+	case n.Shadow && n.KVCopy > 0:
+		kvCopy = fmt.Sprintf(", its bf16 shadow %s", gib(n.KVCopyBytes()))
+	case n.KVCopy > 0:
 		kvCopy = fmt.Sprintf(", its bf16 copy %s", gib(n.KVCopyBytes()))
 	}
 	fmt.Fprintf(&b, "the model does not fit on %s: it needs %s (weights %s, KV cache %s for %d tokens in %s%s, recurrent state %s, workspace %s, margin %s) and %s of %s is free",
@@ -95,6 +100,11 @@ func (e *FitError) Error() string {
 			half := n
 			half.KV, half.KVPerToken, half.KVCache, half.KVCopy = backend.BF16, n.KVPerToken/2, n.KVCache/2, 0
 			fixes = append(fixes, fmt.Sprintf("--backend cuda:kv=bf16 (half the KV cache: %d tokens fit)", half.FittingContext(e.Free)))
+			if n.Shadow {
+				plain := n
+				plain.Shadow, plain.KVCopy = false, n.CopyOnly
+				fixes = append(fixes, fmt.Sprintf("--backend cuda:kvshadow=off (no bf16 shadow of the f32 cache, slower decode at long context: %d tokens fit)", plain.FittingContext(e.Free)))
+			}
 		}
 	}
 	if n.Chunk > 512 {

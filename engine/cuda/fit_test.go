@@ -40,6 +40,19 @@ func TestFit(t *testing.T) {
 	if strings.Contains(msg, "--chunk") {
 		t.Errorf("a chunk the need does not name is suggested smaller: %s", msg)
 	}
+	// the f32 cache's bf16 shadow is named, and turning it off is a fix
+	shadowed := n
+	shadowed.Shadow, shadowed.KVCopy, shadowed.CopyOnly = true, n.KVPerToken/2, 2<<10
+	shadowed.KVCache = n.KVPerToken * int64(n.Context)
+	if msg := Fit(shadowed, 24*gb, 24*gb, "GPU 1").Error(); !strings.Contains(msg, "its bf16 shadow 5.00 GiB") || !strings.Contains(msg, "kvshadow=off (") {
+		t.Errorf("the shadow and kvshadow=off are not named: %s", msg)
+	}
+	if plain := (Need{KVPerToken: shadowed.KVPerToken, KVCopy: shadowed.CopyOnly, Weights: n.Weights, State: n.State, Workspace: n.Workspace}); plain.FittingContext(24*gb) <= shadowed.FittingContext(24*gb) {
+		t.Errorf("without the shadow %d tokens fit, with it %d: want more without", plain.FittingContext(24*gb), shadowed.FittingContext(24*gb))
+	}
+	if strings.Contains(msg, "kvshadow") {
+		t.Errorf("kvshadow=off offered where there is no shadow: %s", msg)
+	}
 	chunked := n
 	chunked.Chunk = 4096
 	if msg := Fit(chunked, 24*gb, 24*gb, "GPU 1").Error(); !strings.Contains(msg, "a smaller --chunk (the workspace of 4096-token chunks is 1.00 GiB)") {
