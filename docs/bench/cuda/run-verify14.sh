@@ -1,5 +1,5 @@
 #!/bin/bash
-# run-verify14.sh: kvshadow=on as the default (88f8555): every engine/cuda
+# run-verify14.sh: kvshadow=on as the default (88f8555 on): every engine/cuda
 # test but the TestMeasure* timings (conformance under every setting, the
 # fused and flash attention cases with the shadow, the snapshot round trip,
 # TestKVShadow), then petal run on the checkout's tiny model and petal
