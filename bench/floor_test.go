@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"petal/engine/backend"
+	"petal/engine/cpu"
 	"petal/engine/model"
 )
 
@@ -57,5 +59,27 @@ func TestModelWeightBytes(t *testing.T) {
 	}
 	if got, want := ModelDecodeBytes(m, 100), DecodeBytes(&m.Dims, 100, 4); got != want {
 		t.Errorf("decode bytes at 100: %d, want %d", got, want)
+	}
+}
+
+// shadowedCPU is the CPU backend reporting a bf16 shadow of its f32 KV
+// caches, as the CUDA backend does under kvshadow=on.
+type shadowedCPU struct{ backend.Backend }
+
+func (shadowedCPU) KVShadowed() bool { return true }
+
+// TestModelDecodeBytesShadow: where the backend keeps a bf16 shadow of an
+// f32 KV cache, decode reads the shadow, and the floor counts its bytes.
+func TestModelDecodeBytesShadow(t *testing.T) {
+	d, err := model.NamedDims("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Synthetic(d, shadowedCPU{cpu.New()}, 16, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ModelDecodeBytes(m, 100), DecodeBytes(&m.Dims, 100, 2); got != want || want >= DecodeBytes(&m.Dims, 100, 4) {
+		t.Errorf("decode bytes at 100 with the shadow: %d, want the bf16 cache's %d", got, want)
 	}
 }
