@@ -273,7 +273,7 @@ func fusedCases() []fusedCase {
 		}})
 	for _, kv := range []backend.DType{backend.F32, backend.BF16} {
 		cases = append(cases,
-			fusedCase{name: "QKPrep " + kv.String(), kernels: []string{"qk_prep"}, build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
+			fusedCase{name: "QKPrep " + kv.String(), kernels: qkPrepKernels(kv), build: func(b *Backend, rng *rand.Rand) (backend.Op, func(*testing.T)) {
 				const QH, KVH, D, rot, pos = 16, 2, 256, 64, 1000
 				kvW := KVH * D
 				qg, k, v := randoms(rng, QH*2*D, 2), randoms(rng, kvW, 2), randoms(rng, kvW, 1)
@@ -324,6 +324,16 @@ func fusedCases() []fusedCase {
 			}})
 	}
 	return cases
+}
+
+// qkPrepKernels is what a decoded token's QKPrep runs under the defaults:
+// over an f32 cache with its bf16 shadow (kvshadow=on) the kernel that
+// writes both.
+func qkPrepKernels(kv backend.DType) []string {
+	if kv == backend.F32 && DefaultOptions().KVShadow {
+		return []string{"qk_prep_f32_shadow"}
+	}
+	return []string{"qk_prep"}
 }
 
 func upload(b *Backend, rng *rand.Rand, experts, rows, cols, bits int) (backend.Matrix, []float64) {
