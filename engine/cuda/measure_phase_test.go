@@ -1,0 +1,187 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"petal/engine/cuda/driver"
+	"petal/engine/cuda/kernels"
+)
+
+// TestMeasurePhases times the boundary between dependent phases of a
+// decode step (phase.cu): 64 phases shaped like a decode mat-vec (every
+// block stages the whole 2048-float vector the phase before wrote; a warp a
+// row of a 2048 x 2048 int8 matrix, 4 MB a phase), run as one kernel a
+// phase replayed in a graph, plain and with programmatic dependent launch,
+// and as one persistent launch whose blocks meet at a grid-wide barrier
+// between phases (moe.cu's barrier, and one with acquire/release atomics
+// and no separate fences). All four must give the same bits, within a
+// float64 reference's bound: a barrier that let a block read a vector
+// before every block had written it would show. Then µs a phase, against
+// the 4 MB a phase reads.
+func TestMeasurePhases(t *testing.T) {
+	c := benchOnly(t)
+	s, err := c.NewStream("phases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ptx, err := kernels.PTX("phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := c.LoadModule(ptx, "phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	fn := func(name string) *driver.Function {
+		f, err := mod.Function(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	step, runFence, runAcqRel := fn("phase_step"), fn("phase_run_fence"), fn("phase_run_acqrel")
+
+	const n, phases = 2048, 64
+	rng := rand.New(rand.NewPCG(5, 8))
+	w := make([]int8, n*n)
+	for i := range w {
+		w[i] = int8(rng.IntN(16) - 8)
+	}
+	x0 := make([]float32, n)
+	for i := range x0 {
+		x0[i] = rng.Float32()*2 - 1
+	}
+	// the spread of w is about 4.6: the vector keeps its size
+	scale := float32(1 / (4.6 * math.Sqrt(n)))
+	alloc := func(bytes int64, label string) driver.Ptr {
+		p, err := c.Alloc(bytes, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Free(p) })
+		return p
+	}
+	wd, a, b, bar := alloc(n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(8, "barrier")
+	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fill32(bar, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	blocks := 2 * c.Device().SMs // the decode mat-vecs' grid; 256 threads and 8 KB a block fit two a multiprocessor
+	grid, block, shared := driver.D1(blocks), driver.D1(256), 4*n
+
+	kernelPhases := func() error {
+		for p := range phases {
+			x, y := a, b
+			if p%2 == 1 {
+				x, y = b, a
+			}
+			var args driver.Args
+			args.Ptr(wd).Ptr(x).Ptr(y).I32(n).F32(scale)
+			if err := s.Launch(step, grid, block, shared, &args); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	persistent := func(f *driver.Function) func() error {
+		return func() error {
+			var args driver.Args
+			args.Ptr(wd).Ptr(a).Ptr(b).I32(n).F32(scale).I32(phases).Ptr(bar)
+			return s.Launch(f, grid, block, shared, &args)
+		}
+	}
+	graph := func(programmatic bool) func() error {
+		s.SetProgrammatic(programmatic)
+		defer s.SetProgrammatic(false)
+		if err := s.BeginCapture(); err != nil {
+			t.Fatal(err)
+		}
+		if err := kernelPhases(); err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.EndCapture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		x, err := g.Instantiate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		return func() error { return x.Launch(s) }
+	}
+	variants := []struct {
+		name string
+		run  func() error
+	}{
+		{"a kernel a phase, graph", graph(false)},
+		{"a kernel a phase, graph, pdl", graph(true)},
+		{"one launch, fenced barrier", persistent(runFence)},
+		{"one launch, acq/rel barrier", persistent(runAcqRel)},
+	}
+
+	// the float64 reference of the 64 phases from x0
+	ref := make([]float64, n)
+	for i, v := range x0 {
+		ref[i] = float64(v)
+	}
+	for range phases {
+		next := make([]float64, n)
+		for r := range n {
+			var acc float64
+			for k, q := range w[r*n : (r+1)*n] {
+				acc += float64(q) * ref[k]
+			}
+			next[r] = acc * float64(scale)
+		}
+		ref = next
+	}
+	var first []float32
+	for _, v := range variants {
+		if err := s.CopyToDevice(a, bytesOf(x0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Fill32(b, nanBits, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.run(); err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		got := make([]float32, n)
+		if err := s.CopyToHost(bytesOf(got), a); err != nil { // an even number of phases ends in a
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		var ss, worst float64
+		for i, r := range ref {
+			ss += r * r
+			worst = max(worst, math.Abs(float64(got[i])-r))
+		}
+		if rms := math.Sqrt(ss / n); !(worst <= 1e-3*rms) {
+			t.Fatalf("%s: after %d phases the worst element is %.3g off the float64 reference, %.3g of its RMS %.3g", v.name, phases, worst, worst/rms, rms)
+		}
+		if first == nil {
+			first = got
+		} else {
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+					t.Fatalf("%s: element %d is %v, %v under %s", v.name, i, got[i], first[i], variants[0].name)
+				}
+			}
+		}
+	}
+	t.Logf("%d phases, %d blocks of 256 threads, %.1f MB read a phase (%s)", phases, blocks, float64(n*n)/1e6, c.Device().Name)
+	for _, v := range variants {
+		d := timeLaunches(t, c, s, 20, v.run)
+		t.Logf("%-30s %7.2f µs a phase", v.name, float64(d.Nanoseconds())/1e3/phases)
+	}
+}
