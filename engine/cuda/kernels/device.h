@@ -72,6 +72,27 @@ static __device__ __forceinline__ u32 ticket_inc(u32* p, u32 limit) {
 // every thread of the GPU (with a barrier, the block's accesses too).
 static __device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
+// grid_sync returns once every block of the grid has called it, with their
+// writes before it visible. bar[0] counts arrivals (atom.inc wraps it back
+// to 0 at the last), bar[1] is the generation the last arrival advances;
+// both are left ready for the next barrier and the next launch.
+static __device__ __forceinline__ void grid_sync(u32* bar, u32 nblocks) {
+  __syncthreads();
+  if (PETAL_TID_X() == 0) {
+    volatile u32* gen = bar + 1;
+    const u32 g = *gen;
+    fence_gpu();  // the block's writes (and the read of g) before the arrival
+    if (ticket_inc(bar, nblocks - 1) == nblocks - 1) {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
+    } else {
+      while (*gen == g) {
+      }
+    }
+    fence_gpu();
+  }
+  __syncthreads();
+}
+
 // petal_globaltimer is the GPU's nanosecond clock, the same on every
 // multiprocessor.
 static __device__ __forceinline__ u64 petal_globaltimer() {

@@ -307,26 +307,6 @@ struct MoELayerArgs {
   int experts, hidden, inter, normalize, upTeam, downTeam, routerBlocks;
 };
 
-// grid_sync returns once every block of the grid has called it, with their
-// writes before it visible. bar[0] counts arrivals (atom.inc wraps it back
-// to 0 at the last), bar[1] is the generation the last arrival advances;
-// both are left ready for the next barrier and the next launch.
-static __device__ __forceinline__ void grid_sync(u32* bar, u32 nblocks) {
-  __syncthreads();
-  if (PETAL_TID_X() == 0) {
-    volatile u32* gen = bar + 1;
-    const u32 g = *gen;
-    fence_gpu();  // the block's writes (and the read of g) before the arrival
-    if (ticket_inc(bar, nblocks - 1) == nblocks - 1) {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
-    } else {
-      while (*gen == g) {
-      }
-    }
-    fence_gpu();
-  }
-  __syncthreads();
-}
 
 // ld_cg reads a word written by another block of this launch (through L2).
 static __device__ __forceinline__ int ld_cg_i(const int* p) {

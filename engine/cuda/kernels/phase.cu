@@ -5,9 +5,9 @@
 // weights) and writes one element of the next vector. The same phases run
 // as one launch each (phase_step, in a graph, with or without programmatic
 // dependent launch) or inside one persistent launch whose blocks meet at a
-// grid-wide barrier between phases: phase_run_fence with moe.cu's barrier
-// (fences around a relaxed arrival), phase_run_acqrel with the arrival and
-// the wait as release and acquire operations. Whether a persistent decode
+// grid-wide barrier between phases: phase_run_fence with moe_layer's
+// (device.h's grid_sync: fences around a relaxed arrival), phase_run_acqrel
+// with the arrival and the wait as release and acquire operations. Whether a persistent decode
 // kernel can beat kernel boundaries starts with these numbers.
 #include "device.h"
 
@@ -55,26 +55,6 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
   phase_once(w, x, y, n, scale, xs);
 }
 
-// phase_sync_fence is moe.cu's grid_sync: a relaxed arrival (ticket_inc)
-// between full fences, the last arrival advancing the generation bar[1]
-// the others spin on.
-static __device__ __forceinline__ void phase_sync_fence(u32* bar, u32 nblocks) {
-  __syncthreads();
-  if (PETAL_TID_X() == 0) {
-    volatile u32* gen = bar + 1;
-    const u32 g = *gen;
-    fence_gpu();
-    if (ticket_inc(bar, nblocks - 1) == nblocks - 1) {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 1) : "memory");
-    } else {
-      while (*gen == g) {
-      }
-    }
-    fence_gpu();
-  }
-  __syncthreads();
-}
-
 // phase_sync_acqrel: the arrival an acq_rel atomic (it publishes what the
 // block wrote before the barrier, bar.sync making it cumulative), the wait
 // acquire loads of the generation; no separate fences.
@@ -110,5 +90,5 @@ static __device__ __forceinline__ void phase_sync_acqrel(u32* bar, u32 nblocks) 
       phase_once(w, p & 1 ? b : a, p & 1 ? a : b, n, scale, xs);                                             \
     }                                                                                                        \
   }
-PHASE_RUN(phase_run_fence, phase_sync_fence)
+PHASE_RUN(phase_run_fence, grid_sync)
 PHASE_RUN(phase_run_acqrel, phase_sync_acqrel)
