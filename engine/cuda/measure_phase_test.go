@@ -12,14 +12,16 @@ import (
 // TestMeasurePhases times the boundary between dependent phases of a
 // decode step (phase.cu): 64 phases shaped like a decode mat-vec (every
 // block stages the whole 2048-float vector the phase before wrote; a warp a
-// row of a 2048 x 2048 int8 matrix, 4 MB a phase), run as one kernel a
-// phase replayed in a graph, plain and with programmatic dependent launch,
-// and as one persistent launch whose blocks meet at a grid-wide barrier
-// between phases (moe.cu's barrier, and one with acquire/release atomics
-// and no separate fences). All four must give the same bits, within a
-// float64 reference's bound: a barrier that let a block read a vector
-// before every block had written it would show. Then µs a phase, against
-// the 4 MB a phase reads.
+// row of the phase's own 2048 x 2048 int8 matrix, 4 MB a phase, 256 MB in
+// all, so that each phase reads device memory as a step's layers do), run
+// as one kernel a phase replayed in a graph (plain; with programmatic
+// dependent launch; with pdl and each kernel's rows asked of L2 before its
+// wait) and as one persistent launch whose blocks meet at a grid-wide
+// barrier between phases (moe_layer's fenced barrier; one with
+// acquire/release atomics and no separate fences; that one with the next
+// phase's rows asked of L2 before each barrier). All must give the same
+// bits, within a float64 reference's bound: a barrier that let a block read
+// a vector before every block had written it would show. Then µs a phase.
 func TestMeasurePhases(t *testing.T) {
 	c := benchOnly(t)
 	s, err := c.NewStream("phases")
@@ -43,20 +45,26 @@ func TestMeasurePhases(t *testing.T) {
 		}
 		return f
 	}
-	step, runFence, runAcqRel := fn("phase_step"), fn("phase_run_fence"), fn("phase_run_acqrel")
+	step, stepPre := fn("phase_step"), fn("phase_step_pre")
+	runFence, runAcqRel, runAcqRelPre := fn("phase_run_fence"), fn("phase_run_acqrel"), fn("phase_run_acqrel_pre")
 
 	const n, phases = 2048, 64
 	rng := rand.New(rand.NewPCG(5, 8))
-	w := make([]int8, n*n)
-	for i := range w {
-		w[i] = int8(rng.IntN(16) - 8)
+	w := make([]int8, phases*n*n)
+	for i := 0; i < len(w); i += 16 { // 16 values from -7 to 7 a draw, mean 0
+		u := rng.Uint64()
+		for j := range 16 {
+			if q := int8(u >> (4 * j) & 15); q > 0 {
+				w[i+j] = q - 8
+			}
+		}
 	}
 	x0 := make([]float32, n)
 	for i := range x0 {
 		x0[i] = rng.Float32()*2 - 1
 	}
-	// the spread of w is about 4.6: the vector keeps its size
-	scale := float32(1 / (4.6 * math.Sqrt(n)))
+	// w's spread is sqrt(17.5) = 4.18: a phase keeps the vector's size
+	scale := float32(1 / (math.Sqrt(17.5) * math.Sqrt(n)))
 	alloc := func(bytes int64, label string) driver.Ptr {
 		p, err := c.Alloc(bytes, label)
 		if err != nil {
@@ -65,7 +73,7 @@ func TestMeasurePhases(t *testing.T) {
 		t.Cleanup(func() { c.Free(p) })
 		return p
 	}
-	wd, a, b, bar := alloc(n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(8, "barrier")
+	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(8, "barrier")
 	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +83,15 @@ func TestMeasurePhases(t *testing.T) {
 	blocks := 2 * c.Device().SMs // the decode mat-vecs' grid; 256 threads and 8 KB a block fit two a multiprocessor
 	grid, block, shared := driver.D1(blocks), driver.D1(256), 4*n
 
-	kernelPhases := func() error {
+	kernelPhases := func(f *driver.Function) error {
 		for p := range phases {
 			x, y := a, b
 			if p%2 == 1 {
 				x, y = b, a
 			}
 			var args driver.Args
-			args.Ptr(wd).Ptr(x).Ptr(y).I32(n).F32(scale)
-			if err := s.Launch(step, grid, block, shared, &args); err != nil {
+			args.Ptr(wd.Add(int64(p) * n * n)).Ptr(x).Ptr(y).I32(n).F32(scale)
+			if err := s.Launch(f, grid, block, shared, &args); err != nil {
 				return err
 			}
 		}
@@ -96,13 +104,13 @@ func TestMeasurePhases(t *testing.T) {
 			return s.Launch(f, grid, block, shared, &args)
 		}
 	}
-	graph := func(programmatic bool) func() error {
+	graph := func(f *driver.Function, programmatic bool) func() error {
 		s.SetProgrammatic(programmatic)
 		defer s.SetProgrammatic(false)
 		if err := s.BeginCapture(); err != nil {
 			t.Fatal(err)
 		}
-		if err := kernelPhases(); err != nil {
+		if err := kernelPhases(f); err != nil {
 			t.Fatal(err)
 		}
 		g, err := s.EndCapture()
@@ -121,10 +129,12 @@ func TestMeasurePhases(t *testing.T) {
 		name string
 		run  func() error
 	}{
-		{"a kernel a phase, graph", graph(false)},
-		{"a kernel a phase, graph, pdl", graph(true)},
+		{"a kernel a phase, graph", graph(step, false)},
+		{"a kernel a phase, graph, pdl", graph(step, true)},
+		{"the same, rows to L2 before the wait", graph(stepPre, true)},
 		{"one launch, fenced barrier", persistent(runFence)},
 		{"one launch, acq/rel barrier", persistent(runAcqRel)},
+		{"the same, next rows to L2 first", persistent(runAcqRelPre)},
 	}
 
 	// the float64 reference of the 64 phases from x0
@@ -132,11 +142,11 @@ func TestMeasurePhases(t *testing.T) {
 	for i, v := range x0 {
 		ref[i] = float64(v)
 	}
-	for range phases {
+	for p := range phases {
 		next := make([]float64, n)
 		for r := range n {
 			var acc float64
-			for k, q := range w[r*n : (r+1)*n] {
+			for k, q := range w[(p*n+r)*n : (p*n+r+1)*n] {
 				acc += float64(q) * ref[k]
 			}
 			next[r] = acc * float64(scale)
@@ -179,9 +189,10 @@ func TestMeasurePhases(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d phases, %d blocks of 256 threads, %.1f MB read a phase (%s)", phases, blocks, float64(n*n)/1e6, c.Device().Name)
+	t.Logf("%d phases, %d blocks of 256 threads, %.1f MB read a phase, a matrix of its own (%s)", phases, blocks, float64(n*n)/1e6, c.Device().Name)
 	for _, v := range variants {
 		d := timeLaunches(t, c, s, 20, v.run)
-		t.Logf("%-30s %7.2f µs a phase", v.name, float64(d.Nanoseconds())/1e3/phases)
+		us := float64(d.Nanoseconds()) / 1e3 / phases
+		t.Logf("%-38s %7.2f µs a phase, %6.0f GB/s", v.name, us, float64(n*n)/us/1e3)
 	}
 }
