@@ -76,7 +76,7 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
-	if o.KVShadow {
+	if o.KVShadow && o.KV != backend.BF16 {
 		fams = append(fams, "attn_shadow")
 	}
 	return fams
@@ -186,7 +186,7 @@ func (b *Backend) init() error {
 	if b.gdn, err = NewGDN(mods["gdn"]); err != nil {
 		return err
 	}
-	if b.o.KVShadow {
+	if b.KVShadowed() {
 		if err := b.loadFamilyKernels("attn_shadow"); err != nil {
 			return err
 		}

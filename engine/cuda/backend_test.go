@@ -311,11 +311,7 @@ func fusedCases() []fusedCase {
 					if kv == backend.F32 && b.o.Fused && b.KVShadowed() {
 						// the decode kernels read the caches' bf16 shadows: the
 						// reference over the caches rounded, to the bf16 bar
-						rk, rv := make([]float32, len(kc)), make([]float32, len(vc))
-						for i := range kc {
-							rk[i], rv[i] = backend.Round(backend.BF16, kc[i]), backend.Round(backend.BF16, vc[i])
-						}
-						withinBar(t, "Attention", read(t, b, o.Out), backendtest.Attention(q, qg, rk, rv, pos, 1, QH, KVH, D),
+						withinBar(t, "Attention", read(t, b, o.Out), backendtest.Attention(q, qg, roundBF16(kc), roundBF16(vc), pos, 1, QH, KVH, D),
 							backendtest.Tolerances["Attention"][backend.BF16])
 						return
 					}

@@ -393,7 +393,6 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	threads, f64, splits, pOff, shared := 256, false, 0, int64(0), 0
 	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
-	var logits []step // the steps that write the logits, or their split partials
 	switch {
 	case exact && b.o.Router == RouterI8:
 		// exact integer products of x's 8-bit parts, float64 sums
@@ -420,8 +419,8 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	if splits == 1 {
 		splits = 0 // route_select reads the float32 logits as they are
 	}
-	if logits == nil {
-		logits = []step{{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
+	return []step{
+		{kernels: 1, name: gemm, launch: func(s *driver.Stream) error {
 			var a driver.Args
 			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(lOff))
 			if f64 {
@@ -429,13 +428,13 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 			}
 			a.I32(int32(rows)).I32(int32(E))
 			return s.Launch(b.fn[gemm], grid, driver.D1(threads), shared, &a)
-		}}}
-	}
-	return append(logits, step{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
-		var a driver.Args
-		a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(int32(splits))
-		return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
-	}}), nil
+		}},
+		{kernels: 1, name: "route_select", launch: func(s *driver.Stream) error {
+			var a driver.Args
+			a.Ptr(p.scratch.Add(lOff)).Ptr(p.scratch.Add(pOff)).Ptr(idx).Ptr(wts).I32(int32(E)).I32(int32(topK)).I32(norm).I32(int32(splits))
+			return s.Launch(b.fn["route_select"], driver.D1(rows), driver.D1(32), E, &a)
+		}},
+	}, nil
 }
 
 // routerBlocks is the number of qgemm_f64 blocks a split of the columns

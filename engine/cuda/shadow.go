@@ -35,11 +35,11 @@ type kvShadow struct {
 func (b *Backend) shadowGrid() driver.Dim3 { return driver.D1(4 * b.ctx.Device().SMs) }
 
 // cacheShadow is the shadow of the caches kb and vb (at kc and vc, maxPos
-// rows of width floats), made on first use under Options.KVShadow; nil
-// where the option is off, the caches are not float32, or the shape is not
-// one the bf16 kernels take (width a multiple of 8, 16-byte aligned).
+// rows of width floats), made on first use where KVShadowed; nil where it
+// is not, the caches are not float32, or the shape is not one the bf16
+// kernels take (width a multiple of 8, 16-byte aligned).
 func (b *Backend) cacheShadow(kb, vb backend.Buffer, kc, vc driver.Ptr, maxPos, width int) (*kvShadow, error) {
-	if !b.o.KVShadow || kb.Type != backend.F32 || vb.Type != backend.F32 || width%8 != 0 || kc%16 != 0 || vc%16 != 0 || maxPos < 1 {
+	if !b.KVShadowed() || kb.Type != backend.F32 || vb.Type != backend.F32 || width%8 != 0 || kc%16 != 0 || vc%16 != 0 || maxPos < 1 {
 		return nil, nil
 	}
 	key := [2]driver.Ptr{kc, vc}

@@ -1,36 +1,7 @@
 #!/bin/bash
-# run-report15.sh: the eighth report, today's defaults (router=i8,
-# gdnnorm=cluster, moefit=on since 2026-12-06-deltacl1) on the H200: the
-# driver's compile kept for the next process (petal run on the checkout's
-# tiny model twice, jit.txt), the benchmark report (run-report.sh,
-# report.tgz; kv=bf16, kvshadow=on, router=f64 and moefit=off ablated),
-# and the C++/CUDA engine's lengths with three runs a length for this build
-# and petal-old (dfa76fa, the seventh report's build) in two rounds
-# (repeats.tgz), then decode at 32K and 128K under the default kv=f32,
-# kv=bf16 and kvshadow=on (kv.tgz). From the repository root; devrun/report5/petals.txz holds
-# petal and petal-old, both built -tags nofixture (devrun/report5/BUILT_FROM;
-# the embedded model's weights left out to fit the carry). About 6 minutes.
-R=$(pwd); O=${OUT:-/tmp/out}; B=$R/devrun/report5; mkdir -p "$O"
-. docs/bench/cuda/lib.sh
-(cd $B && tar xJf petals.txz)
-gpu_env "$O/env.txt"
-{
-  for i in 1 2; do
-    s=$(date +%s.%N)
-    timeout 120 $B/petal run --model fixtures/tiny-qwen36-moe-4bit --backend cuda:verbose=on --max-tokens 8 "Hi" 2>&1 | grep -E 'compiled a program of [0-9]+ ops .* into [0-9]+ kernels' | head -2
-    echo "process $i: rc=${PIPESTATUS[0]}, $(awk "BEGIN{print $(date +%s.%N) - $s}") s"
-  done
-  echo "driver cache: $(du -sh ~/.nv/ComputeCache 2>/dev/null) (CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-unset})"
-} > $O/jit.txt 2>&1
-cat $O/jit.txt | cut -c1-220
-PETAL=$B/petal LIMIT=${LIMIT:-230} ABLATE=${ABLATE-kv=bf16,kvshadow=on,router=f64,moefit=off} OUT=/tmp/rep bash docs/bench/cuda/run-report.sh | tail -30
-tar czf $O/report.tgz -C /tmp rep
-peer_repeats "$B" "$O"
-# decode at 128K with the KV cache in bf16, and with the f32 cache's bf16
-# shadow, against f32 (the default): the f32 cache is 5.4 GB a token
-# there, read at the bandwidth
-for be in cuda cuda:kv=bf16 cuda:kvshadow=on; do
-  BENCH_LIMIT=120 bench_run "$B/petal" "$O" "kv-$(tag_of $be)" $be --max-context 132000 --prompt-lengths 512 \
-    --context-lengths 32K,128K --decode-tokens 64 --floors=false
-done
-(cd $O && tar czf kv.tgz bench-kv-* && rm -f bench-kv-*)
+# run-report15.sh: the eighth report (report14; bench/results/2026-12-06-h100-cuda-8):
+# run-report16.sh with the build of 064f399 (kvshadow then off by default)
+# and petal-old of dfa76fa in devrun/report5, kvshadow=on among the
+# ablations and the 32K / 128K decode runs. From the repository root.
+CARRY=${CARRY:-devrun/report5} ABLATE=${ABLATE-kv=bf16,kvshadow=on,router=f64,moefit=off} \
+  KV_BACKENDS=${KV_BACKENDS:-cuda cuda:kv=bf16 cuda:kvshadow=on} exec bash docs/bench/cuda/run-report16.sh
