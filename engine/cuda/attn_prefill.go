@@ -336,7 +336,9 @@ func (b *Backend) loadFlash(sh FlashShape) error {
 		}
 		return err
 	}
-	b.mods = append(b.mods, m)
+	if err := b.keep(m); err != nil {
+		return err
+	}
 	f := &FlashAttn{fn: map[string]*driver.Function{}}
 	if sh.WG {
 		err = f.AddWG(b.ctx, m)

@@ -139,7 +139,9 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		b.mods = append(b.mods, m)
+		if err := b.keep(m); err != nil {
+			return err
+		}
 		mods[name] = m
 	}
 	for _, name := range plainKernels {
@@ -198,7 +200,9 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		b.mods = append(b.mods, m)
+		if err := b.keep(m); err != nil {
+			return err
+		}
 		if err := b.gdn.AddClusterForms(m); err != nil {
 			return err
 		}
@@ -211,7 +215,9 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		b.mods = append(b.mods, m)
+		if err := b.keep(m); err != nil {
+			return err
+		}
 		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
 			return err
 		}
@@ -220,7 +226,9 @@ func (b *Backend) init() error {
 			if err != nil {
 				return fmt.Errorf("%w (the wgmma GEMMs of gemm=wgr and gemm=wg; --backend cuda:gemm=tc runs prefill without them)", err)
 			}
-			b.mods = append(b.mods, wg)
+			if err := b.keep(wg); err != nil {
+				return err
+			}
 			if err := b.gemm.AddWGMMA(wg); err != nil {
 				return err
 			}
@@ -235,7 +243,9 @@ func (b *Backend) init() error {
 				if err != nil {
 					return err
 				}
-				b.mods = append(b.mods, fit)
+				if err := b.keep(fit); err != nil {
+					return err
+				}
 				if err := b.gemm.AddFitTiles(fit); err != nil {
 					return err
 				}
@@ -264,13 +274,35 @@ var familyKernels = map[string]map[string]int{
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }
 
+// keep adds a loaded module to those the backend closes, and sets its
+// petal_pdl_late (kernels/device.h, in every family) under pdl=late.
+func (b *Backend) keep(m *driver.Module) error {
+	b.mods = append(b.mods, m)
+	if !b.o.PDLLate {
+		return nil
+	}
+	p, size, err := m.Global("petal_pdl_late")
+	if err != nil {
+		return err
+	}
+	if size != 4 {
+		return fmt.Errorf("cuda: petal_pdl_late is %d bytes, want 4", size)
+	}
+	if err := b.s.CopyToDevice(p, []byte{1, 0, 0, 0}); err != nil {
+		return err
+	}
+	return b.s.Sync()
+}
+
 // loadFamilyKernels loads family's module and its familyKernels.
 func (b *Backend) loadFamilyKernels(family string) error {
 	m, err := loadFamily(b.ctx, family)
 	if err != nil {
 		return err
 	}
-	b.mods = append(b.mods, m)
+	if err := b.keep(m); err != nil {
+		return err
+	}
 	for name, shared := range familyKernels[family] {
 		if b.fn[name], err = m.Function(name); err != nil {
 			return err

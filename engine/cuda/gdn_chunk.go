@@ -118,7 +118,9 @@ func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShar
 	if err != nil {
 		return nil, nil, 0, "", err
 	}
-	b.mods = append(b.mods, m)
+	if err := b.keep(m); err != nil {
+		return nil, nil, 0, "", err
+	}
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)

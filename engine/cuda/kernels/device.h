@@ -15,6 +15,7 @@
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
 #define __forceinline__ __attribute__((always_inline))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 // __syncthreads is a clang built-in.
@@ -32,6 +33,13 @@ static __device__ inline float __shfl_xor_sync(unsigned mask, float v, int lane)
 static __device__ inline void __syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); }
 #endif
 
+// petal_pdl_late is set in each loaded module by the backend under
+// pdl=late (0 otherwise): kernels then let the next kernel launch only
+// once their main work is issued (pdl_trigger) or as they retire.
+extern "C" {
+__constant__ int petal_pdl_late = 0;
+}
+
 // pdl_begin opens every kernel (a test checks that each entry point of
 // the PTX has it). Launched with programmatic stream serialization (the
 // backend's pdl=on), a kernel may start while the one before it on the
@@ -40,9 +48,20 @@ static __device__ inline void __syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); 
 // griddepcontrol.launch_dependents then lets the next kernel be launched
 // and its blocks placed while this one runs, which hides the gap between
 // dependent launches. Launched without that attribute both are no-ops.
+// Under pdl=late the second waits for pdl_trigger or the block's end: the
+// next kernel's blocks are then placed as this one's leave, not beside
+// them (where, launched early, some kernels ran slower: pdlpre1).
 static __device__ __forceinline__ void pdl_begin() {
+  const int late = petal_pdl_late;  // read before the wait, so its latency hides there
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (!late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// pdl_trigger marks, under pdl=late, the point after which a kernel's block
+// has issued its main work: a block that then waits for the others (the
+// last block's tail behind a ticket) lets the next kernel launch first.
+static __device__ __forceinline__ void pdl_trigger() {
+  if (petal_pdl_late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // pdl_wait is pdl_begin without letting the next kernel launch early: a

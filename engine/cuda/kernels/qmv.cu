@@ -170,6 +170,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     PETAL_MARK(4 + (step < 9 ? step : 9));
   }
   PETAL_MARK(14);
+  pdl_trigger();  // the norm's write-back by the last block is all that is left
   if (N) {
     __shared__ int last;
     if (tid == 0) last = ticket == PETAL_NCTAID_X() - 1;
