@@ -1,7 +1,8 @@
 #!/bin/bash
 # run-pdllate1.sh: pdl=late (each kernel launched early, as under pdl=on,
 # but let launch only once the kernel before has issued its main work, at
-# pdl_trigger, or as its blocks retire; written, not yet run). The tests it
+# pdl_trigger, or as its blocks retire; the single-matrix mat-vecs ask L2
+# for their first rows before the wait; written, not yet run). The tests it
 # touches (every module's petal_pdl_late set, conformance under it and the
 # other settings, the kernels with a pdl_trigger), then decode at 4K and 32K
 # under pdl=some (the default), late and on, with main's build beside it
