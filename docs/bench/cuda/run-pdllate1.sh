@@ -6,7 +6,8 @@
 # touches (every module's petal_pdl_late set, conformance under it and the
 # other settings, the kernels with a pdl_trigger), then decode at 4K and 32K
 # under pdl=some (the default), late and on, with main's build beside it
-# under its default, in two alternating rounds. The new PTX's cubins are
+# under its default, in two alternating rounds, and a kernel trace of decode
+# at 4K under the default and pdl=late (ktrace-kt-*.csv.gz). The new PTX's cubins are
 # made here first with the toolkit's ptxas (device.h changed every
 # family's PTX, so the embedded ones are stale) and both builds run ptxas'
 # code. From the repository root; devrun/pl holds cuda.test.xz and petal.xz
@@ -33,6 +34,13 @@ for round in 1 2; do
     PETAL_CUDA_SASS=/tmp/sass BENCH_LIMIT=70 bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 40000 \
       --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
   done
+done
+# every kernel of a decoded token timed (run-ktrace.sh), the default and pdl=late
+for t in default late; do
+  be=cuda; [ $t = late ] && be=cuda:pdl=late
+  PETAL_CUDA_SASS=/tmp/sass PETAL=$D/petal TAG=kt-$t BACKEND=$be KT_PROMPTS=512 LIMIT=90 \
+    bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1
+  echo "ktrace $t: rc=$?"
 done
 (cd /tmp && tar czf $O/sass.tgz sass)
 pack_out "$O"
