@@ -336,9 +336,7 @@ func (b *Backend) loadFlash(sh FlashShape) error {
 		}
 		return err
 	}
-	if err := b.keep(m); err != nil {
-		return err
-	}
+	b.mods = append(b.mods, m)
 	f := &FlashAttn{fn: map[string]*driver.Function{}}
 	if sh.WG {
 		err = f.AddWG(b.ctx, m)

@@ -139,9 +139,7 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		if err := b.keep(m); err != nil {
-			return err
-		}
+		b.mods = append(b.mods, m)
 		mods[name] = m
 	}
 	for _, name := range plainKernels {
@@ -200,9 +198,7 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		if err := b.keep(m); err != nil {
-			return err
-		}
+		b.mods = append(b.mods, m)
 		if err := b.gdn.AddClusterForms(m); err != nil {
 			return err
 		}
@@ -215,9 +211,7 @@ func (b *Backend) init() error {
 		if err != nil {
 			return err
 		}
-		if err := b.keep(m); err != nil {
-			return err
-		}
+		b.mods = append(b.mods, m)
 		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
 			return err
 		}
@@ -226,9 +220,7 @@ func (b *Backend) init() error {
 			if err != nil {
 				return fmt.Errorf("%w (the wgmma GEMMs of gemm=wgr and gemm=wg; --backend cuda:gemm=tc runs prefill without them)", err)
 			}
-			if err := b.keep(wg); err != nil {
-				return err
-			}
+			b.mods = append(b.mods, wg)
 			if err := b.gemm.AddWGMMA(wg); err != nil {
 				return err
 			}
@@ -243,9 +235,7 @@ func (b *Backend) init() error {
 				if err != nil {
 					return err
 				}
-				if err := b.keep(fit); err != nil {
-					return err
-				}
+				b.mods = append(b.mods, fit)
 				if err := b.gemm.AddFitTiles(fit); err != nil {
 					return err
 				}
@@ -274,35 +264,13 @@ var familyKernels = map[string]map[string]int{
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }
 
-// keep adds a loaded module to those the backend closes, and sets its
-// petal_pdl_late (kernels/device.h, in every family) under pdl=late.
-func (b *Backend) keep(m *driver.Module) error {
-	b.mods = append(b.mods, m)
-	if !b.o.PDLLate {
-		return nil
-	}
-	p, size, err := m.Global("petal_pdl_late")
-	if err != nil {
-		return err
-	}
-	if size != 4 {
-		return fmt.Errorf("cuda: petal_pdl_late is %d bytes, want 4", size)
-	}
-	if err := b.s.CopyToDevice(p, []byte{1, 0, 0, 0}); err != nil {
-		return err
-	}
-	return b.s.Sync()
-}
-
 // loadFamilyKernels loads family's module and its familyKernels.
 func (b *Backend) loadFamilyKernels(family string) error {
 	m, err := loadFamily(b.ctx, family)
 	if err != nil {
 		return err
 	}
-	if err := b.keep(m); err != nil {
-		return err
-	}
+	b.mods = append(b.mods, m)
 	for name, shared := range familyKernels[family] {
 		if b.fn[name], err = m.Function(name); err != nil {
 			return err

@@ -51,12 +51,11 @@ func TestConformance(t *testing.T) {
 		"pdl=on":                    func(o *Options) { o.PDL, o.PDLSome = true, false },
 		"pdl=on,graphs=off":         func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
 		"pdl=off":                   func(o *Options) { o.PDL, o.PDLSome = false, false },
-		"pdl=late":                  func(o *Options) { o.PDL, o.PDLSome, o.PDLLate = true, false, true },
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
 		"kvshadow=off":              func(o *Options) { o.KVShadow = false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "pdl=late", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -434,41 +433,6 @@ func withinBar(t *testing.T, what string, got []float32, want []float64, bar flo
 // backend was closed (a cleanup run by the collector, as when bench opens
 // a second backend for an ablation) does nothing and fails nothing, and a
 // backend opened after it works.
-// TestPDLLateSetsEveryModule: under pdl=late every module the backend
-// loaded has its petal_pdl_late set, and under the default none has.
-func TestPDLLateSetsEveryModule(t *testing.T) {
-	gpu(t)
-	for _, late := range []bool{false, true} {
-		o := DefaultOptions()
-		if late {
-			o.PDL, o.PDLSome, o.PDLLate = true, false, true
-		}
-		b, err := New(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b.mods) < len(modules) {
-			t.Fatalf("%d modules loaded, want at least %d", len(b.mods), len(modules))
-		}
-		for i, m := range b.mods {
-			p, _, err := m.Global("petal_pdl_late")
-			if err != nil {
-				t.Fatalf("module %d: %v", i, err)
-			}
-			got := make([]byte, 4)
-			if err := b.s.CopyToHost(got, p); err != nil {
-				t.Fatal(err)
-			}
-			if want := map[bool]byte{false: 0, true: 1}[late]; got[0] != want || got[1]|got[2]|got[3] != 0 {
-				t.Errorf("pdl late %v: module %d's petal_pdl_late is % x, want %d", late, i, got, want)
-			}
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestGraphOutlivesBackend(t *testing.T) {
 	gpu(t)
 	b, err := New(DefaultOptions())

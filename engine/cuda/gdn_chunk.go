@@ -118,9 +118,7 @@ func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShar
 	if err != nil {
 		return nil, nil, 0, "", err
 	}
-	if err := b.keep(m); err != nil {
-		return nil, nil, 0, "", err
-	}
+	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)

@@ -131,12 +131,6 @@ type Options struct {
 	// The default is pdl=some: 1 % faster decode than off (pdlsome1), and
 	// pdl=on 11 % slower.
 	PDL, PDLSome bool
-	// PDLLate (pdl=late) launches every kernel early as pdl=on does, but a
-	// kernel lets the next one launch only once its main work is issued
-	// (pdl_trigger, before a last block's tail) or as its blocks retire, so
-	// that the next kernel's blocks are placed as this one's leave and wait
-	// there, not beside them while it runs.
-	PDLLate bool
 	// SamplerTopK (sampler=topk) takes sample.cu's top-k fast path for a
 	// sampled token with a top-k of 1 to 64 (the model's defaults: 20):
 	// sample_prep's blocks each leave their k best, sample_row does the
@@ -242,7 +236,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
-	`pdl=off|on|some|late (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; late: every kernel, each launched once the one before has issued its main work; default some), ` +
+	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the kernels measured to gain from it, the first projections and the experts' gate/up; default some), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
@@ -277,15 +271,13 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "pdl":
 			switch kv.Value {
 			case "on":
-				o.PDL, o.PDLSome, o.PDLLate = true, false, false
+				o.PDL, o.PDLSome = true, false
 			case "off":
-				o.PDL, o.PDLSome, o.PDLLate = false, false, false
+				o.PDL, o.PDLSome = false, false
 			case "some":
-				o.PDL, o.PDLSome, o.PDLLate = true, true, false
-			case "late":
-				o.PDL, o.PDLSome, o.PDLLate = true, false, true
+				o.PDL, o.PDLSome = true, true
 			default:
-				err = fmt.Errorf("cuda: pdl=%q: want off, on, some or late", kv.Value)
+				err = fmt.Errorf("cuda: pdl=%q: want off, on or some", kv.Value)
 			}
 		case "verbose":
 			o.Verbose, err = kv.On("cuda")

@@ -11,20 +11,19 @@ import (
 // and a value outside a key's choices is refused with the key named.
 func TestParseOptionsChoices(t *testing.T) {
 	for _, c := range []struct {
-		key, value      string
-		pdl, some, late bool
-		moe             MoEKernel
+		key, value string
+		pdl, some  bool
+		moe        MoEKernel
 	}{
-		{"pdl", "off", false, false, false, MoEWG}, {"pdl", "on", true, false, false, MoEWG}, {"pdl", "some", true, true, false, MoEWG},
-		{"pdl", "late", true, false, true, MoEWG},
-		{"moe", "smem", true, true, false, MoESmem}, {"moe", "reg", true, true, false, MoEReg}, {"moe", "stream", true, true, false, MoEStream},
+		{"pdl", "off", false, false, MoEWG}, {"pdl", "on", true, false, MoEWG}, {"pdl", "some", true, true, MoEWG},
+		{"moe", "smem", true, true, MoESmem}, {"moe", "reg", true, true, MoEReg}, {"moe", "stream", true, true, MoEStream},
 	} {
 		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
 		if err != nil {
 			t.Fatalf("%s=%s: %v", c.key, c.value, err)
 		}
-		if o.PDL != c.pdl || o.PDLSome != c.some || o.PDLLate != c.late || o.MoE != c.moe {
-			t.Errorf("%s=%s: PDL %v, PDLSome %v, PDLLate %v, MoE %v", c.key, c.value, o.PDL, o.PDLSome, o.PDLLate, o.MoE)
+		if o.PDL != c.pdl || o.PDLSome != c.some || o.MoE != c.moe {
+			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoE %v", c.key, c.value, o.PDL, o.PDLSome, o.MoE)
 		}
 	}
 	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoEWG {
