@@ -156,8 +156,9 @@ var flashWGShape = FlashShape{HeadDim: 256, KV: KVBF16, WG: true}
 
 // flashWGKernels are attn_prefill_wg.cu's entry points, one shape:
 // flash_wg_bf16_d256 (attn=wg), and flash_wgp_bf16_d256 (attn=wgp,
-// FlashShape.WGPipe), whose warpgroups overlap a tile's softmax with the
-// tile before's P·V (written, not yet run on a GPU).
+// FlashShape.WGPipe, the default), whose warpgroups overlap a tile's
+// softmax with the tile before's P·V (2.3 % faster prefill at 128K on an
+// H100: docs/bench/cuda, pipebench1).
 var flashWGKernels = []string{"flash_wg_bf16_d256", "flash_wgp_bf16_d256"}
 
 // wgmmaGPU says whether the GPU takes sm_90a's modules (wgmma).

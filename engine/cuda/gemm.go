@@ -103,7 +103,7 @@ const (
 // rows, an expert of 17-32 rows read once), one block a multiprocessor of
 // Threads/32 warps, each warp BN/8 n8 tiles a pass through a ring of Stages
 // steps. s16 is moe=stream's; the others are variants measured beside it
-// (s32 not yet run on a GPU).
+// (s32 slower than s16 under skewed routing: docs/bench/cuda, pipe1).
 var MoEStreamTiles = []GEMMTile{
 	{Name: "s16", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 3, Reg: true, Stream: true, Blocks: 1},
 	{Name: "s16r4", BM: 16, BN: 4 * 8, Threads: 16 * 32, Stages: 4, Reg: true, Stream: true, Blocks: 1},
