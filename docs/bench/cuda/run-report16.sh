@@ -18,7 +18,7 @@
 #                read as it is: 5.4 GB a token at 128K)
 R=$(pwd); O=${OUT:-/tmp/out}; B=$R/${CARRY:-devrun/report6}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
-(cd $B && tar xJf petals.txz)
+[ -x "$B/petal" ] && [ -x "$B/petal-old" ] || (cd $B && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 {
   for i in 1 2; do
