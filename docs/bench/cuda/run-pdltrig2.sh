@@ -6,7 +6,8 @@
 # the next layer's qmv_group_norm launch at its start (pdllate1's trace:
 # the one kernel the late triggers cost). Makes the cubins of 91116bc's
 # PTX (and of petal-md's moe.ptx), runs conformance and TestCubinsLoad on
-# them, then decode at 4K and 32K (prompt 512) under pdl=on and pdl=some
+# them, then prefill of 512 and 4K tokens and decode at 4K and 32K under
+# pdl=on and pdl=some
 # for both builds and main's (c8c01a2) default, two alternating rounds. It
 # leaves devrun/pt2/rep ready for the report on the same warm machine:
 # CARRY=devrun/pt2/rep bash docs/bench/cuda/run-report16.sh (petal
@@ -35,13 +36,13 @@ echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic|µs a phase' $O/tes
 echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
 cd $R
 for round in 1 2; do
-  BENCH_LIMIT=60 bench_run "$D/petal-main" "$O" "$round-main-some" cuda --max-context 40000 --prompt-lengths 512 \
+  BENCH_LIMIT=60 bench_run "$D/petal-main" "$O" "$round-main-some" cuda --max-context 40000 --prompt-lengths 512,4K \
     --context-lengths 4K,32K --decode-tokens 64 --floors=false
   for be in cuda:pdl=on cuda; do
     PETAL_CUDA_SASS=/tmp/sass BENCH_LIMIT=60 bench_run "$D/petal" "$O" "$round-$(tag_of $be)" $be --max-context 40000 \
-      --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
+      --prompt-lengths 512,4K --context-lengths 4K,32K --decode-tokens 64 --floors=false
     PETAL_CUDA_SASS=/tmp/sass-md BENCH_LIMIT=60 bench_run "$D/petal-md" "$O" "$round-md-$(tag_of $be)" $be --max-context 40000 \
-      --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
+      --prompt-lengths 512,4K --context-lengths 4K,32K --decode-tokens 64 --floors=false
   done
 done
 (cd /tmp && tar czf $O/sass.tgz sass)
