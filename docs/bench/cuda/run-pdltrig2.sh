@@ -8,7 +8,8 @@
 # PTX (and of petal-md's moe.ptx), runs conformance and TestCubinsLoad on
 # them, then prefill of 512 and 4K tokens and decode at 4K and 32K under
 # pdl=on and pdl=some
-# for both builds and main's (c8c01a2) default, two alternating rounds. It
+# for both builds and main's (c8c01a2) default, two alternating rounds, and
+# a kernel trace of each build under pdl=on (about 5 minutes in all). It
 # leaves devrun/pt2/rep ready for the report on the same warm machine:
 # CARRY=devrun/pt2/rep bash docs/bench/cuda/run-report16.sh (petal
 # c8c01a2, petal-old dfa76fa). From the repository root; devrun/pt2 as its
@@ -45,5 +46,10 @@ for round in 1 2; do
       --prompt-lengths 512,4K --context-lengths 4K,32K --decode-tokens 64 --floors=false
   done
 done
+# every kernel of a 512-token prefill and of decode at 4K timed (run-ktrace.sh), both builds under pdl=on
+PETAL_CUDA_SASS=/tmp/sass PETAL=$D/petal TAG=kt-on BACKEND=cuda:pdl=on KT_PROMPTS=512 LIMIT=90 \
+  bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace on: rc=$?"
+PETAL_CUDA_SASS=/tmp/sass-md PETAL=$D/petal-md TAG=kt-md-on BACKEND=cuda:pdl=on KT_PROMPTS=512 LIMIT=90 \
+  bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace md on: rc=$?"
 (cd /tmp && tar czf $O/sass.tgz sass)
 pack_out "$O"
