@@ -13,7 +13,8 @@
 # leaves devrun/pt2/rep ready for the report on the same warm machine:
 # CARRY=devrun/pt2/rep bash docs/bench/cuda/run-report16.sh (petal
 # c8c01a2, petal-old dfa76fa). From the repository root; devrun/pt2 as its
-# BUILT_FROM says. Logs in $OUT (logs.tgz; sass.tgz: 91116bc's cubins).
+# BUILT_FROM says. Logs in $OUT (logs.tgz; sass.tgz: 91116bc's cubins;
+# sass-md.tgz: petal-md's moe cubin and its manifest).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/pt2; mkdir -p "$O" /tmp/k
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
@@ -51,5 +52,5 @@ PETAL_CUDA_SASS=/tmp/sass PETAL=$D/petal TAG=kt-on BACKEND=cuda:pdl=on KT_PROMPT
   bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace on: rc=$?"
 PETAL_CUDA_SASS=/tmp/sass-md PETAL=$D/petal-md TAG=kt-md-on BACKEND=cuda:pdl=on KT_PROMPTS=512 LIMIT=90 \
   bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace md on: rc=$?"
-(cd /tmp && tar czf $O/sass.tgz sass)
+(cd /tmp && tar czf $O/sass.tgz sass && tar czf $O/sass-md.tgz sass-md/moe.sm_90.cubin.gz sass-md/manifest.txt)
 pack_out "$O"
