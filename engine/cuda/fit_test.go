@@ -40,6 +40,9 @@ func TestFit(t *testing.T) {
 	if strings.Contains(msg, "--chunk") {
 		t.Errorf("a chunk the need does not name is suggested smaller: %s", msg)
 	}
+	if strings.Contains(msg, "kvshadow") {
+		t.Errorf("kvshadow=off offered where there is no shadow: %s", msg)
+	}
 	// the f32 cache's bf16 shadow is named, and turning it off is a fix
 	shadowed := n
 	shadowed.Shadow, shadowed.KVCopy, shadowed.CopyOnly = true, n.KVPerToken/2, 2<<10
@@ -49,9 +52,6 @@ func TestFit(t *testing.T) {
 	}
 	if plain := (Need{KVPerToken: shadowed.KVPerToken, KVCopy: shadowed.CopyOnly, Weights: n.Weights, State: n.State, Workspace: n.Workspace}); plain.FittingContext(24*gb) <= shadowed.FittingContext(24*gb) {
 		t.Errorf("without the shadow %d tokens fit, with it %d: want more without", plain.FittingContext(24*gb), shadowed.FittingContext(24*gb))
-	}
-	if strings.Contains(msg, "kvshadow") {
-		t.Errorf("kvshadow=off offered where there is no shadow: %s", msg)
 	}
 	chunked := n
 	chunked.Chunk = 4096

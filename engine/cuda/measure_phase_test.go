@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"petal/engine/cuda/driver"
-	"petal/engine/cuda/kernels"
 )
 
 // TestMeasurePhases times the boundary between dependent phases of a
@@ -29,11 +28,7 @@ func TestMeasurePhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ptx, err := kernels.PTX("phase")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := c.LoadModule(ptx, "phase")
+	mod, err := loadFamily(c, "phase")
 	if err != nil {
 		t.Fatal(err)
 	}

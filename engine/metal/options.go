@@ -77,7 +77,7 @@ const OptionsHelp = `fused=on|off (the decode kernels for one-token ops; default
 	`weights=mapped|copy (mapped: the weights bound in place in the checkpoint's memory maps, as no-copy buffers; ` +
 	`copy: copied into buffers of their own, the checkpoint then held twice while loading; default mapped), ` +
 	`sampler=topk|row (a sampled token's choice: topk: with a top-k of 1 to 64, over the k best of 128 threadgroups' k best; ` +
-	`row: one threadgroup's radix selections over the whole row; the same choice; default topk), ` +
+	`row: one threadgroup's radix selections over the whole row; the same choice but at a near-tie, where their float32 sums may part; default topk), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run)`
 
 // ParseOptions reads the options of a backend Spec named metal.
