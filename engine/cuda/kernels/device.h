@@ -34,22 +34,28 @@ static __device__ inline void __syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); 
 
 // pdl_begin opens every kernel (a test checks that each entry point of
 // the PTX has it). Launched with programmatic stream serialization (the
-// backend's pdl=on), a kernel may start while the one before it on the
-// stream is still running: griddepcontrol.wait holds it until that one
-// has finished and its writes are visible, so nothing is read early, and
-// griddepcontrol.launch_dependents then lets the next kernel be launched
-// and its blocks placed while this one runs, which hides the gap between
-// dependent launches. Launched without that attribute both are no-ops.
-static __device__ __forceinline__ void pdl_begin() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+// backend's pdl=on, and the kernels pdl=some names), a kernel may start
+// while the one before it on the stream is still running:
+// griddepcontrol.wait holds it until that one has finished and its writes
+// are visible, so nothing is read early. Launched without that attribute
+// it is a no-op. The next kernel is let launch at pdl_trigger, or as this
+// one's blocks retire: its blocks are then placed as this one's leave, not
+// beside them while it runs (where, let launch at the start of the kernel
+// before, some kernels ran slower: pdlpre1, pdllate1).
+static __device__ __forceinline__ void pdl_begin() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// pdl_trigger marks the point after which a kernel's block has issued its
+// main work: a block that then waits for the others (the last block's tail
+// behind a ticket) lets the next kernel launch first.
+static __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-// pdl_wait is pdl_begin without letting the next kernel launch early: a
-// kernel whose blocks wait for each other (a grid-wide barrier) opens with
-// it, so that no later kernel's blocks take the room its own blocks need
-// to be resident together.
-static __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// pdl_wait is pdl_begin by the name a kernel whose blocks wait for each
+// other (a grid-wide barrier) opens with: it must not call pdl_trigger
+// before its last barrier, so that no later kernel's blocks take the room
+// its own blocks need to be resident together.
+static __device__ __forceinline__ void pdl_wait() { pdl_begin(); }
 
 typedef unsigned int u32;
 typedef unsigned short u16;

@@ -178,6 +178,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
     o[i] = dot4(S[i], q4);
   }
   warp_sums<RPW>(o);
+  pdl_trigger();  // the state is written; the gated norm is all that is left
   float* oh = out + (long long)j * GDN_D;
 #ifdef GDN_CL_MODULE
   {

@@ -87,6 +87,10 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
   // (and normed), 3 x staged, 4 + i step i done (up to 9), 14 the rows done,
   // 15 the norm's write-back done (the last block).
   PETAL_MARK(0);
+  // The grouped kernels (launched early under pdl=some) wait for the
+  // kernel before first; the others after asking L2 for their first rows,
+  // which do not depend on it.
+  if (G) pdl_begin();
 
   // In the grouped kernels (a layer's first projections) the first group of
   // the warp's first rows is loaded before x is staged (the weights do not
@@ -114,6 +118,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
         for (int g = tl; g < groups; g += team) prefetch_l2(words + r * wpr + g * 8);
       }
     }
+    pdl_begin();
   }
   PETAL_MARK(1);
   if (N) {
@@ -170,6 +175,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
     PETAL_MARK(4 + (step < 9 ? step : 9));
   }
   PETAL_MARK(14);
+  pdl_trigger();  // the norm's write-back by the last block is all that is left
   if (N) {
     __shared__ int last;
     if (tid == 0) last = ticket == PETAL_NCTAID_X() - 1;
@@ -195,7 +201,7 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
 #define QMV(M, R, SB, B, NAME)                                                                          \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                       \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* y, int rows, \
-           int cols, int team) { pdl_begin();                                                           \
+           int cols, int team) {                                                                        \
     qmv<M, R, SB, false>(words, scales, biases, x, y, rows, cols, team, QMVGroup{});                       \
   }
 QMV(QM_F32, 4, 0, 1, qmv_f32_r4)
@@ -222,7 +228,7 @@ QMV(QM_I8X3, 2, 0, 2, qmv_i8x3_r2)
 // memory.
 #define QMV_GROUPED(M, R, B, NAME)                                                                        \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
-      NAME(const QMVGroup grp, const float* x, int cols, int team) { pdl_begin();                          \
+      NAME(const QMVGroup grp, const float* x, int cols, int team) {                                       \
     qmv<M, R, 1, true>(nullptr, nullptr, nullptr, x, nullptr, 0, cols, team, grp);                        \
   }
 QMV_GROUPED(QM_I8X3, 2, 2, qmv_group_i8x3_r2)
@@ -237,7 +243,7 @@ QMV_GROUPED(QM_F16, 2, 2, qmv_group_f16_r2)
 #define QMV_GROUPED_NORM(M, R, B, NAME)                                                                   \
   extern "C" __global__ void __launch_bounds__(QMV_WARPS * 32, B)                                         \
       NAME(const QMVGroup grp, float* h, const float* delta, const float* w, float eps, float* out,     \
-           u32* counter, int cols, int team) { pdl_begin();                                               \
+           u32* counter, int cols, int team) {                                                            \
     qmv<M, R, 1, true, true>(nullptr, nullptr, nullptr, nullptr, nullptr, 0, cols, team, grp,            \
                              QMVNorm{QNormIn{h, delta, w, eps}, out, counter});                          \
   }

@@ -100,6 +100,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   PETAL_MARK(1);
   route_logits<BITS, 68>(words, scales, biases, xs, logits, experts, cols, PETAL_BID_X(), PETAL_NCTAID_X());
   PETAL_MARK(2);
+  pdl_trigger();  // the selection by the last block is all that is left
 
   // Publish this block's logits, then take a ticket: the last block selects.
   fence_gpu();
