@@ -48,14 +48,14 @@ func TestConformance(t *testing.T) {
 		"graphs=off":                func(o *Options) { o.Graphs = false },
 		"fused=off":                 func(o *Options) { o.Fused = false },
 		"gemm=plain":                func(o *Options) { o.TensorCores = false },
-		"pdl=on":                    func(o *Options) { o.PDL, o.PDLSome = true, false },
-		"pdl=on,graphs=off":         func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, false, false },
+		"pdl=some":                  func(o *Options) { o.PDL, o.PDLSome = true, true },
+		"pdl=some,graphs=off":       func(o *Options) { o.PDL, o.PDLSome, o.Graphs = true, true, false },
 		"pdl=off":                   func(o *Options) { o.PDL, o.PDLSome = false, false },
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
 		"kvshadow=off":              func(o *Options) { o.KVShadow = false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=on", "pdl=on,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=some", "pdl=some,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)

@@ -16,7 +16,7 @@ func TestParseOptionsChoices(t *testing.T) {
 		moe        MoEKernel
 	}{
 		{"pdl", "off", false, false, MoEWG}, {"pdl", "on", true, false, MoEWG}, {"pdl", "some", true, true, MoEWG},
-		{"moe", "smem", true, true, MoESmem}, {"moe", "reg", true, true, MoEReg}, {"moe", "stream", true, true, MoEStream},
+		{"moe", "smem", true, false, MoESmem}, {"moe", "reg", true, false, MoEReg}, {"moe", "stream", true, false, MoEStream},
 	} {
 		o, err := ParseOptions([]backend.Option{{Key: c.key, Value: c.value}})
 		if err != nil {
@@ -26,8 +26,8 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%s=%s: PDL %v, PDLSome %v, MoE %v", c.key, c.value, o.PDL, o.PDLSome, o.MoE)
 		}
 	}
-	if d := DefaultOptions(); !d.PDL || !d.PDLSome || d.MoE != MoEWG {
-		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=some and moe=wg", d.PDL, d.PDLSome, d.MoE)
+	if d := DefaultOptions(); !d.PDL || d.PDLSome || d.MoE != MoEWG {
+		t.Errorf("defaults: PDL %v, PDLSome %v, MoE %v; want pdl=on and moe=wg", d.PDL, d.PDLSome, d.MoE)
 	}
 	for v, want := range map[string]bool{"group": true, "apart": false} {
 		if o, err := ParseOptions([]backend.Option{{Key: "linears", Value: v}}); err != nil || o.GroupGEMM != want {
