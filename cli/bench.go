@@ -141,7 +141,7 @@ replaces one that --write-model wrote before, and nothing else.
 
 --ablate KEY=VALUE[,KEY=VALUE...] runs the sweep again once per switch, with that one option added to
 the --backend spec (cuda: graphs=off, fused=off, attn=plain, delta=sequential, gemm=plain,
-qmv=fast, kv=bf16, pdl=on, norms=apart, router=plain, moelayer=one; cpu: delta=chunked, kv=bf16, ...), and prints each
+qmv=fast, kv=bf16, pdl=off, norms=apart, router=plain, moelayer=one; cpu: delta=chunked, kv=bf16, ...), and prints each
 switch's effect on prefill and decode tok/s per length in percent
 (in --json as "ablation"). Each run builds the model again. --ablate-lengths LIST measures those
 sweeps at other lengths than the main one (a subset of them, to compare: 512,4K,16K, say).
