@@ -7,14 +7,17 @@
 #   v2 (exp/rnpre2): v1, and the single-matrix mat-vec (out_proj, o_proj,
 #      the one before route_norm) lets the next kernel launch at its start;
 #   v3 (exp/gdnpre): the Gated DeltaNet step loads its state before its wait;
-#   v4 (exp/rall): v2 and v3.
-# Makes the changed families' cubins (route, qmv, gdn, gdn_cl) beside main's
+#   v4 (exp/rall): v2, v3 and v5;
+#   v5 (exp/mdpre): moe_gate_up lets moe_down launch right after its wait,
+#      and moe_down reads the router's choice and asks L2 for its rows
+#      before its own wait (they stream in while moe_gate_up runs).
+# Makes the changed families' cubins (route, qmv, gdn, gdn_cl, moe) beside main's
 # committed ones, runs v4's conformance, the wait test's PTX check and the
 # step, router and mat-vec tests on v4's, then decode at 4K and 32K (and
-# prefill of 512 tokens) for main and v1-v4 in two alternating rounds, and a
+# prefill of 512 tokens) for main and v1-v5 in two alternating rounds, and a
 # kernel trace of main and v4 at 4K. From the repository root (main checked
 # out); devrun/x2 as its BUILT_FROM says. Logs in $OUT (logs.tgz;
-# sass-v4.tgz: v4's four cubins and manifest).
+# sass-v4.tgz: v4's five cubins and manifest).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/x2; mkdir -p "$O" /tmp/x
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D"
@@ -25,26 +28,26 @@ cubin() { # cubin DIR FAMILY: DIR's cubin of FAMILY made from /tmp/x/FAMILY-x.pt
 	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 /tmp/x/$2-x.ptx -o "$1/$2.sm_90.cubin" && gzip -9 -n -f "$1/$2.sm_90.cubin" &&
 		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum /tmp/x/$2-x.ptx | cut -d' ' -f1) /" "$1/manifest.txt"
 }
-for v in 1 2 3 4; do rm -rf /tmp/s$v && cp -r $K /tmp/s$v; done
+for v in 1 2 3 4 5; do rm -rf /tmp/s$v && cp -r $K /tmp/s$v; done
 cubin /tmp/s1 route; cubin /tmp/s2 route; cubin /tmp/s2 qmv
-cubin /tmp/s3 gdn; cubin /tmp/s3 gdn_cl
-for f in route qmv gdn gdn_cl; do cubin /tmp/s4 $f; done
-echo "cubins: rc=$?; $(grep -E '^(route|qmv|gdn|gdn_cl) ' /tmp/s4/manifest.txt | cut -c1-30 | tr '\n' ' ')"
+cubin /tmp/s3 gdn; cubin /tmp/s3 gdn_cl; cubin /tmp/s5 moe
+for f in route qmv gdn gdn_cl moe; do cubin /tmp/s4 $f; done
+echo "cubins: rc=$?; $(grep -E '^(route|qmv|gdn|gdn_cl|moe) ' /tmp/s4/manifest.txt | cut -c1-30 | tr '\n' ' ')"
 cd $R/engine/cuda
 PETAL_CUDA_SASS=/tmp/s4 PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run \
-  'TestConformance|TestCubinsLoad|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart|TestGDN|TestRoute|TestFusedMatchReferences' > $O/tests.txt 2>&1
+  'TestConformance|TestCubinsLoad|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart|TestGDN|TestRoute|TestFusedMatchReferences|TestMoEMatchesReference' > $O/tests.txt 2>&1
 echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
 echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
 cd $R
 for round in 1 2; do
   BENCH_LIMIT=50 bench_run "$D/petal" "$O" "$round-main" cuda --max-context 40000 --prompt-lengths 512 \
     --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  for v in 1 2 3 4; do
+  for v in 1 2 3 4 5; do
     PETAL_CUDA_SASS=/tmp/s$v BENCH_LIMIT=50 bench_run "$D/petal-v$v" "$O" "$round-v$v" cuda --max-context 40000 \
       --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
   done
 done
 PETAL=$D/petal TAG=kt-main KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace main: rc=$?"
 PETAL_CUDA_SASS=/tmp/s4 PETAL=$D/petal-v4 TAG=kt-v4 KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace v4: rc=$?"
-(cd /tmp/s4 && tar czf $O/sass-v4.tgz route.sm_90.cubin.gz qmv.sm_90.cubin.gz gdn.sm_90.cubin.gz gdn_cl.sm_90.cubin.gz manifest.txt)
+(cd /tmp/s4 && tar czf $O/sass-v4.tgz route.sm_90.cubin.gz qmv.sm_90.cubin.gz gdn.sm_90.cubin.gz gdn_cl.sm_90.cubin.gz moe.sm_90.cubin.gz manifest.txt)
 pack_out "$O"
