@@ -1,5 +1,5 @@
 #!/bin/bash
-# run-verify17.sh: pdl=on the default (9d57c8a on): the oracle
+# run-verify17.sh: pdl=on the default (9d57c8a on) and 7ffda47: the oracle
 # (TestOracleOnGPU) under the defaults and pdl=some, the attention prep's
 # checks five times over (fresh random inputs each: checkPrep's float32 bar
 # as it holds since verify16), conformance twice. From the repository root;
