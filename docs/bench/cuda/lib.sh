@@ -63,3 +63,34 @@ pack_out() {
 	(cd "$dir" && find . -maxdepth 1 -type f ! -name env.txt ! -name '*.tgz' -printf '%f\n' > /tmp/pack.list &&
 		[ -s /tmp/pack.list ] && tar czf logs.tgz -T /tmp/pack.list && xargs rm -f < /tmp/pack.list)
 }
+
+# cubin_into DIR FAMILY PTX: DIR (a copy of engine/cuda/kernels/sass) gets
+# FAMILY's cubin made from PTX by ptxas, and its manifest line that PTX's
+# sha256, so that PETAL_CUDA_SASS=DIR serves a build whose FAMILY is PTX.
+cubin_into() {
+	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 "$3" -o "$1/$2.sm_90.cubin" && gzip -9 -n -f "$1/$2.sm_90.cubin" &&
+		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum "$3" | cut -d' ' -f1) /" "$1/manifest.txt"
+}
+
+# cuda_tests SASS TESTBIN REGEX OUT: TESTBIN's tests matching REGEX on the
+# cubins of SASS, from engine/cuda, the log in OUT, a summary printed.
+cuda_tests() {
+	(cd engine/cuda && PETAL_CUDA_SASS=$1 PETAL_CUDA_REQUIRE=1 timeout 150 "$2" -test.v -test.run "$3" > "$4" 2>&1)
+	echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$4" | head -12
+	echo "top-level: $(grep -c '^--- PASS' "$4") passed, $(grep -c '^--- FAIL' "$4") failed"
+}
+
+# variant_rounds DIR OUT N: DIR/petal (its own cubins) and DIR/petal-v1 ..
+# petal-vN (on /tmp/s1 .. /tmp/sN) in two alternating rounds: prefill of 512
+# tokens, decode at 4K and 32K, 64 tokens.
+variant_rounds() {
+	local dir=$1 out=$2 n=$3 round v
+	for round in 1 2; do
+		BENCH_LIMIT=50 bench_run "$dir/petal" "$out" "$round-main" cuda --max-context 40000 --prompt-lengths 512 \
+			--context-lengths 4K,32K --decode-tokens 64 --floors=false
+		for v in $(seq 1 "$n"); do
+			PETAL_CUDA_SASS=/tmp/s$v BENCH_LIMIT=50 bench_run "$dir/petal-v$v" "$out" "$round-v$v" cuda --max-context 40000 \
+				--prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
+		done
+	done
+}

@@ -24,29 +24,15 @@ unpack_devrun "$D"
 (cd "$D" && tar xJf petals.txz) && tar xJf "$D/ptx.txz" -C /tmp/x
 gpu_env "$O/env.txt"
 K=$R/engine/cuda/kernels/sass
-cubin() { # cubin DIR FAMILY: DIR's cubin of FAMILY made from /tmp/x/FAMILY-x.ptx, its manifest line too
-	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 /tmp/x/$2-x.ptx -o "$1/$2.sm_90.cubin" && gzip -9 -n -f "$1/$2.sm_90.cubin" &&
-		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum /tmp/x/$2-x.ptx | cut -d' ' -f1) /" "$1/manifest.txt"
-}
+cubin() { cubin_into "$1" "$2" /tmp/x/$2-x.ptx; }  # cubin DIR FAMILY: from /tmp/x/FAMILY-x.ptx
 for v in 1 2 3 4 5; do rm -rf /tmp/s$v && cp -r $K /tmp/s$v; done
 cubin /tmp/s1 route; cubin /tmp/s2 route; cubin /tmp/s2 qmv
 cubin /tmp/s3 gdn; cubin /tmp/s3 gdn_cl; cubin /tmp/s5 moe
 for f in route qmv gdn gdn_cl moe; do cubin /tmp/s4 $f; done
 echo "cubins: rc=$?; $(grep -E '^(route|qmv|gdn|gdn_cl|moe) ' /tmp/s4/manifest.txt | cut -c1-30 | tr '\n' ' ')"
-cd $R/engine/cuda
-PETAL_CUDA_SASS=/tmp/s4 PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run \
-  'TestConformance|TestCubinsLoad|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart|TestGDN|TestRoute|TestFusedMatchReferences|TestMoEMatchesReference' > $O/tests.txt 2>&1
-echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
-echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
-cd $R
-for round in 1 2; do
-  BENCH_LIMIT=50 bench_run "$D/petal" "$O" "$round-main" cuda --max-context 40000 --prompt-lengths 512 \
-    --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  for v in 1 2 3 4 5; do
-    PETAL_CUDA_SASS=/tmp/s$v BENCH_LIMIT=50 bench_run "$D/petal-v$v" "$O" "$round-v$v" cuda --max-context 40000 \
-      --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  done
-done
+cuda_tests /tmp/s4 $D/cuda.test \
+  'TestConformance|TestCubinsLoad|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart|TestGDN|TestRoute|TestFusedMatchReferences|TestMoEMatchesReference' $O/tests.txt
+variant_rounds $D $O 5
 PETAL=$D/petal TAG=kt-main KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace main: rc=$?"
 PETAL_CUDA_SASS=/tmp/s4 PETAL=$D/petal-v4 TAG=kt-v4 KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace v4: rc=$?"
 (cd /tmp/s4 && tar czf $O/sass-v4.tgz route.sm_90.cubin.gz qmv.sm_90.cubin.gz gdn.sm_90.cubin.gz gdn_cl.sm_90.cubin.gz moe.sm_90.cubin.gz manifest.txt)
