@@ -76,7 +76,7 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
-	if o.KVShadow && o.KV != backend.BF16 {
+	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
 	return fams
@@ -518,7 +518,7 @@ func (b *Backend) Copy(dst, src backend.Buffer) error {
 
 // KVShadowed says whether float32 KV caches get a bf16 shadow
 // (kvshadow=on): the device memory a context needs counts it.
-func (b *Backend) KVShadowed() bool { return b.o.KVShadow && b.o.KV == backend.F32 }
+func (b *Backend) KVShadowed() bool { return b.o.kvShadowed() }
 
 // Sync waits for everything queued; an error of the GPU's surfaces here
 // with the program it came from.

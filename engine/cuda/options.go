@@ -225,6 +225,10 @@ const (
 	MoEWG MoEKernel = "wg"
 )
 
+// kvShadowed says whether o keeps a bf16 shadow of the KV caches: kvshadow=on
+// over float32 caches (a bf16 cache is read as it is).
+func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
+
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
 	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true}

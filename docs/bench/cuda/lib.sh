@@ -10,6 +10,15 @@ unpack_devrun() {
 		if [ -f petal.xz ]; then xz -dc petal.xz > petal && chmod +x petal; fi)
 }
 
+# unpack_oracle DIR R: DIR's test binary unpacked (unpack_devrun) and
+# DIR/oracle made from DIR/ref.txz (tar cJf ref.txz -C ../shared/oracle
+# reference) with the checkout R's tiny model beside it, for
+# PETAL_TEST_ORACLE=DIR/oracle.
+unpack_oracle() {
+	unpack_devrun "$1" && mkdir -p "$1/oracle" && tar xf "$1/ref.txz" -C "$1/oracle" &&
+		ln -sfn "$2/fixtures/tiny-qwen36-moe-4bit" "$1/oracle/tiny-qwen36-moe-4bit"
+}
+
 # gpu_env FILE: the date and the GPU (name, driver, clocks) into FILE.
 gpu_env() {
 	{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > "$1" 2>&1

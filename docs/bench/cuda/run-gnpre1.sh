@@ -17,28 +17,13 @@ unpack_devrun "$D"
 (cd "$D" && tar xJf petals.txz && xz -dkf qmv-v1.ptx.xz && xz -dkf moe-v2.ptx.xz)
 gpu_env "$O/env.txt"
 K=$R/engine/cuda/kernels/sass
-cubin() { # cubin DIR FAMILY PTX: DIR's cubin of FAMILY made from PTX, its manifest line too
-	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 "$3" -o "$1/$2.sm_90.cubin" && gzip -9 -n -f "$1/$2.sm_90.cubin" &&
-		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum "$3" | cut -d' ' -f1) /" "$1/manifest.txt"
-}
 for v in 1 2 3; do rm -rf /tmp/s$v && cp -r $K /tmp/s$v; done
-cubin /tmp/s1 qmv $D/qmv-v1.ptx; cubin /tmp/s3 qmv $D/qmv-v1.ptx
-cubin /tmp/s2 moe $D/moe-v2.ptx; cubin /tmp/s3 moe $D/moe-v2.ptx
+cubin_into /tmp/s1 qmv $D/qmv-v1.ptx; cubin_into /tmp/s3 qmv $D/qmv-v1.ptx
+cubin_into /tmp/s2 moe $D/moe-v2.ptx; cubin_into /tmp/s3 moe $D/moe-v2.ptx
 echo "cubins: rc=$?; $(grep -E '^(qmv|moe) ' /tmp/s3/manifest.txt | cut -c1-40 | tr '\n' ' ')"
-cd $R/engine/cuda
-PETAL_CUDA_SASS=/tmp/s3 PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v -test.run \
-  'TestConformance|TestCubinsLoad|TestMoEMatchesReference|TestMoELayerMatchesApart|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart' > $O/tests.txt 2>&1
-echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
-echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
-cd $R
-for round in 1 2; do
-  BENCH_LIMIT=50 bench_run "$D/petal" "$O" "$round-main" cuda --max-context 40000 --prompt-lengths 512 \
-    --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  for v in 1 2 3; do
-    PETAL_CUDA_SASS=/tmp/s$v BENCH_LIMIT=50 bench_run "$D/petal-v$v" "$O" "$round-v$v" cuda --max-context 40000 \
-      --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  done
-done
+cuda_tests /tmp/s3 $D/cuda.test \
+  'TestConformance|TestCubinsLoad|TestMoEMatchesReference|TestMoELayerMatchesApart|TestQMVMatchesReference|TestNormGroupMatchesApart|TestNormRouteMatchesApart' $O/tests.txt
+variant_rounds $D $O 3
 PETAL=$D/petal TAG=kt-main KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace main: rc=$?"
 PETAL_CUDA_SASS=/tmp/s3 PETAL=$D/petal-v3 TAG=kt-v3 KT_PROMPTS=512 LIMIT=60 bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace v3: rc=$?"
 (cd /tmp/s3 && tar czf $O/sass-v3.tgz qmv.sm_90.cubin.gz moe.sm_90.cubin.gz manifest.txt)

@@ -6,8 +6,7 @@
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/ko; mkdir -p "$O" /tmp/o
 . docs/bench/cuda/lib.sh
 gpu_env "$O/env.txt"
-(cd $D && xz -dc cuda.test.xz > cuda.test && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle &&
-  ln -sfn $R/fixtures/tiny-qwen36-moe-4bit oracle/tiny-qwen36-moe-4bit)
+unpack_oracle "$D" "$R"
 cd $R/engine/cuda
 export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
 timeout 240 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/(defaults|kvshadow)|TestKVShadow' > /tmp/o/tests.txt 2>&1

@@ -8,8 +8,7 @@
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/o9; mkdir -p "$O" /tmp/o
 . docs/bench/cuda/lib.sh
 gpu_env /tmp/o/env.txt
-(cd $D && xz -dc cuda.test.xz > cuda.test && chmod +x cuda.test && mkdir -p oracle && tar xf ref.txz -C oracle &&
-  ln -sfn $R/fixtures/tiny-qwen36-moe-4bit oracle/tiny-qwen36-moe-4bit)
+unpack_oracle "$D" "$R"
 cd $R/engine/cuda
 export PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle
 timeout 300 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/(defaults|pdl=some)$' > /tmp/o/oracle.txt 2>&1

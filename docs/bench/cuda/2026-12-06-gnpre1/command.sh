@@ -7,3 +7,4 @@
 bash docs/bench/cuda/run-gnpre1.sh   # -> env.txt, logs.tgz (tests, benches, kernel traces)
 # sass-v3.tgz came back too: its qmv cubin (v1's qmv.ptx) is engine/cuda/kernels/sass's as of 7ffda47.
 # The kernel traces compared: python3 docs/bench/cuda/ktrace/kte2e.py ktrace-kt-main.csv.gz ktrace-kt-v3.csv.gz
+# run-gnpre1.sh has since been rewritten onto lib.sh's cubin_into, cuda_tests and variant_rounds: the same commands.
