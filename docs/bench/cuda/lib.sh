@@ -90,11 +90,11 @@ cuda_tests() {
 }
 
 # variant_rounds DIR OUT N: DIR/petal (its own cubins) and DIR/petal-v1 ..
-# petal-vN (on /tmp/s1 .. /tmp/sN) in two alternating rounds: prefill of 512
-# tokens, decode at 4K and 32K, 64 tokens.
+# petal-vN (on /tmp/s1 .. /tmp/sN) in ROUNDS (default 2) alternating
+# rounds: prefill of 512 tokens, decode at 4K and 32K, 64 tokens.
 variant_rounds() {
 	local dir=$1 out=$2 n=$3 round v
-	for round in 1 2; do
+	for round in $(seq 1 "${ROUNDS:-2}"); do
 		BENCH_LIMIT=50 bench_run "$dir/petal" "$out" "$round-main" cuda --max-context 40000 --prompt-lengths 512 \
 			--context-lengths 4K,32K --decode-tokens 64 --floors=false
 		for v in $(seq 1 "$n"); do
