@@ -78,6 +78,13 @@ func TestPTXUpToDate(t *testing.T) {
 // or store of global memory. Under pdl=on a kernel may start before the
 // one it depends on has finished; one without the wait would read inputs
 // not yet written.
+//
+// The one exception: moe_down_* (moe.cu) reads the router's choice (ids
+// and weights) and asks L2 for its rows before the wait. moe_gate_up, the
+// kernel before, lets it launch only after its own wait, by which time the
+// router that wrote them has completed; they are read through L2
+// (ld.global.cg). Those entries may load (ld.global) before the wait, but
+// never store, run atomics or cp.async.
 func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 	for _, family := range Families() {
 		ptx, err := PTX(family)
@@ -98,7 +105,11 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 				t.Errorf("%s: %s does not wait for its predecessor (no pdl_begin)", family, name)
 				continue
 			}
-			for _, access := range []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async"} {
+			accesses := []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async"}
+			if strings.HasPrefix(name, "moe_down_") {
+				accesses = accesses[1:]
+			}
+			for _, access := range accesses {
 				if i := strings.Index(body, access); i >= 0 && i < wait {
 					t.Errorf("%s: %s has %s before griddepcontrol.wait", family, name, access)
 				}

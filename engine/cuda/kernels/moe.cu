@@ -157,6 +157,36 @@ static __device__ __forceinline__ void moe_down_prefetch(const u32* __restrict__
   }
 }
 
+// ld_cg reads a word written by another block of this launch (through L2).
+static __device__ __forceinline__ int ld_cg_i(const int* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+static __device__ __forceinline__ float ld_cg_f(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
+// moe_down_prefetch_lines asks L2 for the nine down rows of output row r
+// as moe_down_prefetch does, and their scale/bias words, a 128-byte line
+// at a time.
+template <int SB>
+static __device__ __forceinline__ void moe_down_prefetch_lines(const u32* __restrict__ dw, const u16* __restrict__ ds,
+                                                               const u32* __restrict__ sdw,
+                                                               const u16* __restrict__ sds, const int* eid, int r,
+                                                               int H, int I, int team) {
+  const int tl = (PETAL_TID_X() & 31) % team, gpr = I / 64;
+  const long long wpr = I / 8;
+#pragma unroll
+  for (int k = 0; k <= MOE_TOPK; k++) {
+    const long long row = k < MOE_TOPK ? (long long)eid[k] * H + r : r;
+    for (long long w = tl * 32; w < wpr; w += team * 32) prefetch_l2((k < MOE_TOPK ? dw : sdw) + row * wpr + w);
+    if (SB && tl == 0) prefetch_l2((k < MOE_TOPK ? ds : sds) + 2 * row * gpr);
+  }
+}
+
 // moe_down_rows writes out[r] = resid[r] + sum over slots of coef*(down·h)
 // for the rows of this warp, warp gwarp of nwarps, h staged in q, eid the
 // routed experts and coef their weights and (last) the shared expert's.
@@ -207,16 +237,23 @@ static __device__ __forceinline__ void moe_down(
   // PETAL_MARK's points (clock builds): 8 start, 9 the routing read and
   // the first rows asked for, 10 h copied, 11 h staged, 12 the rows done.
   PETAL_MARK(8);
+  // Launched while moe_gate_up runs (it lets this kernel launch right
+  // after its own wait, so the router that wrote ids and wts has completed
+  // by then): the choice is read through L2 and every down row this warp
+  // will take asked of L2 before the wait for moe_gate_up, so that the
+  // rows stream in while it runs. h and the shared gate's logit come from
+  // moe_gate_up and are read after the wait; nothing is stored before it.
   int eid[MOE_TOPK];
   float coef[MOE_TOPK + 1];
 #pragma unroll
-  for (int k = 0; k < MOE_TOPK; k++) eid[k] = ids[k], coef[k] = wts[k];
-  coef[MOE_TOPK] = sigmoid(logit[0]);
+  for (int k = 0; k < MOE_TOPK; k++) eid[k] = ld_cg_i(ids + k), coef[k] = ld_cg_f(wts + k);
   const int lane = PETAL_TID_X() & 31, warp = PETAL_TID_X() >> 5;
-  const int first = (PETAL_BID_X() * MOE_DOWN_WARPS + warp) * (32 / team) + lane / team;
-  // the nine down rows of the warp's first output row asked of L2 before h
-  // is staged: they depend on the router's ids, not on h
-  if (first < H) moe_down_prefetch(dw, sdw, eid, first, H, I, team);
+  const int perWarp = 32 / team, nwarps = PETAL_NCTAID_X() * MOE_DOWN_WARPS;
+  const int first = (PETAL_BID_X() * MOE_DOWN_WARPS + warp) * perWarp + lane / team;
+  for (int r = first; r < H; r += nwarps * perWarp) moe_down_prefetch_lines<SB>(dw, ds, sdw, sds, eid, r, H, I, team);
+  pdl_begin();
+  pdl_trigger();  // the next layer's first projections stream their rows in beside this kernel
+  coef[MOE_TOPK] = sigmoid(logit[0]);
   PETAL_MARK(9);
   qstage_raw(h, (MOE_TOPK + 1) * (I / 64));
   PETAL_MARK(10);
@@ -231,16 +268,18 @@ static __device__ __forceinline__ void moe_down(
 // gate_up with MOE_UP_WARPS*32 threads and QSTAGE_BYTES(kind, H/64) bytes of
 // shared memory, down with MOE_DOWN_WARPS*32 threads and
 // QSTAGE_BYTES(kind, (MOE_TOPK+1)*I/64); x and h 16-byte aligned. gate_up
-// takes one (gate, up) row pair per lane (R = 1). down lets the next kernel
-// (the next layer's qmv_group_norm) launch at its start: that one's blocks
-// then stream their rows into L2 before their wait, which paid 0.6 us a
-// layer more than placing them as down's blocks retire (pdltrig2).
+// takes one (gate, up) row pair per lane (R = 1). gate_up lets down launch
+// right after its wait, and down asks L2 for its rows before its own wait
+// (moe_down). down lets the next kernel (the next layer's qmv_group_norm)
+// launch right after its wait: that one's blocks then stream their rows
+// into L2 before their wait, which paid 0.6 us a layer more than placing
+// them as down's blocks retire (pdltrig2).
 #define MOE_UP(M, R, SB, NAME)                                                                               \
   extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2)                                         \
       NAME(const u32* gw, const u16* gs, const u16* gb, const u32* uw, const u16* us, const u16* ub,          \
            const u32* sgw, const u16* sgs, const u16* sgb, const u32* suw, const u16* sus, const u16* sub,    \
            const u32* ew, const u16* es, const u16* eb, const int* ids, const float* x, float* h,             \
-           float* logit, int I, int H, int team) { pdl_begin();                                              \
+           float* logit, int I, int H, int team) { pdl_begin(); pdl_trigger();                               \
     moe_gate_up<M, R, SB>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, x, h, logit, \
                           I, H, team);                                                                       \
   }
@@ -248,7 +287,7 @@ static __device__ __forceinline__ void moe_down(
   extern "C" __global__ void __launch_bounds__(MOE_DOWN_WARPS * 32, 16 / MOE_DOWN_WARPS)                                       \
       NAME(const u32* dw, const u16* ds, const u16* db, const u32* sdw, const u16* sds, const u16* sdb,         \
            const int* ids, const float* wts, const float* logit, const float* h, const float* resid, float* out, \
-           int H, int I, int team) { pdl_begin(); pdl_trigger();                                               \
+           int H, int I, int team) {                                                                           \
     moe_down<M, SB>(dw, ds, db, sdw, sds, sdb, ids, wts, logit, h, resid, out, H, I, team);                    \
   }
 MOE_UP(QM_F32, 1, 0, moe_gate_up_f32)
@@ -310,18 +349,6 @@ struct MoELayerArgs {
   int experts, hidden, inter, normalize, upTeam, downTeam, routerBlocks;
 };
 
-
-// ld_cg reads a word written by another block of this launch (through L2).
-static __device__ __forceinline__ int ld_cg_i(const int* p) {
-  int v;
-  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-static __device__ __forceinline__ float ld_cg_f(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-}
 
 template <int M, int SB, int BITS>
 static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
