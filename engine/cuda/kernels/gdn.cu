@@ -17,6 +17,14 @@
 // (Hv/Hk)*split and shifted by the last of them to take a ticket; and the
 // gated norm, which needs all 128 outputs of a head, is done by the last of
 // the head's blocks, from the raw outputs the others left in out.
+//
+// The state rows are loaded before pdl_begin: this layer's step for the
+// previous token wrote them, and it finished before this launch (only the
+// kernel just before, the projections, may still be running, and they do
+// not write the state), so they are read early, through L2 (written on
+// other multiprocessors; L1 is not coherent), while the projections end.
+// Everything else, the projections' outputs, the conv state and every
+// store, comes after the wait.
 #include "qgroup.h"
 #ifdef GDN_CL_MODULE
 #include "cluster.h"
@@ -49,9 +57,11 @@ static __device__ __forceinline__ float gsoftplus(float x) {
 struct __attribute__((aligned(16))) f32x4 {
   float x, y, z, w;
 };
-static __device__ __forceinline__ f32x4 ld4(const float* p) {
+// ld_cg4 loads 16 bytes through L2 only (ld.global.cg), not L1: for the
+// state, read before pdl_begin.
+static __device__ __forceinline__ f32x4 ld_cg4(const float* p) {
   f32x4 v;
-  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
   return v;
 }
 static __device__ __forceinline__ void st4(float* p, f32x4 v) {
@@ -103,11 +113,14 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   const int C = (2 * Hk + Hv) * GDN_D;
   const int row0 = slice * R + warp * RPW;
 
-  // The state rows first: their loads are in flight during the prologue.
+  // The state rows first, before the wait for the projections (see the
+  // top of the file): their loads are in flight while those finish and
+  // during the prologue.
   float* S0 = state + ((long long)j * GDN_D + row0) * GDN_D + 4 * lane;
   f32x4 S[RPW];
 #pragma unroll
-  for (int i = 0; i < RPW; i++) S[i] = ld4(S0 + i * GDN_D);
+  for (int i = 0; i < RPW; i++) S[i] = ld_cg4(S0 + i * GDN_D);
+  pdl_begin();
   // The gates' inputs, and the gated norm's z and weight (used by the last
   // block of the head at the end), loaded with them: read after the conv,
   // each was one more wait for memory on the way.
@@ -235,12 +248,13 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
 
 // Entry points gdn_step_s<split>: launch Hv*split blocks of GDN_THREADS
 // threads; counters is Hk+Hv u32 the host zeroes once (one set per layer
-// state, or per stream).
+// state, or per stream). gdn_step calls pdl_begin itself, after its state
+// loads.
 #define GDN(RPW, NAME)                                                                                          \
   extern "C" __global__ void __launch_bounds__(GDN_THREADS)                                                     \
       NAME(const float* qkv, const float* z, const float* bb, const float* aa, const float* convW,                \
            float* convState, const float* aLog, const float* dtBias, const float* normW, float* state, float* out, \
-           u32* counters, int Hk, int Hv, float eps) { pdl_begin();                                              \
+           u32* counters, int Hk, int Hv, float eps) {                                                           \
     gdn_step<RPW>(qkv, z, bb, aa, convW, convState, aLog, dtBias, normW, state, out, counters, Hk, Hv, eps);     \
   }
 // gdn_cl.cu includes this file for gdn_step and GDN and makes the cluster

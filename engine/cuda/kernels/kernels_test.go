@@ -87,6 +87,7 @@ func TestPTXUpToDate(t *testing.T) {
 // not a stale L1 line. earlyLoads says what each reads.
 var earlyLoads = map[string]string{
 	"moe_down_": "the router's choice (ids and weights); moe_gate_up, the kernel before, lets it launch after its own wait",
+	"gdn_step_": "its recurrent state, written by the same layer's step for the token before",
 }
 
 func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {

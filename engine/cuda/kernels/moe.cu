@@ -119,6 +119,45 @@ static __device__ __forceinline__ void moe_gate_up_tasks(
 }
 
 
+// moe_gate_up_shared_prefetch asks L2 for the shared expert's rows among
+// the tasks of this warp (moe_gate_up_tasks' order over all the tasks):
+// they do not depend on the router, so moe_gate_up asks for them before
+// its wait, while the router's last block selects.
+template <int R, int SB>
+static __device__ __forceinline__ void moe_gate_up_shared_prefetch(
+    const u32* __restrict__ sgw, const u16* __restrict__ sgs, const u32* __restrict__ suw,
+    const u16* __restrict__ sus, const u32* __restrict__ ew, int I, int H, int team) {
+  const int groups = H / 64, lane = PETAL_TID_X() & 31;
+  const int sub_ = lane / team, tl = lane % team, perWarp = (32 / team) * R;
+  const int rowTasks = (MOE_TOPK + 1) * I, t1 = rowTasks + 1;
+  const int nwarps = PETAL_NCTAID_X() * MOE_UP_WARPS;
+  const int gwarp = PETAL_BID_X() * MOE_UP_WARPS + (PETAL_TID_X() >> 5);
+  const long long wpr = H / 8;
+  // the first of this warp's steps that reaches the shared expert's tasks
+  int base = gwarp * perWarp;
+  if (base < MOE_TOPK * I) base += (MOE_TOPK * I - base) / (nwarps * perWarp) * (nwarps * perWarp);
+  for (; base < t1; base += nwarps * perWarp) {
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      const int t = base + sub_ * R + j;
+      if (t < MOE_TOPK * I || t >= t1) continue;
+      if (t == rowTasks) {  // the shared expert's 8-bit gate row
+        for (int g = tl; g < groups; g += team) prefetch_l2(ew + g * 16);
+        continue;
+      }
+      const long long r = t - MOE_TOPK * I;
+      for (int g = tl; g < groups; g += team) {
+        prefetch_l2(sgw + r * wpr + g * 8);
+        prefetch_l2(suw + r * wpr + g * 8);
+      }
+      if (SB && tl == 0) {
+        prefetch_l2(sgs + 2 * r * groups);
+        prefetch_l2(sus + 2 * r * groups);
+      }
+    }
+  }
+}
+
 template <int M, int R, int SB>
 static __device__ __forceinline__ void moe_gate_up(
     const u32* __restrict__ gw, const u16* __restrict__ gs, const u16* __restrict__ gb,
@@ -279,7 +318,10 @@ static __device__ __forceinline__ void moe_down(
       NAME(const u32* gw, const u16* gs, const u16* gb, const u32* uw, const u16* us, const u16* ub,          \
            const u32* sgw, const u16* sgs, const u16* sgb, const u32* suw, const u16* sus, const u16* sub,    \
            const u32* ew, const u16* es, const u16* eb, const int* ids, const float* x, float* h,             \
-           float* logit, int I, int H, int team) { pdl_begin(); pdl_trigger();                               \
+           float* logit, int I, int H, int team) {                                                           \
+    moe_gate_up_shared_prefetch<R, SB>(sgw, sgs, suw, sus, ew, I, H, team);                                  \
+    pdl_begin();                                                                                             \
+    pdl_trigger();                                                                                           \
     moe_gate_up<M, R, SB>(gw, gs, gb, uw, us, ub, sgw, sgs, sgb, suw, sus, sub, ew, es, eb, ids, x, h, logit, \
                           I, H, team);                                                                       \
   }

@@ -134,6 +134,9 @@ static __device__ __forceinline__ void qmv(const u32* __restrict__ words, const 
       }
     }
     pdl_begin();
+    // the next kernel (the router, the sampler's prep) is let launch now:
+    // its own weights then stream into L2 before its wait, beside this one
+    pdl_trigger();
   }
   PETAL_MARK(1);
   if (N) {

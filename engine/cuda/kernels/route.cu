@@ -48,8 +48,6 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   // logits written, 3 the ticket taken, 4 the selection done (the last
   // block).
   PETAL_MARK(0);
-  // the warp's first row asked of L2 before x is staged (prefetch_l2)
-  route_prefetch<BITS>(words, experts, cols, PETAL_BID_X());
   constexpr int PRE = 8;  // columns a thread holds in registers: 8 x 256 threads covers 2048
   float hv[PRE];          // h, then h + delta
   if (NORM) {
@@ -131,11 +129,16 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
 #endif
 }
 
-// Entry points route4 and route8, by the router's bits.
+// Entry points route4 and route8, by the router's bits. The router's rows
+// do not depend on the kernel before: each warp asks L2 for its row
+// (route_prefetch) before the wait, so that it streams in while that
+// kernel runs (it was asked for after the wait, before x was staged).
 #define ROUTE(BITS, NAME)                                                                                    \
   extern "C" __global__ void __launch_bounds__(ROUTE_WARPS * 32)                                             \
       NAME(const u32* words, const u16* scales, const u16* biases, const float* x, float* logits, int* ids, \
-           float* wts, u32* counter, int experts, int cols, int topk, int normalize) { pdl_begin();          \
+           float* wts, u32* counter, int experts, int cols, int topk, int normalize) {                       \
+    route_prefetch<BITS>(words, experts, cols, PETAL_BID_X());                                             \
+    pdl_begin();                                                                                           \
     route<BITS, false>(words, scales, biases, x, logits, ids, wts, counter, experts, cols, topk, normalize, \
                        RouteNorm{});                                                                        \
   }
@@ -149,7 +152,9 @@ ROUTE(8, route8)
   extern "C" __global__ void __launch_bounds__(ROUTE_WARPS * 32)                                              \
       NAME(const u32* words, const u16* scales, const u16* biases, float* h, const float* delta,             \
            const float* w, float* out, float eps, float* logits, int* ids, float* wts, u32* counter,        \
-           int experts, int cols, int topk, int normalize) { pdl_begin();                                   \
+           int experts, int cols, int topk, int normalize) {                                                \
+    route_prefetch<BITS>(words, experts, cols, PETAL_BID_X());                                              \
+    pdl_begin();                                                                                            \
     route<BITS, true>(words, scales, biases, nullptr, logits, ids, wts, counter, experts, cols, topk,       \
                       normalize, RouteNorm{h, delta, w, out, eps});                                          \
   }
