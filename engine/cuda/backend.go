@@ -70,6 +70,9 @@ func noticeFamilies(o Options) []string {
 	if o.GDNCluster {
 		fams = append(fams, "gdn_cl")
 	}
+	if o.RouteCluster {
+		fams = append(fams, "route_cl")
+	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
 	}
@@ -203,6 +206,19 @@ func (b *Backend) init() error {
 			return err
 		}
 		b.gdn.Cluster = true
+	}
+	if b.o.RouteCluster {
+		// route_cl.cu's module, so that route.ptx (routenorm=ticket's)
+		// stays as it was; loaded only under the option
+		m, err := LoadRouteClusterModule(b.ctx)
+		if err != nil {
+			return err
+		}
+		b.mods = append(b.mods, m)
+		if err := b.route.AddClusterForms(m); err != nil {
+			return err
+		}
+		b.route.Cluster = true
 	}
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX

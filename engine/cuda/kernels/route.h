@@ -14,15 +14,24 @@ static __device__ __forceinline__ float route_exp(float x) {
   return r;
 }
 
-// group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
-// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs (16-byte
-// aligned, read 16 bytes at a time; the sums in element order).
+// group_load loads one group of 64 of a row's codes at p, 8 words of
+// 4-bit codes or 16 of 8-bit ones, 16 bytes at a time, into w: apart from
+// their products (group_dot_words) so that a warp can ask for several rows'
+// groups before it waits for the first.
 template <int BITS>
-static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
+static __device__ __forceinline__ void group_load(const u32* __restrict__ p, u32x4* w) {
+#pragma unroll
+  for (int i = 0; i < BITS / 2; i++) w[i] = ld_stream_16(p + 4 * i);
+}
+
+// group_dot_words is s*sum(q*x) + b*sum(x) over one group of 64 of a row:
+// w its codes (group_load), x the matching 64 inputs (16-byte aligned, read 16 bytes at
+// a time; the sums in element order).
+template <int BITS>
+static __device__ __forceinline__ float group_dot_words(const u32x4* w, const float* x, float s, float b) {
   const float4v* x4 = (const float4v*)x;
   float acc = 0.f, xs = 0.f;
   if (BITS == 8) {
-    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
@@ -40,7 +49,6 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
       }
     }
   } else {
-    u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
@@ -58,6 +66,17 @@ static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, con
     }
   }
   return s * acc + b * xs;
+}
+
+// group_dot is group_dot_words of the group of codes at p.
+template <int BITS>
+static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
+  if (BITS == 8) {
+    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
+    return group_dot_words<BITS>(w, x, s, b);
+  }
+  u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
+  return group_dot_words<BITS>(w, x, s, b);
 }
 
 // route_key orders logits as ints: nan_low_key's order (rowmath.h) as a
