@@ -106,23 +106,164 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 			if next := strings.Index(body, ".visible .func"); next >= 0 {
 				body = body[:next]
 			}
-			wait := strings.Index(body, "griddepcontrol.wait")
-			if wait < 0 {
+			if !strings.Contains(body, "griddepcontrol.wait") {
 				t.Errorf("%s: %s does not wait for its predecessor (no pdl_begin)", family, name)
 				continue
 			}
-			before := body[:wait]
+			early := false
 			for prefix := range earlyLoads {
-				if strings.HasPrefix(name, prefix) {
-					before = strings.ReplaceAll(before, "ld.global.cg.", "")
+				early = early || strings.HasPrefix(name, prefix)
+			}
+			for _, bad := range unwaitedAccesses(body, early) {
+				t.Errorf("%s: %s may run %q before griddepcontrol.wait", family, name, bad)
+			}
+		}
+	}
+}
+
+// unwaitedAccesses are the instructions of an entry's PTX body that touch
+// global memory (or let the next kernel launch) on some path from the
+// entry that has not passed griddepcontrol.wait: the body is cut into
+// basic blocks at its labels and branches, and a block counts as waited
+// only if every path into it has waited, so an access laid out after the
+// wait in the text but reached before it is found too. With early,
+// ld.global.cg loads are allowed (earlyLoads).
+func unwaitedAccesses(body string, early bool) []string {
+	type block struct {
+		lines []string
+		succ  []string // labels branched to
+		falls bool     // runs on into the next block
+	}
+	var blocks []*block
+	index := map[string]int{} // label -> block
+	cur := &block{falls: true}
+	blocks = append(blocks, cur)
+	for _, raw := range strings.Split(body, "\n") {
+		line := strings.TrimSpace(raw)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		if strings.HasPrefix(line, "$") && strings.HasSuffix(line, ":") {
+			cur = &block{falls: true}
+			blocks = append(blocks, cur)
+			index[strings.TrimSuffix(line, ":")] = len(blocks) - 1
+			continue
+		}
+		cur.lines = append(cur.lines, line)
+		fields := strings.Fields(strings.TrimSuffix(line, ";"))
+		guarded := len(fields) > 0 && strings.HasPrefix(fields[0], "@")
+		if guarded {
+			fields = fields[1:]
+		}
+		if len(fields) == 0 {
+			continue
+		}
+		switch op := fields[0]; {
+		case op == "bra" || strings.HasPrefix(op, "bra."):
+			cur.succ = append(cur.succ, fields[len(fields)-1])
+			if !guarded {
+				cur.falls = false
+			}
+		case op == "ret" || op == "exit" || op == "trap":
+			if !guarded {
+				cur.falls = false
+			}
+		default:
+			continue
+		}
+		// an instruction after a branch or return starts a new block
+		cur = &block{falls: true}
+		blocks = append(blocks, cur)
+	}
+	// waitedIn[i]: every path into block i has passed a wait (the greatest
+	// fixed point: all true but the entry's, then lowered until stable)
+	waits := func(b *block) bool {
+		for _, l := range b.lines {
+			if strings.Contains(l, "griddepcontrol.wait") {
+				return true
+			}
+		}
+		return false
+	}
+	waitedIn := make([]bool, len(blocks))
+	for i := 1; i < len(blocks); i++ {
+		waitedIn[i] = true
+	}
+	for changed := true; changed; {
+		changed = false
+		for i, b := range blocks {
+			out := waitedIn[i] || waits(b)
+			var next []int
+			for _, l := range b.succ {
+				if j, ok := index[l]; ok {
+					next = append(next, j)
 				}
 			}
-			for _, access := range []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async", "griddepcontrol.launch_dependents"} {
-				if strings.Contains(before, access) {
-					t.Errorf("%s: %s has %s before griddepcontrol.wait", family, name, access)
+			if b.falls && i+1 < len(blocks) {
+				next = append(next, i+1)
+			}
+			for _, j := range next {
+				if waitedIn[j] && !out {
+					waitedIn[j], changed = false, true
 				}
 			}
 		}
+	}
+	var bad []string
+	for i, b := range blocks {
+		waited := waitedIn[i]
+		for _, l := range b.lines {
+			if strings.Contains(l, "griddepcontrol.wait") {
+				waited = true
+			}
+			if waited {
+				continue
+			}
+			for _, access := range []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async", "griddepcontrol.launch_dependents"} {
+				if strings.Contains(l, access) && !(early && strings.Contains(l, "ld.global.cg.")) {
+					bad = append(bad, l)
+					break
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// TestUnwaitedAccessesFollowsBranches: accesses laid out after the wait
+// in the text but reached by a branch around it are found (a plain
+// reading of the text in order would pass them), and a block reached both
+// ways counts as not waited; ld.global.cg passes only where allowed.
+func TestUnwaitedAccessesFollowsBranches(t *testing.T) {
+	const body = `k(
+{
+	setp.eq.s32 %p1, %r1, 0;
+	@%p1 bra $L__BB0_3;
+$L__BB0_1:
+	griddepcontrol.wait;
+	ld.global.f32 %f1, [%rd1];
+$L__BB0_2:
+	st.global.f32 [%rd3], %f1;
+	ret;
+$L__BB0_3:
+	@%p2 bra $L__BB0_2;
+	ld.global.cg.f32 %f2, [%rd2];
+	ld.global.nc.f32 %f3, [%rd4];
+	bra.uni $L__BB0_1;
+}`
+	for _, c := range []struct {
+		early bool
+		want  []string
+	}{
+		{false, []string{"st.global.f32 [%rd3], %f1;", "ld.global.cg.f32 %f2, [%rd2];", "ld.global.nc.f32 %f3, [%rd4];"}},
+		{true, []string{"st.global.f32 [%rd3], %f1;", "ld.global.nc.f32 %f3, [%rd4];"}},
+	} {
+		if got := unwaitedAccesses(body, c.early); strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("early=%v: got %q, want %q", c.early, got, c.want)
+		}
+	}
+	if got := unwaitedAccesses(strings.Replace(body, "@%p2 bra $L__BB0_2;", "", 1), true); len(got) != 1 {
+		t.Errorf("without the branch around the wait: got %q, want only the non-cg load", got)
 	}
 }
 
