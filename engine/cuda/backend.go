@@ -194,28 +194,17 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu),
+	// so that gdn.ptx and route.ptx stay as they were; each is loaded only
+	// under its option.
 	if b.o.GDNCluster {
-		// gdn_cl.cu's module, so that gdn.ptx (gdnnorm=ticket's) stays as
-		// it was
-		m, err := LoadGDNClusterModule(b.ctx)
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		if err := b.gdn.AddClusterForms(m); err != nil {
+		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
 			return err
 		}
 		b.gdn.Cluster = true
 	}
 	if b.o.RouteCluster {
-		// route_cl.cu's module, so that route.ptx (routenorm=ticket's)
-		// stays as it was; loaded only under the option
-		m, err := LoadRouteClusterModule(b.ctx)
-		if err != nil {
-			return err
-		}
-		b.mods = append(b.mods, m)
-		if err := b.route.AddClusterForms(m); err != nil {
+		if err := b.addModule(LoadRouteClusterModule, b.route.AddClusterForms); err != nil {
 			return err
 		}
 		b.route.Cluster = true
@@ -278,6 +267,17 @@ var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8"}
 var familyKernels = map[string]map[string]int{
 	"route_i8":    {"qgemm_i8": qiShared},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
+}
+
+// addModule loads a module with load, keeps it for Close and hands it to
+// add, which finds its kernels.
+func (b *Backend) addModule(load func(*driver.Context) (*driver.Module, error), add func(*driver.Module) error) error {
+	m, err := load(b.ctx)
+	if err != nil {
+		return err
+	}
+	b.mods = append(b.mods, m)
+	return add(m)
 }
 
 // loadFamilyKernels loads family's module and its familyKernels.

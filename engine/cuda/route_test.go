@@ -130,12 +130,7 @@ func TestRouteNaNKeepsIDsInRange(t *testing.T) {
 func routeMatrix(rng *rand.Rand, sh routeShape) quant.Matrix {
 	m := quant.RandomMatrix(rng, 1, sh.experts, sh.cols, sh.bits, 64)
 	if sh.pairedTies {
-		wpr, gpr := m.WordsPerRow(), m.GroupsPerRow()
-		for r := 1; r < sh.experts; r += 2 {
-			copy(m.Words[r*wpr:(r+1)*wpr], m.Words[(r-1)*wpr:r*wpr])
-			copy(m.Scales[r*gpr:(r+1)*gpr], m.Scales[(r-1)*gpr:r*gpr])
-			copy(m.Biases[r*gpr:(r+1)*gpr], m.Biases[(r-1)*gpr:r*gpr])
-		}
+		backendtest.PairRows(&m)
 	}
 	return m
 }

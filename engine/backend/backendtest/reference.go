@@ -339,3 +339,16 @@ func SwiGLU(gate, up, down []float64, inter, dim int, x []float32) []float64 {
 	}
 	return out
 }
+
+// PairRows makes each odd row of m (its stacked matrices taken as one)
+// a copy of the row before it, codes, scales and biases, so that a router
+// over m has exact ties in pairs: the tests of the top-k choice check that
+// the lower id wins them.
+func PairRows(m *quant.Matrix) {
+	wpr, gpr := m.WordsPerRow(), m.GroupsPerRow()
+	for r := 1; r < max(m.Experts, 1)*m.Rows; r += 2 {
+		copy(m.Words[r*wpr:(r+1)*wpr], m.Words[(r-1)*wpr:r*wpr])
+		copy(m.Scales[r*gpr:(r+1)*gpr], m.Scales[(r-1)*gpr:r*gpr])
+		copy(m.Biases[r*gpr:(r+1)*gpr], m.Biases[(r-1)*gpr:r*gpr])
+	}
+}

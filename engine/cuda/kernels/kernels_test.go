@@ -177,13 +177,20 @@ func unwaitedAccesses(body string, early bool) []string {
 	}
 	// waitedIn[i]: every path into block i has passed a wait (the greatest
 	// fixed point: all true but the entry's, then lowered until stable)
-	waits := func(b *block) bool {
+	waits := make([]bool, len(blocks))
+	next := make([][]int, len(blocks))
+	for i, b := range blocks {
 		for _, l := range b.lines {
-			if strings.Contains(l, "griddepcontrol.wait") {
-				return true
+			waits[i] = waits[i] || strings.Contains(l, "griddepcontrol.wait")
+		}
+		for _, l := range b.succ {
+			if j, ok := index[l]; ok {
+				next[i] = append(next[i], j)
 			}
 		}
-		return false
+		if b.falls && i+1 < len(blocks) {
+			next[i] = append(next[i], i+1)
+		}
 	}
 	waitedIn := make([]bool, len(blocks))
 	for i := 1; i < len(blocks); i++ {
@@ -191,19 +198,12 @@ func unwaitedAccesses(body string, early bool) []string {
 	}
 	for changed := true; changed; {
 		changed = false
-		for i, b := range blocks {
-			out := waitedIn[i] || waits(b)
-			var next []int
-			for _, l := range b.succ {
-				if j, ok := index[l]; ok {
-					next = append(next, j)
-				}
+		for i := range blocks {
+			if waitedIn[i] || waits[i] {
+				continue
 			}
-			if b.falls && i+1 < len(blocks) {
-				next = append(next, i+1)
-			}
-			for _, j := range next {
-				if waitedIn[j] && !out {
+			for _, j := range next[i] {
+				if waitedIn[j] {
 					waitedIn[j], changed = false, true
 				}
 			}

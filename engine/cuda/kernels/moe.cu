@@ -196,7 +196,9 @@ static __device__ __forceinline__ void moe_down_prefetch(const u32* __restrict__
   }
 }
 
-// ld_cg reads a word written by another block of this launch (through L2).
+// ld_cg_i and ld_cg_f read a word through L2 only (ld.global.cg), not L1:
+// one written by another block of this launch (moe_layer), or by the
+// router before moe_down's wait, on another multiprocessor.
 static __device__ __forceinline__ int ld_cg_i(const int* p) {
   int v;
   asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));

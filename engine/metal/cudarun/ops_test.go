@@ -491,12 +491,7 @@ func TestRouteSelectRows(t *testing.T) {
 	}{{5, 13, 192, 3, 8, false}, {7, 256, 2048, 8, 8, false}, {3, 256, 2048, 8, 4, true}, {2, 37, 64, 37, 8, false}} {
 		m := quant.RandomMatrix(rng, 1, sh.E, sh.C, sh.bits, 64)
 		if sh.pairs {
-			wpr, gpr := m.WordsPerRow(), m.GroupsPerRow()
-			for r := 1; r < sh.E; r += 2 {
-				copy(m.Words[r*wpr:(r+1)*wpr], m.Words[(r-1)*wpr:r*wpr])
-				copy(m.Scales[r*gpr:(r+1)*gpr], m.Scales[(r-1)*gpr:r*gpr])
-				copy(m.Biases[r*gpr:(r+1)*gpr], m.Biases[(r-1)*gpr:r*gpr])
-			}
+			backendtest.PairRows(&m)
 		}
 		dense := backendtest.Dequantize(&m)
 		x := randScaled(rng, sh.rows*sh.C, 1)

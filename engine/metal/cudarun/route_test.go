@@ -43,12 +43,7 @@ func TestRouteMatchesReference(t *testing.T) {
 	for _, sh := range routeShapes {
 		m := quant.RandomMatrix(rng, 1, sh.experts, sh.cols, sh.bits, 64)
 		if sh.pairedTies {
-			wpr, gpr := m.WordsPerRow(), m.GroupsPerRow()
-			for r := 1; r < sh.experts; r += 2 {
-				copy(m.Words[r*wpr:(r+1)*wpr], m.Words[(r-1)*wpr:r*wpr])
-				copy(m.Scales[r*gpr:(r+1)*gpr], m.Scales[(r-1)*gpr:r*gpr])
-				copy(m.Biases[r*gpr:(r+1)*gpr], m.Biases[(r-1)*gpr:r*gpr])
-			}
+			backendtest.PairRows(&m)
 		}
 		q := uploadQ(t, c, s, &m, sh.name)
 		x := randomVector(rng, sh.cols)
