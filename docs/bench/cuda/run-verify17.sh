@@ -5,7 +5,7 @@
 # as it holds since verify16), conformance twice. From the repository root;
 # devrun/o9 holds cuda.test.xz and ref.txz (the oracle's reference, as
 # devrun/ko carried it). Logs in $OUT/verify.tgz.
-R=$(pwd); O=${OUT:-/tmp/out}; D=$R/devrun/o9; mkdir -p "$O" /tmp/o
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/o9}; mkdir -p "$O" /tmp/o
 . docs/bench/cuda/lib.sh
 gpu_env /tmp/o/env.txt
 unpack_oracle "$D" "$R"
