@@ -73,6 +73,9 @@ func noticeFamilies(o Options) []string {
 	if o.RouteCluster {
 		fams = append(fams, "route_cl")
 	}
+	if o.MoELayerCluster {
+		fams = append(fams, "moe_route")
+	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
 	}
@@ -194,9 +197,9 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu),
-	// so that gdn.ptx and route.ptx stay as they were; each is loaded only
-	// under its option.
+	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
+	// moe_route.cu), so that gdn.ptx, route.ptx and moe.ptx stay as they
+	// were; each is loaded only under its option.
 	if b.o.GDNCluster {
 		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
 			return err
@@ -208,6 +211,12 @@ func (b *Backend) init() error {
 			return err
 		}
 		b.route.Cluster = true
+	}
+	if b.o.MoELayerCluster {
+		add := func(m *driver.Module) error { return b.moe.AddRouteForms(b.ctx, m) }
+		if err := b.addModule(LoadMoERouteModule, add); err != nil {
+			return err
+		}
 	}
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX

@@ -1074,6 +1074,81 @@ func TestMoELayerMatchesApart(t *testing.T) {
 	}
 }
 
+// TestMoELayerClusterMatchesApart: under moelayer=cluster the post-attention
+// AddRMSNorm, the Route and the Experts of one token run as moe_route_up
+// and moe_route_down and leave h, the normed row, the logits' choice (ids
+// and weights) and the MoE's output bit for bit as the three kernels do
+// (route_norm, moe_gate_up, moe_down): with and without a delta, with the
+// output in the delta's buffer as the model has it (moe_route_down must
+// read delta[r] before it writes out[r]), at the 35B shape and a small one
+// (two clusters, two experts a block), over several launches of the
+// captured graph, fresh random inputs each run of the test. A 4-bit router
+// is refused at compile, naming the option.
+func TestMoELayerClusterMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.MoELayerCluster = true
+	cluster := testBackend(t, o)
+	o.MoELayerCluster = false
+	three := testBackend(t, o)
+	type shape struct{ E, H, I int }
+	for _, sh := range []shape{{256, 2048, 512}, {16, 256, 128}} {
+		for _, form := range []string{"delta", "no delta", "out in delta"} {
+			t.Run(fmt.Sprintf("E=%d H=%d I=%d %s", sh.E, sh.H, sh.I, form), func(t *testing.T) {
+				E, H, I := sh.E, sh.H, sh.I
+				rng := freshRNG(t)
+				ms := randomMoEMatrices(rng, E, H, I, 8)
+				h, delta, w := randoms(rng, H, 2), randoms(rng, H, 1), randoms(rng, H, 1)
+				if form == "no delta" {
+					delta = nil
+				}
+				type result struct {
+					h, a, wts, out []float32
+					ids            []int32
+					kernels        []string
+				}
+				run := func(b *Backend) result {
+					n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
+					inputs := map[backend.Buffer][]float32{n.H: h, e.Out: nans(H)}
+					if form == "out in delta" {
+						e.Out = n.Delta
+						inputs = map[backend.Buffer][]float32{n.H: h, n.Delta: delta}
+					}
+					p, err := b.Compile([]backend.Op{n, r, e})
+					if err != nil {
+						t.Fatal(err)
+					}
+					runWith(t, b, p, 3, inputs) // the second and third runs replay the captured graph
+					names := p.(*program).kernelNames()
+					return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
+						slices.Concat(names...)}
+				}
+				c, a := run(cluster), run(three)
+				if !slices.Equal(c.kernels, []string{moeRouteUpKernel, moeRouteDownKernel}) || slices.Contains(a.kernels, moeRouteUpKernel) {
+					t.Fatalf("kernels %v under moelayer=cluster, %v under three", c.kernels, a.kernels)
+				}
+				sameBits(t, "h", c.h, a.h)
+				sameBits(t, "the normed row", c.a, a.a)
+				sameBits(t, "the weights", c.wts, a.wts)
+				if !slices.Equal(c.ids, a.ids) {
+					t.Errorf("experts %v under moelayer=cluster, %v under three", c.ids, a.ids)
+				}
+				sameBits(t, "the output", c.out, a.out)
+				ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, c.a, 1, MoETopK, true)
+				if !slices.Equal(c.ids, ids) {
+					t.Errorf("experts %v, the reference's %v", c.ids, ids)
+				}
+			})
+		}
+	}
+	t.Run("4-bit router", func(t *testing.T) {
+		ms := randomMoEMatrices(freshRNG(t), 16, 256, 128, 4)
+		n, r, e := newMoEBlock(t, cluster, ms, 128, randoms(freshRNG(t), 256, 1), nil, randoms(freshRNG(t), 256, 1))
+		if _, err := cluster.Compile([]backend.Op{n, r, e}); err == nil || !strings.Contains(err.Error(), "moelayer=cluster") {
+			t.Errorf("a 4-bit router under moelayer=cluster: error %v, want one naming the option", err)
+		}
+	})
+}
+
 // randomMoEMatrices are a decoded token's MoE block's matrices: the
 // router (of routerBits), the routed experts' gate, up and down stacks, the
 // shared expert's gate, up and down, and its 8-bit gate row.

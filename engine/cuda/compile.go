@@ -85,8 +85,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		var err error
 		if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
-		} else if st, ok := b.moeLayerStep(p, i); ok {
-			steps = []step{st}
+		} else if sts, ok, merr := b.moeLayerStep(p, i); ok || merr != nil {
+			steps, err = sts, merr
 		} else if st, ok, rerr := b.normRouteStep(p, i); ok || rerr != nil {
 			steps, err = []step{st}, rerr
 		} else if st, ok := b.normGroupStep(p, i); ok {
@@ -103,8 +103,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
 		}
-		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
-			i += 2 // the step runs the two ops after this one too
+		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) ||
+			len(steps) == 2 && steps[0].name == moeRouteUpKernel {
+			i += 2 // the steps run the two ops after this one too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too

@@ -720,8 +720,13 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool, error) {
 }
 
 // moeLayerKernel names the add-and-norm, router and experts of one token in
-// one launch (moe.cu's moe_layer).
-const moeLayerKernel = "moe_layer"
+// one launch (moe.cu's moe_layer); moeRouteUpKernel and moeRouteDownKernel
+// the same in two (moe_route.cu, moelayer=cluster).
+const (
+	moeLayerKernel     = "moe_layer"
+	moeRouteUpKernel   = "moe_route_up"
+	moeRouteDownKernel = "moe_route_down"
+)
 
 // moeLayerStep lowers ops[i:i+3] to moe_layer when they are an AddRMSNorm
 // of one row, the Route that reads its output and the Experts that read
@@ -729,8 +734,18 @@ const moeLayerKernel = "moe_layer"
 // decoded token), the router's and the experts' shapes are the decode
 // kernels', and Options.MoELayer, Fused and FusedNorms are on. The kernel
 // writes all that the three ops write, bit for bit as route_norm,
-// moe_gate_up and moe_down do.
-func (b *Backend) moeLayerStep(p *program, i int) (step, bool) {
+// moe_gate_up and moe_down do. Under Options.MoELayerCluster the same ops
+// go to moe_route_up and moe_route_down (moeRouteSteps).
+func (b *Backend) moeLayerStep(p *program, i int) ([]step, bool, error) {
+	if b.o.MoELayerCluster {
+		return b.moeRouteSteps(p, i)
+	}
+	st, ok := b.moeOneStep(p, i)
+	return []step{st}, ok, nil
+}
+
+// moeOneStep is moeLayerStep's moe_layer.
+func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
 		return step{}, false
 	}
@@ -783,6 +798,69 @@ func (b *Backend) moeLayerStep(p *program, i int) (step, bool) {
 		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
 		return b.moe.LaunchLayer(s, mw, q, bb, normalize)
 	}}, true
+}
+
+// moeRouteSteps lowers ops[i:i+3] as moeOneStep does, to moe_route_up
+// (the norm and the router in every cluster, the experts' gate/up) and
+// moe_route_down (the down rows, and the norm's sum written back), under
+// moelayer=cluster with Fused and FusedNorms. A router or experts the two
+// kernels do not take are an error that says why, not a quiet fall back
+// to the three kernels.
+func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
+	if !b.o.Fused || !b.o.FusedNorms || i+2 >= len(p.ops) {
+		return nil, false, nil
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	r, ok2 := p.ops[i+1].(*backend.Route)
+	e, ok3 := p.ops[i+2].(*backend.Experts)
+	if !ok1 || !ok2 || !ok3 || n.Rows != 1 || r.Rows != 1 || e.Rows != 1 || n.Out != r.X || e.X != n.Out ||
+		e.Idx != r.Idx || e.Weights != r.Weights || r.TopK != MoETopK {
+		return nil, false, nil
+	}
+	ch := &checks{b: b}
+	w := ch.mat("the router", r.Router)
+	var ws []*matrix
+	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
+		ws = append(ws, ch.mat("an expert matrix", m))
+	}
+	if ch.err != nil {
+		return nil, false, nil // the plain lowering says what is wrong
+	}
+	q := w.q
+	C := q.Cols
+	x := ch.buf("x", n.Out, backend.F32, C)
+	mw, ok := b.decodeMoE(e, ws, x)
+	if !ok || n.Dim != C || !routeFits(q, r.TopK) {
+		return nil, false, fmt.Errorf("cuda: moelayer=cluster does not take this MoE block (router %dx%d %d-bit, hidden size %d): "+
+			"the decode MoE kernels do not", q.Rows, q.Cols, q.Bits, n.Dim)
+	}
+	if err := b.moe.routeLayerFits(mw, q); err != nil {
+		return nil, false, err
+	}
+	bufs := MoELayerBuffers{H: ch.buf("h", n.H, backend.F32, C), NormW: ch.buf("the weight", n.Weight, backend.F32, C), X: x,
+		IDs: ch.buf("the expert ids", r.Idx, backend.I32, r.TopK), Weights: ch.buf("the weights", r.Weights, backend.F32, r.TopK),
+		Out: ch.buf("the output", e.Out, backend.F32, C), Eps: n.Eps}
+	if n.Delta.Mem != nil {
+		bufs.Delta = ch.buf("the delta", n.Delta, backend.F32, C)
+	}
+	if ch.err != nil {
+		return nil, false, nil
+	}
+	var off int64
+	lOff := p.reserve(&off, 4*int64(q.Rows))
+	aOff := p.reserve(&off, 4*int64((MoETopK+1)*mw.Inter))
+	gOff := p.reserve(&off, 16)
+	p.zerosNeed = max(p.zerosNeed, 4*int64(C))
+	normalize := r.Normalize
+	at := func() MoELayerBuffers {
+		bb := bufs
+		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
+		return bb
+	}
+	return []step{
+		{kernels: 1, name: moeRouteUpKernel, launch: func(s *driver.Stream) error { return b.moe.LaunchRouteUp(s, mw, q, at(), normalize) }},
+		{kernels: 1, name: moeRouteDownKernel, launch: func(s *driver.Stream) error { return b.moe.LaunchRouteDown(s, mw, q, at(), normalize) }},
+	}, true, nil
 }
 
 // normGroupKernel names the add-and-norm and grouped mat-vec of one token

@@ -326,6 +326,24 @@ func relL2Shift(got, base []float32, want []float64) float64 {
 	return math.Sqrt(d / n)
 }
 
+// TestMoERouteArgsMatchKernel: moe_route.cu's entry points take
+// MoELayerArgs by value too, as many bytes as layerArgs packs.
+func TestMoERouteArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("moe_route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := regexp.MustCompile(`\.entry (moe_route_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
+	if len(params) != 4 {
+		t.Fatalf("%d moe_route entry points with one struct parameter in moe_route.ptx, want 4", len(params))
+	}
+	for _, p := range params {
+		if n, _ := strconv.Atoi(p[2]); n != moeLayerArgsSize {
+			t.Errorf("%s takes %d bytes; layerArgs packs %d", p[1], n, moeLayerArgsSize)
+		}
+	}
+}
+
 // TestMoELayerArgsMatchKernel: the bytes LaunchLayer passes by value are
 // as many as every moe_layer entry point of the PTX takes (MoELayerArgs in
 // moe.cu), so that a field added on one side only is caught without a GPU.

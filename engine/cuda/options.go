@@ -120,6 +120,15 @@ type Options struct {
 	// three (route_norm, moe_gate_up, moe_down); with Fused and FusedNorms.
 	// The same bits either way.
 	MoELayer bool
+	// MoELayerCluster (moelayer=cluster) runs the MoE block of one token
+	// as two launches, moe_route.cu's moe_route_up and moe_route_down:
+	// the norm and the router in every thread-block cluster of the gate/up
+	// launch (each cluster computing all the logits, its blocks an eighth
+	// each, and selecting), so that no kernel boundary and no ticket stand
+	// between the choice and the experts; the down launch finishes the
+	// norm's sum. The same bits as the three kernels; written, not yet
+	// measured, so off by default.
+	MoELayerCluster bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -259,7 +268,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
-	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
+	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster is written and not yet measured; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -325,7 +334,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "routenorm":
 			o.RouteCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "moelayer":
-			o.MoELayer, err = kv.Is("cuda", "one", "three")
+			switch kv.Value {
+			case "one", "three", "cluster":
+				o.MoELayer, o.MoELayerCluster = kv.Value == "one", kv.Value == "cluster"
+			default:
+				err = fmt.Errorf("cuda: moelayer=%q: want one, three or cluster", kv.Value)
+			}
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

@@ -89,27 +89,28 @@ func TestParseOptionsChoices(t *testing.T) {
 	}
 }
 
-// TestParseMoELayer: moelayer=one and three choose the MoE block of a
-// decoded token in one launch or in three; three is the default (one was
-// slower on the H200, docs/bench/cuda 2026-12-03); another value is refused
-// naming the option.
+// TestParseMoELayer: moelayer=one, three and cluster choose the MoE block
+// of a decoded token in one launch, in three, or in two with the router
+// in the gate/up launch's clusters; three is the default (one was slower
+// on the H200, docs/bench/cuda 2026-12-03; cluster is not yet measured);
+// another value is refused naming the option.
 func TestParseMoELayer(t *testing.T) {
-	for value, want := range map[string]bool{"one": true, "three": false} {
+	for value, want := range map[string][2]bool{"one": {true, false}, "three": {false, false}, "cluster": {false, true}} {
 		o, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: value}})
 		if err != nil {
 			t.Fatalf("moelayer=%s: %v", value, err)
 		}
-		if o.MoELayer != want {
-			t.Errorf("moelayer=%s: MoELayer %v", value, o.MoELayer)
+		if o.MoELayer != want[0] || o.MoELayerCluster != want[1] {
+			t.Errorf("moelayer=%s: MoELayer %v, MoELayerCluster %v", value, o.MoELayer, o.MoELayerCluster)
 		}
 	}
-	if DefaultOptions().MoELayer {
-		t.Error("the default is moelayer=one; want three")
+	if d := DefaultOptions(); d.MoELayer || d.MoELayerCluster {
+		t.Error("the default is not moelayer=three")
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: "two"}}); err == nil || !strings.Contains(err.Error(), "moelayer") {
 		t.Errorf("moelayer=two: error %v, want one naming moelayer", err)
 	}
-	if !strings.Contains(OptionsHelp, "moelayer=one|three") {
+	if !strings.Contains(OptionsHelp, "moelayer=one|three|cluster") {
 		t.Error("the options' help does not list moelayer")
 	}
 }

@@ -106,7 +106,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   __syncthreads();
   PETAL_MARK(1);
 #ifdef ROUTE_CL_MODULE
-  route_logits_cl<BITS, 68>(words, scales, biases, xs, bl, experts, cols);
+  route_logits_part<BITS, 68, ROUTE_CL_RPW>(words, scales, biases, xs, bl, experts, cols, cluster_rank(), ROUTE_CL_BLOCKS);
   PETAL_MARK(2);
   pdl_trigger();  // the selection by rank 0 is all that is left
 

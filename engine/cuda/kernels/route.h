@@ -121,6 +121,63 @@ static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ wo
   for (int g = lane; r < experts && g < cols / 64; g += 32) prefetch_l2(words + (long long)r * (cols / 64) * wpg + g * wpg);
 }
 
+// route_prefetch_part asks L2 for the router rows of part `part` of
+// `parts` (experts/parts consecutive rows, a warp its own: those
+// route_logits_part reads), before the wait for the kernel before.
+template <int BITS>
+static __device__ __forceinline__ void route_prefetch_part(const u32* __restrict__ words, int experts, int cols,
+                                                          int part, int parts) {
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int per = experts / parts, r0 = part * per, groups = cols / 64, wpg = BITS * 2;
+  for (int j = warp; j < per; j += ROUTE_WARPS) {
+    for (int g = lane; g < groups; g += 32) prefetch_l2(words + (long long)(r0 + j) * groups * wpg + g * wpg);
+  }
+}
+
+// route_logits_part writes to bl[j] the logit of router row r0 + j for the
+// rows j < experts/parts of part `part` (r0 = part·that): route_logits'
+// sums in its order (a lane's groups, then warp_sum), RPW rows a warp at a
+// time, every row's codes, scales and biases loaded before the first
+// product. A row past the part loads row j0 instead (loads kept
+// unconditional, in registers) and is not written. xs as route_logits'.
+template <int BITS, int XS, int RPW>
+static __device__ __forceinline__ void route_logits_part(const u32* __restrict__ words, const u16* __restrict__ scales,
+                                                         const u16* __restrict__ biases, const float* xs, float* bl,
+                                                         int experts, int cols, int part, int parts) {
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int per = experts / parts, r0 = part * per;
+  const int groups = cols / 64;
+  const int wpg = BITS * 2;  // words per group
+  const long long wpr = (long long)groups * wpg;
+  for (int j0 = warp; j0 < per; j0 += RPW * ROUTE_WARPS) {
+    float acc[RPW];
+#pragma unroll
+    for (int i = 0; i < RPW; i++) acc[i] = 0.f;
+    for (int g = lane; g < groups; g += 32) {
+      u32x4 w[RPW][BITS / 2];
+      u16 s[RPW], b[RPW];
+#pragma unroll
+      for (int i = 0; i < RPW; i++) {
+        const int j = j0 + i * ROUTE_WARPS;
+        const int r = r0 + (j < per ? j : j0);
+        const long long gi = (long long)r * groups + g;
+        group_load<BITS>(words + r * wpr + g * wpg, w[i]);
+        s[i] = scales[gi];
+        b[i] = biases[gi];
+      }
+      asm volatile("" ::: "memory");  // keeps the scales' and biases' loads here, not sunk to their products
+#pragma unroll
+      for (int i = 0; i < RPW; i++) acc[i] += group_dot_words<BITS>(w[i], xs + XS * g, bf16_to_f32(s[i]), bf16_to_f32(b[i]));
+    }
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+      const float v = warp_sum(acc[i]);
+      const int j = j0 + i * ROUTE_WARPS;
+      if (lane == 0 && j < per) bl[j] = v;
+    }
+  }
+}
+
 // route_rank_key orders experts for the choice: a larger logit first (NaN
 // below every number, -0 as +0: route_key's order), then the lower id;
 // every key is distinct and above 0. (rowmath.h's rank_key is the same
