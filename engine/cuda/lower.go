@@ -744,16 +744,25 @@ func (b *Backend) moeLayerStep(p *program, i int) ([]step, bool, error) {
 	return []step{st}, ok, nil
 }
 
+// moeBlockAt gives ops[i:i+3] where they are the MoE block of one token:
+// an AddRMSNorm of one row, the Route that reads its output, and the
+// Experts that read it and the routing.
+func moeBlockAt(p *program, i int) (*backend.AddRMSNorm, *backend.Route, *backend.Experts, bool) {
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	r, ok2 := p.ops[i+1].(*backend.Route)
+	e, ok3 := p.ops[i+2].(*backend.Experts)
+	ok := ok1 && ok2 && ok3 && n.Rows == 1 && r.Rows == 1 && e.Rows == 1 && n.Out == r.X && e.X == n.Out &&
+		e.Idx == r.Idx && e.Weights == r.Weights && r.TopK == MoETopK
+	return n, r, e, ok
+}
+
 // moeOneStep is moeLayerStep's moe_layer.
 func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
 		return step{}, false
 	}
-	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
-	r, ok2 := p.ops[i+1].(*backend.Route)
-	e, ok3 := p.ops[i+2].(*backend.Experts)
-	if !ok1 || !ok2 || !ok3 || n.Rows != 1 || r.Rows != 1 || e.Rows != 1 || n.Out != r.X || e.X != n.Out ||
-		e.Idx != r.Idx || e.Weights != r.Weights || r.TopK != MoETopK {
+	n, r, e, ok := moeBlockAt(p, i)
+	if !ok {
 		return step{}, false
 	}
 	ch := &checks{b: b}
@@ -810,11 +819,8 @@ func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
 	if !b.o.Fused || !b.o.FusedNorms || i+2 >= len(p.ops) {
 		return nil, false, nil
 	}
-	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
-	r, ok2 := p.ops[i+1].(*backend.Route)
-	e, ok3 := p.ops[i+2].(*backend.Experts)
-	if !ok1 || !ok2 || !ok3 || n.Rows != 1 || r.Rows != 1 || e.Rows != 1 || n.Out != r.X || e.X != n.Out ||
-		e.Idx != r.Idx || e.Weights != r.Weights || r.TopK != MoETopK {
+	n, r, e, ok := moeBlockAt(p, i)
+	if !ok {
 		return nil, false, nil
 	}
 	ch := &checks{b: b}
