@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -122,9 +123,10 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 	}
 }
 
-// unwaitedAccesses are the instructions of an entry's PTX body that touch
-// global memory (or let the next kernel launch) on some path from the
-// entry that has not passed griddepcontrol.wait: the body is cut into
+// unwaitedAccesses are the instructions of an entry's PTX body that may
+// touch global memory or let the next kernel launch (reachesGlobal) on
+// some path from the entry that has not passed griddepcontrol.wait: the
+// body is cut into
 // basic blocks at its labels and branches, and a block counts as waited
 // only if every path into it has waited, so an access laid out after the
 // wait in the text but reached before it is found too. With early,
@@ -220,15 +222,46 @@ func unwaitedAccesses(body string, early bool) []string {
 			if waited {
 				continue
 			}
-			for _, access := range []string{"ld.global", "st.global", "atom.global", "red.global", "cp.async", "griddepcontrol.launch_dependents"} {
-				if strings.Contains(l, access) && !(early && strings.Contains(l, "ld.global.cg.")) {
-					bad = append(bad, l)
-					break
-				}
+			if reachesGlobal(l) && !(early && strings.Contains(l, "ld.global.cg.")) {
+				bad = append(bad, l)
 			}
 		}
 	}
 	return bad
+}
+
+// memoryOp matches a PTX instruction that reads or writes memory (its
+// opcode and qualifiers, after any guard); the state space among the
+// qualifiers says where.
+var memoryOp = regexp.MustCompile(`^(?:@!?%\w+\s+)?(ld|ldu|st|atom|red|cp\.async|cp\.reduce\.async|multimem)\b([.:\w]*)`)
+
+// reachesGlobal says whether a PTX line may touch global memory or let the
+// next kernel launch: a load, store, atomic or asynchronous copy in the
+// global state space or through a generic address (no state space: it may
+// be global), a call (whose body is not followed), or
+// griddepcontrol.launch_dependents. Shared, local, parameter and constant
+// memory, and a cluster's shared memory, are the kernel's own.
+func reachesGlobal(l string) bool {
+	if strings.Contains(l, "griddepcontrol.launch_dependents") {
+		return true
+	}
+	if f := strings.Fields(l); len(f) > 0 && (f[0] == "call" || strings.HasPrefix(f[0], "call.") ||
+		len(f) > 1 && strings.HasPrefix(f[0], "@") && (f[1] == "call" || strings.HasPrefix(f[1], "call."))) {
+		return true
+	}
+	m := memoryOp.FindStringSubmatch(l)
+	if m == nil {
+		return false
+	}
+	if strings.HasPrefix(m[1], "cp.") || m[1] == "multimem" {
+		return true
+	}
+	for _, space := range []string{".shared", ".local", ".param", ".const"} {
+		if strings.Contains(m[2], space) {
+			return false
+		}
+	}
+	return true // .global, or a generic address
 }
 
 // TestUnwaitedAccessesFollowsBranches: accesses laid out after the wait
@@ -265,6 +298,38 @@ $L__BB0_3:
 	}
 	if got := unwaitedAccesses(strings.Replace(body, "@%p2 bra $L__BB0_2;", "", 1), true); len(got) != 1 {
 		t.Errorf("without the branch around the wait: got %q, want only the non-cg load", got)
+	}
+}
+
+// TestReachesGlobal: loads, stores and atomics through generic addresses
+// count as global (they may be), as do calls (whose bodies the wait test
+// does not follow) and asynchronous copies; shared memory (a cluster's
+// too), local, parameter and constant memory, and prefetches, do not.
+func TestReachesGlobal(t *testing.T) {
+	for line, want := range map[string]bool{
+		"ld.global.nc.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];": true,
+		"ld.f32 %f1, [%rd2];":                               true,
+		"ld.volatile.f32 %f1, [%rd2];":                      true,
+		"@%p1 st.u32 [%rd3], %r1;":                          true,
+		"atom.add.u32 %r1, [%rd1], 1;":                      true,
+		"atom.global.add.u32 %r1, [%rd1], 1;":               true,
+		"red.global.add.f32 [%rd1], %f1;":                   true,
+		"cp.async.cg.shared.global [%r1], [%rd1], 16;":      true,
+		"call.uni (retval0), helper, (param0);":             true,
+		"griddepcontrol.launch_dependents;":                 true,
+		"ld.shared.f32 %f1, [%r2];":                         false,
+		"ld.shared::cluster.f32 %f1, [%r2];":                false,
+		"st.shared.v4.u32 [%r1], {%r2, %r3, %r4, %r5};":     false,
+		"ld.param.u64 %rd1, [k_param_0];":                   false,
+		"ld.local.u32 %r1, [%rd1];":                         false,
+		"ld.const.f32 %f1, [c];":                            false,
+		"prefetch.global.L2 [%rd1];":                        false,
+		"mov.u32 %r1, %tid.x;":                              false,
+		"griddepcontrol.wait;":                              false,
+	} {
+		if got := reachesGlobal(line); got != want {
+			t.Errorf("reachesGlobal(%q) = %v, want %v", line, got, want)
+		}
 	}
 }
 
