@@ -126,11 +126,10 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 // unwaitedAccesses are the instructions of an entry's PTX body that may
 // touch global memory or let the next kernel launch (reachesGlobal) on
 // some path from the entry that has not passed griddepcontrol.wait: the
-// body is cut into
-// basic blocks at its labels and branches, and a block counts as waited
-// only if every path into it has waited, so an access laid out after the
-// wait in the text but reached before it is found too. With early,
-// ld.global.cg loads are allowed (earlyLoads).
+// body is cut into basic blocks at its labels and branches, and a block
+// counts as waited only if every path into it has waited, so an access
+// laid out after the wait in the text but reached before it is found too.
+// With early, ld.global.cg loads are allowed (earlyLoads).
 func unwaitedAccesses(body string, early bool) []string {
 	type block struct {
 		lines []string
