@@ -15,7 +15,8 @@
 #   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/mr petal=HEAD
 #   tar cJf devrun/mr/ref.txz -C ../shared/oracle reference
 # The tree may go without its logs and without every PTX but route_cl.ptx
-# and moe_route.ptx (the carry's room). About 7 minutes. Logs in $OUT.
+# and moe_route.ptx (the carry's room). About 7 minutes. Logs in $OUT (tests.tgz
+# and sass.tgz as soon as the tests are done, logs.tgz at the end).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/mr}; mkdir -p "$O" /tmp/o
 . docs/bench/cuda/lib.sh
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
@@ -33,6 +34,8 @@ grep -E -- '--- FAIL|_test.go:[0-9]+:' $O/tests.txt | head -20
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 150 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/defaults$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/oracle.txt | head -6; grep -E 'top-1|KL' $O/oracle.txt | head -8
 echo "tests: $(( $(date +%s) - start )) s"
+(cd /tmp && tar czf $O/sass.tgz s1/route_cl.sm_90.cubin.gz s1/moe_route.sm_90.cubin.gz s1/manifest.txt)
+(cd $O && tar czf tests.tgz ptxas-*.txt tests.txt oracle.txt && rm -f ptxas-*.txt tests.txt oracle.txt)  # kept if the call is cut short
 for round in $(seq 1 ${ROUNDS:-2}); do
   for be in cuda cuda:routenorm=cluster cuda:moelayer=cluster; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 40000 \
@@ -44,5 +47,4 @@ if [ $(( $(date +%s) - start )) -lt 430 ]; then  # the trace only where the call
   PETAL_CUDA_SASS=/tmp/s1 PETAL=$D/petal BACKEND=cuda:moelayer=cluster TAG=kt-mr KT_PROMPTS=512 LIMIT=60 \
     bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace moelayer=cluster: rc=$?"
 fi
-(cd /tmp && tar czf $O/sass.tgz s1/route_cl.sm_90.cubin.gz s1/moe_route.sm_90.cubin.gz s1/manifest.txt)
 pack_out "$O"
