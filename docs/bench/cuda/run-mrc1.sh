@@ -41,9 +41,10 @@ for round in $(seq 1 ${ROUNDS:-2}); do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 40000 \
       --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
   done
+  (cd $O && tar czf rounds-$round.tgz bench-$round-* && rm -f bench-$round-*)  # kept if the call is cut short
 done
 echo "tests and rounds: $(( $(date +%s) - start )) s"
-if [ $(( $(date +%s) - start )) -lt 430 ]; then  # the trace only where the call's time leaves room
+if [ $(( $(date +%s) - start )) -lt ${TRACE_BEFORE:-430} ]; then  # the trace only where the call's time leaves room
   PETAL_CUDA_SASS=/tmp/s1 PETAL=$D/petal BACKEND=cuda:moelayer=cluster TAG=kt-mr KT_PROMPTS=512 LIMIT=60 \
     bash docs/bench/cuda/run-ktrace.sh > /dev/null 2>&1; echo "ktrace moelayer=cluster: rc=$?"
 fi
