@@ -31,11 +31,13 @@ for fam in route_cl moe_route; do
 done
 cuda_tests /tmp/s1 $D/cuda.test 'TestMoELayerClusterMatchesApart|TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestMoELayerMatchesApart|TestConformance|TestCubinsLoad|TestRouteMatchesReference' $O/tests.txt
 grep -E -- '--- FAIL|_test.go:[0-9]+:' $O/tests.txt | head -20
-(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 150 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/defaults$' > $O/oracle.txt 2>&1)
-echo "oracle: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/oracle.txt | head -6; grep -E 'top-1|KL' $O/oracle.txt | head -8
+if [ -z "${SKIP_ORACLE:-}" ]; then
+  (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 150 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/defaults$' > $O/oracle.txt 2>&1)
+  echo "oracle: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/oracle.txt | head -6; grep -E 'top-1|KL' $O/oracle.txt | head -8
+fi
 echo "tests: $(( $(date +%s) - start )) s"
 (cd /tmp && tar czf $O/sass.tgz s1/route_cl.sm_90.cubin.gz s1/moe_route.sm_90.cubin.gz s1/manifest.txt)
-(cd $O && tar czf tests.tgz ptxas-*.txt tests.txt oracle.txt && rm -f ptxas-*.txt tests.txt oracle.txt)  # kept if the call is cut short
+(cd $O && tar czf tests.tgz ptxas-*.txt tests.txt $(ls oracle.txt 2>/dev/null) && rm -f ptxas-*.txt tests.txt oracle.txt)  # kept if the call is cut short
 for round in $(seq 1 ${ROUNDS:-2}); do
   for be in cuda cuda:routenorm=cluster cuda:moelayer=cluster; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 40000 \
