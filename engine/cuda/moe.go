@@ -147,6 +147,16 @@ func routeUpShared(kind QKind, E, H int) int {
 	return kind.stageBytes(H/64) + 4*(H/64*68+E/moeRouteCluster+2*E)
 }
 
+// routeUpGrid is moe_route_up's grid for tasks row tasks at perBlock a
+// block, resident blocks at once: a block a perBlock tasks up to what the
+// GPU holds, in whole clusters, at least one (the blocks loop over the
+// tasks, so fewer than the tasks need is fine; every cluster computes the
+// router, so more clusters than the GPU holds would only repeat it).
+func routeUpGrid(tasks, perBlock, resident int) int {
+	grid := min((tasks+perBlock-1)/perBlock, resident)
+	return max(grid/moeRouteCluster, 1) * moeRouteCluster
+}
+
 // routeLayerFits says why moelayer=cluster does not take w and router
 // (nil where it does): an 8-bit router in groups of 64 of experts a
 // multiple of moeRouteCluster, at most 1024, over the hidden size, and
@@ -187,8 +197,7 @@ func (k *MoE) LaunchRouteUp(s *driver.Stream, w *MoEWeights, router *QMatrix, b 
 	}
 	perBlock := moeUpWarps * (32 / teamFor(H/64)) * moeUpRows
 	tasks := (MoETopK+1)*I + 1
-	grid := min((tasks+perBlock-1)/perBlock, k.routeUpOcc.sms*perSM)
-	grid = max(grid/moeRouteCluster, 1) * moeRouteCluster
+	grid := routeUpGrid(tasks, perBlock, k.routeUpOcc.sms*perSM)
 	buf, err := k.layerArgs(w, router, b, normalize, 0)
 	if err != nil {
 		return err

@@ -326,6 +326,24 @@ func relL2Shift(got, base []float32, want []float64) float64 {
 	return math.Sqrt(d / n)
 }
 
+// TestRouteUpGrid: moe_route_up's grid is whole clusters, at least one,
+// no more blocks than the GPU holds at once where that is a cluster or
+// more, and no more than the tasks need rounded down to a cluster.
+func TestRouteUpGrid(t *testing.T) {
+	for _, c := range []struct{ tasks, perBlock, resident, want int }{
+		{(MoETopK+1)*512 + 1, 8, 132 * 2, 264}, // the 35B shape on 132 multiprocessors, two blocks each
+		{(MoETopK+1)*512 + 1, 8, 114 * 2, 224}, // 228 resident: 28 clusters
+		{(MoETopK+1)*128 + 1, 64, 264, 16},     // 19 blocks' tasks: two clusters, looping
+		{10, 64, 264, 8},                       // one block's tasks: one cluster
+		{(MoETopK+1)*512 + 1, 8, 4, 8},         // a GPU holding fewer than a cluster: one
+	} {
+		got := routeUpGrid(c.tasks, c.perBlock, c.resident)
+		if got != c.want || got%moeRouteCluster != 0 {
+			t.Errorf("routeUpGrid(%d, %d, %d) = %d, want %d", c.tasks, c.perBlock, c.resident, got, c.want)
+		}
+	}
+}
+
 // TestMoERouteArgsMatchKernel: moe_route.cu's entry points take
 // MoELayerArgs by value too, as many bytes as layerArgs packs.
 func TestMoERouteArgsMatchKernel(t *testing.T) {

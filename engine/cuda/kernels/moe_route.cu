@@ -39,8 +39,9 @@
 static __device__ __forceinline__ int mr_pad(int i) { return i + (i >> 6) * 4; }
 
 // mr_down_prefetch asks L2 for this block's slice of the down rows of the
-// choice (eid, then the shared expert's), codes and scale/bias words, a
-// 128-byte line at a time: moe_route_down reads them after its wait.
+// choice (eid, in shared memory: the slot is computed, not unrolled; then
+// the shared expert's), codes and scale/bias words, a 128-byte line at a
+// time: moe_route_down reads them after its wait.
 template <int SB>
 static __device__ __forceinline__ void mr_down_prefetch(const MoELayerArgs& a, const int* eid) {
   const int H = a.hidden, gpr = a.inter / 64;
@@ -96,11 +97,8 @@ static __device__ __forceinline__ void moe_route_up(const MoELayerArgs& a) {
   cluster_arrive();  // done with the others' shared memory; cluster_wait before exit
   route_select(ls, ls, ks, sid, swt, E, MOE_TOPK, a.normalize);  // reads ls[e] back by the thread that wrote it
   __syncthreads();
-  int eid[MOE_TOPK];
-#pragma unroll
-  for (int k = 0; k < MOE_TOPK; k++) eid[k] = sid[k];
   PETAL_MARK(4);
-  mr_down_prefetch<SB>(a, eid);
+  mr_down_prefetch<SB>(a, sid);
   if (bid == 0) {
     for (int e = tid; e < E; e += nthreads) a.logits[e] = ls[e];
     if (tid < MOE_TOPK) a.ids[tid] = sid[tid], a.wts[tid] = swt[tid];
