@@ -174,20 +174,33 @@ func (k *MoE) routeLayerFits(w *MoEWeights, router *QMatrix) error {
 	return nil
 }
 
+// routeLayerArgs checks w, router and b for moelayer=cluster's kernels
+// and packs their operands (layerArgs).
+func (k *MoE) routeLayerArgs(w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) ([]byte, error) {
+	if err := w.check(k.variant.SB); err != nil {
+		return nil, err
+	}
+	if err := k.routeLayerFits(w, router); err != nil {
+		return nil, err
+	}
+	if b.Act%16 != 0 {
+		return nil, fmt.Errorf("cuda: moelayer=cluster: the activations (%#x) must be 16-byte aligned", uint64(b.Act))
+	}
+	return k.layerArgs(w, router, b, normalize, 0)
+}
+
 // LaunchRouteUp queues moe_route_up on s (moelayer=cluster): the
 // add-and-norm of b.H and b.Delta (the sum not written back: LaunchRouteDown
 // does that), the router's top-MoETopK in every cluster (b.Logits, b.IDs,
 // b.Weights and the normed row b.X written once), and the experts' gate/up
 // rows into b.Act and b.Logit.
 func (k *MoE) LaunchRouteUp(s *driver.Stream, w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) error {
-	if err := w.check(k.variant.SB); err != nil {
+	buf, err := k.routeLayerArgs(w, router, b, normalize)
+	if err != nil {
 		return err
 	}
-	if err := k.routeLayerFits(w, router); err != nil {
-		return err
-	}
-	if b.H%16 != 0 || b.Act%16 != 0 {
-		return fmt.Errorf("cuda: moelayer=cluster: h (%#x) and the activations (%#x) must be 16-byte aligned", uint64(b.H), uint64(b.Act))
+	if b.H%16 != 0 {
+		return fmt.Errorf("cuda: moelayer=cluster: h (%#x) must be 16-byte aligned", uint64(b.H))
 	}
 	E, H, I := w.Experts, w.Hidden, w.Inter
 	shared := routeUpShared(k.variant.Kind, E, H)
@@ -198,10 +211,6 @@ func (k *MoE) LaunchRouteUp(s *driver.Stream, w *MoEWeights, router *QMatrix, b 
 	perBlock := moeUpWarps * (32 / teamFor(H/64)) * moeUpRows
 	tasks := (MoETopK+1)*I + 1
 	grid := routeUpGrid(tasks, perBlock, k.routeUpOcc.sms*perSM)
-	buf, err := k.layerArgs(w, router, b, normalize, 0)
-	if err != nil {
-		return err
-	}
 	var a driver.Args
 	a.Struct(buf)
 	return s.LaunchCluster(k.routeUp8, driver.D1(grid), driver.D1(moeUpWarps*32), driver.D1(moeRouteCluster), shared, &a)
@@ -210,14 +219,9 @@ func (k *MoE) LaunchRouteUp(s *driver.Stream, w *MoEWeights, router *QMatrix, b 
 // LaunchRouteDown queues moe_route_down on s, after LaunchRouteUp: b.Out
 // from the activations and the routing, and the norm's sum, b.H += b.Delta.
 func (k *MoE) LaunchRouteDown(s *driver.Stream, w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) error {
-	if err := w.check(k.variant.SB); err != nil {
+	buf, err := k.routeLayerArgs(w, router, b, normalize)
+	if err != nil {
 		return err
-	}
-	if err := k.routeLayerFits(w, router); err != nil {
-		return err
-	}
-	if b.Act%16 != 0 {
-		return fmt.Errorf("cuda: moelayer=cluster: the activations (%#x) must be 16-byte aligned", uint64(b.Act))
 	}
 	H, I := w.Hidden, w.Inter
 	shared := k.variant.Kind.stageBytes((MoETopK + 1) * I / 64)
@@ -227,10 +231,6 @@ func (k *MoE) LaunchRouteDown(s *driver.Stream, w *MoEWeights, router *QMatrix, 
 	}
 	perBlock := moeDownWarps * (32 / teamFor(I/64))
 	grid := min((H+perBlock-1)/perBlock, k.routeDownOcc.sms*perSM)
-	buf, err := k.layerArgs(w, router, b, normalize, 0)
-	if err != nil {
-		return err
-	}
 	var a driver.Args
 	a.Struct(buf)
 	return s.Launch(k.routeDown, driver.D1(grid), driver.D1(moeDownWarps*32), shared, &a)
