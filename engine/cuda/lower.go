@@ -756,6 +756,17 @@ func moeBlockAt(p *program, i int) (*backend.AddRMSNorm, *backend.Route, *backen
 	return n, r, e, ok
 }
 
+// moeMatrices are the MoE block's router and its seven expert matrices
+// (the order decodeMoE takes), checked by ch.
+func moeMatrices(ch *checks, r *backend.Route, e *backend.Experts) (*matrix, []*matrix) {
+	w := ch.mat("the router", r.Router)
+	var ws []*matrix
+	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
+		ws = append(ws, ch.mat("an expert matrix", m))
+	}
+	return w, ws
+}
+
 // moeOneStep is moeLayerStep's moe_layer.
 func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
@@ -766,11 +777,7 @@ func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 		return step{}, false
 	}
 	ch := &checks{b: b}
-	w := ch.mat("the router", r.Router)
-	var ws []*matrix
-	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
-		ws = append(ws, ch.mat("an expert matrix", m))
-	}
+	w, ws := moeMatrices(ch, r, e)
 	if ch.err != nil {
 		return step{}, false // the plain lowering says what is wrong
 	}
@@ -824,11 +831,7 @@ func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
 		return nil, false, nil
 	}
 	ch := &checks{b: b}
-	w := ch.mat("the router", r.Router)
-	var ws []*matrix
-	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
-		ws = append(ws, ch.mat("an expert matrix", m))
-	}
+	w, ws := moeMatrices(ch, r, e)
 	if ch.err != nil {
 		return nil, false, nil // the plain lowering says what is wrong
 	}
