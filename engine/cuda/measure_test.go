@@ -461,6 +461,37 @@ func (c *phaseClock) measure(t *testing.T, name string, ops []backend.Op, points
 	}
 }
 
+// TestMeasureMoELayerClusterPhases: where the time of moelayer=cluster's
+// two launches goes at the 35B shape, from the clock build of
+// moe_route.cu (PETAL_MARK's points of moe_route_up and moe_route_down).
+func TestMeasureMoELayerClusterPhases(t *testing.T) {
+	benchOnly(t)
+	o := DefaultOptions()
+	o.MoELayerCluster = true
+	b := testBackend(t, o)
+	c := newPhaseClock(t, b)
+	var err error
+	if b.moe, err = NewMoE(b.ctx, c.load(t, "moe"), MoEVariant{DefaultQMV.Kind, true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.moe.AddRouteForms(b.ctx, c.load(t, "moe_route")); err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const E, H, I = 256, 2048, 512
+	h := randoms(rng, H, 2)
+	n, r, e := newMoEBlock(t, b, randomMoEMatrices(rng, E, H, I, 8), I, h, randoms(rng, H, 1), randoms(rng, H, 1))
+	prep := func() { // moe_route_down adds delta to h in place
+		if err := b.Write(n.H, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.measure(t, "moe_route_up, moe_route_down: the norm and the router in every cluster, the experts (moelayer=cluster)",
+		[]backend.Op{n, r, e}, map[int]string{0: "up: start", 1: "up: x normed", 2: "up: logits written", 3: "up: cluster met",
+			4: "up: choice made", 5: "up: tasks done", 8: "down: start", 9: "down: waited", 10: "down: h copied",
+			11: "down: h staged", 12: "down: done"}, prep)
+}
+
 // TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
 // at the 35B shape, at two and at one block a multiprocessor, from the
 // clock build of moe.cu (PETAL_MARK's points of moe_layer).

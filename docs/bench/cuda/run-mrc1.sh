@@ -14,8 +14,13 @@
 # ref.txz (the oracle's reference):
 #   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/mr petal=HEAD
 #   tar cJf devrun/mr/ref.txz -C ../shared/oracle reference
-# The tree may go without its logs and without every PTX but route_cl.ptx
-# and moe_route.ptx (the carry's room). About 7 minutes. Logs in $OUT (tests.tgz
+# The tree may go without its logs and without every PTX but route_cl.ptx,
+# moe_route.ptx and clock/ (the carry's room):
+#   git ls-files 'docs/bench/cuda/2026-*' 'bench/results' 'engine/**/*.ptx' |
+#     grep -v -e route_cl.ptx -e moe_route.ptx -e /clock/ | xargs rm -f
+# (and git checkout -- . after the call). The phase clocks
+# (TestMeasureMoELayerClusterPhases, TestMeasureDecodePhases) follow the
+# tests. About 7 minutes. Logs in $OUT (tests.tgz
 # and sass.tgz as soon as the tests are done, logs.tgz at the end).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/mr}; mkdir -p "$O" /tmp/o
 . docs/bench/cuda/lib.sh
@@ -35,9 +40,12 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 150 $D/cuda.test -test.v -test.run 'TestOracleOnGPU/defaults$' > $O/oracle.txt 2>&1)
   echo "oracle: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/oracle.txt | head -6; grep -E 'top-1|KL' $O/oracle.txt | head -8
 fi
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v \
+  -test.run 'TestMeasureMoELayerClusterPhases|TestMeasureDecodePhases' > $O/phases.txt 2>&1)
+echo "phases: rc=$?"; grep -E 'up:|down:|gate/up|route_norm8|selection|ticket|logits' $O/phases.txt | head -24
 echo "tests: $(( $(date +%s) - start )) s"
 (cd /tmp && tar czf $O/sass.tgz s1/route_cl.sm_90.cubin.gz s1/moe_route.sm_90.cubin.gz s1/manifest.txt)
-(cd $O && tar czf tests.tgz ptxas-*.txt tests.txt $(ls oracle.txt 2>/dev/null) && rm -f ptxas-*.txt tests.txt oracle.txt)  # kept if the call is cut short
+(cd $O && tar czf tests.tgz ptxas-*.txt tests.txt phases.txt $(ls oracle.txt 2>/dev/null) && rm -f ptxas-*.txt tests.txt phases.txt oracle.txt)  # kept if the call is cut short
 for round in $(seq 1 ${ROUNDS:-2}); do
   for be in cuda cuda:routenorm=cluster cuda:moelayer=cluster; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 40000 \

@@ -117,15 +117,21 @@ static __device__ __forceinline__ void moe_route_up(const MoELayerArgs& a) {
 template <int M, int SB>
 static __device__ __forceinline__ void moe_route_down(const MoELayerArgs& a) {
   const int H = a.hidden, I = a.inter;
+  // PETAL_MARK's points (clock builds): 8 start, 9 waited, 10 the
+  // activations copied, 11 staged, 12 the rows done.
+  PETAL_MARK(8);
   pdl_begin();
   pdl_trigger();  // the next layer's first projections stream their rows in beside this kernel
+  PETAL_MARK(9);
   int eid[MOE_TOPK];
   float coef[MOE_TOPK + 1];
 #pragma unroll
   for (int k = 0; k < MOE_TOPK; k++) eid[k] = a.ids[k], coef[k] = a.wts[k];
   coef[MOE_TOPK] = sigmoid(a.slogit[0]);
   qstage_raw(a.act, (MOE_TOPK + 1) * (I / 64));
+  PETAL_MARK(10);
   const QView q = qstage_layout<M>((MOE_TOPK + 1) * (I / 64));
+  PETAL_MARK(11);
   const int warp = PETAL_TID_X() >> 5;
   if (a.delta) {
     moe_down_rows<M, SB, true>(a.dw, a.ds, a.db, a.sdw, a.sds, a.sdb, eid, coef, q, a.resid, a.out, H, I, a.downTeam,
@@ -134,6 +140,7 @@ static __device__ __forceinline__ void moe_route_down(const MoELayerArgs& a) {
     moe_down_rows<M, SB>(a.dw, a.ds, a.db, a.sdw, a.sds, a.sdb, eid, coef, q, a.resid, a.out, H, I, a.downTeam,
                          PETAL_BID_X() * MOE_DOWN_WARPS + warp, PETAL_NCTAID_X() * MOE_DOWN_WARPS);
   }
+  PETAL_MARK(12);
 }
 
 // Entry points moe_route_up_<kind>_sb_r8 and moe_route_down_<kind>_sb, over
