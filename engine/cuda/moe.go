@@ -141,10 +141,10 @@ func (k *MoE) AddRouteForms(c *driver.Context, mod *driver.Module) error {
 const moeRouteCluster = 8
 
 // routeUpShared is moe_route_up's dynamic shared memory: the staged x, x
-// again for the router (68 floats a group of 64), the block's logits, and
-// all the logits and the selection's candidates.
+// again for the router (68 floats a group of 64, from a 16-byte boundary),
+// the block's logits, and all the logits and the selection's candidates.
 func routeUpShared(kind QKind, E, H int) int {
-	return kind.stageBytes(H/64) + 4*(H/64*68+E/moeRouteCluster+2*E)
+	return (kind.stageBytes(H/64)+15)&^15 + 4*(H/64*68+E/moeRouteCluster+2*E)
 }
 
 // routeUpGrid is moe_route_up's grid for tasks row tasks at perBlock a

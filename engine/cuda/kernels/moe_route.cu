@@ -61,15 +61,15 @@ static __device__ __forceinline__ void mr_down_prefetch(const MoELayerArgs& a, c
 
 // moe_route_up: the grid a whole number of clusters of MR_BLOCKS blocks of
 // MOE_UP_WARPS*32 threads; experts a multiple of MR_BLOCKS, at most 1024;
-// QSTAGE_BYTES(M, hidden/64) + 4·(hidden/64·68 + experts/MR_BLOCKS +
-// 2·experts) bytes of dynamic shared memory.
+// QSTAGE_BYTES(M, hidden/64) rounded up to 16 + 4·(hidden/64·68 +
+// experts/MR_BLOCKS + 2·experts) bytes of dynamic shared memory.
 template <int M, int SB, int BITS>
 static __device__ __forceinline__ void moe_route_up(const MoELayerArgs& a) {
   extern __shared__ u32 smem[];
   const int tid = PETAL_TID_X(), nthreads = PETAL_NTID_X(), bid = PETAL_BID_X();
   const int H = a.hidden, I = a.inter, E = a.experts, ng = H / 64, per = E / MR_BLOCKS;
   const u32 rank = cluster_rank();
-  float* xr = (float*)((char*)smem + QSTAGE_BYTES(M, ng));  // x for the router, mr_pad's layout
+  float* xr = (float*)((char*)smem + ((QSTAGE_BYTES(M, ng) + 15) & ~15));  // x for the router (mr_pad's layout, 16-byte aligned)
   float* bl = xr + ng * 68;                                 // this block's logits, read by its cluster
   float* ls = bl + per;                                     // all the logits, then route_select's
   int* ks = (int*)(ls + E);
