@@ -1020,36 +1020,14 @@ func TestMoELayerMatchesApart(t *testing.T) {
 					if !withDelta {
 						delta = nil
 					}
-					type result struct {
-						h, a, wts, out []float32
-						ids            []int32
-						kernels        []string
-					}
-					run := func(b *Backend) result {
-						n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
-						p, err := b.Compile([]backend.Op{n, r, e})
-						if err != nil {
-							t.Fatal(err)
-						}
-						// the second and third runs replay the captured graph
-						runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h, e.Out: nans(H)})
-						names := p.(*program).kernelNames()
-						return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
-							slices.Concat(names...)}
-					}
-					f, a := run(one), run(three)
+					f := runMoEBlock(t, one, ms, I, h, delta, w, false)
+					a := runMoEBlock(t, three, ms, I, h, delta, w, false)
 					// moe_layer is built for 8-bit routers, the family's; a
 					// 4-bit one takes the three kernels under moelayer=one too
 					if slices.Equal(f.kernels, []string{moeLayerKernel}) != (bits == 8) || slices.Contains(a.kernels, moeLayerKernel) {
 						t.Fatalf("kernels %v under moelayer=one, %v under three", f.kernels, a.kernels)
 					}
-					sameBits(t, "h", f.h, a.h)
-					sameBits(t, "the normed row", f.a, a.a)
-					sameBits(t, "the weights", f.wts, a.wts)
-					if !slices.Equal(f.ids, a.ids) {
-						t.Errorf("experts %v under moelayer=one, %v under three", f.ids, a.ids)
-					}
-					sameBits(t, "the output", f.out, a.out)
+					sameMoEBlock(t, "moelayer=one", f, a)
 
 					ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, f.a, 1, K, true)
 					if !slices.Equal(f.ids, ids) {
@@ -1101,38 +1079,13 @@ func TestMoELayerClusterMatchesApart(t *testing.T) {
 				if form == "no delta" {
 					delta = nil
 				}
-				type result struct {
-					h, a, wts, out []float32
-					ids            []int32
-					kernels        []string
-				}
-				run := func(b *Backend) result {
-					n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
-					inputs := map[backend.Buffer][]float32{n.H: h, e.Out: nans(H)}
-					if form == "out in delta" {
-						e.Out = n.Delta
-						inputs = map[backend.Buffer][]float32{n.H: h, n.Delta: delta}
-					}
-					p, err := b.Compile([]backend.Op{n, r, e})
-					if err != nil {
-						t.Fatal(err)
-					}
-					runWith(t, b, p, 3, inputs) // the second and third runs replay the captured graph
-					names := p.(*program).kernelNames()
-					return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
-						slices.Concat(names...)}
-				}
-				c, a := run(cluster), run(three)
+				outInDelta := form == "out in delta"
+				c := runMoEBlock(t, cluster, ms, I, h, delta, w, outInDelta)
+				a := runMoEBlock(t, three, ms, I, h, delta, w, outInDelta)
 				if !slices.Equal(c.kernels, []string{moeRouteUpKernel, moeRouteDownKernel}) || slices.Contains(a.kernels, moeRouteUpKernel) {
 					t.Fatalf("kernels %v under moelayer=cluster, %v under three", c.kernels, a.kernels)
 				}
-				sameBits(t, "h", c.h, a.h)
-				sameBits(t, "the normed row", c.a, a.a)
-				sameBits(t, "the weights", c.wts, a.wts)
-				if !slices.Equal(c.ids, a.ids) {
-					t.Errorf("experts %v under moelayer=cluster, %v under three", c.ids, a.ids)
-				}
-				sameBits(t, "the output", c.out, a.out)
+				sameMoEBlock(t, "moelayer=cluster", c, a)
 				ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, c.a, 1, MoETopK, true)
 				if !slices.Equal(c.ids, ids) {
 					t.Errorf("experts %v, the reference's %v", c.ids, ids)
@@ -1147,6 +1100,51 @@ func TestMoELayerClusterMatchesApart(t *testing.T) {
 			t.Errorf("a 4-bit router under moelayer=cluster: error %v, want one naming the option", err)
 		}
 	})
+}
+
+// moeBlockResult is what the MoE block of one token leaves: h, the normed
+// row, the routing weights, the output, the expert ids, and the kernels it
+// ran as.
+type moeBlockResult struct {
+	h, a, wts, out []float32
+	ids            []int32
+	kernels        []string
+}
+
+// runMoEBlock compiles the MoE block of one token over ms on b
+// (newMoEBlock), the output in the delta's buffer where outInDelta (as the
+// model has it), and runs it three times, the second and third replaying
+// the captured graph, h (and delta) written before each run.
+func runMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32, outInDelta bool) moeBlockResult {
+	t.Helper()
+	n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
+	inputs := map[backend.Buffer][]float32{n.H: h, e.Out: nans(len(h))}
+	if outInDelta {
+		e.Out = n.Delta
+		inputs = map[backend.Buffer][]float32{n.H: h, n.Delta: delta}
+	}
+	p, err := b.Compile([]backend.Op{n, r, e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWith(t, b, p, 3, inputs)
+	names := p.(*program).kernelNames()
+	return moeBlockResult{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
+		slices.Concat(names...)}
+}
+
+// sameMoEBlock fails t where got (under form) and the three kernels' want
+// differ in any bit of h, the normed row, the weights or the output, or in
+// the experts.
+func sameMoEBlock(t *testing.T, form string, got, want moeBlockResult) {
+	t.Helper()
+	sameBits(t, "h", got.h, want.h)
+	sameBits(t, "the normed row", got.a, want.a)
+	sameBits(t, "the weights", got.wts, want.wts)
+	if !slices.Equal(got.ids, want.ids) {
+		t.Errorf("experts %v under %s, %v under three", got.ids, form, want.ids)
+	}
+	sameBits(t, "the output", got.out, want.out)
 }
 
 // randomMoEMatrices are a decoded token's MoE block's matrices: the

@@ -422,8 +422,12 @@ func (k *MoE) layerArgs(w *MoEWeights, router *QMatrix, b MoELayerBuffers, norma
 	le := binary.LittleEndian
 	buf := make([]byte, 0, moeLayerArgsSize)
 	ptr := func(p driver.Ptr) { buf = le.AppendUint64(buf, uint64(p)) }
+	bar := driver.Ptr(0) // moe_layer's grid barrier; moe_route.cu's kernels have no counter
+	if b.Counter != 0 {
+		bar = b.Counter + 8
+	}
 	for _, p := range []driver.Ptr{b.H, b.Delta, b.NormW, b.X, router.Words, router.Scales, router.Biases,
-		b.Logits, b.IDs, b.Weights, b.Counter, b.Counter + 8} {
+		b.Logits, b.IDs, b.Weights, b.Counter, bar} {
 		ptr(p)
 	}
 	for _, m := range []*QMatrix{w.Gate, w.Up, w.SharedGate, w.SharedUp, w.SharedExpertGate, w.Down, w.SharedDown} {
