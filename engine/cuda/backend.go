@@ -28,7 +28,10 @@ type Backend struct {
 	route *Route
 	attn  *Attn
 	gdn   *GDN
-	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
+	// gdnLayer is gdn_layer.cu's one launch for a Gated DeltaNet layer's
+	// start (gdnlayer=cluster; nil otherwise)
+	gdnLayer *GDNLayer
+	gemm     *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
 	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
 	scratch grower                      // temporaries of one op at a time (ops run in order)
@@ -75,6 +78,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.MoELayerCluster {
 		fams = append(fams, "moe_route")
+	}
+	if o.GDNLayerCluster {
+		fams = append(fams, "gdn_layer")
 	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
@@ -198,8 +204,8 @@ func (b *Backend) init() error {
 		}
 	}
 	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
-	// moe_route.cu), so that gdn.ptx, route.ptx and moe.ptx stay as they
-	// were; each is loaded only under its option.
+	// moe_route.cu, gdn_layer.cu), so that gdn.ptx, route.ptx, moe.ptx and
+	// qmv.ptx stay as they were; each is loaded only under its option.
 	if b.o.GDNCluster {
 		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
 			return err
@@ -215,6 +221,15 @@ func (b *Backend) init() error {
 	if b.o.MoELayerCluster {
 		add := func(m *driver.Module) error { return b.moe.AddRouteForms(b.ctx, m) }
 		if err := b.addModule(LoadMoERouteModule, add); err != nil {
+			return err
+		}
+	}
+	if b.o.GDNLayerCluster {
+		add := func(m *driver.Module) (err error) {
+			b.gdnLayer, err = NewGDNLayer(b.ctx, m)
+			return err
+		}
+		if err := b.addModule(LoadGDNLayerModule, add); err != nil {
 			return err
 		}
 	}

@@ -83,7 +83,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		op := p.ops[i]
 		var steps []step
 		var err error
-		if st, ok := b.gdnStep(p, i); ok {
+		if st, ok, lerr := b.gdnLayerStep(p, i); ok || lerr != nil {
+			steps, err = []step{st}, lerr
+		} else if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
 		} else if sts, ok, merr := b.moeLayerStep(p, i); ok || merr != nil {
 			steps, err = sts, merr
@@ -106,6 +108,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) ||
 			len(steps) == 2 && steps[0].name == moeRouteUpKernel {
 			i += 2 // the steps run the two ops after this one too
+		}
+		if len(steps) == 1 && steps[0].name == gdnLayerKernel {
+			i += 4 // the step runs the four ops after this AddRMSNorm too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too

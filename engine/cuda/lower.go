@@ -963,3 +963,76 @@ func (b *Backend) gdnStep(p *program, i int) (step, bool) {
 		return b.gdn.Launch(s, bufs, Hk, Hv, eps)
 	}}, true
 }
+
+// gdnLayerKernel names gdn_layer.cu's launch: a Gated DeltaNet layer's
+// input norm, projections and step of one token.
+const gdnLayerKernel = "gdn_layer"
+
+// gdnLayerStep lowers ops[i:i+5] to gdn_layer.cu's one launch under
+// gdnlayer=cluster, when they are the input AddRMSNorm of one row, the
+// QLinearGroup of its four projections (qkv, z, b, a) that reads its
+// output, and the Gated DeltaNet step after them (DeltaNetStep) that
+// reads the projections where the group writes them. The kernel writes
+// all these ops write but the step's two intermediates (as gdnStep). A
+// layer of that form the kernel does not take (a ratio of value to key
+// heads other than 2, other weight kinds) is an error that names the
+// option, not a silent fallback.
+func (b *Backend) gdnLayerStep(p *program, i int) (step, bool, error) {
+	if !b.o.GDNLayerCluster || !b.o.Fused || !b.o.FusedNorms || i+4 >= len(p.ops) {
+		return step{}, false, nil
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	g, ok2 := p.ops[i+1].(*backend.QLinearGroup)
+	if !ok1 || !ok2 || n.Rows != 1 || g.Rows != 1 || n.Out != g.X || len(g.W) != 4 {
+		return step{}, false, nil
+	}
+	c, d, gn, ok := backend.DeltaNetStep(p.ops, i+2, GDNHeadDim, GDNConvK)
+	if !ok {
+		return step{}, false, nil
+	}
+	C, Hk, Hv, D := c.Chans, d.KeyHeads, d.ValueHeads, GDNHeadDim
+	off := g.Offsets()
+	if off[1]-off[0] != C || off[2]-off[1] != Hv*D || off[3]-off[2] != Hv || off[4]-off[3] != Hv || off[4] > g.Y.Len ||
+		c.X != g.Y.View(off[0], C) || gn.Z != g.Y.View(off[1], Hv*D) || d.B != g.Y.View(off[2], Hv) || d.A != g.Y.View(off[3], Hv) {
+		return step{}, false, nil // not the model's chain: the two launches
+	}
+	ch := &checks{b: b}
+	var lb GDNLayerBuffers
+	for j, m := range g.W {
+		if w := ch.mat(fmt.Sprintf("projection %d", j), m); w != nil {
+			lb.Proj[j] = w.q
+		}
+	}
+	y := ch.buf("the projections", g.Y, backend.F32, off[4])
+	for j := range lb.Y {
+		lb.Y[j] = y.Add(4 * int64(off[j]))
+	}
+	lb.Norm = QMVNorm{H: ch.buf("h", n.H, backend.F32, n.Dim), W: ch.buf("the norm's weight", n.Weight, backend.F32, n.Dim),
+		Out: ch.buf("the normed row", n.Out, backend.F32, n.Dim), Eps: n.Eps, Counter: b.counter}
+	if n.Delta.Mem != nil {
+		lb.Norm.Delta = ch.buf("the delta", n.Delta, backend.F32, n.Dim)
+	}
+	lb.Step = GDNBuffers{
+		ConvW:     ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK),
+		ConvState: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
+		ALog:      ch.buf("A_log", d.ALog, backend.F32, Hv), DtBias: ch.buf("dt_bias", d.DtBias, backend.F32, Hv),
+		NormW: ch.buf("the gated norm's weight", gn.Weight, backend.F32, D),
+		State: ch.buf("the state", d.State, backend.F32, Hv*D*D),
+		Out:   ch.buf("the output", gn.Out, backend.F32, Hv*D),
+	}
+	lb.GEps = gn.Eps
+	if ch.err != nil {
+		return step{}, false, ch.err
+	}
+	ch.require(n.Dim == lb.Proj[0].Cols, "the norm is %d wide and the projections %d", n.Dim, lb.Proj[0].Cols)
+	if ch.err != nil {
+		return step{}, false, ch.err
+	}
+	kind := b.qmv.variant.Kind
+	if err := b.gdnLayer.fits(kind, lb, Hk, Hv); err != nil {
+		return step{}, false, err
+	}
+	return step{kernels: 1, name: gdnLayerKernel, launch: func(s *driver.Stream) error {
+		return b.gdnLayer.Launch(s, kind, lb, Hk, Hv)
+	}}, true, nil
+}

@@ -205,3 +205,31 @@ func TestSplitCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestParseGDNLayer: gdnlayer=cluster and apart choose gdn_layer.cu's one
+// launch or the two kernels, apart the default (the cluster form is not
+// yet measured); the backend names gdn_layer among the families it loads
+// only under cluster; another value is refused naming the option.
+func TestParseGDNLayer(t *testing.T) {
+	for value, want := range map[string]bool{"cluster": true, "apart": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: value}})
+		if err != nil {
+			t.Fatalf("gdnlayer=%s: %v", value, err)
+		}
+		if o.GDNLayerCluster != want {
+			t.Errorf("gdnlayer=%s: GDNLayerCluster %v", value, o.GDNLayerCluster)
+		}
+		if got := slices.Contains(noticeFamilies(o), "gdn_layer"); got != want {
+			t.Errorf("gdnlayer=%s: gdn_layer among the families loaded %v, want %v", value, got, want)
+		}
+	}
+	if DefaultOptions().GDNLayerCluster {
+		t.Error("the default is gdnlayer=cluster; want apart until the cluster form is measured")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: "one"}}); err == nil || !strings.Contains(err.Error(), "gdnlayer=") {
+		t.Errorf("gdnlayer=one: error %v, want one naming gdnlayer", err)
+	}
+	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|apart") {
+		t.Error("the options' help does not list gdnlayer")
+	}
+}

@@ -1,0 +1,155 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"petal/engine/cuda/driver"
+)
+
+// gdn_layer.cu's one launch for the start of a Gated DeltaNet layer of one
+// token (gdnlayer=cluster): the input add-and-norm, the four input
+// projections and the step after them, where qmv_group_norm and gdn_step
+// take two. Each thread-block cluster of gdnLayerCluster blocks computes
+// one key head's projection rows into its blocks' shared memory and runs
+// that key head's step from there.
+
+const (
+	gdnLayerCluster = 8  // GL_BLOCKS: a key head's blocks
+	gdnLayerWarps   = 16 // GL_WARPS
+	// gdnLayerRatio is the value heads a key head of the built entries
+	// (gdn_layer_<kind>_v2): every model of the family has two.
+	gdnLayerRatio = 2
+	// gdnLayerArgsSize is sizeof(GDNLayerArgs) in gdn_layer.cu: 24 pointers
+	// (w, sb and y of four matrices, then 12 more), two floats, four ints.
+	gdnLayerArgsSize = 24*8 + 2*4 + 4*4
+)
+
+// LoadGDNLayerModule loads gdn_layer.cu's kernels (gdnlayer=cluster).
+func LoadGDNLayerModule(c *driver.Context) (*driver.Module, error) {
+	return loadFamily(c, "gdn_layer")
+}
+
+// GDNLayer launches gdn_layer.cu's kernels, one a kind of x's arithmetic
+// (qmv=exact's and qmv=fast's).
+type GDNLayer struct {
+	fns map[QKind]*driver.Function
+	occ map[QKind]*occupancy
+}
+
+// NewGDNLayer finds the kernels in mod (LoadGDNLayerModule).
+func NewGDNLayer(c *driver.Context, mod *driver.Module) (*GDNLayer, error) {
+	k := &GDNLayer{fns: map[QKind]*driver.Function{}, occ: map[QKind]*occupancy{}}
+	for _, kind := range []QKind{QI8x3, QI8x2} {
+		fn, err := mod.Function(fmt.Sprintf("gdn_layer_%s_v%d", kind, gdnLayerRatio))
+		if err != nil {
+			return nil, err
+		}
+		occ := newOccupancy(c, fn)
+		k.fns[kind], k.occ[kind] = fn, &occ
+	}
+	return k, nil
+}
+
+// GDNLayerBuffers are a layer's operands: the projections Proj (qkv, z, b,
+// a: 4-bit, interleaved scales and biases, hidden columns) and their
+// outputs Y; the input norm (Norm: H += Delta, the normed row to Out, a
+// ticket Counter); the step's (GDNBuffers' ConvW, ConvState, ALog, DtBias,
+// NormW, State and Out; its QKV, Z, B, A and Counters unused: the
+// projections never leave the cluster on their way to the step) and the
+// gated norm's GEps.
+type GDNLayerBuffers struct {
+	Proj [4]*QMatrix
+	Y    [4]driver.Ptr
+	Norm QMVNorm
+	Step GDNBuffers
+	GEps float32
+}
+
+// gdnLayerShared is gdn_layer's dynamic shared memory for kind at cols
+// columns: the staging, h + delta, the cluster's projection rows, and the
+// block's state rows, conv weights and conv state, each from a 16-byte
+// boundary.
+func gdnLayerShared(kind QKind, cols int) int {
+	const D, R = GDNHeadDim, gdnLayerWarps * gdnLayerRatio
+	up := func(n int) int { return (n + 15) &^ 15 }
+	rows, ch := 2*D+2*gdnLayerRatio*D+2*gdnLayerRatio, 2*D+R
+	return up(kind.stageBytes(cols/64)) + up(4*cols) + up(4*rows) + 4*R*D + 16*ch + 4*3*ch
+}
+
+// fits says why the kernels do not take a layer (nil where they do).
+func (k *GDNLayer) fits(kind QKind, b GDNLayerBuffers, hk, hv int) error {
+	if _, ok := k.fns[kind]; !ok {
+		return fmt.Errorf("cuda: gdnlayer=cluster is not built for %s mat-vecs (qmv=exact's and qmv=fast's kinds)", kind)
+	}
+	if hk < 1 || hv != gdnLayerRatio*hk {
+		return fmt.Errorf("cuda: gdnlayer=cluster takes %d value heads a key head, not %d key and %d value heads", gdnLayerRatio, hk, hv)
+	}
+	cols := b.Proj[0].Cols
+	rows := []int{(2*hk + hv) * GDNHeadDim, hv * GDNHeadDim, hv, hv}
+	for i, m := range b.Proj {
+		if err := check4bit(m); err != nil {
+			return fmt.Errorf("cuda: gdnlayer=cluster: projection %d: %w", i, err)
+		}
+		if m.ScaleBias == 0 || m.Cols != cols || m.Rows != rows[i] {
+			return fmt.Errorf("cuda: gdnlayer=cluster: projection %d is %dx%d (interleaved scales and biases: %v), want %dx%d with them",
+				i, m.Rows, m.Cols, m.ScaleBias != 0, rows[i], cols)
+		}
+	}
+	if cols%64 != 0 {
+		return fmt.Errorf("cuda: gdnlayer=cluster: a hidden size of %d (want a multiple of 64)", cols)
+	}
+	for _, p := range []struct {
+		name string
+		p    driver.Ptr
+	}{{"h", b.Norm.H}, {"the conv weights", b.Step.ConvW}, {"the conv state", b.Step.ConvState}, {"the state", b.Step.State}} {
+		if p.p%16 != 0 {
+			return fmt.Errorf("cuda: gdnlayer=cluster: %s at %#x are not 16-byte aligned", p.name, uint64(p.p))
+		}
+	}
+	return nil
+}
+
+// gdnLayerArgs packs GDNLayerArgs (gdn_layer.cu) for b.
+func gdnLayerArgs(b GDNLayerBuffers, hk, hv int, eps float32) []byte {
+	le := binary.LittleEndian
+	buf := make([]byte, 0, gdnLayerArgsSize)
+	ptr := func(p driver.Ptr) { buf = le.AppendUint64(buf, uint64(p)) }
+	for _, m := range b.Proj {
+		ptr(m.Words)
+	}
+	for _, m := range b.Proj {
+		ptr(m.ScaleBias)
+	}
+	for _, y := range b.Y {
+		ptr(y)
+	}
+	n, s := b.Norm, b.Step
+	for _, p := range []driver.Ptr{n.H, n.Delta, n.W, n.Out, n.Counter, s.ConvW, s.ConvState, s.ALog, s.DtBias, s.NormW, s.State, s.Out} {
+		ptr(p)
+	}
+	buf = le.AppendUint32(buf, math.Float32bits(n.Eps))
+	buf = le.AppendUint32(buf, math.Float32bits(eps))
+	cols := b.Proj[0].Cols
+	for _, v := range []int{hk, hv, cols, teamFor(cols / 64)} {
+		buf = le.AppendUint32(buf, uint32(int32(v)))
+	}
+	return buf
+}
+
+// Launch queues the layer's norm, projections and step of one token with
+// hk key and hv value heads on s, x's arithmetic of kind.
+func (k *GDNLayer) Launch(s *driver.Stream, kind QKind, b GDNLayerBuffers, hk, hv int) error {
+	if err := k.fits(kind, b, hk, hv); err != nil {
+		return err
+	}
+	cols := b.Proj[0].Cols
+	shared := gdnLayerShared(kind, cols)
+	if _, err := k.occ[kind].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
+		return err
+	}
+	var a driver.Args
+	a.Struct(gdnLayerArgs(b, hk, hv, b.GEps))
+	return s.LaunchCluster(k.fns[kind], driver.D1(hk*gdnLayerCluster), driver.D1(gdnLayerWarps*32), driver.D1(gdnLayerCluster), shared, &a)
+}

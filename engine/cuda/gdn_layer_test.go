@@ -1,0 +1,169 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/cuda/kernels"
+	"petal/engine/quant"
+)
+
+// TestGDNLayerArgsMatchKernel: the bytes Launch passes by value are as
+// many as every gdn_layer entry point of the PTX takes (GDNLayerArgs in
+// gdn_layer.cu), and gdnLayerArgs packs that many, so that a field added on
+// one side only is caught without a GPU.
+func TestGDNLayerArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("gdn_layer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := regexp.MustCompile(`\.entry (gdn_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
+	if len(params) != 2 {
+		t.Fatalf("%d gdn_layer entry points with one struct parameter in gdn_layer.ptx, want 2", len(params))
+	}
+	for _, p := range params {
+		if n, _ := strconv.Atoi(p[2]); n != gdnLayerArgsSize {
+			t.Errorf("%s takes %d bytes; gdnLayerArgsSize is %d", p[1], n, gdnLayerArgsSize)
+		}
+	}
+	m := &QMatrix{Rows: 8, Cols: 2048}
+	b := GDNLayerBuffers{Proj: [4]*QMatrix{m, m, m, m}}
+	if n := len(gdnLayerArgs(b, 16, 32, 1e-6)); n != gdnLayerArgsSize {
+		t.Errorf("gdnLayerArgs packs %d bytes, want %d", n, gdnLayerArgsSize)
+	}
+}
+
+// TestGDNLayerShared: the dynamic shared memory of the 35B shape (hidden
+// 2048, qmv=exact) fits a multiprocessor with room to spare, and each of
+// its parts starts on a 16-byte boundary (cp.async's).
+func TestGDNLayerShared(t *testing.T) {
+	n := gdnLayerShared(QI8x3, 2048)
+	// staging 16,128; h + delta 8,192; 772 rows 3,088; 32 state rows
+	// 16,384; 288 channels' weights 4,608 and state 3,456
+	if want := 16128 + 8192 + 3088 + 16384 + 4608 + 3456; n != want {
+		t.Errorf("gdnLayerShared(i8x3, 2048) = %d, want %d", n, want)
+	}
+	if n%16 != 0 {
+		t.Errorf("%d bytes: not a whole number of 16-byte copies", n)
+	}
+}
+
+// TestGDNLayerClusterMatchesApart: under gdnlayer=cluster a Gated
+// DeltaNet layer's input AddRMSNorm, its four projections and its step
+// (conv, rule, gated norm) of one token run as one gdn_layer launch and
+// leave h, the normed row, the projections, the output, the state and the
+// conv state bit for bit as the two kernels do (qmv_group_norm,
+// gdn_step_s4_cl), with and without a delta, at the 35B shape and the
+// embedded model's, over three tokens (the second and third replaying the
+// captured graph, the state carried), fresh random inputs each run of the
+// test, outputs poisoned. A layer of one value head a key head is refused
+// at compile, naming the option.
+func TestGDNLayerClusterMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.GDNLayerCluster = true
+	cluster := testBackend(t, o)
+	o.GDNLayerCluster = false
+	apart := testBackend(t, o)
+	type shape struct{ H, hk, hv int }
+	for _, sh := range []shape{{2048, 16, 32}, {256, 4, 8}} {
+		for _, withDelta := range []bool{true, false} {
+			t.Run(fmt.Sprintf("H=%d %dk/%dv delta=%v", sh.H, sh.hk, sh.hv, withDelta), func(t *testing.T) {
+				rng := freshRNG(t)
+				L := randomGDNLayer(rng, sh.hk, sh.hv)
+				ms := randomGDNProjections(rng, L, sh.H)
+				h, delta, w := randoms(rng, sh.H, 2), randoms(rng, sh.H, 1), randoms(rng, sh.H, 1)
+				if !withDelta {
+					delta = nil
+				}
+				c := runGDNLayer(t, cluster, L, ms, h, delta, w)
+				a := runGDNLayer(t, apart, L, ms, h, delta, w)
+				if !slices.Equal(c.kernels, []string{gdnLayerKernel}) || slices.Contains(a.kernels, gdnLayerKernel) {
+					t.Fatalf("kernels %v under gdnlayer=cluster, %v apart", c.kernels, a.kernels)
+				}
+				sameBits(t, "h", c.h, a.h)
+				sameBits(t, "the normed row", c.a, a.a)
+				sameBits(t, "the projections", c.proj, a.proj)
+				sameBits(t, "the output", c.out, a.out)
+				sameBits(t, "the state", c.state, a.state)
+				sameBits(t, "the conv state", c.conv, a.conv)
+			})
+		}
+	}
+	t.Run("one value head a key head", func(t *testing.T) {
+		rng := freshRNG(t)
+		L := randomGDNLayer(rng, 4, 4)
+		ops := newGDNLayerOps(t, cluster, L, randomGDNProjections(rng, L, 256), randoms(rng, 256, 1), nil, randoms(rng, 256, 1))
+		if _, err := cluster.Compile(ops); err == nil || !strings.Contains(err.Error(), "gdnlayer=cluster") {
+			t.Errorf("4 key and 4 value heads under gdnlayer=cluster: error %v, want one naming the option", err)
+		}
+	})
+}
+
+// gdnLayerResult is what the start of a Gated DeltaNet layer leaves after
+// its tokens, and the kernels it ran as.
+type gdnLayerResult struct {
+	h, a, proj, out, state, conv []float32
+	kernels                      []string
+}
+
+// randomGDNProjections are a layer's four input projections over a hidden
+// size of H: qkv, z, b and a.
+func randomGDNProjections(rng *rand.Rand, L *gdnLayer, H int) []quant.Matrix {
+	D := GDNHeadDim
+	return []quant.Matrix{
+		quant.RandomMatrix(rng, 1, L.chans, H, 4, 64), quant.RandomMatrix(rng, 1, L.hv*D, H, 4, 64),
+		quant.RandomMatrix(rng, 1, L.hv, H, 4, 64), quant.RandomMatrix(rng, 1, L.hv, H, 4, 64),
+	}
+}
+
+// newGDNLayerOps uploads ms to b and gives the ops of a layer's start as
+// the model records them: the AddRMSNorm of h and delta (none where nil)
+// by w, the QLinearGroup of the projections into one buffer [qkv | z | b |
+// a], and ConvSiLU, DeltaRule and GatedRMSNorm from it, outputs poisoned.
+func newGDNLayerOps(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h, delta, w []float32) []backend.Op {
+	t.Helper()
+	var u []backend.Matrix
+	for _, m := range ms {
+		x, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u = append(u, x)
+	}
+	D, H, C, Hv := GDNHeadDim, len(h), L.chans, L.hv
+	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+	if delta != nil {
+		n.Delta = floats(b, delta)
+	}
+	proj := floats(b, nans(C+Hv*D+2*Hv))
+	g := &backend.QLinearGroup{X: n.Out, W: u, Y: proj, Rows: 1}
+	c := &backend.ConvSiLU{X: proj.View(0, C), State: floats(b, L.convState), Weight: floats(b, L.convW), Out: floats(b, nans(C)),
+		Rows: 1, Chans: C, K: GDNConvK}
+	d := &backend.DeltaRule{QKV: c.Out, B: proj.View(C+Hv*D, Hv), A: proj.View(C+Hv*D+Hv, Hv), ALog: floats(b, L.aLog),
+		DtBias: floats(b, L.dtBias), State: floats(b, L.state), Out: floats(b, nans(Hv*D)), Rows: 1,
+		KeyHeads: L.hk, KeyDim: D, ValueHeads: Hv, ValueDim: D}
+	gn := &backend.GatedRMSNorm{X: d.Out, Z: proj.View(C, Hv*D), Weight: floats(b, L.normW), Out: floats(b, nans(Hv*D)),
+		Rows: 1, Heads: Hv, Dim: D, Eps: 1e-6}
+	return []backend.Op{n, g, c, d, gn}
+}
+
+// runGDNLayer compiles the layer's start on b (newGDNLayerOps) and runs
+// it for three tokens, h written before each, the states carried.
+func runGDNLayer(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h, delta, w []float32) gdnLayerResult {
+	t.Helper()
+	ops := newGDNLayerOps(t, b, L, ms, h, delta, w)
+	p, err := b.Compile(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, g, c, d, gn := ops[0].(*backend.AddRMSNorm), ops[1].(*backend.QLinearGroup), ops[2].(*backend.ConvSiLU), ops[3].(*backend.DeltaRule), ops[4].(*backend.GatedRMSNorm)
+	runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h})
+	return gdnLayerResult{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), read(t, b, gn.Out), read(t, b, d.State), read(t, b, c.State),
+		slices.Concat(p.(*program).kernelNames()...)}
+}
