@@ -138,6 +138,17 @@ func gdnLayerArgs(b GDNLayerBuffers, hk, hv int, eps float32) []byte {
 	return buf
 }
 
+// residentClusters is how many of the kernel's clusters (of kind, at cols
+// columns) the GPU holds at once: a layer of more key heads runs its
+// clusters in waves.
+func (k *GDNLayer) residentClusters(kind QKind, cols int) (int, error) {
+	shared := gdnLayerShared(kind, cols)
+	if _, err := k.occ[kind].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
+		return 0, err // raises the kernel's shared-memory limit first
+	}
+	return k.fns[kind].MaxActiveClusters(gdnLayerWarps*32, gdnLayerCluster, shared)
+}
+
 // Launch queues the layer's norm, projections and step of one token with
 // hk key and hv value heads on s, x's arithmetic of kind.
 func (k *GDNLayer) Launch(s *driver.Stream, kind QKind, b GDNLayerBuffers, hk, hv int) error {

@@ -432,3 +432,35 @@ func TestClusterLaunch(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxActiveClusters: the GPU holds some clusters of 1 to 8 blocks of
+// probe.cu's cluster_sum at once, at least as many blocks in clusters of 1
+// as in clusters of 8 (a cluster's blocks must all fit one GPU processing
+// cluster), and no more clusters of 8 than its multiprocessors could
+// hold blocks.
+func TestMaxActiveClusters(t *testing.T) {
+	c := gpu(t)
+	sum, err := probe(t, c).Function("cluster_sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSM, err := sum.BlocksPerSM(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[int]int{}
+	for _, n := range []int{1, 2, 4, 8} {
+		clusters, err := sum.MaxActiveClusters(64, n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clusters < 1 || clusters*n > c.Device().SMs*perSM {
+			t.Errorf("%d clusters of %d blocks at once, on %d multiprocessors of %d blocks", clusters, n, c.Device().SMs, perSM)
+		}
+		blocks[n] = clusters * n
+		t.Logf("clusters of %d: %d at once (%d blocks)", n, clusters, clusters*n)
+	}
+	if blocks[1] < blocks[8] {
+		t.Errorf("%d blocks at once in clusters of 1, %d in clusters of 8", blocks[1], blocks[8])
+	}
+}

@@ -59,6 +59,7 @@ var lib struct {
 	cuFuncGetAttribute                          func(v *int32, attr int32, f uintptr) uintptr
 	cuFuncSetAttribute                          func(f uintptr, attr int32, v int32) uintptr
 	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, f uintptr, block int32, shared uint64) uintptr
+	cuOccupancyMaxActiveClusters                func(n *int32, f uintptr, cfg unsafe.Pointer) uintptr
 	cuLaunchKernel                              func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params *unsafe.Pointer, extra unsafe.Pointer) uintptr
 	cuLaunchKernelEx                            func(cfg unsafe.Pointer, f uintptr, params *unsafe.Pointer, extra unsafe.Pointer) uintptr
 }
@@ -114,6 +115,7 @@ func symbols() []symbol {
 		{&l.cuFuncGetAttribute, []string{"cuFuncGetAttribute"}},
 		{&l.cuFuncSetAttribute, []string{"cuFuncSetAttribute"}},
 		{&l.cuOccupancyMaxActiveBlocksPerMultiprocessor, []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor"}},
+		{&l.cuOccupancyMaxActiveClusters, []string{"cuOccupancyMaxActiveClusters"}},
 		{&l.cuLaunchKernel, []string{"cuLaunchKernel"}},
 		{&l.cuLaunchKernelEx, []string{"cuLaunchKernelEx"}},
 	}

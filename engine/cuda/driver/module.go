@@ -2,6 +2,7 @@ package driver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"strings"
@@ -147,6 +148,26 @@ func (f *Function) BlocksPerSM(block, shared int) (int, error) {
 	var n int32
 	err := f.c.do("cuOccupancyMaxActiveBlocksPerMultiprocessor", f.Name, func() uintptr {
 		return lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f.h, int32(block), uint64(shared))
+	})
+	return int(n), err
+}
+
+// MaxActiveClusters is how many clusters of cluster blocks of block
+// threads and shared bytes of dynamic shared memory the GPU holds at once
+// (a grid of more runs them in waves).
+func (f *Function) MaxActiveClusters(block, cluster, shared int) (int, error) {
+	cfg := launchConfig{gridX: uint32(cluster), gridY: 1, gridZ: 1, blockX: uint32(block), blockY: 1, blockZ: 1, shared: uint32(shared)}
+	attr := launchAttribute{id: attrClusterDimension}
+	binary.LittleEndian.PutUint32(attr.value[0:], uint32(cluster))
+	binary.LittleEndian.PutUint32(attr.value[4:], 1)
+	binary.LittleEndian.PutUint32(attr.value[8:], 1)
+	cfg.attrs, cfg.numAttrs = &attr, 1
+	var n int32
+	var pin runtime.Pinner
+	pin.Pin(&attr) // the configuration holds a Go pointer to it
+	defer pin.Unpin()
+	err := f.c.do("cuOccupancyMaxActiveClusters", f.Name, func() uintptr {
+		return lib.cuOccupancyMaxActiveClusters(&n, f.h, unsafe.Pointer(&cfg))
 	})
 	return int(n), err
 }
