@@ -492,6 +492,34 @@ func TestMeasureMoELayerClusterPhases(t *testing.T) {
 			11: "down: h staged", 12: "down: done"}, prep)
 }
 
+// TestMeasureGDNLayerPhases: where the time of gdnlayer=cluster's one
+// launch goes at the 35B shape (hidden 2048, 16 key and 32 value heads),
+// from the clock build of gdn_layer.cu (PETAL_MARK's points).
+func TestMeasureGDNLayerPhases(t *testing.T) {
+	benchOnly(t)
+	o := DefaultOptions()
+	o.GDNLayerCluster = true
+	b := testBackend(t, o)
+	c := newPhaseClock(t, b)
+	var err error
+	if b.gdnLayer, err = NewGDNLayer(b.ctx, c.load(t, "gdn_layer")); err != nil {
+		t.Fatal(err)
+	}
+	rng := freshRNG(t)
+	const H = 2048
+	L := randomGDNLayer(rng, 16, 32)
+	h := randoms(rng, H, 2)
+	ops := newGDNLayerOps(t, b, L, randomGDNProjections(rng, L, H), h, randoms(rng, H, 1), randoms(rng, H, 1))
+	prep := func() { // the norm adds delta to h in place
+		if err := b.Write(ops[0].(*backend.AddRMSNorm).H, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.measure(t, "gdn_layer: a Gated DeltaNet layer's norm, projections and step, a cluster a key head (gdnlayer=cluster)", ops,
+		map[int]string{0: "start", 1: "waited", 2: "x normed and staged", 3: "projection rows done", 4: "cluster met",
+			5: "delta rule done", 6: "end"}, prep)
+}
+
 // TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
 // at the 35B shape, at two and at one block a multiprocessor, from the
 // clock build of moe.cu (PETAL_MARK's points of moe_layer).

@@ -9,7 +9,7 @@
 # sass.tgz for the commit). Then their GPU tests and the fused forms'
 # (bit for bit against the kernels they replace), the driver's cluster
 # occupancy, conformance, the oracle under the defaults and under
-# moelayer=cluster,gdnlayer=cluster, the phase clocks, and decode at 4K
+# moelayer=cluster,gdnlayer=cluster, the phase clocks (gdn_layer's too), and decode at 4K
 # and 32K (prefill of 512) under the default, moelayer=cluster,
 # gdnlayer=cluster and both in ROUNDS alternating rounds (default 2), and
 # a kernel trace of both at 4K where the call's time leaves room. From the
@@ -47,8 +47,8 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   echo "oracle: rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|panic' $O/oracle.txt | head -8; grep -E 'top-1|KL' $O/oracle.txt | head -8
 fi
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v \
-  -test.run 'TestMeasureMoELayerClusterPhases|TestMeasureDecodePhases' > $O/phases.txt 2>&1)
-echo "phases: rc=$?"; grep -E 'up:|down:|gate/up|route_norm8|selection|ticket|logits' $O/phases.txt | head -24
+  -test.run 'TestMeasureGDNLayerPhases|TestMeasureMoELayerClusterPhases|TestMeasureDecodePhases' > $O/phases.txt 2>&1)
+echo "phases: rc=$?"; grep -E 'up:|down:|gate/up|route_norm8|selection|ticket|logits|gdn_layer|cluster met|rule done|rows done|^end|norm written' $O/phases.txt | head -40
 echo "tests: $(( $(date +%s) - start )) s"
 (cd /tmp && tar czf $O/sass.tgz s1/route_cl.sm_90.cubin.gz s1/moe_route.sm_90.cubin.gz s1/gdn_layer.sm_90.cubin.gz s1/manifest.txt)
 (cd $O && tar czf tests.tgz ptxas-*.txt tests.txt driver.txt phases.txt $(ls oracle.txt 2>/dev/null) && rm -f ptxas-*.txt tests.txt driver.txt phases.txt oracle.txt)  # kept if the call is cut short
