@@ -68,13 +68,13 @@ type GDNLayerBuffers struct {
 }
 
 // gdnLayerShared is gdn_layer's dynamic shared memory for kind at cols
-// columns: the staging, h + delta, the cluster's projection rows, and the
+// columns: the staging, h + delta, the cluster's q, k, v and z rows, and the
 // block's state rows, conv weights and conv state, each from a 16-byte
 // boundary.
 func gdnLayerShared(kind QKind, cols int) int {
 	const D, R = GDNHeadDim, gdnLayerWarps * gdnLayerRatio
 	up := func(n int) int { return (n + 15) &^ 15 }
-	rows, ch := 2*D+2*gdnLayerRatio*D+2*gdnLayerRatio, 2*D+R
+	rows, ch := 2*D+2*gdnLayerRatio*D, 2*D+R // the rows the cluster shares: q, k, v, z
 	return up(kind.stageBytes(cols/64)) + up(4*cols) + up(4*rows) + 4*R*D + 16*ch + 4*3*ch
 }
 

@@ -44,9 +44,9 @@ func TestGDNLayerArgsMatchKernel(t *testing.T) {
 // its parts starts on a 16-byte boundary (cp.async's).
 func TestGDNLayerShared(t *testing.T) {
 	n := gdnLayerShared(QI8x3, 2048)
-	// staging 16,128; h + delta 8,192; 772 rows 3,088; 32 state rows
+	// staging 16,128; h + delta 8,192; 768 rows 3,072; 32 state rows
 	// 16,384; 288 channels' weights 4,608 and state 3,456
-	if want := 16128 + 8192 + 3088 + 16384 + 4608 + 3456; n != want {
+	if want := 16128 + 8192 + 3072 + 16384 + 4608 + 3456; n != want {
 		t.Errorf("gdnLayerShared(i8x3, 2048) = %d, want %d", n, want)
 	}
 	if n%16 != 0 {

@@ -10,12 +10,15 @@
 // One thread-block cluster of GL_BLOCKS blocks a key head. Everything the
 // step of a key head needs comes from its own projection rows: q and k of
 // the key head, and v, z, b and a of its value heads (2·128 + 4·128 + 4
-// rows at two value heads a key head). The cluster computes just those
-// rows, each block a share, into its own shared memory; after the cluster
-// barrier every block reads what its part of the step needs from the
-// others' shared memory (distributed shared memory): no grid-wide wait
-// stands between the projections and the step, and the step's inputs never
-// go through device memory.
+// rows at two value heads a key head). The cluster computes the q, k, v and
+// z rows, each block a share (three steps of two rows a warp at the 35B
+// shape), into its own shared memory; after the cluster barrier every block
+// reads what its part of the step needs from the others' shared memory
+// (distributed shared memory): no grid-wide wait stands between the
+// projections and the step, and the step's inputs never go through device
+// memory. The b and a rows of a block's value head (which would have taken
+// a fourth step) are computed by two of its own warps after the barrier,
+// while the others run the conv.
 //
 // Block rank r of the cluster then owns 128/(GL_BLOCKS/ratio) rows of the
 // state of value head r / (GL_BLOCKS/ratio) of its key head, as
@@ -65,24 +68,21 @@ struct GDNLayerArgs {
   int hk, hv, cols, team;
 };
 
-// gl_rows is the projection rows of a cluster at ratio value heads a key
-// head: q and k of the key head, then v, z, b and a of its value heads.
-static __device__ __forceinline__ int gl_rows(int ratio) { return 2 * GDN_D + 2 * ratio * GDN_D + 2 * ratio; }
+// gl_rows is the projection rows a cluster computes together at ratio
+// value heads a key head: q and k of the key head, then v and z of its
+// value heads.
+static __device__ __forceinline__ int gl_rows(int ratio) { return 2 * GDN_D + 2 * ratio * GDN_D; }
 
-// gl_row is the matrix (0 qkv, 1 z, 2 b, 3 a) and row of the cluster's
-// projection row li for key head kh.
+// gl_row is the matrix (0 qkv, 1 z) and row of the cluster's projection row
+// li for key head kh.
 static __device__ __forceinline__ void gl_row(int li, int kh, int Hk, int ratio, int& m, long long& r) {
   constexpr int D = GDN_D;
-  const int v0 = 2 * D, z0 = v0 + ratio * D, b0 = z0 + ratio * D, a0 = b0 + ratio;
+  const int v0 = 2 * D, z0 = v0 + ratio * D;
   if (li < z0) {
     m = 0;
     r = li < D ? kh * D + li : li < v0 ? (Hk + kh) * D + li - D : 2 * Hk * D + kh * ratio * D + li - v0;
-  } else if (li < b0) {
-    m = 1, r = kh * ratio * D + li - z0;
-  } else if (li < a0) {
-    m = 2, r = kh * ratio + li - b0;
   } else {
-    m = 3, r = kh * ratio + li - a0;
+    m = 1, r = kh * ratio * D + li - z0;
   }
 }
 
@@ -95,8 +95,8 @@ static __device__ __forceinline__ u32 gl_owner(int li, int rpw) {
 
 // gdn_layer: the grid hk clusters of GL_BLOCKS blocks of GL_WARPS*32
 // threads; RPW = value heads a key head = state rows a warp (R = 16·RPW
-// rows a block: 128/R blocks a value head); gdn_layer_shared bytes of
-// dynamic shared memory (GDNLayerShared in gdn.go).
+// rows a block: 128/R blocks a value head); gdnLayerShared (gdn_layer.go)
+// bytes of dynamic shared memory.
 template <int M, int RPW>
 static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   extern __shared__ u32 smem[];
@@ -105,7 +105,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   __shared__ __attribute__((aligned(16))) float qk[2 * D];
   __shared__ float vs[R], os[R];
   __shared__ float red[GL_WARPS];
-  __shared__ float gates[2];
+  __shared__ float gates[2], gba[2];
   __shared__ float part;
   __shared__ int last;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
@@ -148,11 +148,16 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
       int m;
       long long r;
       gl_row(li, kh, Hk, RPW, m, r);
-      const u32* w = m == 0 ? a.w[0] : m == 1 ? a.w[1] : m == 2 ? a.w[2] : a.w[3];
-      const u32* sb = m == 0 ? a.sb[0] : m == 1 ? a.sb[1] : m == 2 ? a.sb[2] : a.sb[3];
+      const u32* w = m == 0 ? a.w[0] : a.w[1];
+      const u32* sb = m == 0 ? a.sb[0] : a.sb[1];
       for (int g = tl; g < ng; g += team) prefetch_l2(w + r * wpr + g * 8);
       if (tl == 0) prefetch_l2(sb + r * ng);
     }
+  }
+  if (warp >= GL_WARPS - 2) {  // this block's b and a rows (below)
+    const bool isA = warp == GL_WARPS - 1;
+    for (int g = tl; g < ng; g += team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * wpr + g * 8);
+    if (tl == 0) prefetch_l2((isA ? a.sb[3] : a.sb[2]) + j * ng);
   }
   {
     const float* S0 = a.state + ((long long)j * D + slice * R) * D;
@@ -195,9 +200,9 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
       int m;
       long long r;
       gl_row(li, kh, Hk, RPW, m, r);
-      rw[jj] = (m == 0 ? a.w[0] : m == 1 ? a.w[1] : m == 2 ? a.w[2] : a.w[3]) + r * wpr;
-      rsb[jj] = (m == 0 ? a.sb[0] : m == 1 ? a.sb[1] : m == 2 ? a.sb[2] : a.sb[3]) + r * ng;
-      ry[jj] = (m == 0 ? a.y[0] : m == 1 ? a.y[1] : m == 2 ? a.y[2] : a.y[3]) + r;
+      rw[jj] = (m == 0 ? a.w[0] : a.w[1]) + r * wpr;
+      rsb[jj] = (m == 0 ? a.sb[0] : a.sb[1]) + r * ng;
+      ry[jj] = (m == 0 ? a.y[0] : a.y[1]) + r;
     }
     float acc[GL_R];
 #pragma unroll
@@ -228,15 +233,33 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   PETAL_MARK(4);
 
   // The step's inputs from the cluster: q and k's projections (threads
-  // 0-255, one channel each), this block's v (the next R threads), its z
-  // and the value head's b and a.
+  // 0-255, one channel each), this block's v (the next R threads) and z.
   auto proj = [&](int li) { return ld_cluster_f32(cluster_addr(yl + li, gl_owner(li, rpw))); };
-  const int v0 = 2 * D, z0 = v0 + RPW * D, b0 = z0 + RPW * D;
-  float xt = 0.f, zv = 0.f, gb = 0.f, ga = 0.f;
+  const int v0 = 2 * D, z0 = v0 + RPW * D;
+  float xt = 0.f, zv = 0.f;
   if (tid < 2 * D) xt = proj(tid);
   else if (tid < CH) xt = proj(v0 + hl * D + slice * R + tid - 2 * D);
   if (tid < R) zv = proj(z0 + hl * D + slice * R + tid);
-  if (tid == 0) gb = proj(b0 + hl), ga = proj(b0 + RPW + hl);
+  // The value head's b and a rows, by the last two warps (no conv work),
+  // qmv's arithmetic; the first block of the head writes them out.
+  if (warp >= GL_WARPS - 2) {
+    const bool isA = warp == GL_WARPS - 1;
+    const u32* rw = (isA ? a.w[3] : a.w[2]) + j * wpr;
+    const u32* rsb = (isA ? a.sb[3] : a.sb[2]) + j * ng;
+    float acc = 0.f;
+    for (int g = tl; g < ng; g += team) {
+      const u32x4 w0 = ld_stream_16(rw + g * 8), w1 = ld_stream_16(rw + g * 8 + 4);
+      float s, b;
+      load_sb<1>((const u16*)rsb, nullptr, g, s, b);
+      const float gs = q.gsum[g];
+      acc += s * qdot<M>(w0, w1, q.xs, ng, g, q.gd) + b * gs;
+    }
+    for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) {
+      gba[isA] = acc;
+      if (slice == 0) (isA ? a.y[3] : a.y[2])[j] = acc;
+    }
+  }
   // The conv and SiLU of the channel (gdn_step's arithmetic).
   float c = 0.f;
   if (tid < CH) {
@@ -254,11 +277,11 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   if (tid >= 2 * D && tid < CH) vs[tid - 2 * D] = c;
   const float ss = warp_sum(c * c);
   if (lane == 0 && warp < 8) red[warp] = ss;
-  if (tid == 0) {
-    gates[0] = gsigmoid(gb);
-    gates[1] = gexp(-gexp(gl) * gsoftplus(ga + gd));
-  }
   __syncthreads();
+  if (tid == 0) {
+    gates[0] = gsigmoid(gba[0]);
+    gates[1] = gexp(-gexp(gl) * gsoftplus(gba[1] + gd));
+  }
   if (tid < 2 * D) {
     const float sq = red[0] + red[1] + red[2] + red[3], sk = red[4] + red[5] + red[6] + red[7];
     const float scale = tid < D ? 1.f / (__builtin_sqrtf(sq + 1e-6f) * __builtin_sqrtf((float)D))
