@@ -112,6 +112,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if len(steps) == 1 && steps[0].name == gdnLayerKernel {
 			i += 4 // the step runs the four ops after this AddRMSNorm too
 		}
+		if len(steps) == 1 && steps[0].name == gdnLayerOutKernel {
+			i += 5 // and the output projection
+		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too
 		}

@@ -13,7 +13,9 @@ import (
 // projections and the step after them, where qmv_group_norm and gdn_step
 // take two. Each thread-block cluster of gdnLayerCluster blocks computes
 // one key head's projection rows into its blocks' shared memory and runs
-// that key head's step from there.
+// that key head's step from there. The out forms (gdnlayer=out) go on to
+// the output projection, its partial products over each cluster's columns
+// summed by a ticket an eighth of its rows.
 
 const (
 	gdnLayerCluster = 8  // GL_BLOCKS: a key head's blocks
@@ -21,9 +23,10 @@ const (
 	// gdnLayerRatio is the value heads a key head of the built entries
 	// (gdn_layer_<kind>_v2): every model of the family has two.
 	gdnLayerRatio = 2
-	// gdnLayerArgsSize is sizeof(GDNLayerArgs) in gdn_layer.cu: 24 pointers
-	// (w, sb and y of four matrices, then 12 more), two floats, four ints.
-	gdnLayerArgsSize = 24*8 + 2*4 + 4*4
+	// gdnLayerArgsSize is sizeof(GDNLayerArgs) in gdn_layer.cu: 29 pointers
+	// (w, sb and y of four matrices, 12 more, 5 of the out forms), two
+	// floats, six ints.
+	gdnLayerArgsSize = 29*8 + 2*4 + 6*4
 )
 
 // LoadGDNLayerModule loads gdn_layer.cu's kernels (gdnlayer=cluster).
@@ -32,22 +35,34 @@ func LoadGDNLayerModule(c *driver.Context) (*driver.Module, error) {
 }
 
 // GDNLayer launches gdn_layer.cu's kernels, one a kind of x's arithmetic
-// (qmv=exact's and qmv=fast's).
+// (qmv=exact's and qmv=fast's) and form (with the output projection or
+// without).
 type GDNLayer struct {
-	fns map[QKind]*driver.Function
-	occ map[QKind]*occupancy
+	fns map[gdnLayerForm]*driver.Function
+	occ map[gdnLayerForm]*occupancy
+}
+
+type gdnLayerForm struct {
+	kind QKind
+	out  bool
 }
 
 // NewGDNLayer finds the kernels in mod (LoadGDNLayerModule).
 func NewGDNLayer(c *driver.Context, mod *driver.Module) (*GDNLayer, error) {
-	k := &GDNLayer{fns: map[QKind]*driver.Function{}, occ: map[QKind]*occupancy{}}
+	k := &GDNLayer{fns: map[gdnLayerForm]*driver.Function{}, occ: map[gdnLayerForm]*occupancy{}}
 	for _, kind := range []QKind{QI8x3, QI8x2} {
-		fn, err := mod.Function(fmt.Sprintf("gdn_layer_%s_v%d", kind, gdnLayerRatio))
-		if err != nil {
-			return nil, err
+		for _, out := range []bool{false, true} {
+			name := fmt.Sprintf("gdn_layer_%s_v%d", kind, gdnLayerRatio)
+			if out {
+				name = fmt.Sprintf("gdn_layer_out_%s_v%d", kind, gdnLayerRatio)
+			}
+			fn, err := mod.Function(name)
+			if err != nil {
+				return nil, err
+			}
+			occ := newOccupancy(c, fn)
+			k.fns[gdnLayerForm{kind, out}], k.occ[gdnLayerForm{kind, out}] = fn, &occ
 		}
-		occ := newOccupancy(c, fn)
-		k.fns[kind], k.occ[kind] = fn, &occ
 	}
 	return k, nil
 }
@@ -59,12 +74,20 @@ func NewGDNLayer(c *driver.Context, mod *driver.Module) (*GDNLayer, error) {
 // NormW, State and Out; its QKV, Z, B, A and Counters unused: the
 // projections never leave the cluster on their way to the step) and the
 // gated norm's GEps.
+//
+// The out forms take OutProj too (4-bit, interleaved scales and biases,
+// value heads·128 columns, rows a multiple of gdnLayerCluster), its output
+// OY, OPart for the partials (key heads·OutProj.Rows floats) and
+// OCounters (gdnLayerCluster u32, zero, left so by every complete launch).
 type GDNLayerBuffers struct {
 	Proj [4]*QMatrix
 	Y    [4]driver.Ptr
 	Norm QMVNorm
 	Step GDNBuffers
 	GEps float32
+
+	OutProj              *QMatrix
+	OY, OPart, OCounters driver.Ptr
 }
 
 // gdnLayerShared is gdn_layer's dynamic shared memory for kind at cols
@@ -74,14 +97,24 @@ type GDNLayerBuffers struct {
 func gdnLayerShared(kind QKind, cols int) int {
 	const D, R = GDNHeadDim, gdnLayerWarps * gdnLayerRatio
 	up := func(n int) int { return (n + 15) &^ 15 }
-	rows, ch := 2*D+2*gdnLayerRatio*D, 2*D+R // the rows the cluster shares: q, k, v, z
-	return up(kind.stageBytes(cols/64)) + up(4*cols) + up(4*rows) + 4*R*D + 16*ch + 4*3*ch
+	rows, ch := 2*D+2*gdnLayerRatio*D, 2*D+R  // the rows the cluster shares: q, k, v, z
+	stage := max(cols/64, gdnLayerRatio*D/64) // x's groups, or the out forms' if more
+	return up(kind.stageBytes(stage)) + up(4*cols) + up(4*rows) + 4*R*D + 16*ch + 4*3*ch
 }
 
 // fits says why the kernels do not take a layer (nil where they do).
 func (k *GDNLayer) fits(kind QKind, b GDNLayerBuffers, hk, hv int) error {
-	if _, ok := k.fns[kind]; !ok {
+	if _, ok := k.fns[gdnLayerForm{kind, false}]; !ok {
 		return fmt.Errorf("cuda: gdnlayer=cluster is not built for %s mat-vecs (qmv=exact's and qmv=fast's kinds)", kind)
+	}
+	if m := b.OutProj; m != nil {
+		if err := check4bit(m); err != nil {
+			return fmt.Errorf("cuda: gdnlayer=out: the output projection: %w", err)
+		}
+		if m.ScaleBias == 0 || m.Cols != hv*GDNHeadDim || m.Rows%gdnLayerCluster != 0 {
+			return fmt.Errorf("cuda: gdnlayer=out: the output projection is %dx%d (interleaved scales and biases: %v), want %d columns, rows a multiple of %d, with them",
+				m.Rows, m.Cols, m.ScaleBias != 0, hv*GDNHeadDim, gdnLayerCluster)
+		}
 	}
 	if hk < 1 || hv != gdnLayerRatio*hk {
 		return fmt.Errorf("cuda: gdnlayer=cluster takes %d value heads a key head, not %d key and %d value heads", gdnLayerRatio, hk, hv)
@@ -129,10 +162,18 @@ func gdnLayerArgs(b GDNLayerBuffers, hk, hv int, eps float32) []byte {
 	for _, p := range []driver.Ptr{n.H, n.Delta, n.W, n.Out, n.Counter, s.ConvW, s.ConvState, s.ALog, s.DtBias, s.NormW, s.State, s.Out} {
 		ptr(p)
 	}
+	var ow, osb driver.Ptr
+	orows, ocols := 0, 0
+	if m := b.OutProj; m != nil {
+		ow, osb, orows, ocols = m.Words, m.ScaleBias, m.Rows, m.Cols
+	}
+	for _, p := range []driver.Ptr{ow, osb, b.OY, b.OPart, b.OCounters} {
+		ptr(p)
+	}
 	buf = le.AppendUint32(buf, math.Float32bits(n.Eps))
 	buf = le.AppendUint32(buf, math.Float32bits(eps))
 	cols := b.Proj[0].Cols
-	for _, v := range []int{hk, hv, cols, teamFor(cols / 64)} {
+	for _, v := range []int{hk, hv, cols, teamFor(cols / 64), orows, ocols} {
 		buf = le.AppendUint32(buf, uint32(int32(v)))
 	}
 	return buf
@@ -142,25 +183,28 @@ func gdnLayerArgs(b GDNLayerBuffers, hk, hv int, eps float32) []byte {
 // columns) the GPU holds at once: a layer of more key heads runs its
 // clusters in waves.
 func (k *GDNLayer) residentClusters(kind QKind, cols int) (int, error) {
+	f := gdnLayerForm{kind, false}
 	shared := gdnLayerShared(kind, cols)
-	if _, err := k.occ[kind].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
+	if _, err := k.occ[f].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
 		return 0, err // raises the kernel's shared-memory limit first
 	}
-	return k.fns[kind].MaxActiveClusters(gdnLayerWarps*32, gdnLayerCluster, shared)
+	return k.fns[f].MaxActiveClusters(gdnLayerWarps*32, gdnLayerCluster, shared)
 }
 
 // Launch queues the layer's norm, projections and step of one token with
-// hk key and hv value heads on s, x's arithmetic of kind.
+// hk key and hv value heads on s, x's arithmetic of kind (and its output
+// projection where b.OutProj is set: the out forms).
 func (k *GDNLayer) Launch(s *driver.Stream, kind QKind, b GDNLayerBuffers, hk, hv int) error {
 	if err := k.fits(kind, b, hk, hv); err != nil {
 		return err
 	}
+	f := gdnLayerForm{kind, b.OutProj != nil}
 	cols := b.Proj[0].Cols
 	shared := gdnLayerShared(kind, cols)
-	if _, err := k.occ[kind].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
+	if _, err := k.occ[f].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
 		return err
 	}
 	var a driver.Args
 	a.Struct(gdnLayerArgs(b, hk, hv, b.GEps))
-	return s.LaunchCluster(k.fns[kind], driver.D1(hk*gdnLayerCluster), driver.D1(gdnLayerWarps*32), driver.D1(gdnLayerCluster), shared, &a)
+	return s.LaunchCluster(k.fns[f], driver.D1(hk*gdnLayerCluster), driver.D1(gdnLayerWarps*32), driver.D1(gdnLayerCluster), shared, &a)
 }

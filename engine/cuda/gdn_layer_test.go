@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
 	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
@@ -24,8 +25,8 @@ func TestGDNLayerArgsMatchKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	params := regexp.MustCompile(`\.entry (gdn_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 2 {
-		t.Fatalf("%d gdn_layer entry points with one struct parameter in gdn_layer.ptx, want 2", len(params))
+	if len(params) != 4 {
+		t.Fatalf("%d gdn_layer entry points with one struct parameter in gdn_layer.ptx, want 4 (two kinds, with and without the output projection)", len(params))
 	}
 	for _, p := range params {
 		if n, _ := strconv.Atoi(p[2]); n != gdnLayerArgsSize {
@@ -112,10 +113,60 @@ func TestGDNLayerClusterMatchesApart(t *testing.T) {
 	})
 }
 
+// TestGDNLayerOutMatchesApart: under gdnlayer=out the layer's start and
+// its output projection (a QLinear of the gated output) run as one
+// gdn_layer_out launch: h, the normed row, the projections, the gated
+// output, the state and the conv state bit for bit as the kernels apart
+// leave them (qmv_group_norm, gdn_step_s4_cl, qmv), and the projection's
+// output, whose partial products are summed in another order, within the
+// mat-vec's float32 bar of theirs and of the float64 reference over the
+// gated output; at the 35B shape and the embedded model's, with and
+// without a delta, over three tokens, fresh random inputs each run.
+func TestGDNLayerOutMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.GDNLayerCluster, o.GDNLayerOut = true, true
+	out := testBackend(t, o)
+	apart := testBackend(t, DefaultOptions())
+	type shape struct{ H, hk, hv int }
+	for _, sh := range []shape{{2048, 16, 32}, {256, 4, 8}} {
+		for _, withDelta := range []bool{true, false} {
+			t.Run(fmt.Sprintf("H=%d %dk/%dv delta=%v", sh.H, sh.hk, sh.hv, withDelta), func(t *testing.T) {
+				rng := freshRNG(t)
+				L := randomGDNLayer(rng, sh.hk, sh.hv)
+				ms := append(randomGDNProjections(rng, L, sh.H), quant.RandomMatrix(rng, 1, sh.H, sh.hv*GDNHeadDim, 4, 64))
+				h, delta, w := randoms(rng, sh.H, 2), randoms(rng, sh.H, 1), randoms(rng, sh.H, 1)
+				if !withDelta {
+					delta = nil
+				}
+				c := runGDNLayer(t, out, L, ms, h, delta, w)
+				a := runGDNLayer(t, apart, L, ms, h, delta, w)
+				if !slices.Equal(c.kernels, []string{gdnLayerOutKernel}) || slices.Contains(a.kernels, gdnLayerOutKernel) {
+					t.Fatalf("kernels %v under gdnlayer=out, %v apart", c.kernels, a.kernels)
+				}
+				sameBits(t, "h", c.h, a.h)
+				sameBits(t, "the normed row", c.a, a.a)
+				sameBits(t, "the projections", c.proj, a.proj)
+				sameBits(t, "the gated output", c.out, a.out)
+				sameBits(t, "the state", c.state, a.state)
+				sameBits(t, "the conv state", c.conv, a.conv)
+				bar := backendtest.Tolerances["QLinear"][backend.F32]
+				apartY := make([]float64, len(a.y))
+				for i, v := range a.y {
+					apartY[i] = float64(v)
+				}
+				withinBar(t, "the output projection, against the mat-vec's", c.y, apartY, bar)
+				withinBar(t, "the output projection, against the reference", c.y,
+					backendtest.Linear(backendtest.Dequantize(&ms[4]), sh.H, sh.hv*GDNHeadDim, a.out, 1), bar)
+			})
+		}
+	}
+}
+
 // gdnLayerResult is what the start of a Gated DeltaNet layer leaves after
 // its tokens, and the kernels it ran as.
 type gdnLayerResult struct {
 	h, a, proj, out, state, conv []float32
+	y                            []float32 // the output projection's, where there is one
 	kernels                      []string
 }
 
@@ -132,7 +183,9 @@ func randomGDNProjections(rng *rand.Rand, L *gdnLayer, H int) []quant.Matrix {
 // newGDNLayerOps uploads ms to b and gives the ops of a layer's start as
 // the model records them: the AddRMSNorm of h and delta (none where nil)
 // by w, the QLinearGroup of the projections into one buffer [qkv | z | b |
-// a], and ConvSiLU, DeltaRule and GatedRMSNorm from it, outputs poisoned.
+// a], and ConvSiLU, DeltaRule and GatedRMSNorm from it, and where ms has a
+// fifth matrix the QLinear of the gated output by it (the output
+// projection); outputs poisoned.
 func newGDNLayerOps(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h, delta, w []float32) []backend.Op {
 	t.Helper()
 	var u []backend.Matrix
@@ -157,7 +210,11 @@ func newGDNLayerOps(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h,
 		KeyHeads: L.hk, KeyDim: D, ValueHeads: Hv, ValueDim: D}
 	gn := &backend.GatedRMSNorm{X: d.Out, Z: proj.View(C, Hv*D), Weight: floats(b, L.normW), Out: floats(b, nans(Hv*D)),
 		Rows: 1, Heads: Hv, Dim: D, Eps: 1e-6}
-	return []backend.Op{n, g, c, d, gn}
+	ops := []backend.Op{n, g, c, d, gn}
+	if len(u) > 4 {
+		ops = append(ops, &backend.QLinear{X: gn.Out, W: u[4], Y: floats(b, nans(H)), Rows: 1})
+	}
+	return ops
 }
 
 // runGDNLayer compiles the layer's start on b (newGDNLayerOps) and runs
@@ -171,6 +228,10 @@ func runGDNLayer(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h, de
 	}
 	n, g, c, d, gn := ops[0].(*backend.AddRMSNorm), ops[1].(*backend.QLinearGroup), ops[2].(*backend.ConvSiLU), ops[3].(*backend.DeltaRule), ops[4].(*backend.GatedRMSNorm)
 	runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h})
-	return gdnLayerResult{read(t, b, n.H), read(t, b, n.Out), read(t, b, g.Y), read(t, b, gn.Out), read(t, b, d.State), read(t, b, c.State),
-		slices.Concat(p.(*program).kernelNames()...)}
+	r := gdnLayerResult{h: read(t, b, n.H), a: read(t, b, n.Out), proj: read(t, b, g.Y), out: read(t, b, gn.Out), state: read(t, b, d.State),
+		conv: read(t, b, c.State), kernels: slices.Concat(p.(*program).kernelNames()...)}
+	if len(ops) > 5 {
+		r.y = read(t, b, ops[5].(*backend.QLinear).Y)
+	}
+	return r
 }

@@ -965,8 +965,12 @@ func (b *Backend) gdnStep(p *program, i int) (step, bool) {
 }
 
 // gdnLayerKernel names gdn_layer.cu's launch: a Gated DeltaNet layer's
-// input norm, projections and step of one token.
-const gdnLayerKernel = "gdn_layer"
+// input norm, projections and step of one token; gdnLayerOutKernel its out
+// form, with the output projection too.
+const (
+	gdnLayerKernel    = "gdn_layer"
+	gdnLayerOutKernel = "gdn_layer_out"
+)
 
 // gdnLayerStep lowers ops[i:i+5] to gdn_layer.cu's one launch under
 // gdnlayer=cluster, when they are the input AddRMSNorm of one row, the
@@ -976,7 +980,9 @@ const gdnLayerKernel = "gdn_layer"
 // all these ops write but the step's two intermediates (as gdnStep). A
 // layer of that form the kernel does not take (a ratio of value to key
 // heads other than 2, other weight kinds) is an error that names the
-// option, not a silent fallback.
+// option, not a silent fallback. Under gdnlayer=out a QLinear of one row
+// after them that reads the step's output (the output projection) is in
+// the launch too.
 func (b *Backend) gdnLayerStep(p *program, i int) (step, bool, error) {
 	if !b.o.GDNLayerCluster || !b.o.Fused || !b.o.FusedNorms || i+4 >= len(p.ops) {
 		return step{}, false, nil
@@ -1028,11 +1034,39 @@ func (b *Backend) gdnLayerStep(p *program, i int) (step, bool, error) {
 	if ch.err != nil {
 		return step{}, false, ch.err
 	}
+	name, partOff := gdnLayerKernel, int64(-1)
+	var o *backend.QLinear
+	if b.o.GDNLayerOut && i+5 < len(p.ops) {
+		o, _ = p.ops[i+5].(*backend.QLinear)
+	}
+	if o != nil && o.Rows == 1 && o.X == gn.Out {
+		w := ch.mat("the output projection", o.W)
+		if w == nil {
+			return step{}, false, ch.err
+		}
+		lb.OY = ch.buf("the output projection's output", o.Y, backend.F32, w.q.Rows)
+		if ch.err != nil {
+			return step{}, false, ch.err
+		}
+		lb.OutProj = w.q
+		var off int64
+		partOff = p.reserve(&off, 4*int64(Hk*w.q.Rows)) // the scratch's address is known once the program is compiled
+		counters, err := b.grow(&b.tickets, 4*int64(max(Hk+Hv, gdnLayerCluster)), "Gated DeltaNet tickets")
+		if err != nil {
+			return step{}, false, err
+		}
+		lb.OCounters = counters
+		name = gdnLayerOutKernel
+	}
 	kind := b.qmv.variant.Kind
 	if err := b.gdnLayer.fits(kind, lb, Hk, Hv); err != nil {
 		return step{}, false, err
 	}
-	return step{kernels: 1, name: gdnLayerKernel, launch: func(s *driver.Stream) error {
-		return b.gdnLayer.Launch(s, kind, lb, Hk, Hv)
+	return step{kernels: 1, name: name, launch: func(s *driver.Stream) error {
+		bb := lb
+		if partOff >= 0 {
+			bb.OPart = p.scratch.Add(partOff)
+		}
+		return b.gdnLayer.Launch(s, kind, bb, Hk, Hv)
 	}}, true, nil
 }

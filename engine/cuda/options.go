@@ -139,6 +139,14 @@ type Options struct {
 	// the same bits as the two kernels; written, not yet measured, so off
 	// (gdnlayer=apart) by default.
 	GDNLayerCluster bool
+	// GDNLayerOut (gdnlayer=out) is GDNLayerCluster with the layer's
+	// output projection in the same launch too: each cluster's gated
+	// outputs (its key head's 256 columns of out_proj) never leave it, its
+	// blocks computing their partial products for an eighth of the rows
+	// each, the last cluster to finish an eighth summing it. One launch
+	// fewer again a layer; the output's float32 sums in another order
+	// than the mat-vec's (not its bits). Written, not yet measured.
+	GDNLayerOut bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -279,7 +287,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster is written and not yet measured; default three), ` +
-	`gdnlayer=cluster|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster a key head computing its own projection rows and its step from them, or in two; the same bits; cluster is written and not yet measured; default apart), ` +
+	`gdnlayer=cluster|out|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster a key head computing its own projection rows and its step from them, or in two; the same bits; out: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; cluster and out are written and not yet measured; default apart), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -352,7 +360,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				err = fmt.Errorf("cuda: moelayer=%q: want one, three or cluster", kv.Value)
 			}
 		case "gdnlayer":
-			o.GDNLayerCluster, err = kv.Is("cuda", "cluster", "apart")
+			switch kv.Value {
+			case "cluster", "out", "apart":
+				o.GDNLayerCluster, o.GDNLayerOut = kv.Value != "apart", kv.Value == "out"
+			default:
+				err = fmt.Errorf("cuda: gdnlayer=%q: want cluster, out or apart", kv.Value)
+			}
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

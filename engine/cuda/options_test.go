@@ -206,30 +206,31 @@ func TestSplitCounts(t *testing.T) {
 	}
 }
 
-// TestParseGDNLayer: gdnlayer=cluster and apart choose gdn_layer.cu's one
-// launch or the two kernels, apart the default (the cluster form is not
-// yet measured); the backend names gdn_layer among the families it loads
-// only under cluster; another value is refused naming the option.
+// TestParseGDNLayer: gdnlayer=cluster, out and apart choose gdn_layer.cu's
+// one launch, that launch with the output projection, or the two kernels,
+// apart the default (the others are not yet measured); the backend names
+// gdn_layer among the families it loads only under cluster and out;
+// another value is refused naming the option.
 func TestParseGDNLayer(t *testing.T) {
-	for value, want := range map[string]bool{"cluster": true, "apart": false} {
+	for value, want := range map[string][2]bool{"cluster": {true, false}, "out": {true, true}, "apart": {false, false}} {
 		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: value}})
 		if err != nil {
 			t.Fatalf("gdnlayer=%s: %v", value, err)
 		}
-		if o.GDNLayerCluster != want {
-			t.Errorf("gdnlayer=%s: GDNLayerCluster %v", value, o.GDNLayerCluster)
+		if o.GDNLayerCluster != want[0] || o.GDNLayerOut != want[1] {
+			t.Errorf("gdnlayer=%s: GDNLayerCluster %v, GDNLayerOut %v", value, o.GDNLayerCluster, o.GDNLayerOut)
 		}
-		if got := slices.Contains(noticeFamilies(o), "gdn_layer"); got != want {
-			t.Errorf("gdnlayer=%s: gdn_layer among the families loaded %v, want %v", value, got, want)
+		if got := slices.Contains(noticeFamilies(o), "gdn_layer"); got != want[0] {
+			t.Errorf("gdnlayer=%s: gdn_layer among the families loaded %v, want %v", value, got, want[0])
 		}
 	}
-	if DefaultOptions().GDNLayerCluster {
+	if d := DefaultOptions(); d.GDNLayerCluster || d.GDNLayerOut {
 		t.Error("the default is gdnlayer=cluster; want apart until the cluster form is measured")
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: "one"}}); err == nil || !strings.Contains(err.Error(), "gdnlayer=") {
 		t.Errorf("gdnlayer=one: error %v, want one naming gdnlayer", err)
 	}
-	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|apart") {
+	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|out|apart") {
 		t.Error("the options' help does not list gdnlayer")
 	}
 }
