@@ -515,9 +515,20 @@ func TestMeasureGDNLayerPhases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.measure(t, "gdn_layer: a Gated DeltaNet layer's norm, projections and step, a cluster a key head (gdnlayer=cluster)", ops,
-		map[int]string{0: "start", 1: "waited", 2: "x normed and staged", 3: "projection rows done", 4: "cluster met",
-			5: "delta rule done", 6: "end"}, prep)
+	points := map[int]string{0: "start", 1: "waited", 2: "x normed and staged", 3: "projection rows done", 4: "cluster met",
+		5: "delta rule done", 6: "gated norm done (end without out)"}
+	c.measure(t, "gdn_layer: a Gated DeltaNet layer's norm, projections and step, a cluster a key head (gdnlayer=cluster)", ops, points, prep)
+	// the out form: the output projection (2048 x 4096) in the launch
+	b.o.GDNLayerOut = true
+	ops = append(ops, &backend.QLinear{X: ops[4].(*backend.GatedRMSNorm).Out, W: func() backend.Matrix {
+		u, err := b.Upload(quant.RandomMatrix(rng, 1, H, 32*GDNHeadDim, 4, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}(), Y: floats(b, nans(H)), Rows: 1})
+	points[7], points[9] = "out: gated outputs staged", "out: partials written (and summed, the last)"
+	c.measure(t, "gdn_layer_out: gdn_layer with the output projection's partials and their sums (gdnlayer=out)", ops, points, prep)
 }
 
 // TestMeasureMoELayerPhases: where the time of one moe_layer launch goes
