@@ -23,10 +23,12 @@ const (
 	// gdnLayerRatio is the value heads a key head of the built entries
 	// (gdn_layer_<kind>_v2): every model of the family has two.
 	gdnLayerRatio = 2
-	// gdnLayerArgsSize is sizeof(GDNLayerArgs) in gdn_layer.cu: 29 pointers
-	// (w, sb and y of four matrices, 12 more, 5 of the out forms), two
-	// floats, six ints.
-	gdnLayerArgsSize = 29*8 + 2*4 + 6*4
+	// gdnLayerArgsSize is sizeof(GDNLayerArgs) in gdn_layer.cu: 24 pointers
+	// (w, sb and y of four matrices, 12 more), an OutProj (outproj.h: five
+	// pointers, two ints), two floats, four ints.
+	gdnLayerArgsSize = 24*8 + outProjSize + 2*4 + 4*4
+	// outProjSize is sizeof(OutProj) in outproj.h.
+	outProjSize = 5*8 + 2*4
 )
 
 // LoadGDNLayerModule loads gdn_layer.cu's kernels (gdnlayer=cluster).
@@ -162,21 +164,30 @@ func gdnLayerArgs(b GDNLayerBuffers, hk, hv int, eps float32) []byte {
 	for _, p := range []driver.Ptr{n.H, n.Delta, n.W, n.Out, n.Counter, s.ConvW, s.ConvState, s.ALog, s.DtBias, s.NormW, s.State, s.Out} {
 		ptr(p)
 	}
-	var ow, osb driver.Ptr
-	orows, ocols := 0, 0
-	if m := b.OutProj; m != nil {
-		ow, osb, orows, ocols = m.Words, m.ScaleBias, m.Rows, m.Cols
-	}
-	for _, p := range []driver.Ptr{ow, osb, b.OY, b.OPart, b.OCounters} {
-		ptr(p)
-	}
+	buf = outProjArgs(buf, b.OutProj, b.OY, b.OPart, b.OCounters)
 	buf = le.AppendUint32(buf, math.Float32bits(n.Eps))
 	buf = le.AppendUint32(buf, math.Float32bits(eps))
 	cols := b.Proj[0].Cols
-	for _, v := range []int{hk, hv, cols, teamFor(cols / 64), orows, ocols} {
+	for _, v := range []int{hk, hv, cols, teamFor(cols / 64)} {
 		buf = le.AppendUint32(buf, uint32(int32(v)))
 	}
 	return buf
+}
+
+// outProjArgs appends outproj.h's OutProj for m (none where nil: zeros),
+// its output y, partials part and counters to buf.
+func outProjArgs(buf []byte, m *QMatrix, y, part, counters driver.Ptr) []byte {
+	le := binary.LittleEndian
+	var w, sb driver.Ptr
+	rows, cols := 0, 0
+	if m != nil {
+		w, sb, rows, cols = m.Words, m.ScaleBias, m.Rows, m.Cols
+	}
+	for _, p := range []driver.Ptr{w, sb, y, part, counters} {
+		buf = le.AppendUint64(buf, uint64(p))
+	}
+	buf = le.AppendUint32(buf, uint32(int32(rows)))
+	return le.AppendUint32(buf, uint32(int32(cols)))
 }
 
 // residentClusters is how many of the kernel's clusters (of kind, at cols

@@ -37,17 +37,15 @@
 // qmv_group_norm does.
 //
 // The out forms (gdnlayer=out, gdn_layer_out_*) go on to the layer's
-// output projection: a cluster's gated outputs (its key head's two value
-// heads, 256 of out_proj's 4096 columns) never leave it. Its blocks
-// gather them through distributed shared memory, and each computes the
-// partial products of those columns for an eighth of out_proj's rows into
-// a partials buffer (every weight of out_proj read once over the grid, as
-// by the mat-vec). The last cluster to finish an eighth of the rows (a
-// ticket an eighth) sums that eighth's partials, key head by key head, into
-// the output: one launch fewer a layer, the output's sums in another order
-// than the mat-vec's (not its bits: float32's rounding).
+// output projection (outproj.h): a cluster's gated outputs (its key head's
+// two value heads, 256 of out_proj's 4096 columns) never leave it, its
+// blocks computing their partial products for an eighth of the rows each,
+// the last cluster to finish an eighth summing it: one launch fewer a
+// layer, the output's sums in another order than the mat-vec's (not its
+// bits: float32's rounding).
 #define GDN_CL_MODULE
 #include "gdn.cu"
+#include "outproj.h"
 
 #define GL_BLOCKS 8  // a cluster: one key head
 #define GL_WARPS 16  // 512 threads: every block's share of the rows in about three steps
@@ -74,18 +72,10 @@ struct GDNLayerArgs {
   const float* gnormW;
   float* state;
   float* out;
-  // the out forms': out_proj (4-bit, interleaved scale/bias words), its
-  // output, the partials [hk][orows] and a ticket counter an eighth of its
-  // rows (GL_BLOCKS, zero and left so)
-  const u32* ow;
-  const u32* osb;
-  float* oy;
-  float* opart;
-  u32* ocounters;
+  OutProj o;   // the out forms' output projection, the partials [hk][rows]
   float eps;   // the input norm's
   float geps;  // the gated norm's
   int hk, hv, cols, team;
-  int orows, ocols;  // out_proj's shape
 };
 
 // gl_rows is the projection rows a cluster computes together at ratio
@@ -113,78 +103,6 @@ static __device__ __forceinline__ u32 gl_owner(int li, int rpw) {
   return (u32)((li % (GL_BLOCKS * GL_WARPS * rpw)) / rpw / GL_WARPS);
 }
 
-// gdn_out_proj: the out forms' tail (see the top of the file), after the
-// gated norm: every block's gated outputs in gout; the cluster meets, each
-// block stages the cluster's RPW*128 outputs (the staging of x is done
-// with: the normed row was written back before), computes their partial
-// products for its eighth of out_proj's rows into the partials, and the
-// last cluster to do so for that eighth sums it into the output. Ends
-// having arrived at the cluster barrier (the caller waits).
-template <int M, int RPW>
-static __device__ __forceinline__ void gdn_out_proj(const GDNLayerArgs& a, const float* gout, int kh, u32 rank) {
-  extern __shared__ u32 smem[];
-  constexpr int D = GDN_D, R = GL_WARPS * RPW, ngo = RPW * D / 64, oteam = ngo, orpw = (32 / oteam) * GL_R;
-  __shared__ int olast;
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int opb = a.orows / GL_BLOCKS, orow0 = rank * opb, g0 = kh * ngo;
-  const long long owpr = a.ocols / 8, ogpr = a.ocols / 64;
-  const int osub = lane / oteam, otl = lane % oteam;
-  cluster_sync();  // every block's gated outputs written (and the staging's last reader done)
-  float* raw = (float*)smem;
-  for (int c = tid; c < RPW * D; c += PETAL_NTID_X()) raw[c] = ld_cluster_f32(cluster_addr(gout + c % R, c / R));
-  cluster_arrive();  // done with the others' shared memory
-  __syncthreads();
-  const QView q = qstage_layout<M>(ngo);
-  PETAL_MARK(7);
-  for (int base = orow0 + warp * orpw; base < orow0 + opb; base += GL_WARPS * orpw) {
-    float acc[GL_R];
-    int rr[GL_R];
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      const int r0 = base + osub * GL_R + jj;
-      rr[jj] = r0 < orow0 + opb ? r0 : orow0 + opb - 1;  // a real row; only the store is skipped
-      acc[jj] = 0.f;
-    }
-    for (int g = otl; g < ngo; g += oteam) {
-      u32x4 w0[GL_R], w1[GL_R];
-      float s[GL_R], b[GL_R];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) {
-        const u32* p = a.ow + rr[jj] * owpr + (g0 + g) * 8;
-        w0[jj] = ld_stream_16(p);
-        w1[jj] = ld_stream_16(p + 4);
-        load_sb<1>((const u16*)(a.osb + rr[jj] * ogpr + g0), nullptr, g, s[jj], b[jj]);
-      }
-      const float gs = q.gsum[g];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) acc[jj] += s[jj] * qdot<M>(w0[jj], w1[jj], q.xs, ngo, g, q.gd) + b[jj] * gs;
-    }
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      for (int off = oteam >> 1; off > 0; off >>= 1) acc[jj] += __shfl_xor_sync(0xffffffffu, acc[jj], off);
-      const int r0 = base + osub * GL_R + jj;
-      if (otl == 0 && r0 < orow0 + opb) a.opart[(long long)kh * a.orows + r0] = acc[jj];
-    }
-  }
-  // The last cluster to leave its partials of this eighth sums them, key
-  // head by key head.
-  __syncthreads();
-  if (tid == 0) {
-    fence_gpu();
-    olast = ticket_inc(a.ocounters + rank, a.hk - 1) == (u32)a.hk - 1;
-  }
-  __syncthreads();
-  if (olast) {
-    fence_gpu();
-    for (int r = orow0 + tid; r < orow0 + opb; r += PETAL_NTID_X()) {
-      float sum = 0.f;
-      for (int k = 0; k < a.hk; k++) sum += ((volatile const float*)a.opart)[(long long)k * a.orows + r];
-      a.oy[r] = sum;
-    }
-  }
-  PETAL_MARK(9);
-}
-
 // gdn_layer: the grid hk clusters of GL_BLOCKS blocks of GL_WARPS*32
 // threads; RPW = value heads a key head = state rows a warp (R = 16·RPW
 // rows a block: 128/R blocks a value head); gdnLayerShared (gdn_layer.go)
@@ -209,10 +127,6 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   const int team = a.team, sub = lane / team, tl = lane % team, rpw = (32 / team) * GL_R;
   const int wc = rank * GL_WARPS + warp, stride = GL_BLOCKS * GL_WARPS * rpw;
   const long long wpr = a.cols / 8;
-  // the out forms: this block's eighth of out_proj's rows (gdn_out_proj)
-  constexpr int ngo = RPW * D / 64, orpw = (32 / ngo) * GL_R;
-  const int opb = a.orows / GL_BLOCKS, orow0 = rank * opb, g0 = kh * ngo;
-  const long long owpr = a.ocols / 8, ogpr = a.ocols / 64;
 
   // Dynamic shared memory: the staging (qstage's), h + delta (keep), the
   // cluster's projection rows this block computes (yl, at their index),
@@ -251,11 +165,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
       if (tl == 0) prefetch_l2(sb + r * ng);
     }
   }
-  if (OUT) {  // the block's out_proj rows, the cluster's 128 bytes of codes of each
-    for (int r = orow0 + warp * orpw + lane; r < orow0 + opb; r += GL_WARPS * orpw) {
-      if (lane < orpw) prefetch_l2(a.ow + r * owpr + g0 * 8), prefetch_l2(a.osb + r * ogpr + g0);
-    }
-  }
+  if (OUT) out_proj_prefetch<RPW * D, GL_WARPS>(a.o, kh, rank);
   if (warp >= GL_WARPS - 2) {  // this block's b and a rows (below)
     const bool isA = warp == GL_WARPS - 1;
     for (int g = tl; g < ng; g += team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * wpr + g * 8);
@@ -456,7 +366,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
     }
   }
   PETAL_MARK(6);
-  if (OUT) gdn_out_proj<M, RPW>(a, gout, kh, rank);
+  if (OUT) out_proj_partial<M, RPW * D, GL_WARPS>(a.o, gout, kh, a.hk, rank);
   cluster_wait();
 }
 
