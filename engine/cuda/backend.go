@@ -31,7 +31,10 @@ type Backend struct {
 	// gdnLayer is gdn_layer.cu's one launch for a Gated DeltaNet layer's
 	// start (gdnlayer=cluster; nil otherwise)
 	gdnLayer *GDNLayer
-	gemm     *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
+	// attnOut is attn_out.cu's combine with the output projection
+	// (attnout=on; nil otherwise)
+	attnOut *AttnOut
+	gemm    *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
 	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
 	scratch grower                      // temporaries of one op at a time (ops run in order)
@@ -81,6 +84,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.GDNLayerCluster {
 		fams = append(fams, "gdn_layer")
+	}
+	if o.AttnOut {
+		fams = append(fams, "attn_out")
 	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
@@ -204,8 +210,9 @@ func (b *Backend) init() error {
 		}
 	}
 	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
-	// moe_route.cu, gdn_layer.cu), so that gdn.ptx, route.ptx, moe.ptx and
-	// qmv.ptx stay as they were; each is loaded only under its option.
+	// moe_route.cu, gdn_layer.cu, attn_out.cu), so that gdn.ptx, route.ptx,
+	// moe.ptx, qmv.ptx and attn.ptx stay as they were; each is loaded only
+	// under its option.
 	if b.o.GDNCluster {
 		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
 			return err
@@ -230,6 +237,15 @@ func (b *Backend) init() error {
 			return err
 		}
 		if err := b.addModule(LoadGDNLayerModule, add); err != nil {
+			return err
+		}
+	}
+	if b.o.AttnOut {
+		add := func(m *driver.Module) (err error) {
+			b.attnOut, err = NewAttnOut(b.ctx, m)
+			return err
+		}
+		if err := b.addModule(LoadAttnOutModule, add); err != nil {
 			return err
 		}
 	}

@@ -83,7 +83,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		op := p.ops[i]
 		var steps []step
 		var err error
-		if st, ok, lerr := b.gdnLayerStep(p, i); ok || lerr != nil {
+		if sts, ok, aerr := b.attnOutStep(p, i); ok || aerr != nil {
+			steps, err = sts, aerr
+		} else if st, ok, lerr := b.gdnLayerStep(p, i); ok || lerr != nil {
 			steps, err = []step{st}, lerr
 		} else if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
@@ -114,6 +116,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		if len(steps) == 1 && steps[0].name == gdnLayerOutKernel {
 			i += 5 // and the output projection
+		}
+		if len(steps) == 2 && steps[1].name == attnOutKernel {
+			i++ // the steps run the output projection after this Attention too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too

@@ -305,6 +305,42 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 	return steps, nil
 }
 
+// decodeAttn is the split attention of one decoded token as planned at
+// compile: its shape, its buffers (the caches it reads: the bf16 shadows
+// where kept) and where its partials lie in the program's scratch.
+type decodeAttn struct {
+	sh          AttnShape
+	bufs        AttnBuffers
+	oOff, mlOff int64
+}
+
+// at is d's buffers with the partials' addresses, known once the program
+// is compiled (its scratch).
+func (d decodeAttn) at(p *program) AttnBuffers {
+	bb := d.bufs
+	bb.PartO, bb.PartML = p.scratch.Add(d.oOff), p.scratch.Add(d.mlOff)
+	return bb
+}
+
+// decodeAttention plans the split attention kernels (attn.cu) for o where
+// they take it: one row, heads of AttnHeadDim, AttnGroup query heads a KV
+// head, 16-byte aligned, with Options.Fused; bufs holds QG, Q, the caches,
+// Pos and Out. The partials are reserved from the op's scratch at *off.
+func (b *Backend) decodeAttention(p *program, off *int64, o *backend.Attention, bufs AttnBuffers, shadow *kvShadow) (decodeAttn, bool) {
+	QH, KVH, D := o.QHeads, o.KVHeads, o.HeadDim
+	if !b.o.Fused || o.Rows != 1 || D != AttnHeadDim || QH != AttnGroup*KVH || bufs.Q%16 != 0 || bufs.KCache%16 != 0 || bufs.VCache%16 != 0 {
+		return decodeAttn{}, false
+	}
+	// the attention kernels take no rotary dims; the shape's check wants some
+	sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
+	if shadow != nil {
+		sh.KV, bufs.KCache, bufs.VCache = KVBF16, shadow.ks, shadow.vs // the rows rounded to bf16
+	}
+	po, pml := b.attn.PartialsBytes(sh)
+	oOff, mlOff := p.reserve(off, po), p.reserve(off, pml)
+	return decodeAttn{sh: sh, bufs: bufs, oOff: oOff, mlOff: mlOff}, true
+}
+
 func kvType(t backend.DType) KVType {
 	if t == backend.BF16 {
 		return KVBF16
@@ -333,19 +369,10 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 	if st, ok, err := b.flashAttention(p, o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}, shadow); ok || err != nil {
 		return st, err
 	}
-	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
-		// the attention kernels take no rotary dims; the shape's check wants some
-		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
-		if shadow != nil {
-			sh.KV, kc, vc = KVBF16, shadow.ks, shadow.vs // the rows rounded to bf16
-		}
-		po, pml := b.attn.PartialsBytes(sh)
-		var off int64
-		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)
+	var off int64
+	if d, ok := b.decodeAttention(p, &off, o, AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out}, shadow); ok {
 		return []step{{kernels: 2, name: "attn_split+attn_combine", launch: func(s *driver.Stream) error {
-			bufs := AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out,
-				PartO: p.scratch.Add(oOff), PartML: p.scratch.Add(mlOff)}
-			return b.attn.LaunchAttention(s, sh, bufs)
+			return b.attn.LaunchAttention(s, d.sh, d.at(p))
 		}}}, nil
 	}
 	j := 2

@@ -147,6 +147,15 @@ type Options struct {
 	// fewer again a layer; the output's float32 sums in another order
 	// than the mat-vec's (not its bits). Written, not yet measured.
 	GDNLayerOut bool
+	// AttnOut (attnout=on) merges a decoded token's split attention and
+	// computes the layer's output projection in one launch (attn_out.cu):
+	// a thread-block cluster a query head merges its head's chunks, its
+	// blocks computing that head's partial products of the projection for
+	// an eighth of the rows each, the last head's cluster to finish an
+	// eighth summing it. One launch fewer in each attention layer; the
+	// combine's bits, the projection to float32's rounding. Written, not
+	// yet measured, so off by default.
+	AttnOut bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -288,6 +297,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster is written and not yet measured; default three), ` +
 	`gdnlayer=cluster|out|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster a key head computing its own projection rows and its step from them, or in two; the same bits; out: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; cluster and out are written and not yet measured; default apart), ` +
+	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; written and not yet measured; default off), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -366,6 +376,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: gdnlayer=%q: want cluster, out or apart", kv.Value)
 			}
+		case "attnout":
+			o.AttnOut, err = kv.On("cuda")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

@@ -241,7 +241,7 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
   }
 }
 
-#ifndef ATTN_SHADOW_MODULE  // attn_shadow.cu takes the functions, not the entry points
+#if !defined(ATTN_SHADOW_MODULE) && !defined(ATTN_OUT_MODULE)  // attn_shadow.cu and attn_out.cu take the functions, not the entry points
 // attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
 // sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
 extern "C" __global__ void __launch_bounds__(ATT_D)
@@ -283,4 +283,4 @@ QK_PREP(float, qk_prep_f32)
 QK_PREP(u16, qk_prep_bf16)
 ATT_SPLIT(float, attn_split_f32)
 ATT_SPLIT(u16, attn_split_bf16)
-#endif  // ATTN_SHADOW_MODULE
+#endif  // !ATTN_SHADOW_MODULE && !ATTN_OUT_MODULE

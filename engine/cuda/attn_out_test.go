@@ -1,0 +1,114 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"petal/engine/backend"
+	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/kernels"
+	"petal/engine/quant"
+)
+
+// TestAttnOutArgsMatchKernel: the bytes Launch passes by value are as many
+// as every attn_combine_out entry point of the PTX takes (AttnOutArgs in
+// attn_out.cu), and attnOutArgs packs that many.
+func TestAttnOutArgsMatchKernel(t *testing.T) {
+	ptx, err := kernels.PTX("attn_out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := regexp.MustCompile(`\.entry (attn_combine_out_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
+	if len(params) != 2 {
+		t.Fatalf("%d attn_combine_out entry points with one struct parameter in attn_out.ptx, want 2", len(params))
+	}
+	for _, p := range params {
+		if n, _ := strconv.Atoi(p[2]); n != attnOutArgsSize {
+			t.Errorf("%s takes %d bytes; attnOutArgsSize is %d", p[1], n, attnOutArgsSize)
+		}
+	}
+	if n := len(attnOutArgs(AttnOutBuffers{OutProj: &QMatrix{Rows: 2048, Cols: 4096}}, 66, 64)); n != attnOutArgsSize {
+		t.Errorf("attnOutArgs packs %d bytes, want %d", n, attnOutArgsSize)
+	}
+}
+
+// TestParseAttnOut: attnout=on and off choose attn_out.cu's launch or the
+// two kernels, off the default (not yet measured); the backend names
+// attn_out among the families it loads only under on.
+func TestParseAttnOut(t *testing.T) {
+	for value, want := range map[string]bool{"on": true, "off": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "attnout", Value: value}})
+		if err != nil {
+			t.Fatalf("attnout=%s: %v", value, err)
+		}
+		if o.AttnOut != want || slices.Contains(noticeFamilies(o), "attn_out") != want {
+			t.Errorf("attnout=%s: AttnOut %v, families %v", value, o.AttnOut, noticeFamilies(o))
+		}
+	}
+	if DefaultOptions().AttnOut {
+		t.Error("the default is attnout=on; want off until it is measured")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "attnout", Value: "fused"}}); err == nil || !strings.Contains(err.Error(), "attnout") {
+		t.Errorf("attnout=fused: error %v, want one naming attnout", err)
+	}
+	if !strings.Contains(OptionsHelp, "attnout=on|off") {
+		t.Error("the options' help does not list attnout")
+	}
+}
+
+// TestAttnOutMatchesApart: under attnout=on a decoded token's Attention and
+// the QLinear of its output (the output projection) run as attn_split and
+// attn_combine_out: the attention's output bit for bit as attn_combine
+// leaves it, the projection within the mat-vec's float32 bar of qmv's and
+// of the float64 reference over that output; at the 35B shape (16 query
+// heads on 2 KV heads, hidden 2048) and the embedded model's (8 on 1,
+// hidden 256), a few positions (one chunk, many, the most), over replays
+// of the captured graph, fresh random inputs each run of the test, outputs
+// poisoned.
+func TestAttnOutMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.AttnOut = true
+	fused := testBackend(t, o)
+	apart := testBackend(t, DefaultOptions())
+	type shape struct{ QH, KVH, H int }
+	for _, sh := range []shape{{16, 2, 2048}, {8, 1, 256}} {
+		for _, pos := range []int{5, 1000, 5000} {
+			t.Run(fmt.Sprintf("%dq/%dkv H=%d pos=%d", sh.QH, sh.KVH, sh.H, pos), func(t *testing.T) {
+				rng := freshRNG(t)
+				const D = AttnHeadDim
+				kvW, n := sh.KVH*D, pos+1
+				q, qg := randoms(rng, sh.QH*D, 1), randoms(rng, sh.QH*2*D, 2)
+				kc, vc := append(randoms(rng, n*kvW, 3), nans(3*kvW)...), append(randoms(rng, n*kvW, 1), nans(3*kvW)...)
+				m := quant.RandomMatrix(rng, 1, sh.H, sh.QH*D, 4, 64)
+				run := func(b *Backend) (att, y []float32, kernels []string) {
+					w, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					a := &backend.Attention{Q: floats(b, q), QG: floats(b, qg), KCache: floats(b, kc), VCache: floats(b, vc),
+						Out: floats(b, nans(sh.QH*D)), Pos: ints(b, []int32{int32(pos)}), Rows: 1, QHeads: sh.QH, KVHeads: sh.KVH, HeadDim: D}
+					l := &backend.QLinear{X: a.Out, W: w, Y: floats(b, nans(sh.H)), Rows: 1}
+					p, err := b.Compile([]backend.Op{a, l})
+					if err != nil {
+						t.Fatal(err)
+					}
+					runWith(t, b, p, 3, map[backend.Buffer][]float32{a.Out: nans(sh.QH * D), l.Y: nans(sh.H)})
+					return read(t, b, a.Out), read(t, b, l.Y), slices.Concat(p.(*program).kernelNames()...)
+				}
+				fa, fy, fk := run(fused)
+				aa, ay, ak := run(apart)
+				if !slices.Equal(fk, []string{"attn_split", attnOutKernel}) || slices.Contains(ak, attnOutKernel) {
+					t.Fatalf("kernels %v under attnout=on, %v off", fk, ak)
+				}
+				sameBits(t, "the attention's output", fa, aa)
+				bar := backendtest.Tolerances["QLinear"][backend.F32]
+				withinBar(t, "the output projection, against the mat-vec's", fy, widen64(ay), bar)
+				withinBar(t, "the output projection, against the reference", fy, backendtest.Linear(backendtest.Dequantize(&m), sh.H, sh.QH*D, aa, 1), bar)
+			})
+		}
+	}
+}
