@@ -2,15 +2,12 @@ package cuda
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
-	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -18,19 +15,7 @@ import (
 // as every attn_combine_out entry point of the PTX takes (AttnOutArgs in
 // attn_out.cu), and attnOutArgs packs that many.
 func TestAttnOutArgsMatchKernel(t *testing.T) {
-	ptx, err := kernels.PTX("attn_out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := regexp.MustCompile(`\.entry (attn_combine_out_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 2 {
-		t.Fatalf("%d attn_combine_out entry points with one struct parameter in attn_out.ptx, want 2", len(params))
-	}
-	for _, p := range params {
-		if n, _ := strconv.Atoi(p[2]); n != attnOutArgsSize {
-			t.Errorf("%s takes %d bytes; attnOutArgsSize is %d", p[1], n, attnOutArgsSize)
-		}
-	}
+	checkStructArgs(t, "attn_out", "attn_combine_out_", 2, attnOutArgsSize)
 	if n := len(attnOutArgs(AttnOutBuffers{OutProj: &QMatrix{Rows: 2048, Cols: 4096}}, 66, 64)); n != attnOutArgsSize {
 		t.Errorf("attnOutArgs packs %d bytes, want %d", n, attnOutArgsSize)
 	}

@@ -3,15 +3,12 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
-	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -20,19 +17,7 @@ import (
 // gdn_layer.cu), and gdnLayerArgs packs that many, so that a field added on
 // one side only is caught without a GPU.
 func TestGDNLayerArgsMatchKernel(t *testing.T) {
-	ptx, err := kernels.PTX("gdn_layer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := regexp.MustCompile(`\.entry (gdn_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 4 {
-		t.Fatalf("%d gdn_layer entry points with one struct parameter in gdn_layer.ptx, want 4 (two kinds, with and without the output projection)", len(params))
-	}
-	for _, p := range params {
-		if n, _ := strconv.Atoi(p[2]); n != gdnLayerArgsSize {
-			t.Errorf("%s takes %d bytes; gdnLayerArgsSize is %d", p[1], n, gdnLayerArgsSize)
-		}
-	}
+	checkStructArgs(t, "gdn_layer", "gdn_layer_", 4, gdnLayerArgsSize)
 	m := &QMatrix{Rows: 8, Cols: 2048}
 	b := GDNLayerBuffers{Proj: [4]*QMatrix{m, m, m, m}}
 	if n := len(gdnLayerArgs(b, 16, 32, 1e-6)); n != gdnLayerArgsSize {
@@ -78,31 +63,7 @@ func TestGDNLayerClusterMatchesApart(t *testing.T) {
 	} else {
 		t.Logf("gdn_layer_%s: %d clusters of %d blocks at once at hidden size 2048 (the 35B layer has 16)", cluster.qmv.variant.Kind, n, gdnLayerCluster)
 	}
-	type shape struct{ H, hk, hv int }
-	for _, sh := range []shape{{2048, 16, 32}, {256, 4, 8}} {
-		for _, withDelta := range []bool{true, false} {
-			t.Run(fmt.Sprintf("H=%d %dk/%dv delta=%v", sh.H, sh.hk, sh.hv, withDelta), func(t *testing.T) {
-				rng := freshRNG(t)
-				L := randomGDNLayer(rng, sh.hk, sh.hv)
-				ms := randomGDNProjections(rng, L, sh.H)
-				h, delta, w := randoms(rng, sh.H, 2), randoms(rng, sh.H, 1), randoms(rng, sh.H, 1)
-				if !withDelta {
-					delta = nil
-				}
-				c := runGDNLayer(t, cluster, L, ms, h, delta, w)
-				a := runGDNLayer(t, apart, L, ms, h, delta, w)
-				if !slices.Equal(c.kernels, []string{gdnLayerKernel}) || slices.Contains(a.kernels, gdnLayerKernel) {
-					t.Fatalf("kernels %v under gdnlayer=cluster, %v apart", c.kernels, a.kernels)
-				}
-				sameBits(t, "h", c.h, a.h)
-				sameBits(t, "the normed row", c.a, a.a)
-				sameBits(t, "the projections", c.proj, a.proj)
-				sameBits(t, "the output", c.out, a.out)
-				sameBits(t, "the state", c.state, a.state)
-				sameBits(t, "the conv state", c.conv, a.conv)
-			})
-		}
-	}
+	matchGDNLayer(t, cluster, apart, gdnLayerKernel)
 	t.Run("one value head a key head", func(t *testing.T) {
 		rng := freshRNG(t)
 		L := randomGDNLayer(rng, 4, 4)
@@ -127,36 +88,50 @@ func TestGDNLayerOutMatchesApart(t *testing.T) {
 	o.GDNLayerCluster, o.GDNLayerOut = true, true
 	out := testBackend(t, o)
 	apart := testBackend(t, DefaultOptions())
+	matchGDNLayer(t, out, apart, gdnLayerOutKernel)
+}
+
+// matchGDNLayer runs a layer's start (and, for gdnLayerOutKernel, its
+// output projection) as one launch of kernel on fused and as the kernels
+// apart on apart: at the 35B shape and the embedded model's, with and
+// without a delta, over three tokens, fresh random inputs each run; h,
+// the normed row, the projections, the step's output, the state and the
+// conv state the same bits, and the output projection's (where there is
+// one) within the mat-vec's float32 bar of apart's and of the float64
+// reference over the step's output.
+func matchGDNLayer(t *testing.T, fused, apart *Backend, kernel string) {
+	withOut := kernel == gdnLayerOutKernel
 	type shape struct{ H, hk, hv int }
 	for _, sh := range []shape{{2048, 16, 32}, {256, 4, 8}} {
 		for _, withDelta := range []bool{true, false} {
 			t.Run(fmt.Sprintf("H=%d %dk/%dv delta=%v", sh.H, sh.hk, sh.hv, withDelta), func(t *testing.T) {
 				rng := freshRNG(t)
 				L := randomGDNLayer(rng, sh.hk, sh.hv)
-				ms := append(randomGDNProjections(rng, L, sh.H), quant.RandomMatrix(rng, 1, sh.H, sh.hv*GDNHeadDim, 4, 64))
+				ms := randomGDNProjections(rng, L, sh.H)
+				if withOut {
+					ms = append(ms, quant.RandomMatrix(rng, 1, sh.H, sh.hv*GDNHeadDim, 4, 64))
+				}
 				h, delta, w := randoms(rng, sh.H, 2), randoms(rng, sh.H, 1), randoms(rng, sh.H, 1)
 				if !withDelta {
 					delta = nil
 				}
-				c := runGDNLayer(t, out, L, ms, h, delta, w)
+				c := runGDNLayer(t, fused, L, ms, h, delta, w)
 				a := runGDNLayer(t, apart, L, ms, h, delta, w)
-				if !slices.Equal(c.kernels, []string{gdnLayerOutKernel}) || slices.Contains(a.kernels, gdnLayerOutKernel) {
-					t.Fatalf("kernels %v under gdnlayer=out, %v apart", c.kernels, a.kernels)
+				if !slices.Equal(c.kernels, []string{kernel}) || slices.Contains(a.kernels, kernel) {
+					t.Fatalf("kernels %v fused, %v apart", c.kernels, a.kernels)
 				}
 				sameBits(t, "h", c.h, a.h)
 				sameBits(t, "the normed row", c.a, a.a)
 				sameBits(t, "the projections", c.proj, a.proj)
-				sameBits(t, "the gated output", c.out, a.out)
+				sameBits(t, "the step's output", c.out, a.out)
 				sameBits(t, "the state", c.state, a.state)
 				sameBits(t, "the conv state", c.conv, a.conv)
-				bar := backendtest.Tolerances["QLinear"][backend.F32]
-				apartY := make([]float64, len(a.y))
-				for i, v := range a.y {
-					apartY[i] = float64(v)
+				if withOut {
+					bar := backendtest.Tolerances["QLinear"][backend.F32]
+					withinBar(t, "the output projection, against the mat-vec's", c.y, widen64(a.y), bar)
+					withinBar(t, "the output projection, against the reference", c.y,
+						backendtest.Linear(backendtest.Dequantize(&ms[4]), sh.H, sh.hv*GDNHeadDim, a.out, 1), bar)
 				}
-				withinBar(t, "the output projection, against the mat-vec's", c.y, apartY, bar)
-				withinBar(t, "the output projection, against the reference", c.y,
-					backendtest.Linear(backendtest.Dequantize(&ms[4]), sh.H, sh.hv*GDNHeadDim, a.out, 1), bar)
 			})
 		}
 	}

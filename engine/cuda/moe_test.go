@@ -347,36 +347,46 @@ func TestRouteUpGrid(t *testing.T) {
 // TestMoERouteArgsMatchKernel: moe_route.cu's entry points take
 // MoELayerArgs by value too, as many bytes as layerArgs packs.
 func TestMoERouteArgsMatchKernel(t *testing.T) {
-	ptx, err := kernels.PTX("moe_route")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := regexp.MustCompile(`\.entry (moe_route_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 4 {
-		t.Fatalf("%d moe_route entry points with one struct parameter in moe_route.ptx, want 4", len(params))
-	}
-	for _, p := range params {
-		if n, _ := strconv.Atoi(p[2]); n != moeLayerArgsSize {
-			t.Errorf("%s takes %d bytes; layerArgs packs %d", p[1], n, moeLayerArgsSize)
-		}
-	}
+	checkStructArgs(t, "moe_route", "moe_route_", 4, moeLayerArgsSize)
 }
 
 // TestMoELayerArgsMatchKernel: the bytes LaunchLayer passes by value are
 // as many as every moe_layer entry point of the PTX takes (MoELayerArgs in
 // moe.cu), so that a field added on one side only is caught without a GPU.
 func TestMoELayerArgsMatchKernel(t *testing.T) {
-	ptx, err := kernels.PTX("moe")
+	checkStructArgs(t, "moe", "moe_layer_", 2, moeLayerArgsSize)
+}
+
+// checkStructArgs: family's PTX has entries entry points named from prefix
+// that take one struct parameter, each of size bytes (what the Go side
+// packs).
+func checkStructArgs(t *testing.T, family, prefix string, entries, size int) {
+	t.Helper()
+	sizes := structArgBytes(t, family, prefix)
+	if len(sizes) != entries {
+		t.Fatalf("%d %s* entry points with one struct parameter in %s.ptx, want %d", len(sizes), prefix, family, entries)
+	}
+	for name, n := range sizes {
+		if n != size {
+			t.Errorf("%s takes %d bytes; the Go side packs %d", name, n, size)
+		}
+	}
+}
+
+// structArgBytes is, for each entry point of family's PTX whose name
+// starts with prefix and that takes one struct parameter, the bytes of
+// that parameter: what the Go side must pack.
+func structArgBytes(t *testing.T, family, prefix string) map[string]int {
+	t.Helper()
+	ptx, err := kernels.PTX(family)
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := regexp.MustCompile(`\.entry (moe_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
-	if len(params) != 2 {
-		t.Fatalf("%d moe_layer entry points with one struct parameter in moe.ptx, want 2", len(params))
+	sizes := map[string]int{}
+	re := regexp.MustCompile(`\.entry (` + regexp.QuoteMeta(prefix) + `\w*)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`)
+	for _, m := range re.FindAllStringSubmatch(string(ptx), -1) {
+		n, _ := strconv.Atoi(m[2])
+		sizes[m[1]] = n
 	}
-	for _, p := range params {
-		if n, _ := strconv.Atoi(p[2]); n != moeLayerArgsSize {
-			t.Errorf("%s takes %d bytes; LaunchLayer passes %d", p[1], n, moeLayerArgsSize)
-		}
-	}
+	return sizes
 }
