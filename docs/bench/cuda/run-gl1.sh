@@ -41,7 +41,7 @@ for fam in route_cl moe_route gdn_layer attn_out; do
     echo "$fam sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
   echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-$fam.txt | tr '\n' ' ' | cut -c1-400)"
 done
-cuda_tests /tmp/s1 $D/cuda.test 'TestGDNLayerClusterMatchesApart|TestGDNLayerOutMatchesApart|TestAttnOutMatchesApart|TestAttnOutArgsMatchKernel|TestNormGroupMatchesApart|TestGDNMatchesReference|TestMoELayerClusterMatchesApart|TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestMoELayerMatchesApart|TestConformance|TestCubinsLoad|TestRouteMatchesReference' $O/tests.txt
+cuda_tests /tmp/s1 $D/cuda.test 'TestDecodeFormsEngage|TestGDNLayerClusterMatchesApart|TestGDNLayerOutMatchesApart|TestAttnOutMatchesApart|TestAttnOutArgsMatchKernel|TestNormGroupMatchesApart|TestGDNMatchesReference|TestMoELayerClusterMatchesApart|TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestMoELayerMatchesApart|TestConformance|TestCubinsLoad|TestRouteMatchesReference' $O/tests.txt
 grep -E -- '--- FAIL|_test.go:[0-9]+:' $O/tests.txt | head -20
 (cd engine/cuda/driver && timeout 60 $D/driver.test -test.v -test.run 'TestMaxActiveClusters|TestClusterLaunch' > $O/driver.txt 2>&1)
 echo "driver tests: rc=$?"; grep -E -- '--- |clusters of' $O/driver.txt | head -8

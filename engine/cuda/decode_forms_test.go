@@ -1,0 +1,60 @@
+package cuda
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"petal/engine"
+)
+
+// TestDecodeFormsEngage: on the embedded model's decode step (6 Gated
+// DeltaNet layers, 2 attention layers), moelayer=cluster, gdnlayer=out and
+// attnout=on each take the ops of the model as it records them, not only
+// the tests' own: their kernels are in the step as often as the model has
+// the layers, and the step has that many launches fewer than under the
+// defaults (a Gated DeltaNet layer 3 fewer: its norm and projections,
+// step and output projection one launch, its MoE block two; an attention
+// layer 2: its combine and projection one launch, its MoE block two).
+func TestDecodeFormsEngage(t *testing.T) {
+	gpu(t)
+	decodeKernels := func(o Options) (names []string, launches int) {
+		be := testBackend(t, o)
+		e, err := engine.Open("../../fixtures/tiny-qwen36-moe-4bit", engine.Options{Backend: be, Chunk: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		s := e.Model.NewState(64)
+		defer s.Free(be)
+		p, err := e.Model.DecodeProgram(s, 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Concat(p.(*program).kernelNames()...), p.(*program).kernels
+	}
+	_, base := decodeKernels(DefaultOptions())
+	o := DefaultOptions()
+	o.MoELayerCluster, o.GDNLayerCluster, o.GDNLayerOut, o.AttnOut = true, true, true, true
+	fused, launches := decodeKernels(o)
+	count := func(names []string, kernel string) int {
+		n := 0
+		for _, k := range names {
+			if k == kernel || strings.HasPrefix(k, kernel+"+") {
+				n++
+			}
+		}
+		return n
+	}
+	gdnLayers, attnLayers := 6, 2
+	for kernel, want := range map[string]int{gdnLayerOutKernel: gdnLayers, attnOutKernel: attnLayers,
+		moeRouteUpKernel: gdnLayers + attnLayers, moeRouteDownKernel: gdnLayers + attnLayers} {
+		if got := count(fused, kernel); got != want {
+			t.Errorf("%s %d times in the decode step, want %d (the step: %v)", kernel, got, want, fused)
+		}
+	}
+	if want := base - 3*gdnLayers - 2*attnLayers; launches != want {
+		t.Errorf("%d launches a decode step with the three forms, want %d (%d under the defaults)", launches, want, base)
+	}
+	t.Logf("decode step of the embedded model: %d launches under the defaults, %d with moelayer=cluster,gdnlayer=out,attnout=on", base, launches)
+}
