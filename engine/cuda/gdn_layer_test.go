@@ -177,7 +177,7 @@ func newGDNLayerOps(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h,
 		n.Delta = floats(b, delta)
 	}
 	proj := floats(b, nans(C+Hv*D+2*Hv))
-	g := &backend.QLinearGroup{X: n.Out, W: u, Y: proj, Rows: 1}
+	g := &backend.QLinearGroup{X: n.Out, W: u[:4], Y: proj, Rows: 1}
 	c := &backend.ConvSiLU{X: proj.View(0, C), State: floats(b, L.convState), Weight: floats(b, L.convW), Out: floats(b, nans(C)),
 		Rows: 1, Chans: C, K: GDNConvK}
 	d := &backend.DeltaRule{QKV: c.Out, B: proj.View(C+Hv*D, Hv), A: proj.View(C+Hv*D+Hv, Hv), ALog: floats(b, L.aLog),

@@ -846,9 +846,11 @@ func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 // moeRouteSteps lowers ops[i:i+3] as moeOneStep does, to moe_route_up
 // (the norm and the router in every cluster, the experts' gate/up) and
 // moe_route_down (the down rows, and the norm's sum written back), under
-// moelayer=cluster with Fused and FusedNorms. A router or experts the two
-// kernels do not take are an error that says why, not a quiet fall back
-// to the three kernels.
+// moelayer=cluster with Fused and FusedNorms. A block the three decode
+// kernels take but these two do not (a 4-bit router, say) is an error that
+// says why, not a quiet fall back to the three kernels; one that no decode
+// MoE kernel takes (the embedded model's shared expert is wider than its
+// experts) runs the plain kernels, as under the defaults.
 func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
 	if !b.o.Fused || !b.o.FusedNorms || i+2 >= len(p.ops) {
 		return nil, false, nil
@@ -867,8 +869,7 @@ func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
 	x := ch.buf("x", n.Out, backend.F32, C)
 	mw, ok := b.decodeMoE(e, ws, x)
 	if !ok || n.Dim != C || !routeFits(q, r.TopK) {
-		return nil, false, fmt.Errorf("cuda: moelayer=cluster does not take this MoE block (router %dx%d %d-bit, hidden size %d): "+
-			"the decode MoE kernels do not", q.Rows, q.Cols, q.Bits, n.Dim)
+		return nil, false, nil // no decode MoE kernel takes the block: the plain kernels, as under the defaults
 	}
 	if err := b.moe.routeLayerFits(mw, q); err != nil {
 		return nil, false, err
