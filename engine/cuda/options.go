@@ -126,8 +126,9 @@ type Options struct {
 	// launch (each cluster computing all the logits, its blocks an eighth
 	// each, and selecting), so that no kernel boundary and no ticket stand
 	// between the choice and the experts; the down launch finishes the
-	// norm's sum. The same bits as the three kernels; written, not yet
-	// measured, so off by default.
+	// norm's sum. The same bits as the three kernels; decode at 4K 23 %
+	// slower on an H100 (2026-12-07-gl1: the router in every cluster costs
+	// more than the boundary it saves), so off by default.
 	MoELayerCluster bool
 	// GDNLayerCluster (gdnlayer=cluster) runs the start of a Gated
 	// DeltaNet layer of one token (the input add-and-norm, the four input
@@ -136,8 +137,9 @@ type Options struct {
 	// computes just that key head's projection rows into its blocks'
 	// shared memory and runs its step from there, so that no kernel
 	// boundary stands between them. With Fused, FusedNorms and GDNCluster;
-	// the same bits as the two kernels; written, not yet measured, so off
-	// (gdnlayer=apart) by default.
+	// the same bits as the two kernels; off (gdnlayer=apart) by default: an
+	// H100 holds 15 of its 16 clusters of 8 multiprocessor-filling blocks at
+	// once, and the 16th runs after (2026-12-07-gl1).
 	GDNLayerCluster bool
 	// GDNLayerOut (gdnlayer=out) is GDNLayerCluster with the layer's
 	// output projection in the same launch too: each cluster's gated
@@ -145,7 +147,8 @@ type Options struct {
 	// blocks computing their partial products for an eighth of the rows
 	// each, the last cluster to finish an eighth summing it. One launch
 	// fewer again a layer; the output's float32 sums in another order
-	// than the mat-vec's (not its bits). Written, not yet measured.
+	// than the mat-vec's (not its bits). Decode at 4K 17 % slower than the
+	// defaults on an H100 (2026-12-07-gl1), gdn_layer's second wave.
 	GDNLayerOut bool
 	// AttnOut (attnout=on) merges a decoded token's split attention and
 	// computes the layer's output projection in one launch (attn_out.cu):
@@ -153,8 +156,9 @@ type Options struct {
 	// blocks computing that head's partial products of the projection for
 	// an eighth of the rows each, the last head's cluster to finish an
 	// eighth summing it. One launch fewer in each attention layer; the
-	// combine's bits, the projection to float32's rounding. Written, not
-	// yet measured, so off by default.
+	// combine's bits, the projection to float32's rounding. Off by default:
+	// 20 µs a launch in 2026-12-07-gl1's trace against the 15 of the two
+	// kernels it replaces (run-gl2.sh measures it alone).
 	AttnOut bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
@@ -295,9 +299,9 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
-	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster is written and not yet measured; default three), ` +
-	`gdnlayer=cluster|out|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster a key head computing its own projection rows and its step from them, or in two; the same bits; out: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; cluster and out are written and not yet measured; default apart), ` +
-	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; written and not yet measured; default off), ` +
+	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster decoded 23 % slower on an H100; default three), ` +
+	`gdnlayer=cluster|out|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster a key head computing its own projection rows and its step from them, or in two; the same bits; out: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; out decoded 17 % slower on an H100, whose GPU holds 15 of the 16 clusters at once; default apart), ` +
+	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +

@@ -2,8 +2,8 @@
 // decoded token in one launch (attnout=on), where attn_combine and the
 // mat-vec (qmv) take two. A module of its own built on attn.cu
 // (ATTN_OUT_MODULE leaves that file's entry points out), so that attn.ptx
-// and its machine code stay as they are. Written, not yet measured on a
-// GPU.
+// and its machine code stay as they are. Measured slower than the two
+// kernels in 2026-12-07-gl1.
 //
 // One thread-block cluster of OP_BLOCKS blocks a query head: block rank r
 // merges the split attention's partial states of dims 32r .. 32r+31 of its

@@ -5,7 +5,8 @@
 // kernels do it (qmv_group_norm, then gdn_step). A module of its own, built
 // on gdn.cu (GDN_CL_MODULE leaves that file's entry points out), so that
 // gdn.ptx, gdn_cl.ptx, qmv.ptx and their machine code stay as they are.
-// Written, not yet measured on a GPU.
+// Measured slower than the two kernels (docs/bench/cuda/2026-12-07-gl1):
+// the GPU holds 15 of its 16 clusters at once.
 //
 // One thread-block cluster of GL_BLOCKS blocks a key head. Everything the
 // step of a key head needs comes from its own projection rows: q and k of
