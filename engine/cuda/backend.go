@@ -84,6 +84,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.GDNLayerCluster {
 		fams = append(fams, "gdn_layer")
+		if o.GDNLayerBlocks != 0 && o.GDNLayerBlocks != gdnLayerCluster {
+			fams = append(fams, "gdn_layer_nb")
+		}
 	}
 	if o.AttnOut {
 		fams = append(fams, "attn_out")
@@ -238,6 +241,12 @@ func (b *Backend) init() error {
 		}
 		if err := b.addModule(LoadGDNLayerModule, add); err != nil {
 			return err
+		}
+		if nb := b.o.GDNLayerBlocks; nb != 0 && nb != gdnLayerCluster {
+			if err := b.addModule(LoadGDNLayerNBModule, func(m *driver.Module) error { return b.gdnLayer.AddNBForms(b.ctx, m) }); err != nil {
+				return err
+			}
+			b.gdnLayer.Blocks = nb
 		}
 	}
 	if b.o.AttnOut {

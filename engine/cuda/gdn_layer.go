@@ -36,37 +36,70 @@ func LoadGDNLayerModule(c *driver.Context) (*driver.Module, error) {
 	return loadFamily(c, "gdn_layer")
 }
 
+// LoadGDNLayerNBModule loads gdn_layer_nb.cu's kernels, in clusters of 6
+// or 7 blocks (gdnlayer=cluster6|cluster7).
+func LoadGDNLayerNBModule(c *driver.Context) (*driver.Module, error) {
+	return loadFamily(c, "gdn_layer_nb")
+}
+
+// GDNLayerNBBlocks are the cluster sizes of gdn_layer_nb.cu's forms.
+var GDNLayerNBBlocks = []int{6, 7}
+
 // GDNLayer launches gdn_layer.cu's kernels, one a kind of x's arithmetic
 // (qmv=exact's and qmv=fast's) and form (with the output projection or
 // without).
 type GDNLayer struct {
 	fns map[gdnLayerForm]*driver.Function
 	occ map[gdnLayerForm]*occupancy
+	// Blocks is a key head's cluster: gdnLayerCluster (8), or 6 or 7 with
+	// gdn_layer_nb.cu's forms added (AddNBForms), which do not take the
+	// output projection.
+	Blocks int
 }
 
 type gdnLayerForm struct {
-	kind QKind
-	out  bool
+	kind   QKind
+	out    bool
+	blocks int
 }
 
 // NewGDNLayer finds the kernels in mod (LoadGDNLayerModule).
 func NewGDNLayer(c *driver.Context, mod *driver.Module) (*GDNLayer, error) {
-	k := &GDNLayer{fns: map[gdnLayerForm]*driver.Function{}, occ: map[gdnLayerForm]*occupancy{}}
+	k := &GDNLayer{fns: map[gdnLayerForm]*driver.Function{}, occ: map[gdnLayerForm]*occupancy{}, Blocks: gdnLayerCluster}
 	for _, kind := range []QKind{QI8x3, QI8x2} {
 		for _, out := range []bool{false, true} {
 			name := fmt.Sprintf("gdn_layer_%s_v%d", kind, gdnLayerRatio)
 			if out {
 				name = fmt.Sprintf("gdn_layer_out_%s_v%d", kind, gdnLayerRatio)
 			}
-			fn, err := mod.Function(name)
-			if err != nil {
+			if err := k.add(c, mod, name, gdnLayerForm{kind, out, gdnLayerCluster}); err != nil {
 				return nil, err
 			}
-			occ := newOccupancy(c, fn)
-			k.fns[gdnLayerForm{kind, out}], k.occ[gdnLayerForm{kind, out}] = fn, &occ
 		}
 	}
 	return k, nil
+}
+
+// AddNBForms finds gdn_layer_nb.cu's kernels in mod (LoadGDNLayerNBModule).
+func (k *GDNLayer) AddNBForms(c *driver.Context, mod *driver.Module) error {
+	for _, kind := range []QKind{QI8x3, QI8x2} {
+		for _, nb := range GDNLayerNBBlocks {
+			if err := k.add(c, mod, fmt.Sprintf("gdn_layer_c%d_%s_v%d", nb, kind, gdnLayerRatio), gdnLayerForm{kind, false, nb}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (k *GDNLayer) add(c *driver.Context, mod *driver.Module, name string, f gdnLayerForm) error {
+	fn, err := mod.Function(name)
+	if err != nil {
+		return err
+	}
+	occ := newOccupancy(c, fn)
+	k.fns[f], k.occ[f] = fn, &occ
+	return nil
 }
 
 // GDNLayerBuffers are a layer's operands: the projections Proj (qkv, z, b,
@@ -104,10 +137,33 @@ func gdnLayerShared(kind QKind, cols int) int {
 	return up(kind.stageBytes(stage)) + up(4*cols) + up(4*rows) + 4*R*D + 16*ch + 4*3*ch
 }
 
+// gdnLayerNBShared is gdn_layer_nb's dynamic shared memory for kind at
+// cols columns in clusters of nb blocks: the staging, h + delta, the
+// cluster's q, k, v and z rows, the state rows of the block's warps (at
+// most maxRows a warp), and the q and k channels' conv weights and state.
+func gdnLayerNBShared(kind QKind, cols, nb int) int {
+	const D = GDNHeadDim
+	up := func(n int) int { return (n + 15) &^ 15 }
+	warps := nb * gdnLayerWarps
+	maxRows := (gdnLayerRatio*D + warps - 1) / warps
+	return up(kind.stageBytes(cols/64)) + up(4*cols) + up(4*(2*D+2*gdnLayerRatio*D)) + 4*gdnLayerWarps*maxRows*D + 16*2*D + 4*3*2*D
+}
+
+// shared is the form's dynamic shared memory at cols columns.
+func (f gdnLayerForm) shared(cols int) int {
+	if f.blocks != gdnLayerCluster {
+		return gdnLayerNBShared(f.kind, cols, f.blocks)
+	}
+	return gdnLayerShared(f.kind, cols)
+}
+
 // fits says why the kernels do not take a layer (nil where they do).
 func (k *GDNLayer) fits(kind QKind, b GDNLayerBuffers, hk, hv int) error {
-	if _, ok := k.fns[gdnLayerForm{kind, false}]; !ok {
-		return fmt.Errorf("cuda: gdnlayer=cluster is not built for %s mat-vecs (qmv=exact's and qmv=fast's kinds)", kind)
+	if _, ok := k.fns[gdnLayerForm{kind, false, k.Blocks}]; !ok {
+		return fmt.Errorf("cuda: gdnlayer=cluster is not built for %s mat-vecs (qmv=exact's and qmv=fast's kinds) in clusters of %d blocks", kind, k.Blocks)
+	}
+	if b.OutProj != nil && k.Blocks != gdnLayerCluster {
+		return fmt.Errorf("cuda: gdnlayer=out takes clusters of %d blocks, not %d", gdnLayerCluster, k.Blocks)
 	}
 	if m := b.OutProj; m != nil {
 		if err := check4bit(m); err != nil {
@@ -194,12 +250,12 @@ func outProjArgs(buf []byte, m *QMatrix, y, part, counters driver.Ptr) []byte {
 // columns) the GPU holds at once: a layer of more key heads runs its
 // clusters in waves.
 func (k *GDNLayer) residentClusters(kind QKind, cols int) (int, error) {
-	f := gdnLayerForm{kind, false}
-	shared := gdnLayerShared(kind, cols)
+	f := gdnLayerForm{kind, false, k.Blocks}
+	shared := f.shared(cols)
 	if _, err := k.occ[f].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
 		return 0, err // raises the kernel's shared-memory limit first
 	}
-	return k.fns[f].MaxActiveClusters(gdnLayerWarps*32, gdnLayerCluster, shared)
+	return k.fns[f].MaxActiveClusters(gdnLayerWarps*32, f.blocks, shared)
 }
 
 // Launch queues the layer's norm, projections and step of one token with
@@ -209,13 +265,13 @@ func (k *GDNLayer) Launch(s *driver.Stream, kind QKind, b GDNLayerBuffers, hk, h
 	if err := k.fits(kind, b, hk, hv); err != nil {
 		return err
 	}
-	f := gdnLayerForm{kind, b.OutProj != nil}
+	f := gdnLayerForm{kind, b.OutProj != nil, k.Blocks}
 	cols := b.Proj[0].Cols
-	shared := gdnLayerShared(kind, cols)
+	shared := f.shared(cols)
 	if _, err := k.occ[f].blocksPerSM(gdnLayerWarps*32, shared, fmt.Sprintf("the Gated DeltaNet layer kernel at hidden size %d", cols)); err != nil {
 		return err
 	}
 	var a driver.Args
 	a.Struct(gdnLayerArgs(b, hk, hv, b.GEps))
-	return s.LaunchCluster(k.fns[f], driver.D1(hk*gdnLayerCluster), driver.D1(gdnLayerWarps*32), driver.D1(gdnLayerCluster), shared, &a)
+	return s.LaunchCluster(k.fns[f], driver.D1(hk*f.blocks), driver.D1(gdnLayerWarps*32), driver.D1(f.blocks), shared, &a)
 }

@@ -25,6 +25,12 @@ func TestGDNLayerArgsMatchKernel(t *testing.T) {
 	}
 }
 
+// TestGDNLayerNBArgsMatchKernel: gdn_layer_nb.cu's entry points take
+// GDNLayerArgs by value too.
+func TestGDNLayerNBArgsMatchKernel(t *testing.T) {
+	checkStructArgs(t, "gdn_layer_nb", "gdn_layer_c", 4, gdnLayerArgsSize)
+}
+
 // TestGDNLayerShared: the dynamic shared memory of the 35B shape (hidden
 // 2048, qmv=exact) fits a multiprocessor with room to spare, and each of
 // its parts starts on a 16-byte boundary (cp.async's).
@@ -37,6 +43,34 @@ func TestGDNLayerShared(t *testing.T) {
 	}
 	if n%16 != 0 {
 		t.Errorf("%d bytes: not a whole number of 16-byte copies", n)
+	}
+	// clusters of 6 or 7: three state rows a warp at most (24,576), the q
+	// and k channels' conv weights 4,096 and state 3,072
+	for _, nb := range GDNLayerNBBlocks {
+		if got, want := gdnLayerNBShared(QI8x3, 2048, nb), 16128+8192+3072+24576+4096+3072; got != want {
+			t.Errorf("gdnLayerNBShared(i8x3, 2048, %d) = %d, want %d", nb, got, want)
+		}
+	}
+}
+
+// TestGDNLayerNBMatchesApart: gdnlayer=cluster6 and cluster7 (clusters of
+// 6 and 7 blocks a key head, the state rows dealt out by warp) leave what
+// the two kernels do bit for bit (matchGDNLayer), and say how many of
+// their clusters the GPU holds at once (16 wanted at the 35B shape).
+func TestGDNLayerNBMatchesApart(t *testing.T) {
+	apart := testBackend(t, DefaultOptions())
+	for _, nb := range GDNLayerNBBlocks {
+		t.Run(fmt.Sprintf("cluster%d", nb), func(t *testing.T) {
+			o := DefaultOptions()
+			o.GDNLayerCluster, o.GDNLayerBlocks = true, nb
+			b := testBackend(t, o)
+			if n, err := b.gdnLayer.residentClusters(b.qmv.variant.Kind, 2048); err != nil {
+				t.Error(err)
+			} else {
+				t.Logf("gdn_layer_c%d: %d clusters of %d blocks at once at hidden size 2048 (the 35B layer has 16)", nb, n, nb)
+			}
+			matchGDNLayer(t, b, apart, gdnLayerKernel)
+		})
 	}
 }
 

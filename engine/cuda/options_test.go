@@ -212,6 +212,12 @@ func TestSplitCounts(t *testing.T) {
 // gdn_layer among the families it loads only under cluster and out;
 // another value is refused naming the option.
 func TestParseGDNLayer(t *testing.T) {
+	for _, nb := range []int{6, 7} {
+		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: fmt.Sprintf("cluster%d", nb)}})
+		if err != nil || !o.GDNLayerCluster || o.GDNLayerOut || o.GDNLayerBlocks != nb || !slices.Contains(noticeFamilies(o), "gdn_layer_nb") {
+			t.Errorf("gdnlayer=cluster%d: %+v, %v", nb, o, err)
+		}
+	}
 	for value, want := range map[string][2]bool{"cluster": {true, false}, "out": {true, true}, "apart": {false, false}} {
 		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: value}})
 		if err != nil {
@@ -230,7 +236,7 @@ func TestParseGDNLayer(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: "one"}}); err == nil || !strings.Contains(err.Error(), "gdnlayer=") {
 		t.Errorf("gdnlayer=one: error %v, want one naming gdnlayer", err)
 	}
-	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|out|apart") {
+	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|cluster6|cluster7|out|apart") {
 		t.Error("the options' help does not list gdnlayer")
 	}
 }

@@ -5,26 +5,36 @@
 # a state never run), the oracle under moelayer=cluster,gdnlayer=out,
 # attnout=on (moelayer=cluster now leaves a MoE block no decode MoE kernel
 # takes, the embedded model's, to the plain kernels as the defaults do),
-# and decode at 4K and 32K (prefill of 512) under the default, attnout=on
-# alone and gdnlayer=cluster alone, one round. From the repository root;
+# gdnlayer=cluster6 and cluster7 (gdn_layer_nb.cu: clusters of 6 and 7
+# blocks, so that all 16 fit at once; ptxas makes their cubin into a copy
+# of the built-in ones, /tmp/s1, kept in sass.tgz), and decode at 4K and 32K
+# (prefill of 512) under the default, attnout=on alone, cluster6 and
+# cluster7, one round. From the repository root;
 # $CARRY (default devrun/gl2) holds petals.txz (petal, -tags nofixture),
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
-# driver.test.xz); the tree may go without its logs and PTX but clock/.
-# About 4 minutes.
+# driver.test.xz); the tree may go without its logs and PTX but
+# gdn_layer_nb.ptx and clock/.
+# About 5 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
-(cd engine/cuda && PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v \
-  -test.run 'TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerClusterMatchesApart|TestCubinsLoad' > $O/tests.txt 2>&1)
+rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
+P=engine/cuda/kernels/gdn_layer_nb.ptx
+/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/gdn_layer_nb.sm_90.cubin > $O/ptxas-gdn_layer_nb.txt 2>&1 && gzip -9 -n -f /tmp/s1/gdn_layer_nb.sm_90.cubin &&
+  echo "gdn_layer_nb sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
+echo "gdn_layer_nb cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-gdn_layer_nb.txt | tr '\n' ' ' | cut -c1-300)"
+(cd /tmp && tar czf $O/sass.tgz s1/gdn_layer_nb.sm_90.cubin.gz s1/manifest.txt)
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v \
+  -test.run 'TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestCubinsLoad' > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E -- '^--- |_test.go:[0-9]+: (gdn_layer|decode step)|FAIL' $O/tests.txt | head -20
 (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \
   -test.run 'TestOracleOnGPU/moelayer=cluster,gdnlayer=out,attnout=on$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -8; grep -E 'top-1' $O/oracle.txt | head -6
 echo "tests: $(( $(date +%s) - start )) s"
-for be in cuda cuda:attnout=on cuda:gdnlayer=cluster; do
-  BENCH_LIMIT=50 bench_run $D/petal $O "1-$(tag_of $be)" $be --max-context 40000 \
+for be in cuda cuda:attnout=on cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7; do
+  PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "1-$(tag_of $be)" $be --max-context 40000 \
     --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
 done
 echo "all: $(( $(date +%s) - start )) s"

@@ -373,6 +373,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
 
 // Entry points gdn_layer_<kind>_v<ratio>: the kinds of qmv=exact and
 // qmv=fast, two value heads a key head (every model of the family).
+#ifndef GDN_LAYER_NB_MODULE  // gdn_layer_nb.cu takes the functions, not the entry points
 #define GDN_LAYER(M, RPW, OUT, NAME)                                                              \
   extern "C" __global__ void __launch_bounds__(GL_WARPS * 32, 1) NAME(const GDNLayerArgs a) { \
     gdn_layer<M, RPW, OUT>(a);                                                                    \
@@ -383,3 +384,4 @@ GDN_LAYER(QM_I8X2, 2, false, gdn_layer_i8x2_v2)
 // the layer's output projection; its rows a multiple of GL_BLOCKS.
 GDN_LAYER(QM_I8X3, 2, true, gdn_layer_out_i8x3_v2)
 GDN_LAYER(QM_I8X2, 2, true, gdn_layer_out_i8x2_v2)
+#endif  // GDN_LAYER_NB_MODULE
