@@ -14,8 +14,8 @@
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
 # driver.test.xz); the tree may go without its logs and PTX but
 # gdn_layer_nb.ptx and clock/.
-# About 5 minutes; SKIP_ORACLE=1 and BENCHES (the --backend specs, default
-# the four above) shorten it.
+# About 5 minutes; SKIP_ORACLE=1, TESTS (a -test.run pattern) and BENCHES
+# (the --backend specs, default the four above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
@@ -28,7 +28,7 @@ P=engine/cuda/kernels/gdn_layer_nb.ptx
 echo "gdn_layer_nb cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-gdn_layer_nb.txt | tr '\n' ' ' | cut -c1-300)"
 (cd /tmp && tar czf $O/sass.tgz s1/gdn_layer_nb.sm_90.cubin.gz s1/manifest.txt)
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v \
-  -test.run 'TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestCubinsLoad' > $O/tests.txt 2>&1)
+  -test.run "${TESTS:-TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestCubinsLoad}" > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E -- '^--- |_test.go:[0-9]+: (gdn_layer|decode step)|FAIL' $O/tests.txt | head -20
 if [ -z "${SKIP_ORACLE:-}" ]; then
   (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \
