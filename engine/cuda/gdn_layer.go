@@ -52,8 +52,7 @@ type GDNLayer struct {
 	fns map[gdnLayerForm]*driver.Function
 	occ map[gdnLayerForm]*occupancy
 	// Blocks is a key head's cluster: gdnLayerCluster (8), or 6 or 7 with
-	// gdn_layer_nb.cu's forms added (AddNBForms), which do not take the
-	// output projection.
+	// gdn_layer_nb.cu's forms added (AddNBForms).
 	Blocks int
 }
 
@@ -85,6 +84,9 @@ func (k *GDNLayer) AddNBForms(c *driver.Context, mod *driver.Module) error {
 	for _, kind := range []QKind{QI8x3, QI8x2} {
 		for _, nb := range GDNLayerNBBlocks {
 			if err := k.add(c, mod, fmt.Sprintf("gdn_layer_c%d_%s_v%d", nb, kind, gdnLayerRatio), gdnLayerForm{kind, false, nb}); err != nil {
+				return err
+			}
+			if err := k.add(c, mod, fmt.Sprintf("gdn_layer_out_c%d_%s_v%d", nb, kind, gdnLayerRatio), gdnLayerForm{kind, true, nb}); err != nil {
 				return err
 			}
 		}
@@ -146,7 +148,8 @@ func gdnLayerNBShared(kind QKind, cols, nb int) int {
 	up := func(n int) int { return (n + 15) &^ 15 }
 	warps := nb * gdnLayerWarps
 	maxRows := (gdnLayerRatio*D + warps - 1) / warps
-	return up(kind.stageBytes(cols/64)) + up(4*cols) + up(4*(2*D+2*gdnLayerRatio*D)) + 4*gdnLayerWarps*maxRows*D + 16*2*D + 4*3*2*D
+	stage := max(cols/64, gdnLayerRatio*D/64) // x's groups, or the out forms' if more
+	return up(kind.stageBytes(stage)) + up(4*cols) + up(4*(2*D+2*gdnLayerRatio*D)) + 4*gdnLayerWarps*maxRows*D + 16*2*D + 4*3*2*D
 }
 
 // shared is the form's dynamic shared memory at cols columns.
@@ -161,9 +164,6 @@ func (f gdnLayerForm) shared(cols int) int {
 func (k *GDNLayer) fits(kind QKind, b GDNLayerBuffers, hk, hv int) error {
 	if _, ok := k.fns[gdnLayerForm{kind, false, k.Blocks}]; !ok {
 		return fmt.Errorf("cuda: gdnlayer=cluster is not built for %s mat-vecs (qmv=exact's and qmv=fast's kinds) in clusters of %d blocks", kind, k.Blocks)
-	}
-	if b.OutProj != nil && k.Blocks != gdnLayerCluster {
-		return fmt.Errorf("cuda: gdnlayer=out takes clusters of %d blocks, not %d", gdnLayerCluster, k.Blocks)
 	}
 	if m := b.OutProj; m != nil {
 		if err := check4bit(m); err != nil {

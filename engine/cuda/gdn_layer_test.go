@@ -25,10 +25,10 @@ func TestGDNLayerArgsMatchKernel(t *testing.T) {
 	}
 }
 
-// TestGDNLayerNBArgsMatchKernel: gdn_layer_nb.cu's entry points take
-// GDNLayerArgs by value too.
+// TestGDNLayerNBArgsMatchKernel: gdn_layer_nb.cu's eight entry points
+// take GDNLayerArgs by value too.
 func TestGDNLayerNBArgsMatchKernel(t *testing.T) {
-	checkStructArgs(t, "gdn_layer_nb", "gdn_layer_c", 4, gdnLayerArgsSize)
+	checkStructArgs(t, "gdn_layer_nb", "gdn_layer_", 8, gdnLayerArgsSize)
 }
 
 // TestGDNLayerShared: the dynamic shared memory of the 35B shape (hidden
@@ -56,7 +56,8 @@ func TestGDNLayerShared(t *testing.T) {
 // TestGDNLayerNBMatchesApart: gdnlayer=cluster6 and cluster7 (clusters of
 // 6 and 7 blocks a key head, the state rows dealt out by warp) leave what
 // the two kernels do bit for bit (matchGDNLayer), and say how many of
-// their clusters the GPU holds at once (16 wanted at the 35B shape).
+// their clusters the GPU holds at once (16 wanted at the 35B shape);
+// out6 and out7 do so with the output projection too (within its bar).
 func TestGDNLayerNBMatchesApart(t *testing.T) {
 	apart := testBackend(t, DefaultOptions())
 	for _, nb := range GDNLayerNBBlocks {
@@ -70,6 +71,11 @@ func TestGDNLayerNBMatchesApart(t *testing.T) {
 				t.Logf("gdn_layer_c%d: %d clusters of %d blocks at once at hidden size 2048 (the 35B layer has 16)", nb, n, nb)
 			}
 			matchGDNLayer(t, b, apart, gdnLayerKernel)
+		})
+		t.Run(fmt.Sprintf("out%d", nb), func(t *testing.T) {
+			o := DefaultOptions()
+			o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, true, nb
+			matchGDNLayer(t, testBackend(t, o), apart, gdnLayerOutKernel)
 		})
 	}
 }

@@ -150,10 +150,10 @@ type Options struct {
 	// than the mat-vec's (not its bits). Decode at 4K 17 % slower than the
 	// defaults on an H100 (2026-12-07-gl1), gdn_layer's second wave.
 	GDNLayerOut bool
-	// GDNLayerBlocks is gdnlayer=cluster's cluster size: 8 (0 too), or 6 or
-	// 7 (gdnlayer=cluster6|cluster7, gdn_layer_nb.cu), so that all 16 key
-	// heads' clusters fit on the GPU at once (an H100 holds 15 of 8). Not
-	// yet measured.
+	// GDNLayerBlocks is gdnlayer=cluster's (and out's) cluster size: 8 (0
+	// too), or 6 or 7 (gdnlayer=cluster6|cluster7|out6|out7,
+	// gdn_layer_nb.cu), so that all 16 key heads' clusters fit on the GPU
+	// at once (an H100 holds 15 of 8). Not yet measured.
 	GDNLayerBlocks int
 	// AttnOut (attnout=on) merges a decoded token's split attention and
 	// computes the layer's output projection in one launch (attn_out.cu):
@@ -305,7 +305,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster decoded 23 % slower on an H100; default three), ` +
-	`gdnlayer=cluster|cluster6|cluster7|out|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster of 8 blocks a key head computing its own projection rows and its step from them (cluster6, cluster7: of 6 or 7 blocks, so that all 16 clusters fit at once; not yet measured), or in two; the same bits; out: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; out decoded 17 % slower on an H100, whose GPU holds 15 of the 16 clusters of 8 at once; default apart), ` +
+	`gdnlayer=cluster|cluster6|cluster7|out|out6|out7|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster of 8 blocks a key head computing its own projection rows and its step from them (cluster6, cluster7: of 6 or 7 blocks, so that all 16 clusters fit at once; not yet measured), or in two; the same bits; out, out6, out7: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; out decoded 17 % slower on an H100, whose GPU holds 15 of the 16 clusters of 8 at once; default apart), ` +
 	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -384,8 +384,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = kv.Value != "apart", kv.Value == "out", 0
 			case "cluster6", "cluster7":
 				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, false, int(kv.Value[7]-'0')
+			case "out6", "out7":
+				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, true, int(kv.Value[3]-'0')
 			default:
-				err = fmt.Errorf("cuda: gdnlayer=%q: want cluster, cluster6, cluster7, out or apart", kv.Value)
+				err = fmt.Errorf("cuda: gdnlayer=%q: want cluster, cluster6, cluster7, out, out6, out7 or apart", kv.Value)
 			}
 		case "attnout":
 			o.AttnOut, err = kv.On("cuda")

@@ -217,6 +217,10 @@ func TestParseGDNLayer(t *testing.T) {
 		if err != nil || !o.GDNLayerCluster || o.GDNLayerOut || o.GDNLayerBlocks != nb || !slices.Contains(noticeFamilies(o), "gdn_layer_nb") {
 			t.Errorf("gdnlayer=cluster%d: %+v, %v", nb, o, err)
 		}
+		o, err = ParseOptions([]backend.Option{{Key: "gdnlayer", Value: fmt.Sprintf("out%d", nb)}})
+		if err != nil || !o.GDNLayerCluster || !o.GDNLayerOut || o.GDNLayerBlocks != nb || !slices.Contains(noticeFamilies(o), "gdn_layer_nb") {
+			t.Errorf("gdnlayer=out%d: %+v, %v", nb, o, err)
+		}
 	}
 	for value, want := range map[string][2]bool{"cluster": {true, false}, "out": {true, true}, "apart": {false, false}} {
 		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: value}})
@@ -236,7 +240,7 @@ func TestParseGDNLayer(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: "one"}}); err == nil || !strings.Contains(err.Error(), "gdnlayer=") {
 		t.Errorf("gdnlayer=one: error %v, want one naming gdnlayer", err)
 	}
-	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|cluster6|cluster7|out|apart") {
+	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|cluster6|cluster7|out|out6|out7|apart") {
 		t.Error("the options' help does not list gdnlayer")
 	}
 }

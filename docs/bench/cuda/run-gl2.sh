@@ -8,14 +8,15 @@
 # gdnlayer=cluster6 and cluster7 (gdn_layer_nb.cu: clusters of 6 and 7
 # blocks, so that all 16 fit at once; ptxas makes their cubin into a copy
 # of the built-in ones, /tmp/s1, kept in sass.tgz), and decode at 4K and 32K
-# (prefill of 512) under the default, attnout=on alone, cluster6 and
-# cluster7, one round. From the repository root;
-# $CARRY (default devrun/gl2) holds petals.txz (petal, -tags nofixture),
+# (prefill of 512) under the default, attnout=on alone, cluster6,
+# cluster7 and out6 (the output projection in the launch too), one round.
+# From the repository root; $CARRY (default devrun/gl2) holds petals.txz
+# (petal, -tags nofixture),
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
 # driver.test.xz); the tree may go without its logs and PTX but
 # gdn_layer_nb.ptx and clock/.
-# About 5 minutes; SKIP_ORACLE=1, TESTS (a -test.run pattern) and BENCHES
-# (the --backend specs, default the four above) shorten it.
+# About 5.5 minutes; SKIP_ORACLE=1, TESTS (a -test.run pattern) and
+# BENCHES (the --backend specs, default the five above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
@@ -36,7 +37,7 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -8; grep -E 'top-1' $O/oracle.txt | head -6
 fi
 echo "tests: $(( $(date +%s) - start )) s"
-for be in ${BENCHES:-cuda cuda:attnout=on cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7}; do
+for be in ${BENCHES:-cuda cuda:attnout=on cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7 cuda:gdnlayer=out6}; do
   PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "1-$(tag_of $be)" $be --max-context 40000 \
     --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
 done

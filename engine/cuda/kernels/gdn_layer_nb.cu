@@ -17,6 +17,13 @@
 // parts of 32 rows, each a tree of eight sums of four), so every block
 // reads all 256 outputs of the cluster through distributed shared memory
 // and sums them so: the outputs are the two kernels' bit for bit.
+//
+// The out forms (gdnlayer=out6|out7) go on to the output projection as
+// gdn_layer_out does (outproj.h's arithmetic): every block has all 256
+// outputs and their z by then, so it gates them all itself (the bits it
+// and the rows' owners write), stages them, and computes their partial
+// products for its share of out_proj's rows (NB shares); the last key
+// head's cluster to finish a share sums it.
 #define GDN_LAYER_NB_MODULE
 #include "gdn_layer.cu"
 
@@ -27,10 +34,78 @@ static __device__ __forceinline__ u32 nb_owner(int li, int rpw) {
   return (u32)((li % (NB * GL_WARPS * rpw)) / rpw / GL_WARPS);
 }
 
+// gdn_nb_out_proj: the out forms' tail, after the gated norm and the
+// norm's write-back (the staging is reused): all SR gated outputs from og,
+// z and inv (the same arithmetic as the rows written), staged; this block's
+// share of out_proj's rows (NB shares) against the key head's columns into
+// the partials; the last key head's cluster to finish the share sums it in
+// order (outproj.h's arithmetic a row).
+template <int M, int NB>
+static __device__ __forceinline__ void gdn_nb_out_proj(const GDNLayerArgs& a, const float* og, const float* zall,
+                                                       const float* inv, int kh, u32 rank) {
+  extern __shared__ u32 smem[];
+  constexpr int D = GDN_D, SR = 2 * D, ng = SR / 64, team = ng, rpw = (32 / team) * OP_R;
+  __shared__ int lastOne;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const OutProj& o = a.o;
+  const int per = (o.rows + NB - 1) / NB, r0 = rank * per, r1 = r0 + per < o.rows ? r0 + per : o.rows;
+  const long long wpr = o.cols / 8, gpr = o.cols / 64;
+  const int g0 = kh * ng, sub = lane / team, tl = lane % team;
+  __syncthreads();  // the write-back's reads of the staging done
+  float* raw = (float*)smem;
+  for (int r = tid; r < SR; r += PETAL_NTID_X()) raw[r] = og[r] * inv[r / D] * a.gnormW[r % D] * gsilu(zall[r]);
+  __syncthreads();
+  const QView q = qstage_layout<M>(ng);
+  for (int base = r0 + warp * rpw; base < r1; base += GL_WARPS * rpw) {
+    float acc[OP_R];
+    long long rr[OP_R];
+#pragma unroll
+    for (int j = 0; j < OP_R; j++) {
+      const int r = base + sub * OP_R + j;
+      rr[j] = r < r1 ? r : r1 - 1;  // a real row; only the store is skipped
+      acc[j] = 0.f;
+    }
+    for (int g = tl; g < ng; g += team) {
+      u32x4 w0[OP_R], w1[OP_R];
+      float s[OP_R], b[OP_R];
+#pragma unroll
+      for (int j = 0; j < OP_R; j++) {
+        const u32* p = o.w + rr[j] * wpr + (g0 + g) * 8;
+        w0[j] = ld_stream_16(p);
+        w1[j] = ld_stream_16(p + 4);
+        load_sb<1>((const u16*)(o.sb + rr[j] * gpr + g0), nullptr, g, s[j], b[j]);
+      }
+      const float gs = q.gsum[g];
+#pragma unroll
+      for (int j = 0; j < OP_R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, ng, g, q.gd) + b[j] * gs;
+    }
+#pragma unroll
+    for (int j = 0; j < OP_R; j++) {
+      for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+      const int r = base + sub * OP_R + j;
+      if (tl == 0 && r < r1) o.part[(long long)kh * o.rows + r] = acc[j];
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    fence_gpu();
+    lastOne = ticket_inc(o.counters + rank, (u32)a.hk - 1) == (u32)a.hk - 1;
+  }
+  __syncthreads();
+  if (lastOne) {
+    fence_gpu();
+    for (int r = r0 + tid; r < r1; r += PETAL_NTID_X()) {
+      float sum = 0.f;
+      for (int k = 0; k < a.hk; k++) sum += ((volatile const float*)o.part)[(long long)k * o.rows + r];
+      o.y[r] = sum;
+    }
+  }
+}
+
 // gdn_layer_nb: the grid hk clusters of NB blocks of GL_WARPS*32 threads,
 // two value heads a key head; gdnLayerNBShared (gdn_layer.go) bytes of
 // dynamic shared memory.
-template <int M, int NB>
+template <int M, int NB, bool OUT>
 static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   extern __shared__ u32 smem[];
   constexpr int D = GDN_D, RATIO = 2, SR = RATIO * D, CW = NB * GL_WARPS;
@@ -39,6 +114,7 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   __shared__ __attribute__((aligned(16))) float qk[QK];
   __shared__ float oall[SR];  // the outputs of this block's rows, at their row
   __shared__ float og[SR];    // all the cluster's
+  __shared__ float zall[OUT ? SR : 1];  // the out forms: all the rows' z
   __shared__ float red[GL_WARPS];
   __shared__ float gates[2 * RATIO], gba[2 * RATIO];  // beta and g of each value head; their b and a
   __shared__ float inv[RATIO];
@@ -57,7 +133,7 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   // block's warps (MAXR a warp), and the q and k channels' conv weights and
   // conv state, each from a 16-byte boundary.
   char* dyn = (char*)smem;
-  int at = (QSTAGE_BYTES(M, ng) + 15) & ~15;
+  int at = (QSTAGE_BYTES(M, ng > SR / 64 ? ng : SR / 64) + 15) & ~15;  // x's groups, or the out forms' if more
   float* keep = (float*)(dyn + at);
   at += (4 * a.cols + 15) & ~15;
   float* yl = (float*)(dyn + at);
@@ -92,6 +168,12 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
     const bool isA = i >= RATIO;
     for (int g = tl; g < ng; g += team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * wpr + g * 8);
     if (tl == 0) prefetch_l2((isA ? a.sb[3] : a.sb[2]) + j * ng);
+  }
+  if (OUT) {  // the block's share of out_proj's rows, the cluster's 128 bytes of codes of each
+    const int per = (a.o.rows + NB - 1) / NB, r1 = (rank + 1) * per < a.o.rows ? (rank + 1) * per : a.o.rows;
+    const long long owpr = a.o.cols / 8, ogpr = a.o.cols / 64;
+    for (int r = rank * per + tid; r < r1; r += PETAL_NTID_X())
+      prefetch_l2(a.o.w + r * owpr + kh * (SR / 64) * 8), prefetch_l2(a.o.sb + r * ogpr + kh * (SR / 64));
   }
 #pragma unroll
   for (int k = 0; k < MAXR; k++) {
@@ -245,7 +327,10 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   }
   pdl_trigger();  // the state is written; the gated norm and the norm's write-back are left
   cluster_sync();  // every block's outputs in its shared memory
-  for (int r = tid; r < SR; r += PETAL_NTID_X()) og[r] = ld_cluster_f32(cluster_addr(oall + r, (u32)((r % CW) / GL_WARPS)));
+  for (int r = tid; r < SR; r += PETAL_NTID_X()) {
+    og[r] = ld_cluster_f32(cluster_addr(oall + r, (u32)((r % CW) / GL_WARPS)));
+    if (OUT) zall[r] = proj(z0 + r);
+  }
   cluster_arrive();  // done with the others' shared memory
   __syncthreads();
   // Each value head's sum of squares in gdn_step_s4_cl's order: four parts
@@ -283,16 +368,24 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
       a.xout[i] = q.raw[i];
     }
   }
+  if (OUT) gdn_nb_out_proj<M, NB>(a, og, zall, inv, kh, rank);
   cluster_wait();
 }
 
 // Entry points gdn_layer_c<NB>_<kind>_v2: clusters of 6 and 7 blocks, the
 // kinds of qmv=exact and qmv=fast, two value heads a key head.
-#define GDN_LAYER_NB(M, NB, NAME)                                                                 \
+#define GDN_LAYER_NB(M, NB, OUT, NAME)                                                            \
   extern "C" __global__ void __launch_bounds__(GL_WARPS * 32, 1) NAME(const GDNLayerArgs a) { \
-    gdn_layer_nb<M, NB>(a);                                                                       \
+    gdn_layer_nb<M, NB, OUT>(a);                                                                  \
   }
-GDN_LAYER_NB(QM_I8X3, 6, gdn_layer_c6_i8x3_v2)
-GDN_LAYER_NB(QM_I8X2, 6, gdn_layer_c6_i8x2_v2)
-GDN_LAYER_NB(QM_I8X3, 7, gdn_layer_c7_i8x3_v2)
-GDN_LAYER_NB(QM_I8X2, 7, gdn_layer_c7_i8x2_v2)
+GDN_LAYER_NB(QM_I8X3, 6, false, gdn_layer_c6_i8x3_v2)
+GDN_LAYER_NB(QM_I8X2, 6, false, gdn_layer_c6_i8x2_v2)
+GDN_LAYER_NB(QM_I8X3, 7, false, gdn_layer_c7_i8x3_v2)
+GDN_LAYER_NB(QM_I8X2, 7, false, gdn_layer_c7_i8x2_v2)
+// Entry points gdn_layer_out_c<NB>_<kind>_v2: the out forms
+// (gdnlayer=out6|out7); the projection's partials [hk][rows] and NB ticket
+// counters.
+GDN_LAYER_NB(QM_I8X3, 6, true, gdn_layer_out_c6_i8x3_v2)
+GDN_LAYER_NB(QM_I8X2, 6, true, gdn_layer_out_c6_i8x2_v2)
+GDN_LAYER_NB(QM_I8X3, 7, true, gdn_layer_out_c7_i8x3_v2)
+GDN_LAYER_NB(QM_I8X2, 7, true, gdn_layer_out_c7_i8x2_v2)
