@@ -3,7 +3,9 @@
 # for kernels whose machine code is not yet built, without a GPU: a quick
 # check of a change (a spill, a register limit crossed) before a GPU run.
 # It needs a ptxas; with no CUDA toolkit here, CUDA 11.8's from Debian's
-# non-free nvidia-cuda-toolkit package serves, without installing it:
+# non-free nvidia-cuda-toolkit package serves, without installing it (the
+# apt sources need the non-free component: "Components: main contrib
+# non-free" in /etc/apt/sources.list.d/debian.sources, then apt-get update):
 #   apt-get download nvidia-cuda-toolkit && dpkg -x nvidia-cuda-toolkit_*.deb /tmp/ctk
 #   PTXAS=/tmp/ctk/usr/bin/ptxas sh engine/cuda/kernels/regs.sh gdn_layer attn_out
 # 11.8 reads PTX up to ISA 7.8 and not the cluster barrier's explicit
