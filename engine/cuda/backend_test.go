@@ -332,6 +332,19 @@ func qkPrepKernels(kv backend.DType) []string {
 	return []string{"qk_prep"}
 }
 
+// uploadAll uploads ms to b, in order.
+func uploadAll(t *testing.T, b *Backend, ms []quant.Matrix) []backend.Matrix {
+	t.Helper()
+	u := make([]backend.Matrix, len(ms))
+	for i, m := range ms {
+		var err error
+		if u[i], err = b.Upload(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return u
+}
+
 func upload(b *Backend, rng *rand.Rand, experts, rows, cols, bits int) (backend.Matrix, []float64) {
 	m := quant.RandomMatrix(rng, experts, rows, cols, bits, 64)
 	w, err := b.Upload(m)
@@ -1165,14 +1178,7 @@ func randomMoEMatrices(rng *rand.Rand, E, H, I, routerBits int) []quant.Matrix {
 // the Experts, outputs poisoned.
 func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32) (*backend.AddRMSNorm, *backend.Route, *backend.Experts) {
 	t.Helper()
-	var u []backend.Matrix
-	for _, m := range ms {
-		x, err := b.Upload(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u = append(u, x)
-	}
+	u := uploadAll(t, b, ms)
 	H, K := len(h), MoETopK
 	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
 	if delta != nil {

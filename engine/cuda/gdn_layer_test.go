@@ -203,14 +203,7 @@ func randomGDNProjections(rng *rand.Rand, L *gdnLayer, H int) []quant.Matrix {
 // projection); outputs poisoned.
 func newGDNLayerOps(t *testing.T, b *Backend, L *gdnLayer, ms []quant.Matrix, h, delta, w []float32) []backend.Op {
 	t.Helper()
-	var u []backend.Matrix
-	for _, m := range ms {
-		x, err := b.Upload(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u = append(u, x)
-	}
+	u := uploadAll(t, b, ms)
 	D, H, C, Hv := GDNHeadDim, len(h), L.chans, L.hv
 	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
 	if delta != nil {

@@ -162,8 +162,9 @@ type Options struct {
 	// an eighth of the rows each, the last head's cluster to finish an
 	// eighth summing it. One launch fewer in each attention layer; the
 	// combine's bits, the projection to float32's rounding. Off by default:
-	// 20 µs a launch in 2026-12-07-gl1's trace against the 15 of the two
-	// kernels it replaces (run-gl2.sh measures it alone).
+	// 20 µs a launch in 2026-12-07-gl1's trace, where earlier traces had
+	// 6.5 and 8.3 for the two kernels it replaces (not one run's
+	// comparison; run-gl2.sh measures it alone).
 	AttnOut bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its

@@ -6,15 +6,17 @@
 # attnout=on (moelayer=cluster now leaves a MoE block no decode MoE kernel
 # takes, the embedded model's, to the plain kernels as the defaults do),
 # gdnlayer=cluster6 and cluster7 (gdn_layer_nb.cu: clusters of 6 and 7
-# blocks, so that all 16 fit at once; ptxas makes their cubin into a copy
-# of the built-in ones, /tmp/s1, kept in sass.tgz), and decode at 4K and 32K
+# blocks, so that all 16 fit at once), gdn_layer and attn_out again (their
+# projection loops now shared with gdn_layer_nb, so their gl1 cubins went;
+# ptxas makes the three families' cubins into a copy of the built-in ones,
+# /tmp/s1, kept in sass.tgz), and decode at 4K and 32K
 # (prefill of 512) under the default, attnout=on alone, cluster6,
 # cluster7 and out6 (the output projection in the launch too), one round.
 # From the repository root; $CARRY (default devrun/gl2) holds petals.txz
 # (petal, -tags nofixture),
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
 # driver.test.xz); the tree may go without its logs and PTX but
-# gdn_layer_nb.ptx and clock/.
+# gdn_layer.ptx, gdn_layer_nb.ptx, attn_out.ptx and clock/.
 # About 5.5 minutes; SKIP_ORACLE=1, TESTS (a -test.run pattern) and
 # BENCHES (the --backend specs, default the five above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
@@ -23,13 +25,15 @@ unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
-P=engine/cuda/kernels/gdn_layer_nb.ptx
-/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/gdn_layer_nb.sm_90.cubin > $O/ptxas-gdn_layer_nb.txt 2>&1 && gzip -9 -n -f /tmp/s1/gdn_layer_nb.sm_90.cubin &&
-  echo "gdn_layer_nb sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
-echo "gdn_layer_nb cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-gdn_layer_nb.txt | tr '\n' ' ' | cut -c1-300)"
-(cd /tmp && tar czf $O/sass.tgz s1/gdn_layer_nb.sm_90.cubin.gz s1/manifest.txt)
+for fam in gdn_layer gdn_layer_nb attn_out; do
+  P=engine/cuda/kernels/$fam.ptx
+  /usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/$fam.sm_90.cubin > $O/ptxas-$fam.txt 2>&1 && gzip -9 -n -f /tmp/s1/$fam.sm_90.cubin &&
+    echo "$fam sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
+  echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-$fam.txt | tr '\n' ' ' | cut -c1-300)"
+done
+(cd /tmp && tar czf $O/sass.tgz s1/gdn_layer.sm_90.cubin.gz s1/gdn_layer_nb.sm_90.cubin.gz s1/attn_out.sm_90.cubin.gz s1/manifest.txt)
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v \
-  -test.run "${TESTS:-TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestCubinsLoad}" > $O/tests.txt 2>&1)
+  -test.run "${TESTS:-TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestAttnOutMatchesApart|TestCubinsLoad}" > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E -- '^--- |_test.go:[0-9]+: (gdn_layer|decode step)|FAIL' $O/tests.txt | head -20
 if [ -z "${SKIP_ORACLE:-}" ]; then
   (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \

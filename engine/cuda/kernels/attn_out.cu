@@ -39,7 +39,7 @@ static __device__ __forceinline__ void attn_combine_out(const AttnOutArgs& a) {
   const int tid = PETAL_TID_X();
   const u32 rank = cluster_rank();
   const int h = PETAL_BID_X() / OP_BLOCKS, heads = PETAL_NCTAID_X() / OP_BLOCKS;
-  out_proj_prefetch<ATT_D, AO_WARPS>(a.o, h, rank);
+  out_proj_prefetch<ATT_D>(a.o, h, rank * (a.o.rows / OP_BLOCKS), (rank + 1) * (a.o.rows / OP_BLOCKS));
   pdl_begin();
   if (tid < PER) {
     // attn_combine's merge of head h's chunks for dim d, step by step

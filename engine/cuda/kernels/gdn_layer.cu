@@ -97,11 +97,105 @@ static __device__ __forceinline__ void gl_row(int li, int kh, int Hk, int ratio,
   }
 }
 
-// gl_owner is the block of the cluster whose warps compute projection row
-// li, at rpw rows a warp and step (gdn_layer's order: a step's rows warp by
-// warp, the cluster's warps rank by rank).
+// gl_owner is the block of a cluster of NB blocks whose warps compute
+// projection row li, at rpw rows a warp and step (gl_project's order: a
+// step's rows warp by warp, the cluster's warps rank by rank).
+template <int NB>
 static __device__ __forceinline__ u32 gl_owner(int li, int rpw) {
-  return (u32)((li % (GL_BLOCKS * GL_WARPS * rpw)) / rpw / GL_WARPS);
+  return (u32)((li % (NB * GL_WARPS * rpw)) / rpw / GL_WARPS);
+}
+
+// GLRows is where one warp's share of a cluster's projection rows lies:
+// the key head, the rows and their width, the warp's place in the cluster
+// (wc) and in the steps (rpw rows a warp, stride a step), its team.
+struct GLRows {
+  int kh, hk, rows, ng, wc, rpw, stride, team, sub, tl;
+  long long wpr;
+};
+
+// gl_prefetch asks L2 for the warp's projection rows (codes and scale/bias
+// words), before the launch's wait.
+template <int RATIO>
+static __device__ __forceinline__ void gl_prefetch(const GDNLayerArgs& a, const GLRows& p) {
+  for (int base = p.wc * p.rpw; base < p.rows; base += p.stride) {
+#pragma unroll
+    for (int jj = 0; jj < GL_R; jj++) {
+      const int li0 = base + p.sub * GL_R + jj, li = li0 < p.rows ? li0 : p.rows - 1;
+      int m;
+      long long r;
+      gl_row(li, p.kh, p.hk, RATIO, m, r);
+      const u32* w = m == 0 ? a.w[0] : a.w[1];
+      const u32* sb = m == 0 ? a.sb[0] : a.sb[1];
+      for (int g = p.tl; g < p.ng; g += p.team) prefetch_l2(w + r * p.wpr + g * 8);
+      if (p.tl == 0) prefetch_l2(sb + r * p.ng);
+    }
+  }
+}
+
+// gl_project computes the warp's projection rows against the staged x
+// into yl (shared memory, at their index) and y: qmv's arithmetic and
+// order a row, so the sums are qmv_group_norm's bit for bit.
+template <int M, int RATIO>
+static __device__ __forceinline__ void gl_project(const GDNLayerArgs& a, const GLRows& p, const QView& q, float* yl) {
+  for (int base = p.wc * p.rpw; base < p.rows; base += p.stride) {
+    const u32* rw[GL_R];
+    const u32* rsb[GL_R];
+    float* ry[GL_R];
+#pragma unroll
+    for (int jj = 0; jj < GL_R; jj++) {
+      const int li0 = base + p.sub * GL_R + jj, li = li0 < p.rows ? li0 : p.rows - 1;  // a real row; only the store is skipped
+      int m;
+      long long r;
+      gl_row(li, p.kh, p.hk, RATIO, m, r);
+      rw[jj] = (m == 0 ? a.w[0] : a.w[1]) + r * p.wpr;
+      rsb[jj] = (m == 0 ? a.sb[0] : a.sb[1]) + r * p.ng;
+      ry[jj] = (m == 0 ? a.y[0] : a.y[1]) + r;
+    }
+    float acc[GL_R];
+#pragma unroll
+    for (int jj = 0; jj < GL_R; jj++) acc[jj] = 0.f;
+    for (int g = p.tl; g < p.ng; g += p.team) {
+      u32x4 w0[GL_R], w1[GL_R];
+      float s[GL_R], b[GL_R];
+#pragma unroll
+      for (int jj = 0; jj < GL_R; jj++) {
+        w0[jj] = ld_stream_16(rw[jj] + g * 8);
+        w1[jj] = ld_stream_16(rw[jj] + g * 8 + 4);
+        load_sb<1>((const u16*)rsb[jj], nullptr, g, s[jj], b[jj]);
+      }
+      const float gs = q.gsum[g];
+#pragma unroll
+      for (int jj = 0; jj < GL_R; jj++) acc[jj] += s[jj] * qdot<M>(w0[jj], w1[jj], q.xs, p.ng, g, q.gd) + b[jj] * gs;
+    }
+#pragma unroll
+    for (int jj = 0; jj < GL_R; jj++) {
+      for (int off = p.team >> 1; off > 0; off >>= 1) acc[jj] += __shfl_xor_sync(0xffffffffu, acc[jj], off);
+      const int li = base + p.sub * GL_R + jj;
+      if (p.tl == 0 && li < p.rows) yl[li] = acc[jj], *ry[jj] = acc[jj];
+    }
+  }
+}
+
+// gl_gate_row is b's (isA: a's) projection row of value head j, the
+// warp's whole (qmv's arithmetic); gl_gate_prefetch asks L2 for it.
+template <int M>
+static __device__ __forceinline__ float gl_gate_row(const GDNLayerArgs& a, const GLRows& p, const QView& q, int j, bool isA) {
+  const u32* rw = (isA ? a.w[3] : a.w[2]) + j * p.wpr;
+  const u32* rsb = (isA ? a.sb[3] : a.sb[2]) + j * p.ng;
+  float acc = 0.f;
+  for (int g = p.tl; g < p.ng; g += p.team) {
+    const u32x4 w0 = ld_stream_16(rw + g * 8), w1 = ld_stream_16(rw + g * 8 + 4);
+    float s, b;
+    load_sb<1>((const u16*)rsb, nullptr, g, s, b);
+    const float gs = q.gsum[g];
+    acc += s * qdot<M>(w0, w1, q.xs, p.ng, g, q.gd) + b * gs;
+  }
+  for (int off = p.team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  return acc;
+}
+static __device__ __forceinline__ void gl_gate_prefetch(const GDNLayerArgs& a, const GLRows& p, int j, bool isA) {
+  for (int g = p.tl; g < p.ng; g += p.team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * p.wpr + g * 8);
+  if (p.tl == 0) prefetch_l2((isA ? a.sb[3] : a.sb[2]) + j * p.ng);
 }
 
 // gdn_layer: the grid hk clusters of GL_BLOCKS blocks of GL_WARPS*32
@@ -128,6 +222,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   const int team = a.team, sub = lane / team, tl = lane % team, rpw = (32 / team) * GL_R;
   const int wc = rank * GL_WARPS + warp, stride = GL_BLOCKS * GL_WARPS * rpw;
   const long long wpr = a.cols / 8;
+  const GLRows rows{kh, Hk, Rc, ng, wc, rpw, stride, team, sub, tl, wpr};
 
   // Dynamic shared memory: the staging (qstage's), h + delta (keep), the
   // cluster's projection rows this block computes (yl, at their index),
@@ -153,25 +248,9 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   // PETAL_MARK's points (clock builds): 0 start, 1 waited, 2 x staged, 3
   // the rows done, 4 the cluster met, 5 the delta rule done, 6 the end.
   PETAL_MARK(0);
-  for (int base = wc * rpw; base < Rc; base += stride) {
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      const int li0 = base + sub * GL_R + jj, li = li0 < Rc ? li0 : Rc - 1;
-      int m;
-      long long r;
-      gl_row(li, kh, Hk, RPW, m, r);
-      const u32* w = m == 0 ? a.w[0] : a.w[1];
-      const u32* sb = m == 0 ? a.sb[0] : a.sb[1];
-      for (int g = tl; g < ng; g += team) prefetch_l2(w + r * wpr + g * 8);
-      if (tl == 0) prefetch_l2(sb + r * ng);
-    }
-  }
-  if (OUT) out_proj_prefetch<RPW * D, GL_WARPS>(a.o, kh, rank);
-  if (warp >= GL_WARPS - 2) {  // this block's b and a rows (below)
-    const bool isA = warp == GL_WARPS - 1;
-    for (int g = tl; g < ng; g += team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * wpr + g * 8);
-    if (tl == 0) prefetch_l2((isA ? a.sb[3] : a.sb[2]) + j * ng);
-  }
+  gl_prefetch<RPW>(a, rows);
+  if (OUT) out_proj_prefetch<RPW * D>(a.o, kh, rank * (a.o.rows / OP_BLOCKS), (rank + 1) * (a.o.rows / OP_BLOCKS));
+  if (warp >= GL_WARPS - 2) gl_gate_prefetch(a, rows, j, warp == GL_WARPS - 1);  // this block's b and a rows (below)
   {
     const float* S0 = a.state + ((long long)j * D + slice * R) * D;
     for (int i = tid; i < R * D / 4; i += PETAL_NTID_X()) cp_async16(smem_u32(Ss + 4 * i), S0 + 4 * i, true);
@@ -201,45 +280,8 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
     ticket = ticket_inc(a.counter, PETAL_NCTAID_X() - 1);
   }
 
-  // The projections: qmv's arithmetic and order a row (qmv_group_norm's
-  // sums bit for bit), the rows this block's warps own into yl and y.
-  for (int base = wc * rpw; base < Rc; base += stride) {
-    const u32* rw[GL_R];
-    const u32* rsb[GL_R];
-    float* ry[GL_R];
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      const int li0 = base + sub * GL_R + jj, li = li0 < Rc ? li0 : Rc - 1;  // a real row; only the store is skipped
-      int m;
-      long long r;
-      gl_row(li, kh, Hk, RPW, m, r);
-      rw[jj] = (m == 0 ? a.w[0] : a.w[1]) + r * wpr;
-      rsb[jj] = (m == 0 ? a.sb[0] : a.sb[1]) + r * ng;
-      ry[jj] = (m == 0 ? a.y[0] : a.y[1]) + r;
-    }
-    float acc[GL_R];
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) acc[jj] = 0.f;
-    for (int g = tl; g < ng; g += team) {
-      u32x4 w0[GL_R], w1[GL_R];
-      float s[GL_R], b[GL_R];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) {
-        w0[jj] = ld_stream_16(rw[jj] + g * 8);
-        w1[jj] = ld_stream_16(rw[jj] + g * 8 + 4);
-        load_sb<1>((const u16*)rsb[jj], nullptr, g, s[jj], b[jj]);
-      }
-      const float gs = q.gsum[g];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) acc[jj] += s[jj] * qdot<M>(w0[jj], w1[jj], q.xs, ng, g, q.gd) + b[jj] * gs;
-    }
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      for (int off = team >> 1; off > 0; off >>= 1) acc[jj] += __shfl_xor_sync(0xffffffffu, acc[jj], off);
-      const int li = base + sub * GL_R + jj;
-      if (tl == 0 && li < Rc) yl[li] = acc[jj], *ry[jj] = acc[jj];
-    }
-  }
+  // The projections: the rows this block's warps own into yl and y.
+  gl_project<M, RPW>(a, rows, q, yl);
   PETAL_MARK(3);
   cp_wait<0>();
   cluster_sync();  // every block's rows in its shared memory, seen by the cluster; the copies landed
@@ -247,7 +289,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
 
   // The step's inputs from the cluster: q and k's projections (threads
   // 0-255, one channel each), this block's v (the next R threads) and z.
-  auto proj = [&](int li) { return ld_cluster_f32(cluster_addr(yl + li, gl_owner(li, rpw))); };
+  auto proj = [&](int li) { return ld_cluster_f32(cluster_addr(yl + li, gl_owner<GL_BLOCKS>(li, rpw))); };
   const int v0 = 2 * D, z0 = v0 + RPW * D;
   float xt = 0.f, zv = 0.f;
   if (tid < 2 * D) xt = proj(tid);
@@ -257,17 +299,7 @@ static __device__ __forceinline__ void gdn_layer(const GDNLayerArgs& a) {
   // qmv's arithmetic; the first block of the head writes them out.
   if (warp >= GL_WARPS - 2) {
     const bool isA = warp == GL_WARPS - 1;
-    const u32* rw = (isA ? a.w[3] : a.w[2]) + j * wpr;
-    const u32* rsb = (isA ? a.sb[3] : a.sb[2]) + j * ng;
-    float acc = 0.f;
-    for (int g = tl; g < ng; g += team) {
-      const u32x4 w0 = ld_stream_16(rw + g * 8), w1 = ld_stream_16(rw + g * 8 + 4);
-      float s, b;
-      load_sb<1>((const u16*)rsb, nullptr, g, s, b);
-      const float gs = q.gsum[g];
-      acc += s * qdot<M>(w0, w1, q.xs, ng, g, q.gd) + b * gs;
-    }
-    for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const float acc = gl_gate_row<M>(a, rows, q, j, isA);
     if (lane == 0) {
       gba[isA] = acc;
       if (slice == 0) (isA ? a.y[3] : a.y[2])[j] = acc;

@@ -27,13 +27,6 @@
 #define GDN_LAYER_NB_MODULE
 #include "gdn_layer.cu"
 
-// nb_owner is the block of an NB-block cluster whose warps compute
-// projection row li at rpw rows a warp and step.
-template <int NB>
-static __device__ __forceinline__ u32 nb_owner(int li, int rpw) {
-  return (u32)((li % (NB * GL_WARPS * rpw)) / rpw / GL_WARPS);
-}
-
 // gdn_nb_out_proj: the out forms' tail, after the gated norm and the
 // norm's write-back (the staging is reused): all SR gated outputs from og,
 // z and inv (the same arithmetic as the rows written), staged; this block's
@@ -44,62 +37,13 @@ template <int M, int NB>
 static __device__ __forceinline__ void gdn_nb_out_proj(const GDNLayerArgs& a, const float* og, const float* zall,
                                                        const float* inv, int kh, u32 rank) {
   extern __shared__ u32 smem[];
-  constexpr int D = GDN_D, SR = 2 * D, ng = SR / 64, team = ng, rpw = (32 / team) * OP_R;
-  __shared__ int lastOne;
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const OutProj& o = a.o;
-  const int per = (o.rows + NB - 1) / NB, r0 = rank * per, r1 = r0 + per < o.rows ? r0 + per : o.rows;
-  const long long wpr = o.cols / 8, gpr = o.cols / 64;
-  const int g0 = kh * ng, sub = lane / team, tl = lane % team;
+  constexpr int D = GDN_D, SR = 2 * D;
+  const int per = (a.o.rows + NB - 1) / NB, r0 = rank * per, r1 = r0 + per < a.o.rows ? r0 + per : a.o.rows;
   __syncthreads();  // the write-back's reads of the staging done
   float* raw = (float*)smem;
-  for (int r = tid; r < SR; r += PETAL_NTID_X()) raw[r] = og[r] * inv[r / D] * a.gnormW[r % D] * gsilu(zall[r]);
+  for (int r = PETAL_TID_X(); r < SR; r += PETAL_NTID_X()) raw[r] = og[r] * inv[r / D] * a.gnormW[r % D] * gsilu(zall[r]);
   __syncthreads();
-  const QView q = qstage_layout<M>(ng);
-  for (int base = r0 + warp * rpw; base < r1; base += GL_WARPS * rpw) {
-    float acc[OP_R];
-    long long rr[OP_R];
-#pragma unroll
-    for (int j = 0; j < OP_R; j++) {
-      const int r = base + sub * OP_R + j;
-      rr[j] = r < r1 ? r : r1 - 1;  // a real row; only the store is skipped
-      acc[j] = 0.f;
-    }
-    for (int g = tl; g < ng; g += team) {
-      u32x4 w0[OP_R], w1[OP_R];
-      float s[OP_R], b[OP_R];
-#pragma unroll
-      for (int j = 0; j < OP_R; j++) {
-        const u32* p = o.w + rr[j] * wpr + (g0 + g) * 8;
-        w0[j] = ld_stream_16(p);
-        w1[j] = ld_stream_16(p + 4);
-        load_sb<1>((const u16*)(o.sb + rr[j] * gpr + g0), nullptr, g, s[j], b[j]);
-      }
-      const float gs = q.gsum[g];
-#pragma unroll
-      for (int j = 0; j < OP_R; j++) acc[j] += s[j] * qdot<M>(w0[j], w1[j], q.xs, ng, g, q.gd) + b[j] * gs;
-    }
-#pragma unroll
-    for (int j = 0; j < OP_R; j++) {
-      for (int off = team >> 1; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-      const int r = base + sub * OP_R + j;
-      if (tl == 0 && r < r1) o.part[(long long)kh * o.rows + r] = acc[j];
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    fence_gpu();
-    lastOne = ticket_inc(o.counters + rank, (u32)a.hk - 1) == (u32)a.hk - 1;
-  }
-  __syncthreads();
-  if (lastOne) {
-    fence_gpu();
-    for (int r = r0 + tid; r < r1; r += PETAL_NTID_X()) {
-      float sum = 0.f;
-      for (int k = 0; k < a.hk; k++) sum += ((volatile const float*)o.part)[(long long)k * o.rows + r];
-      o.y[r] = sum;
-    }
-  }
+  out_proj_share<M, SR, GL_WARPS>(a.o, kh, a.hk, rank, r0, r1);
 }
 
 // gdn_layer_nb: the grid hk clusters of NB blocks of GL_WARPS*32 threads,
@@ -127,6 +71,7 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   const int team = a.team, sub = lane / team, tl = lane % team, rpw = (32 / team) * GL_R;
   const int wc = rank * GL_WARPS + warp, stride = CW * rpw;
   const long long wpr = a.cols / 8;
+  const GLRows rows{kh, Hk, Rc, ng, wc, rpw, stride, team, sub, tl, wpr};
 
   // Dynamic shared memory: the staging, h + delta (keep), the cluster's
   // projection rows this block computes (yl), the state rows of this
@@ -150,30 +95,14 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   // Before the wait: the projection rows asked of L2 (gdn_layer's), the
   // b and a rows of both value heads, and the warp's state rows and the q
   // and k channels' conv weights and state copied into shared memory.
-  for (int base = wc * rpw; base < Rc; base += stride) {
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      const int li0 = base + sub * GL_R + jj, li = li0 < Rc ? li0 : Rc - 1;
-      int m;
-      long long r;
-      gl_row(li, kh, Hk, RATIO, m, r);
-      const u32* w = m == 0 ? a.w[0] : a.w[1];
-      const u32* sb = m == 0 ? a.sb[0] : a.sb[1];
-      for (int g = tl; g < ng; g += team) prefetch_l2(w + r * wpr + g * 8);
-      if (tl == 0) prefetch_l2(sb + r * ng);
-    }
-  }
+  gl_prefetch<RATIO>(a, rows);
   if (warp >= GL_WARPS - 2 * RATIO) {  // b, b, a, a
-    const int i = warp - (GL_WARPS - 2 * RATIO), j = kh * RATIO + i % RATIO;
-    const bool isA = i >= RATIO;
-    for (int g = tl; g < ng; g += team) prefetch_l2((isA ? a.w[3] : a.w[2]) + j * wpr + g * 8);
-    if (tl == 0) prefetch_l2((isA ? a.sb[3] : a.sb[2]) + j * ng);
+    const int i = warp - (GL_WARPS - 2 * RATIO);
+    gl_gate_prefetch(a, rows, kh * RATIO + i % RATIO, i >= RATIO);
   }
-  if (OUT) {  // the block's share of out_proj's rows, the cluster's 128 bytes of codes of each
+  if (OUT) {  // the block's share of out_proj's rows
     const int per = (a.o.rows + NB - 1) / NB, r1 = (rank + 1) * per < a.o.rows ? (rank + 1) * per : a.o.rows;
-    const long long owpr = a.o.cols / 8, ogpr = a.o.cols / 64;
-    for (int r = rank * per + tid; r < r1; r += PETAL_NTID_X())
-      prefetch_l2(a.o.w + r * owpr + kh * (SR / 64) * 8), prefetch_l2(a.o.sb + r * ogpr + kh * (SR / 64));
+    out_proj_prefetch<SR>(a.o, kh, rank * per, r1);
   }
 #pragma unroll
   for (int k = 0; k < MAXR; k++) {
@@ -202,48 +131,12 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
     ticket = ticket_inc(a.counter, PETAL_NCTAID_X() - 1);
   }
 
-  // The projections (gdn_layer's loop over NB blocks).
-  for (int base = wc * rpw; base < Rc; base += stride) {
-    const u32* rw[GL_R];
-    const u32* rsb[GL_R];
-    float* ry[GL_R];
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      const int li0 = base + sub * GL_R + jj, li = li0 < Rc ? li0 : Rc - 1;
-      int m;
-      long long r;
-      gl_row(li, kh, Hk, RATIO, m, r);
-      rw[jj] = (m == 0 ? a.w[0] : a.w[1]) + r * wpr;
-      rsb[jj] = (m == 0 ? a.sb[0] : a.sb[1]) + r * ng;
-      ry[jj] = (m == 0 ? a.y[0] : a.y[1]) + r;
-    }
-    float acc[GL_R];
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) acc[jj] = 0.f;
-    for (int g = tl; g < ng; g += team) {
-      u32x4 w0[GL_R], w1[GL_R];
-      float s[GL_R], b[GL_R];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) {
-        w0[jj] = ld_stream_16(rw[jj] + g * 8);
-        w1[jj] = ld_stream_16(rw[jj] + g * 8 + 4);
-        load_sb<1>((const u16*)rsb[jj], nullptr, g, s[jj], b[jj]);
-      }
-      const float gs = q.gsum[g];
-#pragma unroll
-      for (int jj = 0; jj < GL_R; jj++) acc[jj] += s[jj] * qdot<M>(w0[jj], w1[jj], q.xs, ng, g, q.gd) + b[jj] * gs;
-    }
-#pragma unroll
-    for (int jj = 0; jj < GL_R; jj++) {
-      for (int off = team >> 1; off > 0; off >>= 1) acc[jj] += __shfl_xor_sync(0xffffffffu, acc[jj], off);
-      const int li = base + sub * GL_R + jj;
-      if (tl == 0 && li < Rc) yl[li] = acc[jj], *ry[jj] = acc[jj];
-    }
-  }
+  // The projections (gdn_layer's, over NB blocks).
+  gl_project<M, RATIO>(a, rows, q, yl);
   cp_wait<0>();
   cluster_sync();  // every block's rows in its shared memory; the copies landed
 
-  auto proj = [&](int li) { return ld_cluster_f32(cluster_addr(yl + li, nb_owner<NB>(li, rpw))); };
+  auto proj = [&](int li) { return ld_cluster_f32(cluster_addr(yl + li, gl_owner<NB>(li, rpw))); };
   const int v0 = 2 * D, z0 = v0 + RATIO * D;
   // q and k: conv and SiLU by threads 0-255 (gdn_step's arithmetic), the
   // q/k conv state shifted a share a block (every block's copy landed
@@ -263,17 +156,7 @@ static __device__ __forceinline__ void gdn_layer_nb(const GDNLayerArgs& a) {
   if (warp >= GL_WARPS - 2 * RATIO) {
     const int i = warp - (GL_WARPS - 2 * RATIO), j = kh * RATIO + i % RATIO;
     const bool isA = i >= RATIO;
-    const u32* rw = (isA ? a.w[3] : a.w[2]) + j * wpr;
-    const u32* rsb = (isA ? a.sb[3] : a.sb[2]) + j * ng;
-    float acc = 0.f;
-    for (int g = tl; g < ng; g += team) {
-      const u32x4 w0 = ld_stream_16(rw + g * 8), w1 = ld_stream_16(rw + g * 8 + 4);
-      float s, b;
-      load_sb<1>((const u16*)rsb, nullptr, g, s, b);
-      const float gs = q.gsum[g];
-      acc += s * qdot<M>(w0, w1, q.xs, ng, g, q.gd) + b * gs;
-    }
-    for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const float acc = gl_gate_row<M>(a, rows, q, j, isA);
     if (lane == 0) {
       gba[i] = acc;
       if (rank == 0) (isA ? a.y[3] : a.y[2])[j] = acc;
