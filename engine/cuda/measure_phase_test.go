@@ -18,7 +18,11 @@ import (
 // wait) and as one persistent launch whose blocks meet at a grid-wide
 // barrier between phases (moe_layer's fenced barrier; one with
 // acquire/release atomics and no separate fences; that one with the next
-// phase's rows asked of L2 before each barrier). All must give the same
+// phase's rows asked of L2 before each barrier; with the next phase's row
+// loaded into registers before each barrier, and that with a counter the
+// blocks add to and watch as the barrier), and as a kernel a phase letting
+// the next launch at its start, its rows asked of L2 or loaded into
+// registers before its wait. All must give the same
 // bits, within a float64 reference's bound: a barrier that let a block read
 // a vector before every block had written it would show. Then µs a phase.
 func TestMeasurePhases(t *testing.T) {
@@ -42,6 +46,8 @@ func TestMeasurePhases(t *testing.T) {
 	}
 	step, stepPre := fn("phase_step"), fn("phase_step_pre")
 	runFence, runAcqRel, runAcqRelPre := fn("phase_run_fence"), fn("phase_run_acqrel"), fn("phase_run_acqrel_pre")
+	stepPreEarly, stepReg := fn("phase_step_pre_early"), fn("phase_step_reg")
+	runAcqRelReg, runCountReg := fn("phase_run_acqrel_reg"), fn("phase_run_count_reg")
 
 	const n, phases = 2048, 64
 	rng := rand.New(rand.NewPCG(5, 8))
@@ -68,11 +74,11 @@ func TestMeasurePhases(t *testing.T) {
 		t.Cleanup(func() { c.Free(p) })
 		return p
 	}
-	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(8, "barrier")
+	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(16, "barrier")
 	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fill32(bar, 0, 2); err != nil {
+	if err := s.Fill32(bar, 0, 4); err != nil {
 		t.Fatal(err)
 	}
 	blocks := 2 * c.Device().SMs // the decode mat-vecs' grid; 256 threads and 8 KB a block fit two a multiprocessor
@@ -130,6 +136,20 @@ func TestMeasurePhases(t *testing.T) {
 		{"one launch, fenced barrier", persistent(runFence)},
 		{"one launch, acq/rel barrier", persistent(runAcqRel)},
 		{"the same, next rows to L2 first", persistent(runAcqRelPre)},
+		{"pdl, next let launch at the start, L2", graph(stepPreEarly, true)},
+	}
+	// the register forms take a warp a row, 64 bytes of it a lane (phase.cu's PHASE_ROW_LOADS)
+	if blocks*256/32 >= n && n == 32*16*4 {
+		variants = append(variants, []struct {
+			name string
+			run  func() error
+		}{
+			{"the same, rows in registers", graph(stepReg, true)},
+			{"one launch, acq/rel, next row in regs", persistent(runAcqRelReg)},
+			{"one launch, counter, next row in regs", persistent(runCountReg)},
+		}...)
+	} else {
+		t.Logf("the register forms left out: %d warps for %d rows", blocks*256/32, n)
 	}
 
 	// the float64 reference of the 64 phases from x0

@@ -17,7 +17,8 @@
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
 # driver.test.xz); the tree may go without its logs and PTX but
 # gdn_layer.ptx, gdn_layer_nb.ptx, attn_out.ptx and clock/.
-# About 5.5 minutes; SKIP_ORACLE=1, TESTS (a -test.run pattern) and
+# Then TestMeasurePhases (phase.cu's new register forms). About 6 minutes;
+# SKIP_ORACLE=1, SKIP_PHASES=1, TESTS (a -test.run pattern) and
 # BENCHES (the --backend specs, default the five above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
@@ -39,6 +40,12 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \
     -test.run 'TestOracleOnGPU/moelayer=cluster,gdnlayer=out,attnout=on$' > $O/oracle.txt 2>&1)
   echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -8; grep -E 'top-1' $O/oracle.txt | head -6
+fi
+# the phase boundaries (phase.cu, PTX: its cubin is stale), the forms with
+# the next phase's row in registers among them
+if [ -z "${SKIP_PHASES:-}" ]; then
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v -test.run 'TestMeasurePhases$' > $O/phases.txt 2>&1)
+  echo "phases: rc=$?"; grep -E 'µs a phase|FAIL|phases,' $O/phases.txt
 fi
 echo "tests: $(( $(date +%s) - start )) s"
 for be in ${BENCHES:-cuda cuda:attnout=on cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7 cuda:gdnlayer=out6}; do

@@ -8,8 +8,12 @@
 // dependent launch) or inside one persistent launch whose blocks meet at a
 // grid-wide barrier between phases: phase_run_fence with moe_layer's
 // (device.h's grid_sync: fences around a relaxed arrival), phase_run_acqrel
-// with the arrival and the wait as release and acquire operations. Whether a persistent decode
-// kernel can beat kernel boundaries starts with these numbers.
+// with the arrival and the wait as release and acquire operations,
+// phase_run_count with a counter the blocks add to and watch. The _reg forms
+// hold the next phase's row in registers, loaded before the wait (or the
+// barrier): what a decode kernel could do with weights that do not depend
+// on the phase before. Whether a persistent decode kernel can beat kernel
+// boundaries starts with these numbers.
 #include "device.h"
 
 #define PHASE_THREADS 256
@@ -75,6 +79,83 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
   phase_once(w, x, y, n, scale, xs);
 }
 
+// PHASE_ROW_LOADS is a lane's 16-byte loads of a row in the _reg forms:
+// they take n = 32·16·PHASE_ROW_LOADS and a warp for every row.
+#define PHASE_ROW_LOADS 4
+
+// phase_row_load loads the lane's part of its warp's row of w into
+// registers (asm volatile: the loads stay where they are written, ahead of
+// the wait that follows).
+static __device__ __forceinline__ void phase_row_load(const signed char* __restrict__ w, int n,
+                                                      u32x4 (&q)[PHASE_ROW_LOADS]) {
+  const int tid = PETAL_TID_X(), lane = tid & 31;
+  const int r = PETAL_BID_X() * (PHASE_THREADS / 32) + (tid >> 5);
+  if (r >= n) return;
+  const signed char* row = w + (long long)r * n + lane * 16;
+#pragma unroll
+  for (int j = 0; j < PHASE_ROW_LOADS; j++) {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(q[j].x), "=r"(q[j].y), "=r"(q[j].z), "=r"(q[j].w)
+                 : "l"(row + j * 32 * 16));
+  }
+}
+
+// phase_once_reg is phase_once on a row already in registers: the same
+// products in the same order, so the same bits.
+static __device__ __forceinline__ void phase_once_reg(const u32x4 (&q)[PHASE_ROW_LOADS], const float* x, float* y,
+                                                      int n, float scale, float* xs) {
+  const int tid = PETAL_TID_X();
+  for (int i = tid; i < n; i += PHASE_THREADS) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(x + i));
+    xs[i] = v;
+  }
+  __syncthreads();
+  const int lane = tid & 31, r = PETAL_BID_X() * (PHASE_THREADS / 32) + (tid >> 5);
+  if (r < n) {
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < PHASE_ROW_LOADS; i++) {
+      const int k = lane * 16 + i * 32 * 16;
+      const u32 qs[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc += (float)(signed char)(qs[j] >> (8 * b)) * xs[k + 4 * j + b];
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[r] = acc * scale;
+  }
+  __syncthreads();
+}
+
+// phase_step_pre_early: phase_step_pre letting the next phase launch at its
+// start, so that the next phase's blocks, where they fit beside this
+// one's, ask for their rows while this one runs.
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_pre_early(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  phase_prefetch(w, n);
+  pdl_trigger();
+  pdl_begin();
+  extern __shared__ float xs[];
+  phase_once(w, x, y, n, scale, xs);
+}
+
+// phase_step_reg: its row in registers before the wait, the next phase let
+// launch at its start (four blocks a multiprocessor: two phases' blocks fit
+// at once).
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_reg(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  u32x4 q[PHASE_ROW_LOADS];
+  phase_row_load(w, n, q);
+  pdl_trigger();
+  pdl_begin();
+  extern __shared__ float xs[];
+  phase_once_reg(q, x, y, n, scale, xs);
+}
+
 // phase_sync_acqrel: the arrival an acq_rel atomic (it publishes what the
 // block wrote before the barrier, bar.sync making it cumulative), the wait
 // acquire loads of the generation; no separate fences.
@@ -116,6 +197,63 @@ static __device__ __forceinline__ void phase_sync_acqrel(u32* bar, u32 nblocks) 
       phase_once(wp, p & 1 ? b : a, p & 1 ? a : b, n, scale, xs);                                            \
     }                                                                                                        \
   }
+// phase_sync_count: each block adds one to a counter with release
+// semantics and watches it with acquire loads until all nblocks of this
+// barrier have arrived (target: nblocks times the barriers so far), with
+// no round trip for the arrival and no generation word.
+static __device__ __forceinline__ void phase_sync_count(u32* counter, u32 target) {
+  __syncthreads();
+  if (PETAL_TID_X() == 0) {
+    u32 now;
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(counter) : "memory");
+    } while (now < target);
+  }
+  __syncthreads();
+}
+
+// phase_run_end: the last block to leave a phase_run_count launch zeroes
+// its counter and itself (bar[2], bar[3]), so the next launch, which
+// starts after this one ends, counts from 0.
+static __device__ __forceinline__ void phase_run_end(u32* bar) {
+  __syncthreads();
+  if (PETAL_TID_X() == 0) {
+    u32 old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar + 3) : "memory");
+    if (old == PETAL_NCTAID_X() - 1) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar + 2) : "memory");
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar + 3) : "memory");
+    }
+  }
+}
+
+// phase_run_acqrel_reg, phase_run_count_reg: the persistent launch with
+// the next phase's row loaded into registers before each barrier. bar:
+// four u32 (the acq/rel barrier's two, the counter's two), zero before the
+// first launch.
+#define PHASE_RUN_REG(NAME, COUNT)                                                                           \
+  extern "C" __global__ void __launch_bounds__(PHASE_THREADS)                                                \
+      NAME(const signed char* __restrict__ w, float* a, float* b, int n, float scale, int phases, u32* bar) { \
+    pdl_wait();                                                                                              \
+    extern __shared__ float xs[];                                                                            \
+    u32x4 q[PHASE_ROW_LOADS];                                                                                \
+    phase_row_load(w, n, q);                                                                                 \
+    for (int p = 0; p < phases; p++) {                                                                       \
+      if (p > 0) {                                                                                           \
+        if (COUNT)                                                                                           \
+          phase_sync_count(bar + 2, (u32)p * PETAL_NCTAID_X());                                              \
+        else                                                                                                 \
+          phase_sync_acqrel(bar, PETAL_NCTAID_X());                                                          \
+      }                                                                                                      \
+      phase_once_reg(q, p & 1 ? b : a, p & 1 ? a : b, n, scale, xs);                                         \
+      if (p + 1 < phases) phase_row_load(w + (long long)(p + 1) * n * n, n, q);                              \
+    }                                                                                                        \
+    if (COUNT) phase_run_end(bar);                                                                           \
+  }
+
 PHASE_RUN(phase_run_fence, grid_sync, false)
 PHASE_RUN(phase_run_acqrel, phase_sync_acqrel, false)
 PHASE_RUN(phase_run_acqrel_pre, phase_sync_acqrel, true)
+PHASE_RUN_REG(phase_run_acqrel_reg, false)
+PHASE_RUN_REG(phase_run_count_reg, true)
