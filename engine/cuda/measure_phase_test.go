@@ -46,7 +46,7 @@ func TestMeasurePhases(t *testing.T) {
 	}
 	step, stepPre := fn("phase_step"), fn("phase_step_pre")
 	runFence, runAcqRel, runAcqRelPre := fn("phase_run_fence"), fn("phase_run_acqrel"), fn("phase_run_acqrel_pre")
-	stepPreEarly, stepReg := fn("phase_step_pre_early"), fn("phase_step_reg")
+	stepPreEarly, stepReg, stepSmem := fn("phase_step_pre_early"), fn("phase_step_reg"), fn("phase_step_smem")
 	runAcqRelReg, runCountReg := fn("phase_run_acqrel_reg"), fn("phase_run_count_reg")
 
 	const n, phases = 2048, 64
@@ -84,7 +84,7 @@ func TestMeasurePhases(t *testing.T) {
 	blocks := 2 * c.Device().SMs // the decode mat-vecs' grid; 256 threads and 8 KB a block fit two a multiprocessor
 	grid, block, shared := driver.D1(blocks), driver.D1(256), 4*n
 
-	kernelPhases := func(f *driver.Function) error {
+	kernelPhases := func(f *driver.Function, shared int) error {
 		for p := range phases {
 			x, y := a, b
 			if p%2 == 1 {
@@ -105,13 +105,13 @@ func TestMeasurePhases(t *testing.T) {
 			return s.Launch(f, grid, block, shared, &args)
 		}
 	}
-	graph := func(f *driver.Function, programmatic bool) func() error {
+	graphShared := func(f *driver.Function, programmatic bool, shared int) func() error {
 		s.SetProgrammatic(programmatic)
 		defer s.SetProgrammatic(false)
 		if err := s.BeginCapture(); err != nil {
 			t.Fatal(err)
 		}
-		if err := kernelPhases(f); err != nil {
+		if err := kernelPhases(f, shared); err != nil {
 			t.Fatal(err)
 		}
 		g, err := s.EndCapture()
@@ -126,6 +126,7 @@ func TestMeasurePhases(t *testing.T) {
 		t.Cleanup(func() { x.Close() })
 		return func() error { return x.Launch(s) }
 	}
+	graph := func(f *driver.Function, programmatic bool) func() error { return graphShared(f, programmatic, shared) }
 	variants := []struct {
 		name string
 		run  func() error
@@ -145,6 +146,7 @@ func TestMeasurePhases(t *testing.T) {
 			run  func() error
 		}{
 			{"the same, rows in registers", graph(stepReg, true)},
+			{"the same, rows in shared memory", graphShared(stepSmem, true, shared+8*n)},
 			{"one launch, acq/rel, next row in regs", persistent(runAcqRelReg)},
 			{"one launch, counter, next row in regs", persistent(runCountReg)},
 		}...)

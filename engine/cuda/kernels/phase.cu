@@ -156,6 +156,35 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
   phase_once_reg(q, x, y, n, scale, xs);
 }
 
+// phase_step_smem: phase_step_reg with its rows copied into shared memory
+// (cp.async, which holds no registers while in flight) before the wait, as
+// a kernel whose share of the weights is too large for registers would:
+// dynamic shared memory of 4n bytes for x, then 8 rows of n bytes.
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_smem(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  extern __shared__ float xs[];
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int r = PETAL_BID_X() * (PHASE_THREADS / 32) + warp;
+  const signed char* ws = (const signed char*)(xs + n) + warp * n + lane * 16;
+  if (r < n) {
+    const signed char* row = w + (long long)r * n + lane * 16;
+#pragma unroll
+    for (int j = 0; j < PHASE_ROW_LOADS; j++) cp_async16(smem_u32(ws + j * 32 * 16), row + j * 32 * 16, true);
+  }
+  cp_commit();
+  pdl_trigger();
+  pdl_begin();
+  cp_wait<0>();  // a lane reads back only its own copies
+  u32x4 q[PHASE_ROW_LOADS];
+#pragma unroll
+  for (int j = 0; j < PHASE_ROW_LOADS; j++) {
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(q[j].x), "=r"(q[j].y), "=r"(q[j].z), "=r"(q[j].w)
+                 : "r"(smem_u32(ws + j * 32 * 16)));
+  }
+  phase_once_reg(q, x, y, n, scale, xs);
+}
+
 // phase_sync_acqrel: the arrival an acq_rel atomic (it publishes what the
 // block wrote before the barrier, bar.sync making it cumulative), the wait
 // acquire loads of the generation; no separate fences.
