@@ -213,3 +213,129 @@ func TestMeasurePhases(t *testing.T) {
 		t.Logf("%-38s %7.2f µs a phase, %6.0f GB/s", v.name, us, float64(n*n)/us/1e3)
 	}
 }
+
+// TestMeasureSplitReduce times what summing blocks' partial vectors with
+// atomics costs (phase.cu's phase_reduce_*): tasks blocks each add a
+// partial of 2048 floats, as a mat-vec split over its inner dimension would
+// (the experts' down projection, 9 x 512 hidden rows in tasks slices),
+// against the same launch storing its partials (the loads and a store, no
+// sum). The fixed-point sum must be the float64 reference's to its
+// 2^-32 units exactly (integer sums), the float32 one within rounding.
+func TestMeasureSplitReduce(t *testing.T) {
+	c := benchOnly(t)
+	s, err := c.NewStream("reduce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mod, err := loadFamily(c, "phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close()
+	fn := func(name string) *driver.Function {
+		f, err := mod.Function(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	store, u64, f32 := fn("phase_reduce_store"), fn("phase_reduce_u64"), fn("phase_reduce_f32")
+	const n, maxTasks, launches = 2048, 288, 16
+	rng := rand.New(rand.NewPCG(7, 9))
+	part := make([]float32, maxTasks*n)
+	for i := range part {
+		part[i] = float32(rng.NormFloat64())
+	}
+	alloc := func(bytes int64, label string) driver.Ptr {
+		p, err := c.Alloc(bytes, label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Free(p) })
+		return p
+	}
+	pd, out, acc := alloc(4*maxTasks*n, "partials"), alloc(4*maxTasks*n, "stored"), alloc(8*n, "sums")
+	if err := s.CopyToDevice(pd, bytesOf(part)); err != nil {
+		t.Fatal(err)
+	}
+	launch := func(f *driver.Function, dst driver.Ptr, tasks int) error {
+		var args driver.Args
+		args.Ptr(pd).Ptr(dst).I32(n)
+		return s.Launch(f, driver.D1(tasks), driver.D1(256), 0, &args)
+	}
+	for _, tasks := range []int{72, 144, 288} {
+		// the sums of one launch against float64's
+		want := make([]float64, n)
+		wantFixed := make([]int64, n)
+		for b := range tasks {
+			for i, v := range part[b*n : (b+1)*n] {
+				want[i] += float64(v)
+				wantFixed[i] += int64(math.RoundToEven(float64(v) * (1 << 32)))
+			}
+		}
+		if err := s.Fill32(acc, 0, 2*n); err != nil {
+			t.Fatal(err)
+		}
+		if err := launch(u64, acc, tasks); err != nil {
+			t.Fatal(err)
+		}
+		gotFixed := make([]int64, n)
+		if err := s.CopyToHost(bytesOf(gotFixed), acc); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Fill32(acc, 0, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := launch(f32, acc, tasks); err != nil {
+			t.Fatal(err)
+		}
+		gotF32 := make([]float32, n)
+		if err := s.CopyToHost(bytesOf(gotF32), acc); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if gotFixed[i] != wantFixed[i] {
+				t.Fatalf("%d tasks: fixed-point sum %d is %d, want %d", tasks, i, gotFixed[i], wantFixed[i])
+			}
+			if d := math.Abs(float64(gotF32[i]) - want[i]); d > 1e-5*math.Sqrt(float64(tasks)) {
+				t.Fatalf("%d tasks: float32 sum %d is %v, %.3g off float64's %v", tasks, i, gotF32[i], d, want[i])
+			}
+		}
+		// launches back to back in a graph with pdl, µs a launch
+		graph := func(f *driver.Function, dst driver.Ptr) func() error {
+			s.SetProgrammatic(true)
+			defer s.SetProgrammatic(false)
+			if err := s.BeginCapture(); err != nil {
+				t.Fatal(err)
+			}
+			for range launches {
+				if err := launch(f, dst, tasks); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := s.EndCapture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { g.Close() })
+			x, err := g.Instantiate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { x.Close() })
+			return func() error { return x.Launch(s) }
+		}
+		for _, v := range []struct {
+			name string
+			f    *driver.Function
+			dst  driver.Ptr
+		}{{"store partials (baseline)", store, out}, {"red.add.u64 fixed point", u64, acc}, {"red.add.f32", f32, acc}} {
+			d := timeLaunches(t, c, s, 20, graph(v.f, v.dst))
+			t.Logf("%3d tasks x %d floats, %-26s %6.2f µs a launch", tasks, n, v.name, float64(d.Nanoseconds())/1e3/launches)
+		}
+	}
+}

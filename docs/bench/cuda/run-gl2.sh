@@ -17,7 +17,7 @@
 # cuda.test.xz and ref.txz, built as run-gl1.sh says (without
 # driver.test.xz); the tree may go without its logs and PTX but
 # gdn_layer.ptx, gdn_layer_nb.ptx, attn_out.ptx and clock/.
-# Then TestMeasurePhases (phase.cu's new register forms). About 6 minutes;
+# Then TestMeasurePhases (phase.cu's new register forms) and TestMeasureSplitReduce. About 6 minutes;
 # SKIP_ORACLE=1, SKIP_PHASES=1, TESTS (a -test.run pattern) and
 # BENCHES (the --backend specs, default the five above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
@@ -44,8 +44,8 @@ fi
 # the phase boundaries (phase.cu, PTX: its cubin is stale), the forms with
 # the next phase's row in registers among them
 if [ -z "${SKIP_PHASES:-}" ]; then
-  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v -test.run 'TestMeasurePhases$' > $O/phases.txt 2>&1)
-  echo "phases: rc=$?"; grep -E 'µs a phase|FAIL|phases,' $O/phases.txt
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v -test.run 'TestMeasurePhases$|TestMeasureSplitReduce$' > $O/phases.txt 2>&1)
+  echo "phases: rc=$?"; grep -E 'µs a phase|µs a launch|FAIL|phases,' $O/phases.txt
 fi
 echo "tests: $(( $(date +%s) - start )) s"
 for be in ${BENCHES:-cuda cuda:attnout=on cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7 cuda:gdnlayer=out6}; do
