@@ -40,6 +40,7 @@ type Backend struct {
 	scratch grower                      // temporaries of one op at a time (ops run in order)
 	zeros   grower                      // never written: the MoE kernel's residual input
 	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
+	moeSums grower                      // moe_split's fixed-point sums and ticket (zero, left so by every launch)
 	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
 	last    *program                    // the last program run, named in errors that surface later
 	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
@@ -90,6 +91,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.AttnOut {
 		fams = append(fams, "attn_out")
+	}
+	if o.MoESplit {
+		fams = append(fams, "moe_split")
 	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
@@ -213,7 +217,7 @@ func (b *Backend) init() error {
 		}
 	}
 	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
-	// moe_route.cu, gdn_layer.cu, attn_out.cu), so that gdn.ptx, route.ptx,
+	// moe_route.cu, moe_split.cu, gdn_layer.cu, attn_out.cu), so that gdn.ptx, route.ptx,
 	// moe.ptx, qmv.ptx and attn.ptx stay as they were; each is loaded only
 	// under its option.
 	if b.o.GDNCluster {
@@ -247,6 +251,12 @@ func (b *Backend) init() error {
 				return err
 			}
 			b.gdnLayer.Blocks = nb
+		}
+	}
+	if b.o.MoESplit {
+		add := func(m *driver.Module) error { return b.moe.AddSplitForms(b.ctx, m) }
+		if err := b.addModule(LoadMoESplitModule, add); err != nil {
+			return err
 		}
 	}
 	if b.o.AttnOut {
@@ -372,7 +382,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

@@ -310,7 +310,7 @@ static __device__ __forceinline__ void moe_down(
   PETAL_MARK(12);
 }
 
-#ifndef MOE_ROUTE_MODULE  // moe_route.cu builds on this file with entry points of its own
+#ifndef MOE_LIBRARY  // moe_route.cu and moe_split.cu build on this file with entry points of their own
 
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
 // gate_up with MOE_UP_WARPS*32 threads and QSTAGE_BYTES(kind, H/64) bytes of
@@ -349,7 +349,7 @@ MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)
 MOE_DOWN(QM_I8X3, 1, moe_down_i8x3_sb)
-#endif  // MOE_ROUTE_MODULE
+#endif  // MOE_LIBRARY
 
 // ---------------------------------------------------------------------------
 // moe_layer: a decoded token's whole MoE block in one launch: the
@@ -489,7 +489,7 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
 // of more than routerBlocks blocks that the GPU holds at once, and
 // max(QSTAGE_BYTES(kind, hidden/64) + 8·experts, QSTAGE_BYTES(kind,
 // (MOE_TOPK+1)·inter/64)) bytes of shared memory.
-#ifndef MOE_ROUTE_MODULE
+#ifndef MOE_LIBRARY
 #define MOE_LAYER(M, BITS, NAME)                                                              \
   extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2) NAME(const MoELayerArgs a) { \
     pdl_wait();                                                                               \
@@ -500,4 +500,4 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
 // compile at load)
 MOE_LAYER(QM_I8X3, 8, moe_layer_i8x3_sb_r8)
 MOE_LAYER(QM_I8X2, 8, moe_layer_i8x2_sb_r8)
-#endif  // MOE_ROUTE_MODULE
+#endif  // MOE_LIBRARY

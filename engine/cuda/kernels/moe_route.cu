@@ -3,7 +3,7 @@
 // the router runs inside the gate/up launch, once in every thread-block
 // cluster, so that no kernel boundary and no ticket stand between the
 // router's choice and the experts' first rows. A module of its own, built
-// on moe.cu (MOE_ROUTE_MODULE leaves that file's entry points out), so
+// on moe.cu (MOE_LIBRARY leaves that file's entry points out), so
 // that moe.ptx and its machine code stay as they are. Measured slower
 // than the three kernels in 2026-12-07-gl1.
 //
@@ -27,7 +27,7 @@
 // clusters of the 35B router, 0.5 MB from memory); what that costs against
 // the kernel boundary and the ticket it saves is what moelayer=cluster
 // measures.
-#define MOE_ROUTE_MODULE
+#define MOE_LIBRARY
 #include "moe.cu"
 #include "cluster.h"
 
