@@ -17,7 +17,9 @@
 //   - the shared expert's blocks each compute its gate's logit (the 8-bit
 //     row; block 0 of them writes it) for the coefficient sigmoid(logit);
 //     a routed slot's coefficient is its routing weight;
-//   - the down columns against those MS_ROWS activations, times the
+//   - the down columns against those MS_ROWS activations (quantised to
+//     int8 parts as the staged vectors of qgroup.h's integer kinds, the
+//     products in dp4a), times the
 //     coefficient, are this block's part of every one of the H outputs,
 //     added into acc as 64-bit fixed point in 2^-32 units (red.add.u64):
 //     integer sums are the same bits in whatever order blocks arrive, so
@@ -32,15 +34,10 @@
 
 #define MS_ROWS 32  // hidden rows a block: 32 gate and 32 up rows, 32 columns of down
 #define MS_WARPS 8
+static_assert(MS_ROWS == 32, "a warp quantises the activations, a lane each");
 #define MS_R 4                          // rows a lane's loads cover at once
 #define MS_ONE 4294967296.0f            // 2^32: fixed point's unit is 2^-32
 #define MS_UNIT 2.3283064365386963e-10f  // 2^-32
-
-// ms_nibble is code k (0..7) of word w as a float, exactly: OR-ed into the
-// low bits of 2^23 and 2^23 taken away (one LOP3 and one FADD).
-static __device__ __forceinline__ float ms_nibble(u32 w, int k) {
-  return __uint_as_float(0x4B000000u | ((w >> (4 * k)) & 0xFu)) - 8388608.0f;
-}
 
 // ms_red_fixed adds v into *p as 64-bit fixed point (2^-32 units, nearest).
 static __device__ __forceinline__ void ms_red_fixed(unsigned long long* p, float v) {
@@ -190,24 +187,61 @@ static __device__ __forceinline__ void moe_split(
   } else {
     coef = wts[slot];
   }
-  cp_wait<0>();
-  __syncthreads();  // hs, and every thread's copies of the down columns
+  __syncthreads();  // hs
 
-  float hsum = 0.f, hv[MS_ROWS];
+  // The activations quantised as qstage_layout quantises a group of x (here
+  // the block's MS_ROWS columns): d = max|h|/127 and P int8 parts, element
+  // 8i+j in byte j>>1 of word 2i+(j&1) of its part, so that a down row's
+  // codes meet them in dp4a with exact int32 sums, as moe_down's do.
+  constexpr int P = QStage<M>::parts;
+  __shared__ u32 hq[P][MS_ROWS / 4];
+  __shared__ float hscale[2];  // d, sum(h)
+  if (warp == 0) {
+    const float v = hs[lane];
+    const float amax = warp_max(__builtin_fabsf(v)), hsum = warp_sum(v);
+    float t = v * (amax > 0.f ? 127.f / amax : 0.f);
 #pragma unroll
-  for (int c = 0; c < MS_ROWS; c++) hv[c] = hs[c], hsum += hv[c];
+    for (int p = 0; p < P; p++) {
+      const float m = add_rn(t, 12582912.f), qv = add_rn(m, -12582912.f);  // rint(t) in m's low bits
+      u32 word = (__float_as_uint(m) & 0xFFu) << (8 * ((lane & 7) >> 1));
+      word |= (u32)__nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)word, 2, 0x1f);  // the four lanes of a word
+      word |= (u32)__nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)word, 4, 0x1f);
+      if ((lane & 6) == 0) hq[p][2 * (lane >> 3) + (lane & 1)] = word;
+      t = (t - qv) * 254.f;
+    }
+    if (lane == 0) hscale[0] = amax / 127.f, hscale[1] = hsum;
+  }
+  cp_wait<0>();
+  __syncthreads();  // hq, and every thread's copies of the down columns
+
+  u32 hw[P][MS_ROWS / 4];
+#pragma unroll
+  for (int p = 0; p < P; p++) {
+#pragma unroll
+    for (int i = 0; i < MS_ROWS / 4; i++) hw[p][i] = hq[p][i];
+  }
+  const float hd = hscale[0], hsum = hscale[1];
   for (int r = tid; r < H; r += MS_WARPS * 32) {
     const u32x4a cw = *(const u32x4a*)(dcode + 4 * r);
     const u32 sbw = dsbw[r];
     const u32 ws[4] = {cw.x, cw.y, cw.z, cw.w};
-    float d = 0.f;
+    u32 acc_p[P];
+#pragma unroll
+    for (int p = 0; p < P; p++) acc_p[p] = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
+      const u32 even = ws[i] & 0x0F0F0F0Fu, odd = (ws[i] >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-      for (int k = 0; k < 8; k++) d += ms_nibble(ws[i], k) * hv[8 * i + k];
+      for (int p = 0; p < P; p++) {
+        acc_p[p] = dp4a_us(even, hw[p][2 * i], acc_p[p]);
+        acc_p[p] = dp4a_us(odd, hw[p][2 * i + 1], acc_p[p]);
+      }
     }
+    float d = small_int_to_f32(acc_p[0]);
+    if (P > 1) d += small_int_to_f32(acc_p[1]) * (1.f / 254.f);
+    if (P > 2) d += small_int_to_f32(acc_p[P - 1]) * (1.f / (254.f * 254.f));
     const float s = __uint_as_float(sbw << 16), b = __uint_as_float(sbw & 0xffff0000u);
-    ms_red_fixed(acc + r, coef * (s * d + b * hsum));
+    ms_red_fixed(acc + r, coef * (s * hd * d + b * hsum));
   }
 
   // The last block to finish writes the sums out and zeroes acc.
