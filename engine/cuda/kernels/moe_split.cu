@@ -17,47 +17,24 @@
 //   - the shared expert's blocks each compute its gate's logit (the 8-bit
 //     row; block 0 of them writes it) for the coefficient sigmoid(logit);
 //     a routed slot's coefficient is its routing weight;
-//   - the down columns against those MS_ROWS activations (quantised to
-//     int8 parts as the staged vectors of qgroup.h's integer kinds, the
-//     products in dp4a), times the
+//   - the down columns against those MS_ROWS activations, times the
 //     coefficient, are this block's part of every one of the H outputs,
-//     added into acc as 64-bit fixed point in 2^-32 units (red.add.u64):
-//     integer sums are the same bits in whatever order blocks arrive, so
-//     the output does not depend on the schedule;
-//   - the block that finishes last (a ticket) writes out = resid + acc and
-//     leaves acc zero for the next launch.
-// The parts are rounded to 2^-32 before they are summed: at the 35B
-// model's sizes (outputs of order 1e-3 to 1e2) that is far below a float's
-// own rounding of the result.
+//     summed across the blocks as splitk.h describes (64-bit fixed point,
+//     the same bits whatever order blocks arrive in; the last block writes
+//     out = resid + the sums and leaves them zero for the next launch).
 #define MOE_LIBRARY
 #include "moe.cu"
+#include "splitk.h"
 
-#define MS_ROWS 32  // hidden rows a block: 32 gate and 32 up rows, 32 columns of down
+#define MS_ROWS SK_COLS  // hidden rows a block: 32 gate and 32 up rows, 32 columns of down
 #define MS_WARPS 8
-static_assert(MS_ROWS == 32, "a warp quantises the activations, a lane each");
-#define MS_R 4                          // rows a lane's loads cover at once
-#define MS_ONE 4294967296.0f            // 2^32: fixed point's unit is 2^-32
-#define MS_UNIT 2.3283064365386963e-10f  // 2^-32
-
-// ms_red_fixed adds v into *p as 64-bit fixed point (2^-32 units, nearest).
-static __device__ __forceinline__ void ms_red_fixed(unsigned long long* p, float v) {
-  long long f;
-  asm("cvt.rni.s64.f32 %0, %1;" : "=l"(f) : "f"(v * MS_ONE));
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(f) : "memory");
-}
-
-// ms_take_fixed returns *p as a float and leaves 0 there.
-static __device__ __forceinline__ float ms_take_fixed(unsigned long long* p) {
-  long long v;
-  asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], 0;" : "=l"(v) : "l"(p) : "memory");
-  return (float)v * MS_UNIT;
-}
+#define MS_R 4  // rows a lane's loads cover at once
 
 // MS_SMEM is the dynamic shared memory of a launch: the staged x (padded to
-// 16 bytes, MS_STAGE), then per output row 16 bytes of down codes and a
-// scale/bias word, then the MS_ROWS activations and the logit's partial sums.
+// 16 bytes, MS_STAGE), then the down columns (SK_SHARED), then the MS_ROWS
+// activations and the logit's partial sums.
 #define MS_STAGE(M, groups) ((QSTAGE_BYTES(M, groups) + 15) / 16 * 16)
-#define MS_SMEM(M, H) (MS_STAGE(M, (H) / 64) + 20 * (H) + 4 * MS_ROWS + 4 * MS_WARPS)
+#define MS_SMEM(M, H) (MS_STAGE(M, (H) / 64) + SK_SHARED(H) + 4 * MS_ROWS + 4 * MS_WARPS)
 
 template <int M>
 static __device__ __forceinline__ void moe_split(
@@ -100,11 +77,7 @@ static __device__ __forceinline__ void moe_split(
   const int e = shared ? 0 : ids[slot];
   const u32* drow = shared ? sdw : dw + (long long)e * H * dwpr;
   const u32* dsbrow = (const u32*)(shared ? sdsb : dsb) + (shared ? 0 : (long long)e * H * gpr);
-  for (int r = tid; r < H; r += MS_WARPS * 32) {
-    cp_async16(smem_u32(dcode + 4 * r), drow + (long long)r * dwpr + r0 / 8, true);
-    cp_async4(smem_u32(dsbw + r), dsbrow + (long long)r * gpr + r0 / 64, true);
-  }
-  cp_commit();
+  sk_copy(dcode, dsbw, drow, dsbrow, dwpr, gpr, r0, H);
 
   qstage_raw(x, groups);
   const QView q = qstage_layout<M>(groups);
@@ -189,72 +162,13 @@ static __device__ __forceinline__ void moe_split(
   }
   __syncthreads();  // hs
 
-  // The activations quantised as qstage_layout quantises a group of x (here
-  // the block's MS_ROWS columns): d = max|h|/127 and P int8 parts, element
-  // 8i+j in byte j>>1 of word 2i+(j&1) of its part, so that a down row's
-  // codes meet them in dp4a with exact int32 sums, as moe_down's do.
   constexpr int P = QStage<M>::parts;
-  __shared__ u32 hq[P][MS_ROWS / 4];
-  __shared__ float hscale[2];  // d, sum(h)
-  if (warp == 0) {
-    const float v = hs[lane];
-    const float amax = warp_max(__builtin_fabsf(v)), hsum = warp_sum(v);
-    float t = v * (amax > 0.f ? 127.f / amax : 0.f);
-#pragma unroll
-    for (int p = 0; p < P; p++) {
-      const float m = add_rn(t, 12582912.f), qv = add_rn(m, -12582912.f);  // rint(t) in m's low bits
-      u32 word = (__float_as_uint(m) & 0xFFu) << (8 * ((lane & 7) >> 1));
-      word |= (u32)__nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)word, 2, 0x1f);  // the four lanes of a word
-      word |= (u32)__nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)word, 4, 0x1f);
-      if ((lane & 6) == 0) hq[p][2 * (lane >> 3) + (lane & 1)] = word;
-      t = (t - qv) * 254.f;
-    }
-    if (lane == 0) hscale[0] = amax / 127.f, hscale[1] = hsum;
-  }
+  __shared__ SkQuant<P> hq;
+  if (warp == 0) sk_quantise<P>(hs[lane], &hq);
   cp_wait<0>();
   __syncthreads();  // hq, and every thread's copies of the down columns
-
-  u32 hw[P][MS_ROWS / 4];
-#pragma unroll
-  for (int p = 0; p < P; p++) {
-#pragma unroll
-    for (int i = 0; i < MS_ROWS / 4; i++) hw[p][i] = hq[p][i];
-  }
-  const float hd = hscale[0], hsum = hscale[1];
-  for (int r = tid; r < H; r += MS_WARPS * 32) {
-    const u32x4a cw = *(const u32x4a*)(dcode + 4 * r);
-    const u32 sbw = dsbw[r];
-    const u32 ws[4] = {cw.x, cw.y, cw.z, cw.w};
-    u32 acc_p[P];
-#pragma unroll
-    for (int p = 0; p < P; p++) acc_p[p] = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const u32 even = ws[i] & 0x0F0F0F0Fu, odd = (ws[i] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-      for (int p = 0; p < P; p++) {
-        acc_p[p] = dp4a_us(even, hw[p][2 * i], acc_p[p]);
-        acc_p[p] = dp4a_us(odd, hw[p][2 * i + 1], acc_p[p]);
-      }
-    }
-    float d = small_int_to_f32(acc_p[0]);
-    if (P > 1) d += small_int_to_f32(acc_p[1]) * (1.f / 254.f);
-    if (P > 2) d += small_int_to_f32(acc_p[P - 1]) * (1.f / (254.f * 254.f));
-    const float s = __uint_as_float(sbw << 16), b = __uint_as_float(sbw & 0xffff0000u);
-    ms_red_fixed(acc + r, coef * (s * hd * d + b * hsum));
-  }
-
-  // The last block to finish writes the sums out and zeroes acc.
-  __shared__ int last;
-  __syncthreads();
-  if (tid == 0) {
-    fence_gpu();  // the block's additions (the barrier before) before its ticket
-    last = ticket_inc(ticket, PETAL_NCTAID_X() - 1) == PETAL_NCTAID_X() - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  fence_gpu();
-  for (int r = tid; r < H; r += MS_WARPS * 32) out[r] = resid[r] + ms_take_fixed(acc + r);
+  sk_rows<P>(dcode, dsbw, &hq, coef, acc, H);
+  sk_finish(acc, ticket, resid, out, H);
 }
 
 // Entry points moe_split_<kind>_sb: MS_WARPS*32 threads, (MOE_TOPK+1)·I/MS_ROWS
