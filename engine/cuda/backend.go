@@ -41,6 +41,7 @@ type Backend struct {
 	zeros   grower                      // never written: the MoE kernel's residual input
 	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
 	moeSums grower                      // moe_split's fixed-point sums and ticket (zero, left so by every launch)
+	gdnSums grower                      // gdn_split's likewise
 	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
 	last    *program                    // the last program run, named in errors that surface later
 	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
@@ -94,6 +95,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.MoESplit {
 		fams = append(fams, "moe_split")
+	}
+	if o.GDNSplit && o.GDNCluster {
+		fams = append(fams, "gdn_split")
 	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
@@ -253,6 +257,12 @@ func (b *Backend) init() error {
 			b.gdnLayer.Blocks = nb
 		}
 	}
+	if b.o.GDNSplit && b.o.GDNCluster {
+		add := func(m *driver.Module) error { return b.gdn.AddSplitForms(b.ctx, m) }
+		if err := b.addModule(LoadGDNSplitModule, add); err != nil {
+			return err
+		}
+	}
 	if b.o.MoESplit {
 		add := func(m *driver.Module) error { return b.moe.AddSplitForms(b.ctx, m) }
 		if err := b.addModule(LoadMoESplitModule, add); err != nil {
@@ -382,7 +392,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p, b.gdnSums.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

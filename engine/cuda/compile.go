@@ -111,6 +111,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			len(steps) == 2 && steps[0].name == moeRouteUpKernel {
 			i += 2 // the steps run the two ops after this one too
 		}
+		if len(steps) == 1 && steps[0].name == gdnSplitKernel {
+			i += 3 // the step runs the two ops after this one and the output projection too
+		}
 		if len(steps) == 1 && steps[0].name == gdnLayerKernel {
 			i += 4 // the step runs the four ops after this AddRMSNorm too
 		}

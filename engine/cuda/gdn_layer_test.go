@@ -70,12 +70,12 @@ func TestGDNLayerNBMatchesApart(t *testing.T) {
 			} else {
 				t.Logf("gdn_layer_c%d: %d clusters of %d blocks at once at hidden size 2048 (the 35B layer has 16)", nb, n, nb)
 			}
-			matchGDNLayer(t, b, apart, gdnLayerKernel)
+			matchGDNLayer(t, b, apart, []string{gdnLayerKernel}, false)
 		})
 		t.Run(fmt.Sprintf("out%d", nb), func(t *testing.T) {
 			o := DefaultOptions()
 			o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, true, nb
-			matchGDNLayer(t, testBackend(t, o), apart, gdnLayerOutKernel)
+			matchGDNLayer(t, testBackend(t, o), apart, []string{gdnLayerOutKernel}, true)
 		})
 	}
 }
@@ -103,7 +103,7 @@ func TestGDNLayerClusterMatchesApart(t *testing.T) {
 	} else {
 		t.Logf("gdn_layer_%s: %d clusters of %d blocks at once at hidden size 2048 (the 35B layer has 16)", cluster.qmv.variant.Kind, n, gdnLayerCluster)
 	}
-	matchGDNLayer(t, cluster, apart, gdnLayerKernel)
+	matchGDNLayer(t, cluster, apart, []string{gdnLayerKernel}, false)
 	t.Run("one value head a key head", func(t *testing.T) {
 		rng := freshRNG(t)
 		L := randomGDNLayer(rng, 4, 4)
@@ -128,19 +128,32 @@ func TestGDNLayerOutMatchesApart(t *testing.T) {
 	o.GDNLayerCluster, o.GDNLayerOut = true, true
 	out := testBackend(t, o)
 	apart := testBackend(t, DefaultOptions())
-	matchGDNLayer(t, out, apart, gdnLayerOutKernel)
+	matchGDNLayer(t, out, apart, []string{gdnLayerOutKernel}, true)
 }
 
-// matchGDNLayer runs a layer's start (and, for gdnLayerOutKernel, its
-// output projection) as one launch of kernel on fused and as the kernels
-// apart on apart: at the 35B shape and the embedded model's, with and
+// TestGDNSplitMatchesApart: under gdnsplit=on the Gated DeltaNet step and
+// the layer's output projection run as one gdn_step_split launch after
+// qmv_group_norm: everything the step leaves the same bits as
+// gdn_step_s4_cl's, the projection's output within the mat-vec's float32
+// bar of qmv's and of the float64 reference (matchGDNLayer), over three
+// tokens, so that the sums the launch leaves zero are reused.
+func TestGDNSplitMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.GDNSplit = true
+	split := testBackend(t, o)
+	apart := testBackend(t, DefaultOptions())
+	matchGDNLayer(t, split, apart, []string{normGroupKernel, gdnSplitKernel}, true)
+}
+
+// matchGDNLayer runs a layer's start (and, withOut, its output
+// projection) as the launches kernels on fused and as the kernels apart on
+// apart (which has not the last of kernels): at the 35B shape and the embedded model's, with and
 // without a delta, over three tokens, fresh random inputs each run; h,
 // the normed row, the projections, the step's output, the state and the
 // conv state the same bits, and the output projection's (where there is
 // one) within the mat-vec's float32 bar of apart's and of the float64
 // reference over the step's output.
-func matchGDNLayer(t *testing.T, fused, apart *Backend, kernel string) {
-	withOut := kernel == gdnLayerOutKernel
+func matchGDNLayer(t *testing.T, fused, apart *Backend, kernels []string, withOut bool) {
 	type shape struct{ H, hk, hv int }
 	for _, sh := range []shape{{2048, 16, 32}, {256, 4, 8}} {
 		for _, withDelta := range []bool{true, false} {
@@ -157,7 +170,7 @@ func matchGDNLayer(t *testing.T, fused, apart *Backend, kernel string) {
 				}
 				c := runGDNLayer(t, fused, L, ms, h, delta, w)
 				a := runGDNLayer(t, apart, L, ms, h, delta, w)
-				if !slices.Equal(c.kernels, []string{kernel}) || slices.Contains(a.kernels, kernel) {
+				if !slices.Equal(c.kernels, kernels) || slices.Contains(a.kernels, kernels[len(kernels)-1]) {
 					t.Fatalf("kernels %v fused, %v apart", c.kernels, a.kernels)
 				}
 				sameBits(t, "h", c.h, a.h)

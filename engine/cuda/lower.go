@@ -567,7 +567,7 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 		}
 		if b.o.MoESplit && b.moe.HasSplit(mw) {
 			// one launch (moe_split.cu); a block it does not take keeps the two kernels
-			sums, err := b.grow(&b.moeSums, MoESplitAccBytes(H), "the split MoE's sums")
+			sums, err := b.grow(&b.moeSums, SplitKSumBytes(H), "the split MoE's sums")
 			if err != nil {
 				return nil, err
 			}
@@ -958,8 +958,12 @@ func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
 	}}, true
 }
 
-// gdnKernel names the fused Gated DeltaNet step.
-const gdnKernel = "gdn_step"
+// gdnKernel names the fused Gated DeltaNet step; gdnSplitKernel the step
+// with the layer's output projection (gdn_split.cu, gdnsplit=on).
+const (
+	gdnKernel      = "gdn_step"
+	gdnSplitKernel = "gdn_step_split"
+)
 
 // gdnStep lowers ops[i:i+3] to the Gated DeltaNet kernel of one token
 // (gdn.cu: conv and SiLU, norms and gates, the delta rule, the gated norm
@@ -996,6 +1000,26 @@ func (b *Backend) gdnStep(p *program, i int) (step, bool) {
 	}
 	bufs.Counters = counters
 	eps := g.Eps
+	// gdnsplit=on: the output projection after the step (a QLinear of one
+	// row of its output) in the same launch, where the kernel takes it
+	if b.o.GDNSplit && i+3 < len(p.ops) {
+		if o, ok := p.ops[i+3].(*backend.QLinear); ok && o.Rows == 1 && o.X == g.Out {
+			w := ch.mat("the output projection", o.W)
+			var y driver.Ptr
+			if w != nil {
+				y = ch.buf("the output projection's output", o.Y, backend.F32, w.q.Rows)
+			}
+			if ch.err == nil && b.gdn.HasSplit(w.q, Hv) {
+				sums, err := b.grow(&b.gdnSums, SplitKSumBytes(w.q.Rows), "the split projection's sums")
+				if err != nil {
+					return step{}, false
+				}
+				return step{kernels: 1, name: gdnSplitKernel, launch: func(s *driver.Stream) error {
+					return b.gdn.LaunchSplit(s, bufs, Hk, Hv, eps, w.q, y, sums)
+				}}, true
+			}
+		}
+	}
 	return step{kernels: 1, name: gdnKernel, launch: func(s *driver.Stream) error {
 		return b.gdn.Launch(s, bufs, Hk, Hv, eps)
 	}}, true

@@ -141,9 +141,14 @@ func (k *MoE) AddSplitForms(c *driver.Context, mod *driver.Module) error {
 // block takes, and the columns of its down matrix.
 const moeSplitRows = 32
 
-// MoESplitAccBytes is the bytes of LaunchSplit's acc for a hidden size:
-// the sums as 64-bit fixed point, then the ticket (and padding).
-func MoESplitAccBytes(hidden int) int64 { return 8*int64(hidden) + 16 }
+// splitKShared is SK_SHARED(rows) of splitk.h: the shared memory of a
+// split projection's columns, 32 bytes a row.
+func splitKShared(rows int) int { return 32 * rows }
+
+// SplitKSumBytes is the bytes of a split projection's sums for rows
+// outputs (splitk.h): the sums as 64-bit fixed point, then the ticket (and
+// padding).
+func SplitKSumBytes(rows int) int64 { return 8*int64(rows) + 16 }
 
 // HasSplit says whether LaunchSplit takes these weights.
 func (k *MoE) HasSplit(w *MoEWeights) bool {
@@ -154,7 +159,7 @@ func (k *MoE) HasSplit(w *MoEWeights) bool {
 // launch, b.H and b.Logit as LaunchGateUp writes them and b.Out as
 // LaunchDown does, to float32's rounding (the down projection's parts are
 // summed as 64-bit fixed point, in no fixed order, to the same bits). acc
-// is MoESplitAccBytes(w.Hidden) bytes, zero when allocated and left so by
+// is SplitKSumBytes(w.Hidden) bytes, zero when allocated and left so by
 // every complete launch.
 func (k *MoE) LaunchSplit(s *driver.Stream, w *MoEWeights, b MoEBuffers, acc driver.Ptr) error {
 	if !k.HasSplit(w) {
@@ -168,7 +173,7 @@ func (k *MoE) LaunchSplit(s *driver.Stream, w *MoEWeights, b MoEBuffers, acc dri
 		return fmt.Errorf("cuda: moesplit=on: x (%#x) and the sums (%#x) must be 16-byte aligned", uint64(b.X), uint64(acc))
 	}
 	H, I := w.Hidden, w.Inter
-	shared := (k.variant.Kind.stageBytes(H/64)+15)/16*16 + 20*H + 4*moeSplitRows + 4*moeSplitWarps // MS_SMEM
+	shared := (k.variant.Kind.stageBytes(H/64)+15)/16*16 + splitKShared(H) + 4*moeSplitRows + 4*moeSplitWarps // MS_SMEM
 	if _, err := k.splitOcc.blocksPerSM(moeSplitWarps*32, shared, fmt.Sprintf("the split MoE kernel with hidden size %d", H)); err != nil {
 		return err
 	}

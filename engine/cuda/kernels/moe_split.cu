@@ -53,8 +53,8 @@ static __device__ __forceinline__ void moe_split(
   const bool shared = slot == MOE_TOPK;
   extern __shared__ u32 smem[];
   u32* dcode = smem + MS_STAGE(M, groups) / 4;  // [H][4], 16-byte aligned
-  u32* dsbw = dcode + 4 * H;                        // [H]
-  float* hs = (float*)(dsbw + H);                   // [MS_ROWS]
+  u32* dsbw = dcode + 4 * H;                    // [H][4]
+  float* hs = (float*)(dsbw + 4 * H);           // [MS_ROWS]
   float* lpart = hs + MS_ROWS;                      // [MS_WARPS]
 
   // The shared expert's rows do not depend on the router: its blocks ask
@@ -167,7 +167,7 @@ static __device__ __forceinline__ void moe_split(
   if (warp == 0) sk_quantise<P>(hs[lane], &hq);
   cp_wait<0>();
   __syncthreads();  // hq, and every thread's copies of the down columns
-  sk_rows<P>(dcode, dsbw, &hq, coef, acc, H);
+  sk_rows<P>(dcode, dsbw, gpr, r0, &hq, coef, acc, H);
   sk_finish(acc, ticket, resid, out, H);
 }
 

@@ -22,9 +22,10 @@
 #define SK_ONE 4294967296.0f      // 2^32: the sums' unit is 2^-32
 #define SK_UNIT 2.3283064365386963e-10f  // 2^-32
 
-// SK_SHARED is the shared memory skc_copy fills for rows rows: 16 bytes of
-// codes and a scale/bias word a row (16-byte aligned at its start).
-#define SK_SHARED(rows) (20 * (rows))
+// SK_SHARED is the shared memory sk_copy fills for rows rows: 16 bytes of
+// codes and the 16 bytes around the row's scale/bias word (16-byte aligned
+// at its start).
+#define SK_SHARED(rows) (32 * (rows))
 
 // SkQuant is a block's values quantised for its rows: P parts of
 // SK_COLS/4 words, their scale d and their sum.
@@ -34,18 +35,26 @@ struct SkQuant {
   float d, sum;
 };
 
-// sk_copy starts the copies (cp.async, committed as one group) of columns
-// col0 .. col0+SK_COLS of rows 0..rows-1 of a 4-bit matrix (words: its
-// codes, wpr u32 a row; sb: its interleaved scale/bias words, gpr a row)
-// into codes [rows][4] and sbs [rows] in shared memory; every thread of
-// the block calls it. col0 is a multiple of SK_COLS.
+// sk_copy starts the copies (cp.async through L2, committed as one group)
+// of columns col0 .. col0+SK_COLS of rows 0..rows-1 of a 4-bit matrix
+// (words: its codes, wpr u32 a row; sb: its interleaved scale/bias words,
+// gpr a row, 16-byte aligned) into codes [rows][4] and sbs [rows][4] in
+// shared memory: a row's 16 bytes of codes and the 16 bytes holding its
+// scale/bias word (sk_sb picks it). Every thread of the block calls it;
+// col0 is a multiple of SK_COLS. The weights are written by no kernel, so
+// a kernel may copy them before its wait.
 static __device__ __forceinline__ void sk_copy(u32* codes, u32* sbs, const u32* words, const u32* sb, long long wpr,
                                                int gpr, int col0, int rows) {
   for (int r = PETAL_TID_X(); r < rows; r += PETAL_NTID_X()) {
     cp_async16(smem_u32(codes + 4 * r), words + (long long)r * wpr + col0 / 8, true);
-    cp_async4(smem_u32(sbs + r), sb + (long long)r * gpr + col0 / 64, true);
+    cp_async16(smem_u32(sbs + 4 * r), sb + (((long long)r * gpr + col0 / 64) & ~3LL), true);
   }
   cp_commit();
+}
+
+// sk_sb is row r's scale/bias word among the 16 bytes sk_copy copied.
+static __device__ __forceinline__ u32 sk_sb(const u32* sbs, int r, int gpr, int col0) {
+  return sbs[4 * r + (int)(((long long)r * gpr + col0 / 64) & 3)];
 }
 
 // sk_quantise quantises v, lane l's value of warp 0's SK_COLS (the only
@@ -84,10 +93,11 @@ static __device__ __forceinline__ float sk_take_fixed(unsigned long long* p) {
 
 // sk_rows adds coef·(row r's SK_COLS columns · the values) into acc[r] for
 // the rows of this thread (r = tid, tid + threads, ...), from the copies
-// sk_copy made (waited for and fenced by a barrier before the call) and q.
+// sk_copy made of columns col0.. of a matrix of gpr groups a row (waited
+// for and fenced by a barrier before the call) and q.
 template <int P>
-static __device__ __forceinline__ void sk_rows(const u32* codes, const u32* sbs, const SkQuant<P>* q, float coef,
-                                               unsigned long long* acc, int rows) {
+static __device__ __forceinline__ void sk_rows(const u32* codes, const u32* sbs, int gpr, int col0,
+                                               const SkQuant<P>* q, float coef, unsigned long long* acc, int rows) {
   u32 hw[P][SK_COLS / 4];
 #pragma unroll
   for (int p = 0; p < P; p++) {
@@ -97,7 +107,7 @@ static __device__ __forceinline__ void sk_rows(const u32* codes, const u32* sbs,
   const float hd = q->d, hsum = q->sum;
   for (int r = PETAL_TID_X(); r < rows; r += PETAL_NTID_X()) {
     const u32x4a cw = *(const u32x4a*)(codes + 4 * r);
-    const u32 sbw = sbs[r];
+    const u32 sbw = sk_sb(sbs, r, gpr, col0);
     const u32 ws[4] = {cw.x, cw.y, cw.z, cw.w};
     u32 a[P];
 #pragma unroll

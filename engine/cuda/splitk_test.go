@@ -81,7 +81,7 @@ func TestMoESplitMatchesReference(t *testing.T) {
 			want[i] = float64(resid[i]) + wantY[i]
 		}
 		d := newDeviceMoE(t, c, s, sh, x, resid, ids, wts)
-		accBytes := MoESplitAccBytes(sh.hidden)
+		accBytes := SplitKSumBytes(sh.hidden)
 		acc, err := c.Alloc(accBytes, "sums")
 		if err != nil {
 			t.Fatal(err)
@@ -160,5 +160,32 @@ func TestMoESplitMatchesReference(t *testing.T) {
 		c.Free(acc)
 		d.free()
 		w.free()
+	}
+}
+
+// TestParseGDNSplit: gdnsplit=on and off, off by default until measured,
+// the family loaded only when on (with gdnnorm=cluster, which it builds on).
+func TestParseGDNSplit(t *testing.T) {
+	for value, want := range map[string]bool{"on": true, "off": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: value}})
+		if err != nil {
+			t.Fatalf("gdnsplit=%s: %v", value, err)
+		}
+		if o.GDNSplit != want || slices.Contains(noticeFamilies(o), "gdn_split") != want {
+			t.Errorf("gdnsplit=%s: GDNSplit %v, families %v", value, o.GDNSplit, noticeFamilies(o))
+		}
+	}
+	o, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: "on"}, {Key: "gdnnorm", Value: "ticket"}})
+	if err != nil || slices.Contains(noticeFamilies(o), "gdn_split") {
+		t.Errorf("gdnsplit=on,gdnnorm=ticket: %v, families %v; want gdn_split left out (it needs the cluster form)", err, noticeFamilies(o))
+	}
+	if DefaultOptions().GDNSplit {
+		t.Error("the default is gdnsplit=on; want off until it is measured")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: "yes"}}); err == nil || !strings.Contains(err.Error(), "gdnsplit") {
+		t.Errorf("gdnsplit=yes: error %v, want one naming gdnsplit", err)
+	}
+	if !strings.Contains(OptionsHelp, "gdnsplit=on|off") {
+		t.Error("the options' help does not list gdnsplit")
 	}
 }
