@@ -57,24 +57,38 @@ static __device__ __forceinline__ void moe_split(
   float* hs = (float*)(dsbw + 4 * H);           // [MS_ROWS]
   float* lpart = hs + MS_ROWS;                      // [MS_WARPS]
 
+  // rows_to_l2 asks L2 for the block's gate and up rows of expert e (the
+  // shared expert's where e < 0) and their scale/bias words, 128-byte lines.
+  const int lines = (int)(wpr / 32);
+  auto rows_to_l2 = [&](int e) __attribute__((always_inline)) {
+    const u32* g = e < 0 ? sgw : gw + (long long)e * I * wpr;
+    const u32* u = e < 0 ? suw : uw + (long long)e * I * wpr;
+    for (int i = tid; i < 2 * MS_ROWS * lines; i += MS_WARPS * 32) {
+      const int row = i / lines, line = i - row * lines;
+      prefetch_l2((row < MS_ROWS ? g : u) + (long long)(r0 + row % MS_ROWS) * wpr + 32 * line);
+    }
+    const u32* gs = (const u32*)(e < 0 ? sgsb : gsb) + (e < 0 ? 0 : (long long)e * I * groups);
+    const u32* us = (const u32*)(e < 0 ? susb : usb) + (e < 0 ? 0 : (long long)e * I * groups);
+    for (int i = tid; i < 2 * MS_ROWS; i += MS_WARPS * 32)
+      prefetch_l2((i < MS_ROWS ? gs : us) + (long long)(r0 + i % MS_ROWS) * groups);
+  };
+
   // The shared expert's rows do not depend on the router: its blocks ask
   // L2 for them (gate and up rows, the down columns, the 8-bit gate row)
   // before the wait, while the router selects.
   if (shared) {
-    for (int i = tid; i < 2 * MS_ROWS * (int)(wpr / 32); i += MS_WARPS * 32) {  // 128-byte lines
-      const int row = i / (int)(wpr / 32), line = i - row * (int)(wpr / 32);
-      const u32* base = row < MS_ROWS ? sgw : suw;
-      prefetch_l2(base + (long long)(r0 + row % MS_ROWS) * wpr + 32 * line);
-    }
+    rows_to_l2(-1);
     for (int r = tid; r < H; r += MS_WARPS * 32) prefetch_l2(sdw + (long long)r * dwpr + r0 / 8);
     for (int i = tid; i < H / 32; i += MS_WARPS * 32) prefetch_l2(ew + 32 * i);
   }
   pdl_begin();
   pdl_trigger();  // the next layer's first projections stream their rows in beside this kernel
 
-  // The down columns of this block, copied while the gate and up rows are
-  // read: row r of expert e is row e·H + r of the stack.
+  // A routed expert's gate and up rows asked of L2 as soon as the choice is
+  // read, and its down columns copied, while x is staged: row r of expert e
+  // is row e·H + r of the down stack.
   const int e = shared ? 0 : ids[slot];
+  if (!shared) rows_to_l2(e);
   const u32* drow = shared ? sdw : dw + (long long)e * H * dwpr;
   const u32* dsbrow = (const u32*)(shared ? sdsb : dsb) + (shared ? 0 : (long long)e * H * gpr);
   sk_copy(dcode, dsbw, drow, dsbrow, dwpr, gpr, r0, H);
