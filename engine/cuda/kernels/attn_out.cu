@@ -42,23 +42,8 @@ static __device__ __forceinline__ void attn_combine_out(const AttnOutArgs& a) {
   out_proj_prefetch<ATT_D>(a.o, h, rank * (a.o.rows / OP_BLOCKS), (rank + 1) * (a.o.rows / OP_BLOCKS));
   pdl_begin();
   if (tid < PER) {
-    // attn_combine's merge of head h's chunks for dim d, step by step
-    const int d = rank * PER + tid, g = h / ATT_G, hi = h % ATT_G;
-    int nsp, chunk;
-    att_chunks(*a.pos + 1, a.maxSplits, a.minChunk, nsp, chunk);
-    const float* ml = a.pml + ((long long)g * a.maxSplits * ATT_G + hi) * 2;
-    float mx = -1e30f;
-    for (int s = 0; s < nsp; s++) mx = __builtin_fmaxf(mx, ml[s * ATT_G * 2]);
-    float acc = 0.f, L = 0.f;
-    for (int s = 0; s < nsp; s++) {
-      const float f = aexp2(ml[s * ATT_G * 2] - mx);
-      L += ml[s * ATT_G * 2 + 1] * f;
-      acc += a.po[(((long long)g * a.maxSplits + s) * ATT_G + hi) * ATT_D + d] * f;
-    }
-    const float gate = a.qg[(long long)h * 2 * ATT_D + ATT_D + d];
-    float e;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-gate * 1.4426950408889634f));
-    const float v = acc / L / (1.f + e);
+    const int d = rank * PER + tid;
+    const float v = att_merge(a.po, a.pml, a.qg, a.pos, a.maxSplits, a.minChunk, h, d);
     a.out[h * ATT_D + d] = v;
     mine[tid] = v;
   }
