@@ -90,9 +90,9 @@ func TestPTXUpToDate(t *testing.T) {
 // shared memory) reads L2, where those writes are, not a stale L1 line.
 // earlyLoads says what each reads.
 var earlyLoads = map[string]string{
-	"moe_down_":  "the router's choice (ids and weights); moe_gate_up, the kernel before, lets it launch after its own wait",
-	"gdn_step_":  "its recurrent state, written by the same layer's step for the token before (and gdn_split.cu's form its output projection's columns: weights)",
-	"gdn_layer_": "its recurrent state and conv state (cp.async.cg), written by the same layer's launch for the token before",
+	"moe_down_":          "the router's choice (ids and weights); moe_gate_up, the kernel before, lets it launch after its own wait",
+	"gdn_step_":          "its recurrent state, written by the same layer's step for the token before (and gdn_split.cu's form its output projection's columns: weights)",
+	"gdn_layer_":         "its recurrent state and conv state (cp.async.cg), written by the same layer's launch for the token before",
 	"attn_combine_split": "its output projection's columns (cp.async.cg, splitk.h's sk_copy): weights, which no kernel writes",
 }
 
