@@ -57,8 +57,22 @@ func TestParseAttnOut(t *testing.T) {
 func TestAttnOutMatchesApart(t *testing.T) {
 	o := DefaultOptions()
 	o.AttnOut = true
-	fused := testBackend(t, o)
-	apart := testBackend(t, DefaultOptions())
+	matchAttnOut(t, testBackend(t, o), testBackend(t, DefaultOptions()), attnOutKernel)
+}
+
+// TestAttnSplitMatchesApart: under attnsplit=on the same as
+// TestAttnOutMatchesApart of attn_split and attn_combine_split, over
+// replays that reuse the sums each launch leaves zero.
+func TestAttnSplitMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.AttnSplit = true
+	matchAttnOut(t, testBackend(t, o), testBackend(t, DefaultOptions()), attnSplitKernel)
+}
+
+// matchAttnOut runs a decoded token's Attention and its output projection
+// as attn_split and kernel on fused and as the kernels apart on apart
+// (TestAttnOutMatchesApart says what is compared).
+func matchAttnOut(t *testing.T, fused, apart *Backend, kernel string) {
 	type shape struct{ QH, KVH, H int }
 	for _, sh := range []shape{{16, 2, 2048}, {8, 1, 256}} {
 		for _, pos := range []int{5, 1000, 5000} {
@@ -86,8 +100,8 @@ func TestAttnOutMatchesApart(t *testing.T) {
 				}
 				fa, fy, fk := run(fused)
 				aa, ay, ak := run(apart)
-				if !slices.Equal(fk, []string{"attn_split", attnOutKernel}) || slices.Contains(ak, attnOutKernel) {
-					t.Fatalf("kernels %v under attnout=on, %v off", fk, ak)
+				if !slices.Equal(fk, []string{"attn_split", kernel}) || slices.Contains(ak, kernel) {
+					t.Fatalf("kernels %v fused, %v apart", fk, ak)
 				}
 				sameBits(t, "the attention's output", fa, aa)
 				bar := backendtest.Tolerances["QLinear"][backend.F32]

@@ -34,19 +34,22 @@ type Backend struct {
 	// attnOut is attn_out.cu's combine with the output projection
 	// (attnout=on; nil otherwise)
 	attnOut *AttnOut
-	gemm    *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
+	// attnSplit is attn_out_split.cu's (attnsplit=on)
+	attnSplit *AttnSplit
+	gemm      *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
-	scratch grower                      // temporaries of one op at a time (ops run in order)
-	zeros   grower                      // never written: the MoE kernel's residual input
-	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
-	moeSums grower                      // moe_split's fixed-point sums and ticket (zero, left so by every launch)
-	gdnSums grower                      // gdn_split's likewise
-	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
-	last    *program                    // the last program run, named in errors that surface later
-	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
-	held    []driver.Ptr                // memory freed at Close
-	shadows map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
+	counter  driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch  grower                      // temporaries of one op at a time (ops run in order)
+	zeros    grower                      // never written: the MoE kernel's residual input
+	tickets  grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
+	moeSums  grower                      // moe_split's fixed-point sums and ticket (zero, left so by every launch)
+	gdnSums  grower                      // gdn_split's likewise
+	attnSums grower                      // attn_out_split's likewise
+	ropes    map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
+	last     *program                    // the last program run, named in errors that surface later
+	rb       readback                    // reads that wait only for their buffer's writer (readback.go)
+	held     []driver.Ptr                // memory freed at Close
+	shadows  map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
 }
 
 type ropeKey struct {
@@ -92,6 +95,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.AttnOut {
 		fams = append(fams, "attn_out")
+	}
+	if o.AttnSplit {
+		fams = append(fams, "attn_out_split")
 	}
 	if o.MoESplit {
 		fams = append(fams, "moe_split")
@@ -269,6 +275,15 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	if b.o.AttnSplit {
+		add := func(m *driver.Module) (err error) {
+			b.attnSplit, err = NewAttnSplit(b.ctx, m)
+			return err
+		}
+		if err := b.addModule(LoadAttnSplitModule, add); err != nil {
+			return err
+		}
+	}
 	if b.o.AttnOut {
 		add := func(m *driver.Module) (err error) {
 			b.attnOut, err = NewAttnOut(b.ctx, m)
@@ -392,7 +407,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p, b.gdnSums.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p, b.gdnSums.p, b.attnSums.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

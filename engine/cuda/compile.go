@@ -85,6 +85,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		var err error
 		if sts, ok, aerr := b.attnOutStep(p, i); ok || aerr != nil {
 			steps, err = sts, aerr
+		} else if sts, ok, aerr := b.attnSplitStep(p, i); ok || aerr != nil {
+			steps, err = sts, aerr
 		} else if st, ok, lerr := b.gdnLayerStep(p, i); ok || lerr != nil {
 			steps, err = []step{st}, lerr
 		} else if st, ok := b.gdnStep(p, i); ok {
@@ -120,7 +122,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if len(steps) == 1 && steps[0].name == gdnLayerOutKernel {
 			i += 5 // and the output projection
 		}
-		if len(steps) == 2 && steps[1].name == attnOutKernel {
+		if len(steps) == 2 && (steps[1].name == attnOutKernel || steps[1].name == attnSplitKernel) {
 			i++ // the steps run the output projection after this Attention too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {

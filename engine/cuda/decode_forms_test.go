@@ -11,7 +11,7 @@ import (
 
 // TestDecodeFormsEngage: on the embedded model's decode step (6 Gated
 // DeltaNet layers, 2 attention layers), moelayer=cluster, gdnlayer=out,
-// attnout=on and gdnsplit=on each take the ops of the model as it records them, not only
+// attnout=on, gdnsplit=on and attnsplit=on each take the ops of the model as it records them, not only
 // the tests' own: their kernels are in the step as often as the model has
 // the layers, and the step has that many launches fewer than under the
 // defaults (a Gated DeltaNet layer 2 fewer: its norm and projections,
@@ -65,15 +65,19 @@ func TestDecodeFormsEngage(t *testing.T) {
 	}
 	t.Logf("decode step of the embedded model: %d launches under the defaults, %d with moelayer=cluster,gdnlayer=out,attnout=on", base, launches)
 
-	// gdnsplit=on: each Gated DeltaNet layer's step and output projection
-	// one launch. (moesplit=on takes no MoE block of this model, as above.)
+	// gdnsplit=on, attnsplit=on: each Gated DeltaNet layer's step and
+	// output projection one launch, each attention layer's combine and
+	// output projection one. (moesplit=on takes no MoE block of this
+	// model, as above.)
 	o = DefaultOptions()
-	o.GDNSplit = true
+	o.GDNSplit, o.AttnSplit = true, true
 	split, splitLaunches := decodeKernels(o)
-	if got := count(split, gdnSplitKernel); got != gdnLayers {
-		t.Errorf("%s %d times in the decode step under gdnsplit=on, want %d (the step: %v)", gdnSplitKernel, got, gdnLayers, split)
+	for kernel, want := range map[string]int{gdnSplitKernel: gdnLayers, attnSplitKernel: attnLayers} {
+		if got := count(split, kernel); got != want {
+			t.Errorf("%s %d times in the decode step under gdnsplit=on,attnsplit=on, want %d (the step: %v)", kernel, got, want, split)
+		}
 	}
-	if want := base - gdnLayers; splitLaunches != want {
-		t.Errorf("%d launches a decode step under gdnsplit=on, want %d", splitLaunches, want)
+	if want := base - gdnLayers - attnLayers; splitLaunches != want {
+		t.Errorf("%d launches a decode step under gdnsplit=on,attnsplit=on, want %d", splitLaunches, want)
 	}
 }

@@ -172,6 +172,14 @@ type Options struct {
 	// bits, the projection's to float32's rounding. Not yet measured, so
 	// off by default.
 	GDNSplit bool
+	// AttnSplit (attnsplit=on) runs a decoded token's attention combine and
+	// the layer's output projection as one launch, attn_out_split.cu's: each
+	// block merges 32 dims of a query head and multiplies them by those
+	// columns of the projection, the blocks' parts summed with atomics as
+	// 64-bit fixed point. The combine's outputs the same bits, the
+	// projection's to float32's rounding. Not yet measured, so off by
+	// default.
+	AttnSplit bool
 	// AttnOut (attnout=on) merges a decoded token's split attention and
 	// computes the layer's output projection in one launch (attn_out.cu):
 	// a thread-block cluster a query head merges its head's chunks, its
@@ -327,6 +335,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
 	`moesplit=on|off (a decoded token's experts in one launch, the down projection split over the experts' hidden rows and its parts summed by atomics as 64-bit fixed point, instead of the gate/up and down kernels; the same outputs to float32's rounding; not yet measured; default off), ` +
 	`gdnsplit=on|off (a decoded token's Gated DeltaNet step and the layer's output projection in one launch, each block's 32 gated outputs times those columns of the projection, the parts summed by atomics as 64-bit fixed point; with gdnnorm=cluster; the projection's output to float32's rounding; not yet measured; default off), ` +
+	`attnsplit=on|off (a decoded token's attention combine and the layer's output projection in one launch, each block's 32 merged dims times those columns of the projection, the parts summed by atomics as 64-bit fixed point; the projection's output to float32's rounding; not yet measured; default off), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -415,6 +424,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.MoESplit, err = kv.On("cuda")
 		case "gdnsplit":
 			o.GDNSplit, err = kv.On("cuda")
+		case "attnsplit":
+			o.AttnSplit, err = kv.On("cuda")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

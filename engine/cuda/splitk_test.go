@@ -189,3 +189,26 @@ func TestParseGDNSplit(t *testing.T) {
 		t.Error("the options' help does not list gdnsplit")
 	}
 }
+
+// TestParseAttnSplit: attnsplit=on and off, off by default until measured,
+// the family loaded only when on.
+func TestParseAttnSplit(t *testing.T) {
+	for value, want := range map[string]bool{"on": true, "off": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "attnsplit", Value: value}})
+		if err != nil {
+			t.Fatalf("attnsplit=%s: %v", value, err)
+		}
+		if o.AttnSplit != want || slices.Contains(noticeFamilies(o), "attn_out_split") != want {
+			t.Errorf("attnsplit=%s: AttnSplit %v, families %v", value, o.AttnSplit, noticeFamilies(o))
+		}
+	}
+	if DefaultOptions().AttnSplit {
+		t.Error("the default is attnsplit=on; want off until it is measured")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "attnsplit", Value: "yes"}}); err == nil || !strings.Contains(err.Error(), "attnsplit") {
+		t.Errorf("attnsplit=yes: error %v, want one naming attnsplit", err)
+	}
+	if !strings.Contains(OptionsHelp, "attnsplit=on|off") {
+		t.Error("the options' help does not list attnsplit")
+	}
+}
