@@ -68,7 +68,8 @@ func cloneQMatrix(t *testing.T, c *driver.Context, s *driver.Stream, q *QMatrix)
 // TestMeasureMoELayer times the MoE of one token with the router on the
 // device: 32 layers in one graph, each with its own 8-bit router and its
 // own copy of the expert stacks (so no expert comes from L2), the router
-// alone and router + gate/up + down, per MoE variant.
+// alone and router + gate/up + down, and router + moe_split (moesplit=on)
+// where the variant has it, per MoE variant, plain and under pdl.
 func TestMeasureMoELayer(t *testing.T) {
 	c := benchOnly(t)
 	s, err := c.NewStream("bench")
@@ -152,30 +153,56 @@ func TestMeasureMoELayer(t *testing.T) {
 		rBytes, perRoute, layers, float64(rBytes)/readGB/1e3, len(distinct), layers)
 	bytes := ws[0].Bytes() + rBytes
 	floor := float64(bytes) / readGB / 1e3
+	splitMod := loadModule(t, LoadMoESplitModule, c)
+	sums := newBuf(t, c, s, int(SplitKSumBytes(H)/4), "split sums")
+	if err := s.Fill32(sums.P, 0, SplitKSumBytes(H)/4); err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range MoEVariants {
 		k, err := NewMoE(c, moeMod, v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		per := timeGraph(t, c, s, func() error {
-			for l := range layers {
-				if err := rk.Launch(s, routers[l], rb(l), MoETopK, true); err != nil {
-					return err
+		if err := k.AddSplitForms(c, splitMod); err != nil {
+			t.Fatal(err)
+		}
+		// the two kernels, then (where built) moe_split (moesplit=on), each
+		// as plain launches and with programmatic dependent launch (pdl=on)
+		forms := []struct {
+			name   string
+			launch func(l int) error
+		}{{"gate_up + down", func(l int) error { return k.Launch(s, ws[l], mb(l)) }}}
+		if k.HasSplit(ws[0]) {
+			forms = append(forms, struct {
+				name   string
+				launch func(l int) error
+			}{"moe_split", func(l int) error { return k.LaunchSplit(s, ws[l], mb(l), sums.P) }})
+		}
+		for _, f := range forms {
+			for _, pdl := range []bool{false, true} {
+				s.SetProgrammatic(pdl)
+				per := timeGraph(t, c, s, func() error {
+					for l := range layers {
+						if err := rk.Launch(s, routers[l], rb(l), MoETopK, true); err != nil {
+							return err
+						}
+						if err := f.launch(l); err != nil {
+							return err
+						}
+					}
+					return nil
+				}) / layers
+				s.SetProgrammatic(false)
+				out := d.read(t, s, d.bufs.Out, "out")
+				for i, f := range out {
+					if f != f {
+						t.Fatalf("%v: out[%d] is NaN", v, i)
+					}
 				}
-				if err := k.Launch(s, ws[l], mb(l)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}) / layers
-		out := d.read(t, s, d.bufs.Out, "out")
-		for i, f := range out {
-			if f != f {
-				t.Fatalf("%v: out[%d] is NaN", v, i)
+				t.Logf("MoE layer %-8v router + %-14s pdl=%-5v graph of %d layers, each its own router and expert copies: %6.2f µs/layer (floor %.2f µs for %d bytes: %4.1f%%)",
+					v, f.name, pdl, layers, per, floor, bytes, 100*floor/per)
 			}
 		}
-		t.Logf("MoE layer %-8v router + gate_up + down, graph of %d layers, each its own router and expert copies: %6.2f µs/layer (floor %.2f µs for %d bytes: %4.1f%%)",
-			v, layers, per, floor, bytes, 100*floor/per)
 	}
 }
 

@@ -8,7 +8,8 @@
 # point. Their tests (TestMoESplitMatchesReference, TestGDNSplitMatchesApart,
 # TestAttnSplitMatchesApart, TestDecodeFormsEngage), the oracle under all three, TestMeasureSplitReduce and
 # TestMeasurePhases (phase.cu: the atomics alone; a phase's row loaded
-# into registers or shared memory before its wait), then decode at 4K and
+# into registers or shared memory before its wait) and TestMeasureMoELayer
+# (32 layers' router and experts apart and as moe_split), then decode at 4K and
 # 32K (prefill of 512) under the defaults and each form, one round.
 # From the repository root; $CARRY (default devrun/gl2) holds petals.txz
 # (petal, -tags nofixture), cuda.test.xz and ref.txz (devrun-pack.sh with
@@ -30,8 +31,8 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -8; grep -E 'top-1' $O/oracle.txt | head -6
 fi
 if [ -z "${SKIP_PHASES:-}" ]; then
-  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 90 $D/cuda.test -test.v -test.run 'TestMeasureSplitReduce$|TestMeasurePhases$' > $O/phases.txt 2>&1)
-  echo "phases: rc=$?"; grep -E 'µs a phase|µs a launch|FAIL|phases,' $O/phases.txt
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureSplitReduce$|TestMeasurePhases$' > $O/phases.txt 2>&1)
+  echo "phases: rc=$?"; grep -E 'µs a phase|µs a launch|µs/layer|FAIL|phases,' $O/phases.txt
 fi
 echo "tests: $(( $(date +%s) - start )) s"
 for be in ${BENCHES:-cuda cuda:moesplit=on cuda:gdnsplit=on cuda:gdnsplit=on,moesplit=on,attnsplit=on}; do
