@@ -31,7 +31,7 @@ if [ -z "${SKIP_ORACLE:-}" ]; then
   echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -8; grep -E 'top-1' $O/oracle.txt | head -6
 fi
 if [ -z "${SKIP_PHASES:-}" ]; then
-  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureSplitReduce$|TestMeasurePhases$' > $O/phases.txt 2>&1)
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 120 $D/cuda.test -test.v -test.run 'TestMeasureSplitReduce$|TestMeasurePhases$|TestMeasureMoELayer$' > $O/phases.txt 2>&1)
   echo "phases: rc=$?"; grep -E 'µs a phase|µs a launch|µs/layer|FAIL|phases,' $O/phases.txt
 fi
 echo "tests: $(( $(date +%s) - start )) s"
