@@ -16,8 +16,6 @@ import (
 const (
 	attnSplitThreads = 256                         // AS_THREADS
 	attnSplitBlocks  = AttnHeadDim / splitKColumns // AS_BLOCKS: blocks a query head
-	// splitKColumns is SK_COLS of splitk.h: the columns of a block.
-	splitKColumns = 32
 )
 
 // LoadAttnSplitModule loads attn_out_split.cu's kernel (attnsplit=on).

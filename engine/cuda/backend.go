@@ -42,8 +42,7 @@ type Backend struct {
 	scratch  grower                      // temporaries of one op at a time (ops run in order)
 	zeros    grower                      // never written: the MoE kernel's residual input
 	tickets  grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
-	moeSums  grower                      // moe_split's fixed-point sums and ticket (zero, left so by every launch)
-	gdnSums  grower                      // gdn_split's likewise
+	gdnSums  grower                      // gdn_split's fixed-point sums and ticket (zero, left so by every launch)
 	attnSums grower                      // attn_out_split's likewise
 	ropes    map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
 	last     *program                    // the last program run, named in errors that surface later
@@ -98,9 +97,6 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.AttnSplit {
 		fams = append(fams, "attn_out_split")
-	}
-	if o.MoESplit {
-		fams = append(fams, "moe_split")
 	}
 	if o.GDNSplit && o.GDNCluster {
 		fams = append(fams, "gdn_split")
@@ -227,7 +223,7 @@ func (b *Backend) init() error {
 		}
 	}
 	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
-	// moe_route.cu, moe_split.cu, gdn_layer.cu, attn_out.cu), so that gdn.ptx, route.ptx,
+	// moe_route.cu, gdn_layer.cu, attn_out.cu, gdn_split.cu, attn_out_split.cu), so that gdn.ptx, route.ptx,
 	// moe.ptx, qmv.ptx and attn.ptx stay as they were; each is loaded only
 	// under its option.
 	if b.o.GDNCluster {
@@ -266,12 +262,6 @@ func (b *Backend) init() error {
 	if b.o.GDNSplit && b.o.GDNCluster {
 		add := func(m *driver.Module) error { return b.gdn.AddSplitForms(b.ctx, m) }
 		if err := b.addModule(LoadGDNSplitModule, add); err != nil {
-			return err
-		}
-	}
-	if b.o.MoESplit {
-		add := func(m *driver.Module) error { return b.moe.AddSplitForms(b.ctx, m) }
-		if err := b.addModule(LoadMoESplitModule, add); err != nil {
 			return err
 		}
 	}
@@ -407,7 +397,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.moeSums.p, b.gdnSums.p, b.attnSums.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.gdnSums.p, b.attnSums.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

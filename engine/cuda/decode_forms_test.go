@@ -67,8 +67,7 @@ func TestDecodeFormsEngage(t *testing.T) {
 
 	// gdnsplit=on, attnsplit=on: each Gated DeltaNet layer's step and
 	// output projection one launch, each attention layer's combine and
-	// output projection one. (moesplit=on takes no MoE block of this
-	// model, as above.)
+	// output projection one.
 	o = DefaultOptions()
 	o.GDNSplit, o.AttnSplit = true, true
 	split, splitLaunches := decodeKernels(o)

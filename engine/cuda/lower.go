@@ -565,14 +565,6 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 		bufs := func() MoEBuffers {
 			return MoEBuffers{X: x, IDs: idx, Weights: wts, H: p.scratch.Add(hOff), Logit: p.scratch.Add(lOff), Resid: p.zeros, Out: out}
 		}
-		if b.o.MoESplit && b.moe.HasSplit(mw) {
-			// one launch (moe_split.cu); a block it does not take keeps the two kernels
-			sums, err := b.grow(&b.moeSums, SplitKSumBytes(H), "the split MoE's sums")
-			if err != nil {
-				return nil, err
-			}
-			return []step{{kernels: 1, name: moeSplitKernel, launch: func(s *driver.Stream) error { return b.moe.LaunchSplit(s, mw, bufs(), sums) }}}, nil
-		}
 		return []step{
 			{kernels: 1, name: "moe_gate_up", launch: func(s *driver.Stream) error { return b.moe.LaunchGateUp(s, mw, bufs()) }},
 			{kernels: 1, name: "moe_down", launch: func(s *driver.Stream) error { return b.moe.LaunchDown(s, mw, bufs()) }},
@@ -760,7 +752,6 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool, error) {
 const (
 	moeLayerKernel     = "moe_layer"
 	moeRouteUpKernel   = "moe_route_up"
-	moeSplitKernel     = "moe_split"
 	moeRouteDownKernel = "moe_route_down"
 )
 

@@ -68,8 +68,7 @@ func cloneQMatrix(t *testing.T, c *driver.Context, s *driver.Stream, q *QMatrix)
 // TestMeasureMoELayer times the MoE of one token with the router on the
 // device: 32 layers in one graph, each with its own 8-bit router and its
 // own copy of the expert stacks (so no expert comes from L2), the router
-// alone and router + gate/up + down, and router + moe_split (moesplit=on)
-// where the variant has it, per MoE variant, plain and under pdl.
+// alone and router + gate/up + down, per MoE variant, plain and under pdl.
 func TestMeasureMoELayer(t *testing.T) {
 	c := benchOnly(t)
 	s, err := c.NewStream("bench")
@@ -153,31 +152,16 @@ func TestMeasureMoELayer(t *testing.T) {
 		rBytes, perRoute, layers, float64(rBytes)/readGB/1e3, len(distinct), layers)
 	bytes := ws[0].Bytes() + rBytes
 	floor := float64(bytes) / readGB / 1e3
-	splitMod := loadModule(t, LoadMoESplitModule, c)
-	sums := newBuf(t, c, s, int(SplitKSumBytes(H)/4), "split sums")
-	if err := s.Fill32(sums.P, 0, SplitKSumBytes(H)/4); err != nil {
-		t.Fatal(err)
-	}
 	for _, v := range MoEVariants {
 		k, err := NewMoE(c, moeMod, v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.AddSplitForms(c, splitMod); err != nil {
-			t.Fatal(err)
-		}
-		// the two kernels, then (where built) moe_split (moesplit=on), each
 		// as plain launches and with programmatic dependent launch (pdl=on)
 		forms := []struct {
 			name   string
 			launch func(l int) error
 		}{{"gate_up + down", func(l int) error { return k.Launch(s, ws[l], mb(l)) }}}
-		if k.HasSplit(ws[0]) {
-			forms = append(forms, struct {
-				name   string
-				launch func(l int) error
-			}{"moe_split", func(l int) error { return k.LaunchSplit(s, ws[l], mb(l), sums.P) }})
-		}
 		for _, f := range forms {
 			for _, pdl := range []bool{false, true} {
 				s.SetProgrammatic(pdl)

@@ -13,10 +13,9 @@ import (
 const MoETopK = 8
 
 const (
-	moeUpWarps    = 8 // MOE_UP_WARPS
-	moeUpRows     = 1 // R of the gate/up kernels
-	moeDownWarps  = 8 // MOE_DOWN_WARPS
-	moeSplitWarps = 8 // MS_WARPS
+	moeUpWarps   = 8 // MOE_UP_WARPS
+	moeUpRows    = 1 // R of the gate/up kernels
+	moeDownWarps = 8 // MOE_DOWN_WARPS
 )
 
 // MoEWeights are one layer's MoE matrices on the device (spec 2.8): the
@@ -108,85 +107,6 @@ type MoE struct {
 	// until then, or for a variant without them.
 	routeUp8, routeDown      *driver.Function
 	routeUpOcc, routeDownOcc occupancy
-	// split is moe_split.cu's moe_split_<variant> (AddSplitForms;
-	// moesplit=on); nil until then, or for a variant without it.
-	split    *driver.Function
-	splitOcc occupancy
-}
-
-// LoadMoESplitModule loads moe_split.cu's experts of one token in one
-// launch, the down projection split over the experts' hidden rows
-// (moesplit=on).
-func LoadMoESplitModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "moe_split")
-}
-
-// AddSplitForms finds moe_split.cu's kernel for k's variant in mod
-// (LoadMoESplitModule); a variant it is not built for (other than
-// qmv=exact's and qmv=fast's kinds) keeps none, and HasSplit says so.
-func (k *MoE) AddSplitForms(c *driver.Context, mod *driver.Module) error {
-	v := k.variant
-	if !v.SB || (v.Kind != QI8x3 && v.Kind != QI8x2) {
-		return nil
-	}
-	f, err := mod.Function("moe_split_" + v.String())
-	if err != nil {
-		return err
-	}
-	k.split, k.splitOcc = f, newOccupancy(c, f)
-	return nil
-}
-
-// moeSplitRows is MS_ROWS in moe_split.cu: the hidden rows of one expert a
-// block takes, and the columns of its down matrix.
-const moeSplitRows = 32
-
-// splitKShared is SK_SHARED(rows) of splitk.h: the shared memory of a
-// split projection's columns, 32 bytes a row.
-func splitKShared(rows int) int { return 32 * rows }
-
-// SplitKSumBytes is the bytes of a split projection's sums for rows
-// outputs (splitk.h): the sums as 64-bit fixed point, then the ticket (and
-// padding).
-func SplitKSumBytes(rows int) int64 { return 8*int64(rows) + 16 }
-
-// HasSplit says whether LaunchSplit takes these weights.
-func (k *MoE) HasSplit(w *MoEWeights) bool {
-	return k.split != nil && w.Inter%moeSplitRows == 0 && w.Hidden%64 == 0
-}
-
-// LaunchSplit queues moe_split on s: the experts of one token in one
-// launch, b.H and b.Logit as LaunchGateUp writes them and b.Out as
-// LaunchDown does, to float32's rounding (the down projection's parts are
-// summed as 64-bit fixed point, in no fixed order, to the same bits). acc
-// is SplitKSumBytes(w.Hidden) bytes, zero when allocated and left so by
-// every complete launch.
-func (k *MoE) LaunchSplit(s *driver.Stream, w *MoEWeights, b MoEBuffers, acc driver.Ptr) error {
-	if !k.HasSplit(w) {
-		return fmt.Errorf("cuda: moesplit=on: no split MoE kernel for %v with hidden size %d and expert size %d (built for the 8-bit kinds' interleaved scales, expert sizes a multiple of %d)",
-			k.variant, w.Hidden, w.Inter, moeSplitRows)
-	}
-	if err := w.check(true); err != nil {
-		return err
-	}
-	if b.X%16 != 0 || acc%16 != 0 {
-		return fmt.Errorf("cuda: moesplit=on: x (%#x) and the sums (%#x) must be 16-byte aligned", uint64(b.X), uint64(acc))
-	}
-	H, I := w.Hidden, w.Inter
-	shared := (k.variant.Kind.stageBytes(H/64)+15)/16*16 + splitKShared(H) + 4*moeSplitRows + 4*moeSplitWarps // MS_SMEM
-	if _, err := k.splitOcc.blocksPerSM(moeSplitWarps*32, shared, fmt.Sprintf("the split MoE kernel with hidden size %d", H)); err != nil {
-		return err
-	}
-	var a driver.Args
-	for _, m := range []*QMatrix{w.Gate, w.Up, w.Down, w.SharedGate, w.SharedUp, w.SharedDown} {
-		a.Ptr(m.Words).Ptr(m.ScaleBias)
-	}
-	seg := w.SharedExpertGate
-	a.Ptr(seg.Words).Ptr(seg.Scales).Ptr(seg.Biases)
-	a.Ptr(b.IDs).Ptr(b.Weights).Ptr(b.X).Ptr(b.H).Ptr(b.Logit).Ptr(b.Resid).Ptr(b.Out).Ptr(acc).Ptr(acc.Add(8 * int64(H)))
-	a.I32(int32(I)).I32(int32(H)).I32(int32(teamFor(H / 64)))
-	grid := (MoETopK + 1) * I / moeSplitRows
-	return s.Launch(k.split, driver.D1(grid), driver.D1(moeSplitWarps*32), shared, &a)
 }
 
 // LoadMoERouteModule loads moe_route.cu's MoE block in two launches, the

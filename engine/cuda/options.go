@@ -155,30 +155,23 @@ type Options struct {
 	// gdn_layer_nb.cu), so that all 16 key heads' clusters fit on the GPU
 	// at once (an H100 holds 15 of 8). Not yet measured.
 	GDNLayerBlocks int
-	// MoESplit (moesplit=on) runs a decoded token's experts as one launch,
-	// moe_split.cu's, instead of two (moe_gate_up, moe_down): the down
-	// projection split over the experts' hidden rows, each block adding its
-	// part of every output into 64-bit fixed-point sums with atomics, the
-	// last block writing them out; no boundary between the activations and
-	// the down projection. The same outputs to float32's rounding. Not yet
-	// measured, so off by default.
-	MoESplit bool
 	// GDNSplit (gdnsplit=on) runs a decoded token's Gated DeltaNet step
 	// and the layer's output projection as one launch, gdn_split.cu's (with
 	// gdnnorm=cluster): each block multiplies its 32 gated outputs by those
 	// columns of the projection, the blocks' parts summed with atomics as
 	// 64-bit fixed point, the last block writing the output; no boundary
 	// between the step and the projection. The step's outputs the same
-	// bits, the projection's to float32's rounding. Not yet measured, so
-	// off by default.
+	// bits, the projection's to float32's rounding. Decode at 4K 6.8 %
+	// slower on an H100 (2026-12-07-split1: the atomics into the 2048 sums
+	// from 128 blocks cost more than the launch they save), so off.
 	GDNSplit bool
 	// AttnSplit (attnsplit=on) runs a decoded token's attention combine and
 	// the layer's output projection as one launch, attn_out_split.cu's: each
 	// block merges 32 dims of a query head and multiplies them by those
 	// columns of the projection, the blocks' parts summed with atomics as
 	// 64-bit fixed point. The combine's outputs the same bits, the
-	// projection's to float32's rounding. Not yet measured, so off by
-	// default.
+	// projection's to float32's rounding. Its tests pass (2026-12-07-split1);
+	// not benched, and the same atomics made gdnsplit=on slower, so off.
 	AttnSplit bool
 	// AttnOut (attnout=on) merges a decoded token's split attention and
 	// computes the layer's output projection in one launch (attn_out.cu):
@@ -333,9 +326,8 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster decoded 23 % slower on an H100; default three), ` +
 	`gdnlayer=cluster|cluster6|cluster7|out|out6|out7|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster of 8 blocks a key head computing its own projection rows and its step from them (cluster6, cluster7: of 6 or 7 blocks, so that all 16 clusters fit at once; not yet measured), or in two; the same bits; out, out6, out7: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; out decoded 17 % slower on an H100, whose GPU holds 15 of the 16 clusters of 8 at once; default apart), ` +
 	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
-	`moesplit=on|off (a decoded token's experts in one launch, the down projection split over the experts' hidden rows and its parts summed by atomics as 64-bit fixed point, instead of the gate/up and down kernels; the same outputs to float32's rounding; not yet measured; default off), ` +
-	`gdnsplit=on|off (a decoded token's Gated DeltaNet step and the layer's output projection in one launch, each block's 32 gated outputs times those columns of the projection, the parts summed by atomics as 64-bit fixed point; with gdnnorm=cluster; the projection's output to float32's rounding; not yet measured; default off), ` +
-	`attnsplit=on|off (a decoded token's attention combine and the layer's output projection in one launch, each block's 32 merged dims times those columns of the projection, the parts summed by atomics as 64-bit fixed point; the projection's output to float32's rounding; not yet measured; default off), ` +
+	`gdnsplit=on|off (a decoded token's Gated DeltaNet step and the layer's output projection in one launch, each block's 32 gated outputs times those columns of the projection, the parts summed by atomics as 64-bit fixed point; with gdnnorm=cluster; the projection's output to float32's rounding; decode 6.8 % slower on an H100, the atomics costing more than the launch; default off), ` +
+	`attnsplit=on|off (a decoded token's attention combine and the layer's output projection in one launch, each block's 32 merged dims times those columns of the projection, the parts summed by atomics as 64-bit fixed point; the projection's output to float32's rounding; not benched, the same atomics made gdnsplit slower; default off), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -420,8 +412,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "attnout":
 			o.AttnOut, err = kv.On("cuda")
-		case "moesplit":
-			o.MoESplit, err = kv.On("cuda")
 		case "gdnsplit":
 			o.GDNSplit, err = kv.On("cuda")
 		case "attnsplit":

@@ -310,7 +310,7 @@ static __device__ __forceinline__ void moe_down(
   PETAL_MARK(12);
 }
 
-#ifndef MOE_LIBRARY  // moe_route.cu and moe_split.cu build on this file with entry points of their own
+#ifndef MOE_LIBRARY  // moe_route.cu builds on this file with entry points of its own
 
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
 // gate_up with MOE_UP_WARPS*32 threads and QSTAGE_BYTES(kind, H/64) bytes of
