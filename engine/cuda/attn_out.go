@@ -115,13 +115,62 @@ const attnOutKernel = "attn_combine_out"
 // write. A projection the kernel does not take is an error that names the
 // option.
 func (b *Backend) attnOutStep(p *program, i int) ([]step, bool, error) {
-	if !b.o.AttnOut || i+1 >= len(p.ops) {
+	if !b.o.AttnOut {
 		return nil, false, nil
+	}
+	a, ok, err := b.attnProjection(p, i)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	kind := b.qmv.variant.Kind
+	if err := b.attnOut.fits(kind, a.w, a.sh.QHeads); err != nil {
+		return nil, false, err
+	}
+	// the projection's partials past the attention's: a cluster writes
+	// them while others may still read those
+	partOff := p.reserve(&a.off, 4*int64(a.sh.QHeads*a.w.Rows))
+	counters, err := b.grow(&b.tickets, 4*int64(gdnLayerCluster), "attention projection tickets")
+	if err != nil {
+		return nil, false, err
+	}
+	return []step{
+		a.split(b, p),
+		{kernels: 1, name: attnOutKernel, launch: func(s *driver.Stream) error {
+			return b.attnOut.Launch(s, kind, b.attn, a.sh, AttnOutBuffers{Attn: a.at(p), OutProj: a.w, OY: a.oy,
+				OPart: p.scratch.Add(partOff), OCounters: counters})
+		}},
+	}, true, nil
+}
+
+// attnProj is a decoded token's Attention and the QLinear of one row that
+// reads its output (the output projection), as the forms that take both
+// in their launches (attnout=on, attnsplit=on) see them: the split
+// attention's lowering (decodeAttn), the projection w and its output oy,
+// and off, the program's scratch offset past the attention's.
+type attnProj struct {
+	decodeAttn
+	w   *QMatrix
+	oy  driver.Ptr
+	off int64
+}
+
+// split is the split attention's launch.
+func (a attnProj) split(b *Backend, p *program) step {
+	return step{kernels: 1, name: "attn_split", launch: func(s *driver.Stream) error { return b.attn.LaunchSplit(s, a.sh, a.at(p)) }}
+}
+
+// attnProjection finds ops[i:i+2] as attnProj, when they are a decoded
+// token's Attention the split kernels take (decodeAttention) and the
+// QLinear of one row that reads its output; not ok otherwise (their own
+// lowerings say what is wrong).
+func (b *Backend) attnProjection(p *program, i int) (attnProj, bool, error) {
+	if i+1 >= len(p.ops) {
+		return attnProj{}, false, nil
 	}
 	o, ok1 := p.ops[i].(*backend.Attention)
 	l, ok2 := p.ops[i+1].(*backend.QLinear)
 	if !ok1 || !ok2 || o.Rows != 1 || l.Rows != 1 || l.X != o.Out {
-		return nil, false, nil
+		return attnProj{}, false, nil
 	}
 	c := &checks{b: b}
 	QH, KVH, D := o.QHeads, o.KVHeads, o.HeadDim
@@ -131,37 +180,20 @@ func (b *Backend) attnOutStep(p *program, i int) ([]step, bool, error) {
 		Out: c.buf("the output", o.Out, backend.F32, QH*D), Pos: c.buf("the position", o.Pos, backend.I32, 1)}
 	w := c.mat("the output projection", l.W)
 	if c.err != nil || w == nil {
-		return nil, false, nil // the ops' own lowerings say what is wrong
+		return attnProj{}, false, nil
 	}
 	oy := c.buf("the output projection's output", l.Y, backend.F32, w.q.Rows)
 	if c.err != nil {
-		return nil, false, nil
+		return attnProj{}, false, nil
 	}
 	shadow, err := b.cacheShadow(o.KCache, o.VCache, bufs.KCache, bufs.VCache, o.KCache.Len/max(KVH*D, 1), KVH*D)
 	if err != nil {
-		return nil, false, err
+		return attnProj{}, false, err
 	}
 	var off int64
 	d, ok := b.decodeAttention(p, &off, o, bufs, shadow)
 	if !ok {
-		return nil, false, nil
+		return attnProj{}, false, nil
 	}
-	kind := b.qmv.variant.Kind
-	if err := b.attnOut.fits(kind, w.q, QH); err != nil {
-		return nil, false, err
-	}
-	// the projection's partials past the attention's: a cluster writes
-	// them while others may still read those
-	partOff := p.reserve(&off, 4*int64(QH*w.q.Rows))
-	counters, err := b.grow(&b.tickets, 4*int64(gdnLayerCluster), "attention projection tickets")
-	if err != nil {
-		return nil, false, err
-	}
-	return []step{
-		{kernels: 1, name: "attn_split", launch: func(s *driver.Stream) error { return b.attn.LaunchSplit(s, d.sh, d.at(p)) }},
-		{kernels: 1, name: attnOutKernel, launch: func(s *driver.Stream) error {
-			return b.attnOut.Launch(s, kind, b.attn, d.sh, AttnOutBuffers{Attn: d.at(p), OutProj: w.q, OY: oy,
-				OPart: p.scratch.Add(partOff), OCounters: counters})
-		}},
-	}, true, nil
+	return attnProj{decodeAttn: d, w: w.q, oy: oy, off: off}, true, nil
 }

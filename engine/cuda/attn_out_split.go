@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 )
 
@@ -86,48 +85,24 @@ const attnSplitKernel = "attn_combine_split"
 // ops write. A projection the kernel does not take is an error that names
 // the option.
 func (b *Backend) attnSplitStep(p *program, i int) ([]step, bool, error) {
-	if !b.o.AttnSplit || b.attnSplit == nil || i+1 >= len(p.ops) {
+	if !b.o.AttnSplit || b.attnSplit == nil {
 		return nil, false, nil
 	}
-	o, ok1 := p.ops[i].(*backend.Attention)
-	l, ok2 := p.ops[i+1].(*backend.QLinear)
-	if !ok1 || !ok2 || o.Rows != 1 || l.Rows != 1 || l.X != o.Out {
-		return nil, false, nil
-	}
-	c := &checks{b: b}
-	QH, KVH, D := o.QHeads, o.KVHeads, o.HeadDim
-	c.require(o.KCache.Type == o.VCache.Type, "K and V caches of element types %s and %s", o.KCache.Type, o.VCache.Type)
-	bufs := AttnBuffers{Q: c.buf("q", o.Q, backend.F32, QH*D), QG: c.buf("qg", o.QG, backend.F32, QH*2*D),
-		KCache: c.kv("the K cache", o.KCache, 0), VCache: c.kv("the V cache", o.VCache, o.KCache.Len),
-		Out: c.buf("the output", o.Out, backend.F32, QH*D), Pos: c.buf("the position", o.Pos, backend.I32, 1)}
-	w := c.mat("the output projection", l.W)
-	if c.err != nil || w == nil {
-		return nil, false, nil // the ops' own lowerings say what is wrong
-	}
-	oy := c.buf("the output projection's output", l.Y, backend.F32, w.q.Rows)
-	if c.err != nil {
-		return nil, false, nil
-	}
-	shadow, err := b.cacheShadow(o.KCache, o.VCache, bufs.KCache, bufs.VCache, o.KCache.Len/max(KVH*D, 1), KVH*D)
-	if err != nil {
+	a, ok, err := b.attnProjection(p, i)
+	if !ok || err != nil {
 		return nil, false, err
 	}
-	var off int64
-	d, ok := b.decodeAttention(p, &off, o, bufs, shadow)
-	if !ok {
-		return nil, false, nil
-	}
-	if err := b.attnSplit.fits(w.q, QH); err != nil {
+	if err := b.attnSplit.fits(a.w, a.sh.QHeads); err != nil {
 		return nil, false, err
 	}
-	sums, err := b.grow(&b.attnSums, SplitKSumBytes(w.q.Rows), "the split projection's sums")
+	sums, err := b.grow(&b.attnSums, SplitKSumBytes(a.w.Rows), "the split projection's sums")
 	if err != nil {
 		return nil, false, err
 	}
 	return []step{
-		{kernels: 1, name: "attn_split", launch: func(s *driver.Stream) error { return b.attn.LaunchSplit(s, d.sh, d.at(p)) }},
+		a.split(b, p),
 		{kernels: 1, name: attnSplitKernel, launch: func(s *driver.Stream) error {
-			return b.attnSplit.Launch(s, b.attn, d.sh, d.at(p), w.q, oy, sums)
+			return b.attnSplit.Launch(s, b.attn, a.sh, a.at(p), a.w, a.oy, sums)
 		}},
 	}, true, nil
 }

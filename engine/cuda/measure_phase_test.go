@@ -8,6 +8,39 @@ import (
 	"petal/engine/cuda/driver"
 )
 
+// phaseBench is a measurement's context, a stream on it and phase.cu's
+// functions by name, for the test's life.
+func phaseBench(t *testing.T, stream string) (*driver.Context, *driver.Stream, func(string) *driver.Function) {
+	c := benchOnly(t)
+	s, err := c.NewStream(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	mod, err := loadFamily(c, "phase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close() })
+	return c, s, func(name string) *driver.Function {
+		f, err := mod.Function(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
+
+// allocFor is bytes of device memory freed when the test ends.
+func allocFor(t *testing.T, c *driver.Context, bytes int64, label string) driver.Ptr {
+	p, err := c.Alloc(bytes, label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Free(p) })
+	return p
+}
+
 // TestMeasurePhases times the boundary between dependent phases of a
 // decode step (phase.cu): 64 phases shaped like a decode mat-vec (every
 // block stages the whole 2048-float vector the phase before wrote; a warp a
@@ -26,24 +59,7 @@ import (
 // bits, within a float64 reference's bound: a barrier that let a block read
 // a vector before every block had written it would show. Then µs a phase.
 func TestMeasurePhases(t *testing.T) {
-	c := benchOnly(t)
-	s, err := c.NewStream("phases")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mod, err := loadFamily(c, "phase")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
-	fn := func(name string) *driver.Function {
-		f, err := mod.Function(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	c, s, fn := phaseBench(t, "phases")
 	step, stepPre := fn("phase_step"), fn("phase_step_pre")
 	runFence, runAcqRel, runAcqRelPre := fn("phase_run_fence"), fn("phase_run_acqrel"), fn("phase_run_acqrel_pre")
 	stepPreEarly, stepReg, stepSmem := fn("phase_step_pre_early"), fn("phase_step_reg"), fn("phase_step_smem")
@@ -66,14 +82,7 @@ func TestMeasurePhases(t *testing.T) {
 	}
 	// w's spread is sqrt(17.5) = 4.18: a phase keeps the vector's size
 	scale := float32(1 / (math.Sqrt(17.5) * math.Sqrt(n)))
-	alloc := func(bytes int64, label string) driver.Ptr {
-		p, err := c.Alloc(bytes, label)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Free(p) })
-		return p
-	}
+	alloc := func(bytes int64, label string) driver.Ptr { return allocFor(t, c, bytes, label) }
 	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(16, "barrier")
 	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
 		t.Fatal(err)
@@ -222,24 +231,7 @@ func TestMeasurePhases(t *testing.T) {
 // sum). The fixed-point sum must be the float64 reference's to its
 // 2^-32 units exactly (integer sums), the float32 one within rounding.
 func TestMeasureSplitReduce(t *testing.T) {
-	c := benchOnly(t)
-	s, err := c.NewStream("reduce")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mod, err := loadFamily(c, "phase")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
-	fn := func(name string) *driver.Function {
-		f, err := mod.Function(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	c, s, fn := phaseBench(t, "reduce")
 	store, u64, f32 := fn("phase_reduce_store"), fn("phase_reduce_u64"), fn("phase_reduce_f32")
 	const n, maxTasks, launches = 2048, 288, 16
 	rng := rand.New(rand.NewPCG(7, 9))
@@ -247,14 +239,7 @@ func TestMeasureSplitReduce(t *testing.T) {
 	for i := range part {
 		part[i] = float32(rng.NormFloat64())
 	}
-	alloc := func(bytes int64, label string) driver.Ptr {
-		p, err := c.Alloc(bytes, label)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Free(p) })
-		return p
-	}
+	alloc := func(bytes int64, label string) driver.Ptr { return allocFor(t, c, bytes, label) }
 	pd, out, acc := alloc(4*maxTasks*n, "partials"), alloc(4*maxTasks*n, "stored"), alloc(8*n, "sums")
 	if err := s.CopyToDevice(pd, bytesOf(part)); err != nil {
 		t.Fatal(err)
