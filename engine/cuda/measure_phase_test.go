@@ -224,7 +224,8 @@ func TestMeasurePhases(t *testing.T) {
 }
 
 // TestMeasureSplitReduce times what summing blocks' partial vectors with
-// atomics costs (phase.cu's phase_reduce_*): tasks blocks each add a
+// atomics costs (into one set of sums, and spread over 8 and 32 copies of
+// them, each sum taking 1/copies of the blocks) (phase.cu's phase_reduce_*): tasks blocks each add a
 // partial of 2048 floats, as a mat-vec split over its inner dimension would
 // (the experts' down projection, 9 x 512 hidden rows in tasks slices),
 // against the same launch storing its partials (the loads and a store, no
@@ -240,13 +241,18 @@ func TestMeasureSplitReduce(t *testing.T) {
 		part[i] = float32(rng.NormFloat64())
 	}
 	alloc := func(bytes int64, label string) driver.Ptr { return allocFor(t, c, bytes, label) }
-	pd, out, acc := alloc(4*maxTasks*n, "partials"), alloc(4*maxTasks*n, "stored"), alloc(8*n, "sums")
+	const maxCopies = 32
+	pd, out, acc := alloc(4*maxTasks*n, "partials"), alloc(4*maxTasks*n, "stored"), alloc(8*maxCopies*n, "sums")
 	if err := s.CopyToDevice(pd, bytesOf(part)); err != nil {
 		t.Fatal(err)
 	}
+	copies := 1 // phase_reduce_u64's copies of the sums
 	launch := func(f *driver.Function, dst driver.Ptr, tasks int) error {
 		var args driver.Args
 		args.Ptr(pd).Ptr(dst).I32(n)
+		if f == u64 {
+			args.I32(int32(copies))
+		}
 		return s.Launch(f, driver.D1(tasks), driver.D1(256), 0, &args)
 	}
 	for _, tasks := range []int{72, 144, 288} {
@@ -315,12 +321,16 @@ func TestMeasureSplitReduce(t *testing.T) {
 			return func() error { return x.Launch(s) }
 		}
 		for _, v := range []struct {
-			name string
-			f    *driver.Function
-			dst  driver.Ptr
-		}{{"store partials (baseline)", store, out}, {"red.add.u64 fixed point", u64, acc}, {"red.add.f32", f32, acc}} {
+			name   string
+			f      *driver.Function
+			dst    driver.Ptr
+			copies int
+		}{{"store partials (baseline)", store, out, 1}, {"red.add.u64 fixed point", u64, acc, 1},
+			{"red.add.u64, 8 copies", u64, acc, 8}, {"red.add.u64, 32 copies", u64, acc, maxCopies}, {"red.add.f32", f32, acc, 1}} {
+			copies = v.copies
 			d := timeLaunches(t, c, s, 20, graph(v.f, v.dst))
 			t.Logf("%3d tasks x %d floats, %-26s %6.2f µs a launch", tasks, n, v.name, float64(d.Nanoseconds())/1e3/launches)
 		}
+		copies = 1
 	}
 }

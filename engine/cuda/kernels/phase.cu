@@ -316,10 +316,15 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
   }
 }
 
+// phase_reduce_u64 takes copies: block b adds into copy b mod copies of
+// the sums (acc + (b mod copies)·n), so that each sum has 1/copies of the
+// blocks adding into it: whether the atomics' time is the blocks adding
+// into one address in turn, or all the atomics together.
 extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
-    phase_reduce_u64(const float* __restrict__ part, unsigned long long* acc, int n) {
+    phase_reduce_u64(const float* __restrict__ part, unsigned long long* acc, int n, int copies) {
   pdl_begin();
   const float* src = part + (long long)PETAL_BID_X() * n;
+  acc += (long long)(PETAL_BID_X() % copies) * n;
   for (int i = PETAL_TID_X() * 4; i < n; i += PHASE_THREADS * 4) {
     const PhaseF4 v = *(const PhaseF4*)(src + i);
     sk_red_fixed(acc + i, v.x);
