@@ -52,10 +52,10 @@ func (k *AttnSplit) fits(m *QMatrix, qheads int) error {
 
 // Launch queues the combine of att's split attention (queued before it,
 // Attn.LaunchSplit) and the projection o on s: b.Out as attn_combine
-// writes it, y = o·b.Out to float32's rounding of the mat-vec's. sums is
-// SplitKSumBytes(o.Rows) bytes, zero when allocated and left so by every
-// complete launch.
-func (k *AttnSplit) Launch(s *driver.Stream, att *Attn, sh AttnShape, b AttnBuffers, o *QMatrix, y, sums driver.Ptr) error {
+// writes it, y = o·b.Out to float32's rounding of the mat-vec's, the sums
+// spread over copies copies. sums is SplitKSumBytes(o.Rows, copies) bytes,
+// zero when allocated and left so by every complete launch.
+func (k *AttnSplit) Launch(s *driver.Stream, att *Attn, sh AttnShape, b AttnBuffers, o *QMatrix, y, sums driver.Ptr, copies int) error {
 	if err := sh.check(); err != nil {
 		return err
 	}
@@ -65,13 +65,16 @@ func (k *AttnSplit) Launch(s *driver.Stream, att *Attn, sh AttnShape, b AttnBuff
 	if sums%16 != 0 {
 		return fmt.Errorf("cuda: attnsplit=on: the sums (%#x) must be 16-byte aligned", uint64(sums))
 	}
+	if copies < 1 || copies > maxSplitCopies {
+		return fmt.Errorf("cuda: attnsplit=on: %d copies of the sums, want 1 to %d", copies, maxSplitCopies)
+	}
 	shared := splitKShared(o.Rows)
 	if _, err := k.occ.blocksPerSM(attnSplitThreads, shared, fmt.Sprintf("attention's combine with an output projection of %d rows", o.Rows)); err != nil {
 		return err
 	}
 	var a driver.Args
 	a.Ptr(b.PartO).Ptr(b.PartML).Ptr(b.QG).Ptr(b.Pos).Ptr(b.Out).I32(int32(att.MaxSplits)).I32(int32(att.MinChunk))
-	a.Ptr(o.Words).Ptr(o.ScaleBias).Ptr(y).Ptr(sums).Ptr(sums.Add(8 * int64(o.Rows))).I32(int32(o.Rows)).I32(int32(o.Cols))
+	a.Ptr(o.Words).Ptr(o.ScaleBias).Ptr(y).Ptr(sums).Ptr(sums.Add(SplitKTicket(o.Rows, copies))).I32(int32(o.Rows)).I32(int32(o.Cols)).I32(int32(copies))
 	return s.Launch(k.fn, driver.D1(sh.QHeads*attnSplitBlocks), driver.D1(attnSplitThreads), shared, &a)
 }
 
@@ -95,14 +98,15 @@ func (b *Backend) attnSplitStep(p *program, i int) ([]step, bool, error) {
 	if err := b.attnSplit.fits(a.w, a.sh.QHeads); err != nil {
 		return nil, false, err
 	}
-	sums, err := b.grow(&b.attnSums, SplitKSumBytes(a.w.Rows), "the split projection's sums")
+	copies := b.o.splitCopies()
+	sums, err := b.grow(&b.attnSums, SplitKSumBytes(a.w.Rows, copies), "the split projection's sums")
 	if err != nil {
 		return nil, false, err
 	}
 	return []step{
 		a.split(b, p),
 		{kernels: 1, name: attnSplitKernel, launch: func(s *driver.Stream) error {
-			return b.attnSplit.Launch(s, b.attn, a.sh, a.at(p), a.w, a.oy, sums)
+			return b.attnSplit.Launch(s, b.attn, a.sh, a.at(p), a.w, a.oy, sums, copies)
 		}},
 	}, true, nil
 }

@@ -62,11 +62,17 @@ func TestAttnOutMatchesApart(t *testing.T) {
 
 // TestAttnSplitMatchesApart: under attnsplit=on the same as
 // TestAttnOutMatchesApart of attn_split and attn_combine_split, over
-// replays that reuse the sums each launch leaves zero.
+// replays that reuse the sums each launch leaves zero, with the sums in one
+// copy and spread over 8 (splitcopies=8).
 func TestAttnSplitMatchesApart(t *testing.T) {
-	o := DefaultOptions()
-	o.AttnSplit = true
-	matchAttnOut(t, testBackend(t, o), testBackend(t, DefaultOptions()), attnSplitKernel)
+	apart := testBackend(t, DefaultOptions())
+	for _, copies := range []int{1, 8} { // splitcopies=N
+		t.Run(fmt.Sprintf("copies=%d", copies), func(t *testing.T) {
+			o := DefaultOptions()
+			o.AttnSplit, o.SplitCopies = true, copies
+			matchAttnOut(t, testBackend(t, o), apart, attnSplitKernel)
+		})
+	}
 }
 
 // matchAttnOut runs a decoded token's Attention and its output projection

@@ -83,14 +83,18 @@ func (k *GDN) HasSplit(o *QMatrix, hv int) bool {
 // projection o in the same launch (gdn_split.cu): y = o·b.Out, each block
 // multiplying its 32 gated outputs by those columns of o and the blocks'
 // parts summed as 64-bit fixed point (the same bits in any order; y to
-// float32's rounding of the mat-vec's). sums is SplitKSumBytes(o.Rows)
-// bytes, zero when allocated and left so by every complete launch.
-func (k *GDN) LaunchSplit(s *driver.Stream, b GDNBuffers, hk, hv int, eps float32, o *QMatrix, y, sums driver.Ptr) error {
+// float32's rounding of the mat-vec's), spread over copies copies of the
+// sums. sums is SplitKSumBytes(o.Rows, copies) bytes, zero when allocated
+// and left so by every complete launch.
+func (k *GDN) LaunchSplit(s *driver.Stream, b GDNBuffers, hk, hv int, eps float32, o *QMatrix, y, sums driver.Ptr, copies int) error {
 	if !k.HasSplit(o, hv) {
 		return fmt.Errorf("cuda: gdnsplit=on: no Gated DeltaNet step with the output projection for this layer (gdnnorm=cluster, split %d, a 4-bit projection of %d columns with interleaved scales)", gdnSplitBlocks, hv*GDNHeadDim)
 	}
 	if hk < 1 || hv < hk || hv%hk != 0 {
 		return fmt.Errorf("cuda: Gated DeltaNet with %d key heads and %d value heads: value heads must be a multiple of key heads", hk, hv)
+	}
+	if copies < 1 || copies > maxSplitCopies {
+		return fmt.Errorf("cuda: gdnsplit=on: %d copies of the sums, want 1 to %d", copies, maxSplitCopies)
 	}
 	if b.ConvW%16 != 0 || b.State%16 != 0 || sums%16 != 0 {
 		return fmt.Errorf("cuda: Gated DeltaNet conv weights (%#x), state (%#x) and sums (%#x) must be 16-byte aligned", uint64(b.ConvW), uint64(b.State), uint64(sums))
@@ -102,7 +106,7 @@ func (k *GDN) LaunchSplit(s *driver.Stream, b GDNBuffers, hk, hv int, eps float3
 	var a driver.Args
 	a.Ptr(b.QKV).Ptr(b.Z).Ptr(b.B).Ptr(b.A).Ptr(b.ConvW).Ptr(b.ConvState).Ptr(b.ALog).Ptr(b.DtBias).Ptr(b.NormW).
 		Ptr(b.State).Ptr(b.Out).Ptr(b.Counters).I32(int32(hk)).I32(int32(hv)).F32(eps)
-	a.Ptr(o.Words).Ptr(o.ScaleBias).Ptr(y).Ptr(sums).Ptr(sums.Add(8 * int64(o.Rows))).I32(int32(o.Rows)).I32(int32(o.Cols))
+	a.Ptr(o.Words).Ptr(o.ScaleBias).Ptr(y).Ptr(sums).Ptr(sums.Add(SplitKTicket(o.Rows, copies))).I32(int32(o.Rows)).I32(int32(o.Cols)).I32(int32(copies))
 	return s.LaunchCluster(k.split, driver.D1(hv*gdnSplitBlocks), driver.D1(gdnThreads), driver.D1(gdnSplitBlocks), shared, &a)
 }
 

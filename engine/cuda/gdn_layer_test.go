@@ -136,13 +136,17 @@ func TestGDNLayerOutMatchesApart(t *testing.T) {
 // qmv_group_norm: everything the step leaves the same bits as
 // gdn_step_s4_cl's, the projection's output within the mat-vec's float32
 // bar of qmv's and of the float64 reference (matchGDNLayer), over three
-// tokens, so that the sums the launch leaves zero are reused.
+// tokens, so that the sums the launch leaves zero are reused; with the
+// sums in one copy and spread over 8 (splitcopies=8).
 func TestGDNSplitMatchesApart(t *testing.T) {
-	o := DefaultOptions()
-	o.GDNSplit = true
-	split := testBackend(t, o)
 	apart := testBackend(t, DefaultOptions())
-	matchGDNLayer(t, split, apart, []string{normGroupKernel, gdnSplitKernel}, true)
+	for _, copies := range []int{1, 8} { // splitcopies=N
+		t.Run(fmt.Sprintf("copies=%d", copies), func(t *testing.T) {
+			o := DefaultOptions()
+			o.GDNSplit, o.SplitCopies = true, copies
+			matchGDNLayer(t, testBackend(t, o), apart, []string{normGroupKernel, gdnSplitKernel}, true)
+		})
+	}
 }
 
 // matchGDNLayer runs a layer's start (and, withOut, its output

@@ -1001,12 +1001,13 @@ func (b *Backend) gdnStep(p *program, i int) (step, bool) {
 				y = ch.buf("the output projection's output", o.Y, backend.F32, w.q.Rows)
 			}
 			if ch.err == nil && b.gdn.HasSplit(w.q, Hv) {
-				sums, err := b.grow(&b.gdnSums, SplitKSumBytes(w.q.Rows), "the split projection's sums")
+				copies := b.o.splitCopies()
+				sums, err := b.grow(&b.gdnSums, SplitKSumBytes(w.q.Rows, copies), "the split projection's sums")
 				if err != nil {
 					return step{}, false
 				}
 				return step{kernels: 1, name: gdnSplitKernel, launch: func(s *driver.Stream) error {
-					return b.gdn.LaunchSplit(s, bufs, Hk, Hv, eps, w.q, y, sums)
+					return b.gdn.LaunchSplit(s, bufs, Hk, Hv, eps, w.q, y, sums, copies)
 				}}, true
 			}
 		}

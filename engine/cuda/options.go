@@ -173,6 +173,11 @@ type Options struct {
 	// projection's to float32's rounding. Its tests pass (2026-12-07-split1);
 	// not benched, and the same atomics made gdnsplit=on slower, so off.
 	AttnSplit bool
+	// SplitCopies (splitcopies=N) spreads gdnsplit's and attnsplit's
+	// fixed-point sums over N copies, block b adding into copy b mod N and
+	// the last block summing them: each sum takes 1/N of the blocks'
+	// atomics (0: one copy).
+	SplitCopies int
 	// AttnOut (attnout=on) merges a decoded token's split attention and
 	// computes the layer's output projection in one launch (attn_out.cu):
 	// a thread-block cluster a query head merges its head's chunks, its
@@ -305,6 +310,9 @@ const (
 	MoEWG MoEKernel = "wg"
 )
 
+// splitCopies is the copies of a split projection's sums (splitcopies=N).
+func (o Options) splitCopies() int { return max(o.SplitCopies, 1) }
+
 // kvShadowed says whether o keeps a bf16 shadow of the KV caches: kvshadow=on
 // over float32 caches (a bf16 cache is read as it is).
 func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
@@ -328,6 +336,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
 	`gdnsplit=on|off (a decoded token's Gated DeltaNet step and the layer's output projection in one launch, each block's 32 gated outputs times those columns of the projection, the parts summed by atomics as 64-bit fixed point; with gdnnorm=cluster; the projection's output to float32's rounding; decode 6.8 % slower on an H100, the atomics costing more than the launch; default off), ` +
 	`attnsplit=on|off (a decoded token's attention combine and the layer's output projection in one launch, each block's 32 merged dims times those columns of the projection, the parts summed by atomics as 64-bit fixed point; the projection's output to float32's rounding; not benched, the same atomics made gdnsplit slower; default off), ` +
+	`splitcopies=N (gdnsplit's and attnsplit's sums spread over N copies, 1 to 64, each sum taking 1/N of the blocks' atomics, the last block adding the copies; not yet measured; default 1), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -416,6 +425,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.GDNSplit, err = kv.On("cuda")
 		case "attnsplit":
 			o.AttnSplit, err = kv.On("cuda")
+		case "splitcopies":
+			n, perr := strconv.Atoi(kv.Value)
+			if perr != nil || n < 1 || n > maxSplitCopies {
+				err = fmt.Errorf("cuda: splitcopies=%q: want a whole number from 1 to %d", kv.Value, maxSplitCopies)
+			}
+			o.SplitCopies = n
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

@@ -15,5 +15,13 @@ const splitKColumns = 32
 func splitKShared(rows int) int { return 32 * rows }
 
 // SplitKSumBytes is the bytes of a split projection's sums for rows
-// outputs: the sums as 64-bit fixed point, then the ticket (and padding).
-func SplitKSumBytes(rows int) int64 { return 8*int64(rows) + 16 }
+// outputs spread over copies copies (block b adds into copy b mod copies,
+// the last block sums them): the sums as 64-bit fixed point, then the
+// ticket (and padding), at SplitKTicket.
+func SplitKSumBytes(rows, copies int) int64 { return SplitKTicket(rows, copies) + 16 }
+
+// SplitKTicket is the offset of the ticket in a split projection's sums.
+func SplitKTicket(rows, copies int) int64 { return 8 * int64(rows) * int64(copies) }
+
+// maxSplitCopies bounds splitcopies=N.
+const maxSplitCopies = 64

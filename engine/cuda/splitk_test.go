@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -55,5 +56,27 @@ func TestParseAttnSplit(t *testing.T) {
 	}
 	if !strings.Contains(OptionsHelp, "attnsplit=on|off") {
 		t.Error("the options' help does not list attnsplit")
+	}
+}
+
+// TestParseSplitCopies: splitcopies=N takes 1 to 64, 1 by default, and
+// refuses anything else naming the option.
+func TestParseSplitCopies(t *testing.T) {
+	if n := DefaultOptions().splitCopies(); n != 1 {
+		t.Errorf("default copies %d, want 1", n)
+	}
+	for _, v := range []string{"1", "8", "64"} {
+		o, err := ParseOptions([]backend.Option{{Key: "splitcopies", Value: v}})
+		if err != nil || fmt.Sprint(o.splitCopies()) != v {
+			t.Errorf("splitcopies=%s: %v, copies %d", v, err, o.splitCopies())
+		}
+	}
+	for _, v := range []string{"0", "65", "x", "-1"} {
+		if _, err := ParseOptions([]backend.Option{{Key: "splitcopies", Value: v}}); err == nil || !strings.Contains(err.Error(), "splitcopies") {
+			t.Errorf("splitcopies=%s: error %v, want one naming splitcopies", v, err)
+		}
+	}
+	if !strings.Contains(OptionsHelp, "splitcopies=N") {
+		t.Error("the options' help does not list splitcopies")
 	}
 }

@@ -18,7 +18,9 @@
 # driver.test.xz); the tree may go without its logs and PTX but
 # gdn_layer.ptx, gdn_layer_nb.ptx, attn_out.ptx and clock/.
 # Then TestMeasurePhases (phase.cu's new register forms) and
-# TestMeasureSplitReduce; attnsplit=on benched too. About 6 minutes;
+# TestMeasureSplitReduce (the sums spread over 8 and 32 copies too);
+# attnsplit=on and gdnsplit=on,splitcopies=8 tested and benched too. About
+# 6 minutes;
 # SKIP_ORACLE=1, SKIP_PHASES=1, TESTS (a -test.run pattern) and
 # BENCHES (the --backend specs, default the five above) shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/gl2}; mkdir -p "$O"
@@ -35,7 +37,7 @@ for fam in gdn_layer gdn_layer_nb attn_out; do
 done
 (cd /tmp && tar czf $O/sass.tgz s1/gdn_layer.sm_90.cubin.gz s1/gdn_layer_nb.sm_90.cubin.gz s1/attn_out.sm_90.cubin.gz s1/manifest.txt)
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 120 $D/cuda.test -test.v \
-  -test.run "${TESTS:-TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestAttnOutMatchesApart|TestCubinsLoad}" > $O/tests.txt 2>&1)
+  -test.run "${TESTS:-TestGDNLayerOutMatchesApart|TestDecodeFormsEngage|TestGDNLayerNBMatchesApart|TestGDNLayerClusterMatchesApart|TestAttnOutMatchesApart|TestCubinsLoad|TestGDNSplitMatchesApart|TestAttnSplitMatchesApart}" > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E -- '^--- |_test.go:[0-9]+: (gdn_layer|decode step)|FAIL' $O/tests.txt | head -20
 if [ -z "${SKIP_ORACLE:-}" ]; then
   (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \
@@ -49,7 +51,7 @@ if [ -z "${SKIP_PHASES:-}" ]; then
   echo "phases: rc=$?"; grep -E 'µs a phase|µs a launch|FAIL|phases,' $O/phases.txt
 fi
 echo "tests: $(( $(date +%s) - start )) s"
-for be in ${BENCHES:-cuda cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7 cuda:gdnlayer=out6 cuda:attnout=on cuda:attnsplit=on}; do
+for be in ${BENCHES:-cuda cuda:gdnlayer=cluster6 cuda:gdnlayer=cluster7 cuda:gdnlayer=out6 cuda:attnout=on cuda:attnsplit=on cuda:gdnsplit=on,splitcopies=8}; do
   PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "1-$(tag_of $be)" $be --max-context 40000 \
     --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
 done

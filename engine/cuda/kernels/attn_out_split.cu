@@ -22,13 +22,13 @@
 // attn_combine_split: query heads × AS_BLOCKS blocks of AS_THREADS threads,
 // SK_SHARED(orows) bytes of dynamic shared memory. ow, osb: o_proj
 // (orows x query heads·ATT_D, 4-bit, interleaved scale/bias words); oy its
-// output; acc orows zeros as 64-bit fixed point and oticket a zero u32 when
-// allocated, left so by every launch.
+// output; acc copies x orows zeros as 64-bit fixed point and oticket a
+// zero u32 when allocated, left so by every launch.
 extern "C" __global__ void __launch_bounds__(AS_THREADS)
     attn_combine_split(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
                        const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk,
                        const u32* ow, const u32* osb, float* oy, unsigned long long* acc, u32* oticket, int orows,
-                       int ocols) {
+                       int ocols, int copies) {
   extern __shared__ u32 smem[];
   const int tid = PETAL_TID_X();
   const int h = PETAL_BID_X() / AS_BLOCKS, d0 = (PETAL_BID_X() % AS_BLOCKS) * SK_COLS;
@@ -46,6 +46,6 @@ extern "C" __global__ void __launch_bounds__(AS_THREADS)
   pdl_trigger();  // the projection's parts and the last block's sums are left
   cp_wait<0>();
   __syncthreads();  // q, and every thread's copies of the columns
-  sk_rows<3>(codes, sbs, ocols / 64, col0, &q, 1.f, acc, orows);
-  sk_finish(acc, oticket, nullptr, oy, orows);
+  sk_rows<3>(codes, sbs, ocols / 64, col0, &q, 1.f, sk_sums(acc, orows, copies), orows);
+  sk_finish(acc, oticket, nullptr, oy, orows, copies);
 }

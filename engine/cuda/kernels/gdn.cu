@@ -40,7 +40,7 @@ struct GdnOut {
   float* y;
   unsigned long long* acc;
   u32* ticket;
-  int rows, cols;
+  int rows, cols, copies;
 };
 #define GDN_OUT_PARAM , const GdnOut &po
 #else
@@ -249,8 +249,9 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
     if (warp == 0) sk_quantise<3>(gated, &oq);
     cp_wait<0>();
     __syncthreads();  // oq, and every thread's copies of the columns
-    sk_rows<3>(smem, smem + 4 * po.rows, po.cols / 64, j * GDN_D + slice * R, &oq, 1.f, po.acc, po.rows);
-    sk_finish(po.acc, po.ticket, nullptr, po.y, po.rows);
+    sk_rows<3>(smem, smem + 4 * po.rows, po.cols / 64, j * GDN_D + slice * R, &oq, 1.f,
+               sk_sums(po.acc, po.rows, po.copies), po.rows);
+    sk_finish(po.acc, po.ticket, nullptr, po.y, po.rows, po.copies);
 #endif
     return;
   }

@@ -13,14 +13,15 @@
 
 // Entry point gdn_step_s4_cl_split: gdn_step_s4_cl and the projection (ow,
 // osb: orows x ocols 4-bit, interleaved scale/bias words, ocols = Hv·128;
-// oy its output; acc orows zeros as 64-bit fixed point and oticket a zero
-// u32 when allocated, left so by every launch); launch Hv·4 blocks in
-// clusters of 4 with SK_SHARED(orows) bytes of dynamic shared memory.
+// oy its output; acc copies x orows zeros as 64-bit fixed point and
+// oticket a zero u32 when allocated, left so by every launch); launch Hv·4
+// blocks in clusters of 4 with SK_SHARED(orows) bytes of dynamic shared
+// memory.
 extern "C" __global__ void __launch_bounds__(GDN_THREADS)
     gdn_step_s4_cl_split(const float* qkv, const float* z, const float* bb, const float* aa, const float* convW,
                          float* convState, const float* aLog, const float* dtBias, const float* normW, float* state,
                          float* out, u32* counters, int Hk, int Hv, float eps, const u32* ow, const u32* osb,
-                         float* oy, unsigned long long* acc, u32* oticket, int orows, int ocols) {
+                         float* oy, unsigned long long* acc, u32* oticket, int orows, int ocols, int copies) {
   gdn_step<4>(qkv, z, bb, aa, convW, convState, aLog, dtBias, normW, state, out, counters, Hk, Hv, eps,
-              GdnOut{ow, osb, oy, acc, oticket, orows, ocols});
+              GdnOut{ow, osb, oy, acc, oticket, orows, ocols, copies});
 }

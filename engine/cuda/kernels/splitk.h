@@ -87,13 +87,6 @@ static __device__ __forceinline__ void sk_red_fixed(unsigned long long* p, float
   asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(f) : "memory");
 }
 
-// sk_take_fixed returns *p as a float and leaves 0 there.
-static __device__ __forceinline__ float sk_take_fixed(unsigned long long* p) {
-  long long v;
-  asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], 0;" : "=l"(v) : "l"(p) : "memory");
-  return (float)v * SK_UNIT;
-}
-
 // sk_rows adds coef·(row r's SK_COLS columns · the values) into acc[r] for
 // the rows of this thread (r = tid, tid + threads, ...), from the copies
 // sk_copy made of columns col0.. of a matrix of gpr groups a row (waited
@@ -132,12 +125,19 @@ static __device__ __forceinline__ void sk_rows(const u32* codes, const u32* sbs,
   }
 }
 
+// sk_sums is this block's copy of the sums where a launch spreads them over
+// copies copies (block b adds into copy b mod copies), so that each sum
+// takes 1/copies of the blocks' atomics.
+static __device__ __forceinline__ unsigned long long* sk_sums(unsigned long long* acc, int rows, int copies) {
+  return acc + (long long)(PETAL_BID_X() % copies) * rows;
+}
+
 // sk_finish: after this block's sk_rows, the last block of the launch to
 // get here (ticket, a u32 that wraps by itself) writes out[r] = resid[r] +
-// acc[r] (resid may be out; null for none) and zeroes acc. Every thread of
-// every block calls it.
+// the sums of row r over the copies (resid may be out; null for none) and
+// zeroes them. Every thread of every block calls it.
 static __device__ __forceinline__ void sk_finish(unsigned long long* acc, u32* ticket, const float* resid, float* out,
-                                                 int rows) {
+                                                 int rows, int copies) {
   __shared__ int last;
   __syncthreads();
   if (PETAL_TID_X() == 0) {
@@ -148,7 +148,13 @@ static __device__ __forceinline__ void sk_finish(unsigned long long* acc, u32* t
   if (!last) return;
   fence_gpu();
   for (int r = PETAL_TID_X(); r < rows; r += PETAL_NTID_X()) {
-    const float v = sk_take_fixed(acc + r);
-    out[r] = resid ? resid[r] + v : v;
+    long long v = 0;
+    for (int k = 0; k < copies; k++) {
+      long long c;
+      asm volatile("atom.relaxed.gpu.global.exch.b64 %0, [%1], 0;" : "=l"(c) : "l"(acc + (long long)k * rows + r) : "memory");
+      v += c;  // integer sums: the same bits in any order
+    }
+    const float f = (float)v * SK_UNIT;
+    out[r] = resid ? resid[r] + f : f;
   }
 }
