@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"petal/engine/backend"
@@ -25,24 +24,7 @@ func TestAttnOutArgsMatchKernel(t *testing.T) {
 // two kernels, off the default (not yet measured); the backend names
 // attn_out among the families it loads only under on.
 func TestParseAttnOut(t *testing.T) {
-	for value, want := range map[string]bool{"on": true, "off": false} {
-		o, err := ParseOptions([]backend.Option{{Key: "attnout", Value: value}})
-		if err != nil {
-			t.Fatalf("attnout=%s: %v", value, err)
-		}
-		if o.AttnOut != want || slices.Contains(noticeFamilies(o), "attn_out") != want {
-			t.Errorf("attnout=%s: AttnOut %v, families %v", value, o.AttnOut, noticeFamilies(o))
-		}
-	}
-	if DefaultOptions().AttnOut {
-		t.Error("the default is attnout=on; want off until it is measured")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "attnout", Value: "fused"}}); err == nil || !strings.Contains(err.Error(), "attnout") {
-		t.Errorf("attnout=fused: error %v, want one naming attnout", err)
-	}
-	if !strings.Contains(OptionsHelp, "attnout=on|off") {
-		t.Error("the options' help does not list attnout")
-	}
+	checkOnOffForm(t, "attnout", "attn_out", "fused", "until it is measured", func(o Options) bool { return o.AttnOut })
 }
 
 // TestAttnOutMatchesApart: under attnout=on a decoded token's Attention and

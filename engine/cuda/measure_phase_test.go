@@ -117,23 +117,7 @@ func TestMeasurePhases(t *testing.T) {
 	graphShared := func(f *driver.Function, programmatic bool, shared int) func() error {
 		s.SetProgrammatic(programmatic)
 		defer s.SetProgrammatic(false)
-		if err := s.BeginCapture(); err != nil {
-			t.Fatal(err)
-		}
-		if err := kernelPhases(f, shared); err != nil {
-			t.Fatal(err)
-		}
-		g, err := s.EndCapture()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { g.Close() })
-		x, err := g.Instantiate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { x.Close() })
-		return func() error { return x.Launch(s) }
+		return capturedGraph(t, s, func() error { return kernelPhases(f, shared) })
 	}
 	graph := func(f *driver.Function, programmatic bool) func() error { return graphShared(f, programmatic, shared) }
 	variants := []struct {
@@ -300,25 +284,14 @@ func TestMeasureSplitReduce(t *testing.T) {
 		graph := func(f *driver.Function, dst driver.Ptr) func() error {
 			s.SetProgrammatic(true)
 			defer s.SetProgrammatic(false)
-			if err := s.BeginCapture(); err != nil {
-				t.Fatal(err)
-			}
-			for range launches {
-				if err := launch(f, dst, tasks); err != nil {
-					t.Fatal(err)
+			return capturedGraph(t, s, func() error {
+				for range launches {
+					if err := launch(f, dst, tasks); err != nil {
+						return err
+					}
 				}
-			}
-			g, err := s.EndCapture()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { g.Close() })
-			x, err := g.Instantiate()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { x.Close() })
-			return func() error { return x.Launch(s) }
+				return nil
+			})
 		}
 		for _, v := range []struct {
 			name   string

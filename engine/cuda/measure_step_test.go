@@ -8,9 +8,10 @@ import (
 	"petal/engine/quant"
 )
 
-// timeGraph captures launch once into a graph, replays it, and returns
-// the median replay time in µs.
-func timeGraph(t *testing.T, c *driver.Context, s *driver.Stream, launch func() error) float64 {
+// capturedGraph captures launch's queued work on s into a graph (with the
+// stream's programmatic setting as it is) and returns a replay of it; the
+// graph lives until the test ends.
+func capturedGraph(t *testing.T, s *driver.Stream, launch func() error) func() error {
 	t.Helper()
 	if err := s.BeginCapture(); err != nil {
 		t.Fatal(err)
@@ -23,13 +24,20 @@ func timeGraph(t *testing.T, c *driver.Context, s *driver.Stream, launch func() 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { g.Close() })
 	gx, err := g.Instantiate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gx.Close()
-	return float64(timeLaunches(t, c, s, 10, func() error { return gx.Launch(s) }).Nanoseconds()) / 1e3
+	t.Cleanup(func() { gx.Close() })
+	return func() error { return gx.Launch(s) }
+}
+
+// timeGraph captures launch once into a graph, replays it, and returns
+// the median replay time in µs.
+func timeGraph(t *testing.T, c *driver.Context, s *driver.Stream, launch func() error) float64 {
+	t.Helper()
+	return float64(timeLaunches(t, c, s, 10, capturedGraph(t, s, launch)).Nanoseconds()) / 1e3
 }
 
 // cloneQMatrix copies q to new device memory (the same weights at other
@@ -158,34 +166,28 @@ func TestMeasureMoELayer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// as plain launches and with programmatic dependent launch (pdl=on)
-		forms := []struct {
-			name   string
-			launch func(l int) error
-		}{{"gate_up + down", func(l int) error { return k.Launch(s, ws[l], mb(l)) }}}
-		for _, f := range forms {
-			for _, pdl := range []bool{false, true} {
-				s.SetProgrammatic(pdl)
-				per := timeGraph(t, c, s, func() error {
-					for l := range layers {
-						if err := rk.Launch(s, routers[l], rb(l), MoETopK, true); err != nil {
-							return err
-						}
-						if err := f.launch(l); err != nil {
-							return err
-						}
+		for _, pdl := range []bool{false, true} {
+			s.SetProgrammatic(pdl)
+			per := timeGraph(t, c, s, func() error {
+				for l := range layers {
+					if err := rk.Launch(s, routers[l], rb(l), MoETopK, true); err != nil {
+						return err
 					}
-					return nil
-				}) / layers
-				s.SetProgrammatic(false)
-				out := d.read(t, s, d.bufs.Out, "out")
-				for i, f := range out {
-					if f != f {
-						t.Fatalf("%v: out[%d] is NaN", v, i)
+					if err := k.Launch(s, ws[l], mb(l)); err != nil {
+						return err
 					}
 				}
-				t.Logf("MoE layer %-8v router + %-14s pdl=%-5v graph of %d layers, each its own router and expert copies: %6.2f µs/layer (floor %.2f µs for %d bytes: %4.1f%%)",
-					v, f.name, pdl, layers, per, floor, bytes, 100*floor/per)
+				return nil
+			}) / layers
+			s.SetProgrammatic(false)
+			out := d.read(t, s, d.bufs.Out, "out")
+			for i, f := range out {
+				if f != f {
+					t.Fatalf("%v: out[%d] is NaN", v, i)
+				}
 			}
+			t.Logf("MoE layer %-8v router + gate_up + down pdl=%-5v graph of %d layers, each its own router and expert copies: %6.2f µs/layer (floor %.2f µs for %d bytes: %4.1f%%)",
+				v, pdl, layers, per, floor, bytes, 100*floor/per)
 		}
 	}
 }

@@ -244,3 +244,29 @@ func TestParseGDNLayer(t *testing.T) {
 		t.Error("the options' help does not list gdnlayer")
 	}
 }
+
+// checkOnOffForm: key=on and key=off set the option (on reads it) and name
+// family among those the backend loads exactly when on; off is the
+// default (why: offWhy); bad is refused naming the key; the help lists
+// key=on|off.
+func checkOnOffForm(t *testing.T, key, family, bad, offWhy string, on func(Options) bool) {
+	t.Helper()
+	for value, want := range map[string]bool{"on": true, "off": false} {
+		o, err := ParseOptions([]backend.Option{{Key: key, Value: value}})
+		if err != nil {
+			t.Fatalf("%s=%s: %v", key, value, err)
+		}
+		if on(o) != want || slices.Contains(noticeFamilies(o), family) != want {
+			t.Errorf("%s=%s: on %v, families %v", key, value, on(o), noticeFamilies(o))
+		}
+	}
+	if on(DefaultOptions()) {
+		t.Errorf("the default is %s=on; want off (%s)", key, offWhy)
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: key, Value: bad}}); err == nil || !strings.Contains(err.Error(), key) {
+		t.Errorf("%s=%s: error %v, want one naming %s", key, bad, err, key)
+	}
+	if !strings.Contains(OptionsHelp, key+"=on|off") {
+		t.Errorf("the options' help does not list %s", key)
+	}
+}

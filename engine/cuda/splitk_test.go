@@ -12,51 +12,17 @@ import (
 // TestParseGDNSplit: gdnsplit=on and off, off by default (measured slower),
 // the family loaded only when on (with gdnnorm=cluster, which it builds on).
 func TestParseGDNSplit(t *testing.T) {
-	for value, want := range map[string]bool{"on": true, "off": false} {
-		o, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: value}})
-		if err != nil {
-			t.Fatalf("gdnsplit=%s: %v", value, err)
-		}
-		if o.GDNSplit != want || slices.Contains(noticeFamilies(o), "gdn_split") != want {
-			t.Errorf("gdnsplit=%s: GDNSplit %v, families %v", value, o.GDNSplit, noticeFamilies(o))
-		}
-	}
+	checkOnOffForm(t, "gdnsplit", "gdn_split", "yes", "measured slower", func(o Options) bool { return o.GDNSplit })
 	o, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: "on"}, {Key: "gdnnorm", Value: "ticket"}})
 	if err != nil || slices.Contains(noticeFamilies(o), "gdn_split") {
 		t.Errorf("gdnsplit=on,gdnnorm=ticket: %v, families %v; want gdn_split left out (it needs the cluster form)", err, noticeFamilies(o))
-	}
-	if DefaultOptions().GDNSplit {
-		t.Error("the default is gdnsplit=on; want off (measured slower)")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "gdnsplit", Value: "yes"}}); err == nil || !strings.Contains(err.Error(), "gdnsplit") {
-		t.Errorf("gdnsplit=yes: error %v, want one naming gdnsplit", err)
-	}
-	if !strings.Contains(OptionsHelp, "gdnsplit=on|off") {
-		t.Error("the options' help does not list gdnsplit")
 	}
 }
 
 // TestParseAttnSplit: attnsplit=on and off, off by default (not benched),
 // the family loaded only when on.
 func TestParseAttnSplit(t *testing.T) {
-	for value, want := range map[string]bool{"on": true, "off": false} {
-		o, err := ParseOptions([]backend.Option{{Key: "attnsplit", Value: value}})
-		if err != nil {
-			t.Fatalf("attnsplit=%s: %v", value, err)
-		}
-		if o.AttnSplit != want || slices.Contains(noticeFamilies(o), "attn_out_split") != want {
-			t.Errorf("attnsplit=%s: AttnSplit %v, families %v", value, o.AttnSplit, noticeFamilies(o))
-		}
-	}
-	if DefaultOptions().AttnSplit {
-		t.Error("the default is attnsplit=on; want off (not benched)")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "attnsplit", Value: "yes"}}); err == nil || !strings.Contains(err.Error(), "attnsplit") {
-		t.Errorf("attnsplit=yes: error %v, want one naming attnsplit", err)
-	}
-	if !strings.Contains(OptionsHelp, "attnsplit=on|off") {
-		t.Error("the options' help does not list attnsplit")
-	}
+	checkOnOffForm(t, "attnsplit", "attn_out_split", "yes", "not benched", func(o Options) bool { return o.AttnSplit })
 }
 
 // TestParseSplitCopies: splitcopies=N takes 1 to 64, 1 by default, and
