@@ -144,17 +144,6 @@ func (k *Attn) prepArgs(a *driver.Args, sh AttnShape, b AttnBuffers) {
 // LaunchAttention queues the split attention over rows 0..*Pos and the
 // combine into b.Out.
 func (k *Attn) LaunchAttention(s *driver.Stream, sh AttnShape, b AttnBuffers) error {
-	if err := k.LaunchSplit(s, sh, b); err != nil {
-		return err
-	}
-	var a driver.Args
-	a.Ptr(b.PartO).Ptr(b.PartML).Ptr(b.QG).Ptr(b.Pos).Ptr(b.Out).I32(int32(k.MaxSplits)).I32(int32(k.MinChunk))
-	return s.Launch(k.combine, driver.D1(sh.QHeads), driver.D1(AttnHeadDim), 0, &a)
-}
-
-// LaunchSplit queues the split attention over rows 0..*Pos alone: its
-// chunks' states into b's partials, for a combine to merge.
-func (k *Attn) LaunchSplit(s *driver.Stream, sh AttnShape, b AttnBuffers) error {
 	if err := sh.check(); err != nil {
 		return err
 	}
@@ -169,5 +158,9 @@ func (k *Attn) LaunchSplit(s *driver.Stream, sh AttnShape, b AttnBuffers) error 
 	var a driver.Args
 	a.Ptr(b.Q).Ptr(b.KCache).Ptr(b.VCache).Ptr(b.Pos).Ptr(b.PartO).Ptr(b.PartML).I32(int32(sh.KVHeads)).
 		I32(int32(k.MaxSplits)).I32(int32(k.MinChunk))
-	return s.Launch(k.split[sh.KV], driver.D1(sh.KVHeads*k.MaxSplits), driver.D1(attnWarps*32), attnSplitSmem, &a)
+	if err := s.Launch(k.split[sh.KV], driver.D1(sh.KVHeads*k.MaxSplits), driver.D1(attnWarps*32), attnSplitSmem, &a); err != nil {
+		return err
+	}
+	a.Reset().Ptr(b.PartO).Ptr(b.PartML).Ptr(b.QG).Ptr(b.Pos).Ptr(b.Out).I32(int32(k.MaxSplits)).I32(int32(k.MinChunk))
+	return s.Launch(k.combine, driver.D1(sh.QHeads), driver.D1(AttnHeadDim), 0, &a)
 }

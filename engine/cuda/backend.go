@@ -28,27 +28,17 @@ type Backend struct {
 	route *Route
 	attn  *Attn
 	gdn   *GDN
-	// gdnLayer is gdn_layer.cu's one launch for a Gated DeltaNet layer's
-	// start (gdnlayer=cluster; nil otherwise)
-	gdnLayer *GDNLayer
-	// attnOut is attn_out.cu's combine with the output projection
-	// (attnout=on; nil otherwise)
-	attnOut *AttnOut
-	// attnSplit is attn_out_split.cu's (attnsplit=on)
-	attnSplit *AttnSplit
-	gemm      *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
+	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter  driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
-	scratch  grower                      // temporaries of one op at a time (ops run in order)
-	zeros    grower                      // never written: the MoE kernel's residual input
-	tickets  grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
-	gdnSums  grower                      // gdn_split's fixed-point sums and ticket (zero, left so by every launch)
-	attnSums grower                      // attn_out_split's likewise
-	ropes    map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
-	last     *program                    // the last program run, named in errors that surface later
-	rb       readback                    // reads that wait only for their buffer's writer (readback.go)
-	held     []driver.Ptr                // memory freed at Close
-	shadows  map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
+	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch grower                      // temporaries of one op at a time (ops run in order)
+	zeros   grower                      // never written: the MoE kernel's residual input
+	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
+	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
+	last    *program                    // the last program run, named in errors that surface later
+	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
+	held    []driver.Ptr                // memory freed at Close
+	shadows map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
 }
 
 type ropeKey struct {
@@ -82,24 +72,6 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.RouteCluster {
 		fams = append(fams, "route_cl")
-	}
-	if o.MoELayerCluster {
-		fams = append(fams, "moe_route")
-	}
-	if o.GDNLayerCluster {
-		fams = append(fams, "gdn_layer")
-		if o.GDNLayerBlocks != 0 && o.GDNLayerBlocks != gdnLayerCluster {
-			fams = append(fams, "gdn_layer_nb")
-		}
-	}
-	if o.AttnOut {
-		fams = append(fams, "attn_out")
-	}
-	if o.AttnSplit {
-		fams = append(fams, "attn_out_split")
-	}
-	if o.GDNSplit && o.GDNCluster {
-		fams = append(fams, "gdn_split")
 	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
@@ -222,9 +194,8 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu,
-	// moe_route.cu, gdn_layer.cu, attn_out.cu, gdn_split.cu, attn_out_split.cu), so that gdn.ptx, route.ptx,
-	// moe.ptx, qmv.ptx and attn.ptx stay as they were; each is loaded only
+	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu),
+	// so that gdn.ptx and route.ptx stay as they were; each is loaded only
 	// under its option.
 	if b.o.GDNCluster {
 		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
@@ -237,51 +208,6 @@ func (b *Backend) init() error {
 			return err
 		}
 		b.route.Cluster = true
-	}
-	if b.o.MoELayerCluster {
-		add := func(m *driver.Module) error { return b.moe.AddRouteForms(b.ctx, m) }
-		if err := b.addModule(LoadMoERouteModule, add); err != nil {
-			return err
-		}
-	}
-	if b.o.GDNLayerCluster {
-		add := func(m *driver.Module) (err error) {
-			b.gdnLayer, err = NewGDNLayer(b.ctx, m)
-			return err
-		}
-		if err := b.addModule(LoadGDNLayerModule, add); err != nil {
-			return err
-		}
-		if nb := b.o.GDNLayerBlocks; nb != 0 && nb != gdnLayerCluster {
-			if err := b.addModule(LoadGDNLayerNBModule, func(m *driver.Module) error { return b.gdnLayer.AddNBForms(b.ctx, m) }); err != nil {
-				return err
-			}
-			b.gdnLayer.Blocks = nb
-		}
-	}
-	if b.o.GDNSplit && b.o.GDNCluster {
-		add := func(m *driver.Module) error { return b.gdn.AddSplitForms(b.ctx, m) }
-		if err := b.addModule(LoadGDNSplitModule, add); err != nil {
-			return err
-		}
-	}
-	if b.o.AttnSplit {
-		add := func(m *driver.Module) (err error) {
-			b.attnSplit, err = NewAttnSplit(b.ctx, m)
-			return err
-		}
-		if err := b.addModule(LoadAttnSplitModule, add); err != nil {
-			return err
-		}
-	}
-	if b.o.AttnOut {
-		add := func(m *driver.Module) (err error) {
-			b.attnOut, err = NewAttnOut(b.ctx, m)
-			return err
-		}
-		if err := b.addModule(LoadAttnOutModule, add); err != nil {
-			return err
-		}
 	}
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX
@@ -397,7 +323,7 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p, b.gdnSums.p, b.attnSums.p) {
+	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
 		}

@@ -332,19 +332,6 @@ func qkPrepKernels(kv backend.DType) []string {
 	return []string{"qk_prep"}
 }
 
-// uploadAll uploads ms to b, in order.
-func uploadAll(t *testing.T, b *Backend, ms []quant.Matrix) []backend.Matrix {
-	t.Helper()
-	u := make([]backend.Matrix, len(ms))
-	for i, m := range ms {
-		var err error
-		if u[i], err = b.Upload(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return u
-}
-
 func upload(b *Backend, rng *rand.Rand, experts, rows, cols, bits int) (backend.Matrix, []float64) {
 	m := quant.RandomMatrix(rng, experts, rows, cols, bits, 64)
 	w, err := b.Upload(m)
@@ -1033,14 +1020,36 @@ func TestMoELayerMatchesApart(t *testing.T) {
 					if !withDelta {
 						delta = nil
 					}
-					f := runMoEBlock(t, one, ms, I, h, delta, w, false)
-					a := runMoEBlock(t, three, ms, I, h, delta, w, false)
+					type result struct {
+						h, a, wts, out []float32
+						ids            []int32
+						kernels        []string
+					}
+					run := func(b *Backend) result {
+						n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
+						p, err := b.Compile([]backend.Op{n, r, e})
+						if err != nil {
+							t.Fatal(err)
+						}
+						// the second and third runs replay the captured graph
+						runWith(t, b, p, 3, map[backend.Buffer][]float32{n.H: h, e.Out: nans(H)})
+						names := p.(*program).kernelNames()
+						return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
+							slices.Concat(names...)}
+					}
+					f, a := run(one), run(three)
 					// moe_layer is built for 8-bit routers, the family's; a
 					// 4-bit one takes the three kernels under moelayer=one too
 					if slices.Equal(f.kernels, []string{moeLayerKernel}) != (bits == 8) || slices.Contains(a.kernels, moeLayerKernel) {
 						t.Fatalf("kernels %v under moelayer=one, %v under three", f.kernels, a.kernels)
 					}
-					sameMoEBlock(t, "moelayer=one", f, a)
+					sameBits(t, "h", f.h, a.h)
+					sameBits(t, "the normed row", f.a, a.a)
+					sameBits(t, "the weights", f.wts, a.wts)
+					if !slices.Equal(f.ids, a.ids) {
+						t.Errorf("experts %v under moelayer=one, %v under three", f.ids, a.ids)
+					}
+					sameBits(t, "the output", f.out, a.out)
 
 					ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, f.a, 1, K, true)
 					if !slices.Equal(f.ids, ids) {
@@ -1065,101 +1074,6 @@ func TestMoELayerMatchesApart(t *testing.T) {
 	}
 }
 
-// TestMoELayerClusterMatchesApart: under moelayer=cluster the post-attention
-// AddRMSNorm, the Route and the Experts of one token run as moe_route_up
-// and moe_route_down and leave h, the normed row, the logits' choice (ids
-// and weights) and the MoE's output bit for bit as the three kernels do
-// (route_norm, moe_gate_up, moe_down): with and without a delta, with the
-// output in the delta's buffer as the model has it (moe_route_down must
-// read delta[r] before it writes out[r]), at the 35B shape and a small one
-// (two clusters, two experts a block), over several launches of the
-// captured graph, fresh random inputs each run of the test. A 4-bit router
-// is refused at compile, naming the option.
-func TestMoELayerClusterMatchesApart(t *testing.T) {
-	o := DefaultOptions()
-	o.MoELayerCluster = true
-	cluster := testBackend(t, o)
-	o.MoELayerCluster = false
-	three := testBackend(t, o)
-	type shape struct{ E, H, I int }
-	for _, sh := range []shape{{256, 2048, 512}, {16, 256, 128}} {
-		for _, form := range []string{"delta", "no delta", "out in delta"} {
-			t.Run(fmt.Sprintf("E=%d H=%d I=%d %s", sh.E, sh.H, sh.I, form), func(t *testing.T) {
-				E, H, I := sh.E, sh.H, sh.I
-				rng := freshRNG(t)
-				ms := randomMoEMatrices(rng, E, H, I, 8)
-				h, delta, w := randoms(rng, H, 2), randoms(rng, H, 1), randoms(rng, H, 1)
-				if form == "no delta" {
-					delta = nil
-				}
-				outInDelta := form == "out in delta"
-				c := runMoEBlock(t, cluster, ms, I, h, delta, w, outInDelta)
-				a := runMoEBlock(t, three, ms, I, h, delta, w, outInDelta)
-				if !slices.Equal(c.kernels, []string{moeRouteUpKernel, moeRouteDownKernel}) || slices.Contains(a.kernels, moeRouteUpKernel) {
-					t.Fatalf("kernels %v under moelayer=cluster, %v under three", c.kernels, a.kernels)
-				}
-				sameMoEBlock(t, "moelayer=cluster", c, a)
-				ids, _ := backendtest.Route(backendtest.Dequantize(&ms[0]), E, H, c.a, 1, MoETopK, true)
-				if !slices.Equal(c.ids, ids) {
-					t.Errorf("experts %v, the reference's %v", c.ids, ids)
-				}
-			})
-		}
-	}
-	t.Run("4-bit router", func(t *testing.T) {
-		ms := randomMoEMatrices(freshRNG(t), 16, 256, 128, 4)
-		n, r, e := newMoEBlock(t, cluster, ms, 128, randoms(freshRNG(t), 256, 1), nil, randoms(freshRNG(t), 256, 1))
-		if _, err := cluster.Compile([]backend.Op{n, r, e}); err == nil || !strings.Contains(err.Error(), "moelayer=cluster") {
-			t.Errorf("a 4-bit router under moelayer=cluster: error %v, want one naming the option", err)
-		}
-	})
-}
-
-// moeBlockResult is what the MoE block of one token leaves: h, the normed
-// row, the routing weights, the output, the expert ids, and the kernels it
-// ran as.
-type moeBlockResult struct {
-	h, a, wts, out []float32
-	ids            []int32
-	kernels        []string
-}
-
-// runMoEBlock compiles the MoE block of one token over ms on b
-// (newMoEBlock), the output in the delta's buffer where outInDelta (as the
-// model has it), and runs it three times, the second and third replaying
-// the captured graph, h (and delta) written before each run.
-func runMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32, outInDelta bool) moeBlockResult {
-	t.Helper()
-	n, r, e := newMoEBlock(t, b, ms, I, h, delta, w)
-	inputs := map[backend.Buffer][]float32{n.H: h, e.Out: nans(len(h))}
-	if outInDelta {
-		e.Out = n.Delta
-		inputs = map[backend.Buffer][]float32{n.H: h, n.Delta: delta}
-	}
-	p, err := b.Compile([]backend.Op{n, r, e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runWith(t, b, p, 3, inputs)
-	names := p.(*program).kernelNames()
-	return moeBlockResult{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
-		slices.Concat(names...)}
-}
-
-// sameMoEBlock fails t where got (under form) and the three kernels' want
-// differ in any bit of h, the normed row, the weights or the output, or in
-// the experts.
-func sameMoEBlock(t *testing.T, form string, got, want moeBlockResult) {
-	t.Helper()
-	sameBits(t, "h", got.h, want.h)
-	sameBits(t, "the normed row", got.a, want.a)
-	sameBits(t, "the weights", got.wts, want.wts)
-	if !slices.Equal(got.ids, want.ids) {
-		t.Errorf("experts %v under %s, %v under three", got.ids, form, want.ids)
-	}
-	sameBits(t, "the output", got.out, want.out)
-}
-
 // randomMoEMatrices are a decoded token's MoE block's matrices: the
 // router (of routerBits), the routed experts' gate, up and down stacks, the
 // shared expert's gate, up and down, and its 8-bit gate row.
@@ -1178,7 +1092,14 @@ func randomMoEMatrices(rng *rand.Rand, E, H, I, routerBits int) []quant.Matrix {
 // the Experts, outputs poisoned.
 func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32) (*backend.AddRMSNorm, *backend.Route, *backend.Experts) {
 	t.Helper()
-	u := uploadAll(t, b, ms)
+	var u []backend.Matrix
+	for _, m := range ms {
+		x, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u = append(u, x)
+	}
 	H, K := len(h), MoETopK
 	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
 	if delta != nil {

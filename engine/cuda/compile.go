@@ -83,16 +83,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		op := p.ops[i]
 		var steps []step
 		var err error
-		if sts, ok, aerr := b.attnOutStep(p, i); ok || aerr != nil {
-			steps, err = sts, aerr
-		} else if sts, ok, aerr := b.attnSplitStep(p, i); ok || aerr != nil {
-			steps, err = sts, aerr
-		} else if st, ok, lerr := b.gdnLayerStep(p, i); ok || lerr != nil {
-			steps, err = []step{st}, lerr
-		} else if st, ok := b.gdnStep(p, i); ok {
+		if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
-		} else if sts, ok, merr := b.moeLayerStep(p, i); ok || merr != nil {
-			steps, err = sts, merr
+		} else if st, ok := b.moeLayerStep(p, i); ok {
+			steps = []step{st}
 		} else if st, ok, rerr := b.normRouteStep(p, i); ok || rerr != nil {
 			steps, err = []step{st}, rerr
 		} else if st, ok := b.normGroupStep(p, i); ok {
@@ -109,21 +103,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
 		}
-		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) ||
-			len(steps) == 2 && steps[0].name == moeRouteUpKernel {
-			i += 2 // the steps run the two ops after this one too
-		}
-		if len(steps) == 1 && steps[0].name == gdnSplitKernel {
-			i += 3 // the step runs the two ops after this one and the output projection too
-		}
-		if len(steps) == 1 && steps[0].name == gdnLayerKernel {
-			i += 4 // the step runs the four ops after this AddRMSNorm too
-		}
-		if len(steps) == 1 && steps[0].name == gdnLayerOutKernel {
-			i += 5 // and the output projection
-		}
-		if len(steps) == 2 && (steps[1].name == attnOutKernel || steps[1].name == attnSplitKernel) {
-			i++ // the steps run the output projection after this Attention too
+		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
+			i += 2 // the step runs the two ops after this one too
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too

@@ -46,68 +46,6 @@ type GDN struct {
 	// ticket and the last block (gdnnorm=cluster)
 	Cluster bool
 	clfns   map[int]*driver.Function
-	// split is gdn_split.cu's gdn_step_s4_cl_split (AddSplitForms;
-	// gdnsplit=on): the step and the layer's output projection.
-	split    *driver.Function
-	splitOcc occupancy
-}
-
-// LoadGDNSplitModule loads gdn_split.cu's step with the output projection
-// (gdnsplit=on).
-func LoadGDNSplitModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "gdn_split")
-}
-
-// gdnSplitBlocks is the split of gdn_split.cu's one form: 4 blocks a value
-// head, 32 state rows each, the output projection's columns of a block.
-const gdnSplitBlocks = 4
-
-// AddSplitForms finds gdn_split.cu's kernel in mod (LoadGDNSplitModule).
-func (k *GDN) AddSplitForms(c *driver.Context, mod *driver.Module) error {
-	fn, err := mod.Function(fmt.Sprintf("gdn_step_s%d_cl_split", gdnSplitBlocks))
-	if err != nil {
-		return err
-	}
-	k.split, k.splitOcc = fn, newOccupancy(c, fn)
-	return nil
-}
-
-// HasSplit says whether LaunchSplit is there and takes an output
-// projection o after a step of hv value heads under k's settings.
-func (k *GDN) HasSplit(o *QMatrix, hv int) bool {
-	return k.split != nil && k.Cluster && k.Split == gdnSplitBlocks && o != nil && o.Bits == 4 && o.GroupSize == 64 &&
-		o.ScaleBias != 0 && o.Cols == hv*GDNHeadDim
-}
-
-// LaunchSplit queues one step as Launch does with the layer's output
-// projection o in the same launch (gdn_split.cu): y = o·b.Out, each block
-// multiplying its 32 gated outputs by those columns of o and the blocks'
-// parts summed as 64-bit fixed point (the same bits in any order; y to
-// float32's rounding of the mat-vec's), spread over copies copies of the
-// sums. sums is SplitKSumBytes(o.Rows, copies) bytes, zero when allocated
-// and left so by every complete launch.
-func (k *GDN) LaunchSplit(s *driver.Stream, b GDNBuffers, hk, hv int, eps float32, o *QMatrix, y, sums driver.Ptr, copies int) error {
-	if !k.HasSplit(o, hv) {
-		return fmt.Errorf("cuda: gdnsplit=on: no Gated DeltaNet step with the output projection for this layer (gdnnorm=cluster, split %d, a 4-bit projection of %d columns with interleaved scales)", gdnSplitBlocks, hv*GDNHeadDim)
-	}
-	if hk < 1 || hv < hk || hv%hk != 0 {
-		return fmt.Errorf("cuda: Gated DeltaNet with %d key heads and %d value heads: value heads must be a multiple of key heads", hk, hv)
-	}
-	if copies < 1 || copies > maxSplitCopies {
-		return fmt.Errorf("cuda: gdnsplit=on: %d copies of the sums, want 1 to %d", copies, maxSplitCopies)
-	}
-	if b.ConvW%16 != 0 || b.State%16 != 0 || sums%16 != 0 {
-		return fmt.Errorf("cuda: Gated DeltaNet conv weights (%#x), state (%#x) and sums (%#x) must be 16-byte aligned", uint64(b.ConvW), uint64(b.State), uint64(sums))
-	}
-	shared := splitKShared(o.Rows)
-	if _, err := k.splitOcc.blocksPerSM(gdnThreads, shared, fmt.Sprintf("the Gated DeltaNet step with an output projection of %d rows", o.Rows)); err != nil {
-		return err
-	}
-	var a driver.Args
-	a.Ptr(b.QKV).Ptr(b.Z).Ptr(b.B).Ptr(b.A).Ptr(b.ConvW).Ptr(b.ConvState).Ptr(b.ALog).Ptr(b.DtBias).Ptr(b.NormW).
-		Ptr(b.State).Ptr(b.Out).Ptr(b.Counters).I32(int32(hk)).I32(int32(hv)).F32(eps)
-	a.Ptr(o.Words).Ptr(o.ScaleBias).Ptr(y).Ptr(sums).Ptr(sums.Add(SplitKTicket(o.Rows, copies))).I32(int32(o.Rows)).I32(int32(o.Cols)).I32(int32(copies))
-	return s.LaunchCluster(k.split, driver.D1(hv*gdnSplitBlocks), driver.D1(gdnThreads), driver.D1(gdnSplitBlocks), shared, &a)
 }
 
 // AddClusterForms finds gdn_cl.cu's kernels in mod (LoadGDNClusterModule).

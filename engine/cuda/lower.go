@@ -305,42 +305,6 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 	return steps, nil
 }
 
-// decodeAttn is the split attention of one decoded token as planned at
-// compile: its shape, its buffers (the caches it reads: the bf16 shadows
-// where kept) and where its partials lie in the program's scratch.
-type decodeAttn struct {
-	sh          AttnShape
-	bufs        AttnBuffers
-	oOff, mlOff int64
-}
-
-// at is d's buffers with the partials' addresses, known once the program
-// is compiled (its scratch).
-func (d decodeAttn) at(p *program) AttnBuffers {
-	bb := d.bufs
-	bb.PartO, bb.PartML = p.scratch.Add(d.oOff), p.scratch.Add(d.mlOff)
-	return bb
-}
-
-// decodeAttention plans the split attention kernels (attn.cu) for o where
-// they take it: one row, heads of AttnHeadDim, AttnGroup query heads a KV
-// head, 16-byte aligned, with Options.Fused; bufs holds QG, Q, the caches,
-// Pos and Out. The partials are reserved from the op's scratch at *off.
-func (b *Backend) decodeAttention(p *program, off *int64, o *backend.Attention, bufs AttnBuffers, shadow *kvShadow) (decodeAttn, bool) {
-	QH, KVH, D := o.QHeads, o.KVHeads, o.HeadDim
-	if !b.o.Fused || o.Rows != 1 || D != AttnHeadDim || QH != AttnGroup*KVH || bufs.Q%16 != 0 || bufs.KCache%16 != 0 || bufs.VCache%16 != 0 {
-		return decodeAttn{}, false
-	}
-	// the attention kernels take no rotary dims; the shape's check wants some
-	sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
-	if shadow != nil {
-		sh.KV, bufs.KCache, bufs.VCache = KVBF16, shadow.ks, shadow.vs // the rows rounded to bf16
-	}
-	po, pml := b.attn.PartialsBytes(sh)
-	oOff, mlOff := p.reserve(off, po), p.reserve(off, pml)
-	return decodeAttn{sh: sh, bufs: bufs, oOff: oOff, mlOff: mlOff}, true
-}
-
 func kvType(t backend.DType) KVType {
 	if t == backend.BF16 {
 		return KVBF16
@@ -369,10 +333,19 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 	if st, ok, err := b.flashAttention(p, o, FlashBuffers{Q: q, QG: qg, KCache: kc, VCache: vc, Pos: pos, Out: out}, shadow); ok || err != nil {
 		return st, err
 	}
-	var off int64
-	if d, ok := b.decodeAttention(p, &off, o, AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out}, shadow); ok {
+	if b.o.Fused && o.Rows == 1 && D == AttnHeadDim && QH == AttnGroup*KVH && q%16 == 0 && kc%16 == 0 && vc%16 == 0 {
+		// the attention kernels take no rotary dims; the shape's check wants some
+		sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: 2, KV: kvType(o.KCache.Type)}
+		if shadow != nil {
+			sh.KV, kc, vc = KVBF16, shadow.ks, shadow.vs // the rows rounded to bf16
+		}
+		po, pml := b.attn.PartialsBytes(sh)
+		var off int64
+		oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)
 		return []step{{kernels: 2, name: "attn_split+attn_combine", launch: func(s *driver.Stream) error {
-			return b.attn.LaunchAttention(s, d.sh, d.at(p))
+			bufs := AttnBuffers{QG: qg, Q: q, KCache: kc, VCache: vc, Pos: pos, Out: out,
+				PartO: p.scratch.Add(oOff), PartML: p.scratch.Add(mlOff)}
+			return b.attn.LaunchAttention(s, sh, bufs)
 		}}}, nil
 	}
 	j := 2
@@ -747,13 +720,8 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool, error) {
 }
 
 // moeLayerKernel names the add-and-norm, router and experts of one token in
-// one launch (moe.cu's moe_layer); moeRouteUpKernel and moeRouteDownKernel
-// the same in two (moe_route.cu, moelayer=cluster).
-const (
-	moeLayerKernel     = "moe_layer"
-	moeRouteUpKernel   = "moe_route_up"
-	moeRouteDownKernel = "moe_route_down"
-)
+// one launch (moe.cu's moe_layer).
+const moeLayerKernel = "moe_layer"
 
 // moeLayerStep lowers ops[i:i+3] to moe_layer when they are an AddRMSNorm
 // of one row, the Route that reads its output and the Experts that read
@@ -761,50 +729,24 @@ const (
 // decoded token), the router's and the experts' shapes are the decode
 // kernels', and Options.MoELayer, Fused and FusedNorms are on. The kernel
 // writes all that the three ops write, bit for bit as route_norm,
-// moe_gate_up and moe_down do. Under Options.MoELayerCluster the same ops
-// go to moe_route_up and moe_route_down (moeRouteSteps).
-func (b *Backend) moeLayerStep(p *program, i int) ([]step, bool, error) {
-	if b.o.MoELayerCluster {
-		return b.moeRouteSteps(p, i)
+// moe_gate_up and moe_down do.
+func (b *Backend) moeLayerStep(p *program, i int) (step, bool) {
+	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
+		return step{}, false
 	}
-	st, ok := b.moeOneStep(p, i)
-	return []step{st}, ok, nil
-}
-
-// moeBlockAt gives ops[i:i+3] where they are the MoE block of one token:
-// an AddRMSNorm of one row, the Route that reads its output, and the
-// Experts that read it and the routing.
-func moeBlockAt(p *program, i int) (*backend.AddRMSNorm, *backend.Route, *backend.Experts, bool) {
 	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
 	r, ok2 := p.ops[i+1].(*backend.Route)
 	e, ok3 := p.ops[i+2].(*backend.Experts)
-	ok := ok1 && ok2 && ok3 && n.Rows == 1 && r.Rows == 1 && e.Rows == 1 && n.Out == r.X && e.X == n.Out &&
-		e.Idx == r.Idx && e.Weights == r.Weights && r.TopK == MoETopK
-	return n, r, e, ok
-}
-
-// moeMatrices are the MoE block's router and its seven expert matrices
-// (the order decodeMoE takes), checked by ch.
-func moeMatrices(ch *checks, r *backend.Route, e *backend.Experts) (*matrix, []*matrix) {
+	if !ok1 || !ok2 || !ok3 || n.Rows != 1 || r.Rows != 1 || e.Rows != 1 || n.Out != r.X || e.X != n.Out ||
+		e.Idx != r.Idx || e.Weights != r.Weights || r.TopK != MoETopK {
+		return step{}, false
+	}
+	ch := &checks{b: b}
 	w := ch.mat("the router", r.Router)
 	var ws []*matrix
 	for _, m := range []backend.Matrix{e.Gate, e.Up, e.SharedGate, e.SharedUp, e.SharedExpertGate, e.Down, e.SharedDown} {
 		ws = append(ws, ch.mat("an expert matrix", m))
 	}
-	return w, ws
-}
-
-// moeOneStep is moeLayerStep's moe_layer.
-func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
-	if !b.o.Fused || !b.o.FusedNorms || !b.o.MoELayer || i+2 >= len(p.ops) {
-		return step{}, false
-	}
-	n, r, e, ok := moeBlockAt(p, i)
-	if !ok {
-		return step{}, false
-	}
-	ch := &checks{b: b}
-	w, ws := moeMatrices(ch, r, e)
 	if ch.err != nil {
 		return step{}, false // the plain lowering says what is wrong
 	}
@@ -841,63 +783,6 @@ func (b *Backend) moeOneStep(p *program, i int) (step, bool) {
 		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
 		return b.moe.LaunchLayer(s, mw, q, bb, normalize)
 	}}, true
-}
-
-// moeRouteSteps lowers ops[i:i+3] as moeOneStep does, to moe_route_up
-// (the norm and the router in every cluster, the experts' gate/up) and
-// moe_route_down (the down rows, and the norm's sum written back), under
-// moelayer=cluster with Fused and FusedNorms. A block the three decode
-// kernels take but these two do not (a 4-bit router, say) is an error that
-// says why, not a quiet fall back to the three kernels; one that no decode
-// MoE kernel takes (the embedded model's shared expert is wider than its
-// experts) runs the plain kernels, as under the defaults.
-func (b *Backend) moeRouteSteps(p *program, i int) ([]step, bool, error) {
-	if !b.o.Fused || !b.o.FusedNorms || i+2 >= len(p.ops) {
-		return nil, false, nil
-	}
-	n, r, e, ok := moeBlockAt(p, i)
-	if !ok {
-		return nil, false, nil
-	}
-	ch := &checks{b: b}
-	w, ws := moeMatrices(ch, r, e)
-	if ch.err != nil {
-		return nil, false, nil // the plain lowering says what is wrong
-	}
-	q := w.q
-	C := q.Cols
-	x := ch.buf("x", n.Out, backend.F32, C)
-	mw, ok := b.decodeMoE(e, ws, x)
-	if !ok || n.Dim != C || !routeFits(q, r.TopK) {
-		return nil, false, nil // no decode MoE kernel takes the block: the plain kernels, as under the defaults
-	}
-	if err := b.moe.routeLayerFits(mw, q); err != nil {
-		return nil, false, err
-	}
-	bufs := MoELayerBuffers{H: ch.buf("h", n.H, backend.F32, C), NormW: ch.buf("the weight", n.Weight, backend.F32, C), X: x,
-		IDs: ch.buf("the expert ids", r.Idx, backend.I32, r.TopK), Weights: ch.buf("the weights", r.Weights, backend.F32, r.TopK),
-		Out: ch.buf("the output", e.Out, backend.F32, C), Eps: n.Eps}
-	if n.Delta.Mem != nil {
-		bufs.Delta = ch.buf("the delta", n.Delta, backend.F32, C)
-	}
-	if ch.err != nil {
-		return nil, false, nil
-	}
-	var off int64
-	lOff := p.reserve(&off, 4*int64(q.Rows))
-	aOff := p.reserve(&off, 4*int64((MoETopK+1)*mw.Inter))
-	gOff := p.reserve(&off, 16)
-	p.zerosNeed = max(p.zerosNeed, 4*int64(C))
-	normalize := r.Normalize
-	at := func() MoELayerBuffers {
-		bb := bufs
-		bb.Logits, bb.Act, bb.Logit, bb.Resid = p.scratch.Add(lOff), p.scratch.Add(aOff), p.scratch.Add(gOff), p.zeros
-		return bb
-	}
-	return []step{
-		{kernels: 1, name: moeRouteUpKernel, launch: func(s *driver.Stream) error { return b.moe.LaunchRouteUp(s, mw, q, at(), normalize) }},
-		{kernels: 1, name: moeRouteDownKernel, launch: func(s *driver.Stream) error { return b.moe.LaunchRouteDown(s, mw, q, at(), normalize) }},
-	}, true, nil
 }
 
 // normGroupKernel names the add-and-norm and grouped mat-vec of one token
@@ -949,12 +834,8 @@ func (b *Backend) normGroupStep(p *program, i int) (step, bool) {
 	}}, true
 }
 
-// gdnKernel names the fused Gated DeltaNet step; gdnSplitKernel the step
-// with the layer's output projection (gdn_split.cu, gdnsplit=on).
-const (
-	gdnKernel      = "gdn_step"
-	gdnSplitKernel = "gdn_step_split"
-)
+// gdnKernel names the fused Gated DeltaNet step.
+const gdnKernel = "gdn_step"
 
 // gdnStep lowers ops[i:i+3] to the Gated DeltaNet kernel of one token
 // (gdn.cu: conv and SiLU, norms and gates, the delta rule, the gated norm
@@ -991,135 +872,7 @@ func (b *Backend) gdnStep(p *program, i int) (step, bool) {
 	}
 	bufs.Counters = counters
 	eps := g.Eps
-	// gdnsplit=on: the output projection after the step (a QLinear of one
-	// row of its output) in the same launch, where the kernel takes it
-	if b.o.GDNSplit && i+3 < len(p.ops) {
-		if o, ok := p.ops[i+3].(*backend.QLinear); ok && o.Rows == 1 && o.X == g.Out {
-			w := ch.mat("the output projection", o.W)
-			var y driver.Ptr
-			if w != nil {
-				y = ch.buf("the output projection's output", o.Y, backend.F32, w.q.Rows)
-			}
-			if ch.err == nil && b.gdn.HasSplit(w.q, Hv) {
-				copies := b.o.splitCopies()
-				sums, err := b.grow(&b.gdnSums, SplitKSumBytes(w.q.Rows, copies), "the split projection's sums")
-				if err != nil {
-					return step{}, false
-				}
-				return step{kernels: 1, name: gdnSplitKernel, launch: func(s *driver.Stream) error {
-					return b.gdn.LaunchSplit(s, bufs, Hk, Hv, eps, w.q, y, sums, copies)
-				}}, true
-			}
-		}
-	}
 	return step{kernels: 1, name: gdnKernel, launch: func(s *driver.Stream) error {
 		return b.gdn.Launch(s, bufs, Hk, Hv, eps)
 	}}, true
-}
-
-// gdnLayerKernel names gdn_layer.cu's launch: a Gated DeltaNet layer's
-// input norm, projections and step of one token; gdnLayerOutKernel its out
-// form, with the output projection too.
-const (
-	gdnLayerKernel    = "gdn_layer"
-	gdnLayerOutKernel = "gdn_layer_out"
-)
-
-// gdnLayerStep lowers ops[i:i+5] to gdn_layer.cu's one launch under
-// gdnlayer=cluster, when they are the input AddRMSNorm of one row, the
-// QLinearGroup of its four projections (qkv, z, b, a) that reads its
-// output, and the Gated DeltaNet step after them (DeltaNetStep) that
-// reads the projections where the group writes them. The kernel writes
-// all these ops write but the step's two intermediates (as gdnStep). A
-// layer of that form the kernel does not take (a ratio of value to key
-// heads other than 2, other weight kinds) is an error that names the
-// option, not a silent fallback. Under gdnlayer=out a QLinear of one row
-// after them that reads the step's output (the output projection) is in
-// the launch too.
-func (b *Backend) gdnLayerStep(p *program, i int) (step, bool, error) {
-	if !b.o.GDNLayerCluster || !b.o.Fused || !b.o.FusedNorms || i+4 >= len(p.ops) {
-		return step{}, false, nil
-	}
-	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
-	g, ok2 := p.ops[i+1].(*backend.QLinearGroup)
-	if !ok1 || !ok2 || n.Rows != 1 || g.Rows != 1 || n.Out != g.X || len(g.W) != 4 {
-		return step{}, false, nil
-	}
-	c, d, gn, ok := backend.DeltaNetStep(p.ops, i+2, GDNHeadDim, GDNConvK)
-	if !ok {
-		return step{}, false, nil
-	}
-	C, Hk, Hv, D := c.Chans, d.KeyHeads, d.ValueHeads, GDNHeadDim
-	off := g.Offsets()
-	if off[1]-off[0] != C || off[2]-off[1] != Hv*D || off[3]-off[2] != Hv || off[4]-off[3] != Hv || off[4] > g.Y.Len ||
-		c.X != g.Y.View(off[0], C) || gn.Z != g.Y.View(off[1], Hv*D) || d.B != g.Y.View(off[2], Hv) || d.A != g.Y.View(off[3], Hv) {
-		return step{}, false, nil // not the model's chain: the two launches
-	}
-	ch := &checks{b: b}
-	var lb GDNLayerBuffers
-	for j, m := range g.W {
-		if w := ch.mat(fmt.Sprintf("projection %d", j), m); w != nil {
-			lb.Proj[j] = w.q
-		}
-	}
-	y := ch.buf("the projections", g.Y, backend.F32, off[4])
-	for j := range lb.Y {
-		lb.Y[j] = y.Add(4 * int64(off[j]))
-	}
-	lb.Norm = QMVNorm{H: ch.buf("h", n.H, backend.F32, n.Dim), W: ch.buf("the norm's weight", n.Weight, backend.F32, n.Dim),
-		Out: ch.buf("the normed row", n.Out, backend.F32, n.Dim), Eps: n.Eps, Counter: b.counter}
-	if n.Delta.Mem != nil {
-		lb.Norm.Delta = ch.buf("the delta", n.Delta, backend.F32, n.Dim)
-	}
-	lb.Step = GDNBuffers{
-		ConvW:     ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK),
-		ConvState: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
-		ALog:      ch.buf("A_log", d.ALog, backend.F32, Hv), DtBias: ch.buf("dt_bias", d.DtBias, backend.F32, Hv),
-		NormW: ch.buf("the gated norm's weight", gn.Weight, backend.F32, D),
-		State: ch.buf("the state", d.State, backend.F32, Hv*D*D),
-		Out:   ch.buf("the output", gn.Out, backend.F32, Hv*D),
-	}
-	lb.GEps = gn.Eps
-	if ch.err != nil {
-		return step{}, false, ch.err
-	}
-	ch.require(n.Dim == lb.Proj[0].Cols, "the norm is %d wide and the projections %d", n.Dim, lb.Proj[0].Cols)
-	if ch.err != nil {
-		return step{}, false, ch.err
-	}
-	name, partOff := gdnLayerKernel, int64(-1)
-	var o *backend.QLinear
-	if b.o.GDNLayerOut && i+5 < len(p.ops) {
-		o, _ = p.ops[i+5].(*backend.QLinear)
-	}
-	if o != nil && o.Rows == 1 && o.X == gn.Out {
-		w := ch.mat("the output projection", o.W)
-		if w == nil {
-			return step{}, false, ch.err
-		}
-		lb.OY = ch.buf("the output projection's output", o.Y, backend.F32, w.q.Rows)
-		if ch.err != nil {
-			return step{}, false, ch.err
-		}
-		lb.OutProj = w.q
-		var off int64
-		partOff = p.reserve(&off, 4*int64(Hk*w.q.Rows)) // the scratch's address is known once the program is compiled
-		counters, err := b.grow(&b.tickets, 4*int64(max(Hk+Hv, gdnLayerCluster)), "Gated DeltaNet tickets")
-		if err != nil {
-			return step{}, false, err
-		}
-		lb.OCounters = counters
-		name = gdnLayerOutKernel
-	}
-	kind := b.qmv.variant.Kind
-	if err := b.gdnLayer.fits(kind, lb, Hk, Hv); err != nil {
-		return step{}, false, err
-	}
-	return step{kernels: 1, name: name, launch: func(s *driver.Stream) error {
-		bb := lb
-		if partOff >= 0 {
-			bb.OPart = p.scratch.Add(partOff)
-		}
-		return b.gdnLayer.Launch(s, kind, bb, Hk, Hv)
-	}}, true, nil
 }

@@ -102,138 +102,6 @@ type MoE struct {
 	// layerPerSM, where not 0, caps moe_layer's blocks a multiprocessor
 	// (measurements).
 	layerPerSM int
-	// routeUp8 and routeDown are moe_route.cu's moe_route_up_<variant>_r8
-	// and moe_route_down_<variant> (AddRouteForms; moelayer=cluster); nil
-	// until then, or for a variant without them.
-	routeUp8, routeDown      *driver.Function
-	routeUpOcc, routeDownOcc occupancy
-}
-
-// LoadMoERouteModule loads moe_route.cu's MoE block in two launches, the
-// router inside the gate/up launch's clusters (moelayer=cluster).
-func LoadMoERouteModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "moe_route")
-}
-
-// AddRouteForms finds moe_route.cu's kernels for k's variant in mod
-// (LoadMoERouteModule); a variant they are not built for (other than
-// qmv=exact's and qmv=fast's kinds) keeps none, and LaunchRouteUp says so.
-func (k *MoE) AddRouteForms(c *driver.Context, mod *driver.Module) error {
-	v := k.variant
-	if !v.SB || (v.Kind != QI8x3 && v.Kind != QI8x2) {
-		return nil
-	}
-	up, err := mod.Function("moe_route_up_" + v.String() + "_r8")
-	if err != nil {
-		return err
-	}
-	down, err := mod.Function("moe_route_down_" + v.String())
-	if err != nil {
-		return err
-	}
-	k.routeUp8, k.routeDown = up, down
-	k.routeUpOcc, k.routeDownOcc = newOccupancy(c, up), newOccupancy(c, down)
-	return nil
-}
-
-// moeRouteCluster is MR_BLOCKS in moe_route.cu: moe_route_up's cluster,
-// each block computing the logits of an eighth of the experts.
-const moeRouteCluster = 8
-
-// routeUpShared is moe_route_up's dynamic shared memory: the staged x, x
-// again for the router (68 floats a group of 64, from a 16-byte boundary),
-// the block's logits, and all the logits and the selection's candidates.
-func routeUpShared(kind QKind, E, H int) int {
-	return (kind.stageBytes(H/64)+15)&^15 + 4*(H/64*68+E/moeRouteCluster+2*E)
-}
-
-// routeUpGrid is moe_route_up's grid for tasks row tasks at perBlock a
-// block, resident blocks at once: a block a perBlock tasks up to what the
-// GPU holds, in whole clusters, at least one (the blocks loop over the
-// tasks, so fewer than the tasks need is fine; every cluster computes the
-// router, so more clusters than the GPU holds would only repeat it).
-func routeUpGrid(tasks, perBlock, resident int) int {
-	grid := min((tasks+perBlock-1)/perBlock, resident)
-	return max(grid/moeRouteCluster, 1) * moeRouteCluster
-}
-
-// routeLayerFits says why moelayer=cluster does not take w and router
-// (nil where it does): an 8-bit router in groups of 64 of experts a
-// multiple of moeRouteCluster, at most 1024, over the hidden size, and
-// the variants of qmv=exact and qmv=fast.
-func (k *MoE) routeLayerFits(w *MoEWeights, router *QMatrix) error {
-	if k.routeUp8 == nil {
-		return fmt.Errorf("cuda: moelayer=cluster is not built for %s weights (qmv=exact's and qmv=fast's kinds, or not loaded)", k.variant)
-	}
-	E, H := w.Experts, w.Hidden
-	if router.Bits != 8 || router.GroupSize != 64 || router.Rows != E || router.Cols != H || E%moeRouteCluster != 0 || E > 1024 {
-		return fmt.Errorf("cuda: moelayer=cluster does not take a %d-bit router of %dx%d in groups of %d for %d experts of hidden size %d "+
-			"(an 8-bit router in groups of 64, experts a multiple of %d, at most 1024)",
-			router.Bits, router.Rows, router.Cols, router.GroupSize, E, H, moeRouteCluster)
-	}
-	return nil
-}
-
-// routeLayerArgs checks w, router and b for moelayer=cluster's kernels
-// and packs their operands (layerArgs).
-func (k *MoE) routeLayerArgs(w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) ([]byte, error) {
-	if err := w.check(k.variant.SB); err != nil {
-		return nil, err
-	}
-	if err := k.routeLayerFits(w, router); err != nil {
-		return nil, err
-	}
-	if b.Act%16 != 0 {
-		return nil, fmt.Errorf("cuda: moelayer=cluster: the activations (%#x) must be 16-byte aligned", uint64(b.Act))
-	}
-	return k.layerArgs(w, router, b, normalize, 0)
-}
-
-// LaunchRouteUp queues moe_route_up on s (moelayer=cluster): the
-// add-and-norm of b.H and b.Delta (the sum not written back: LaunchRouteDown
-// does that), the router's top-MoETopK in every cluster (b.Logits, b.IDs,
-// b.Weights and the normed row b.X written once), and the experts' gate/up
-// rows into b.Act and b.Logit.
-func (k *MoE) LaunchRouteUp(s *driver.Stream, w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) error {
-	buf, err := k.routeLayerArgs(w, router, b, normalize)
-	if err != nil {
-		return err
-	}
-	if b.H%16 != 0 {
-		return fmt.Errorf("cuda: moelayer=cluster: h (%#x) must be 16-byte aligned", uint64(b.H))
-	}
-	E, H, I := w.Experts, w.Hidden, w.Inter
-	shared := routeUpShared(k.variant.Kind, E, H)
-	perSM, err := k.routeUpOcc.blocksPerSM(moeUpWarps*32, shared, fmt.Sprintf("the MoE gate/up kernel with its router, hidden size %d", H))
-	if err != nil {
-		return err
-	}
-	perBlock := moeUpWarps * (32 / teamFor(H/64)) * moeUpRows
-	tasks := (MoETopK+1)*I + 1
-	grid := routeUpGrid(tasks, perBlock, k.routeUpOcc.sms*perSM)
-	var a driver.Args
-	a.Struct(buf)
-	return s.LaunchCluster(k.routeUp8, driver.D1(grid), driver.D1(moeUpWarps*32), driver.D1(moeRouteCluster), shared, &a)
-}
-
-// LaunchRouteDown queues moe_route_down on s, after LaunchRouteUp: b.Out
-// from the activations and the routing, and the norm's sum, b.H += b.Delta.
-func (k *MoE) LaunchRouteDown(s *driver.Stream, w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool) error {
-	buf, err := k.routeLayerArgs(w, router, b, normalize)
-	if err != nil {
-		return err
-	}
-	H, I := w.Hidden, w.Inter
-	shared := k.variant.Kind.stageBytes((MoETopK + 1) * I / 64)
-	perSM, err := k.routeDownOcc.blocksPerSM(moeDownWarps*32, shared, fmt.Sprintf("the MoE down kernel with the norm's sum, expert size %d", I))
-	if err != nil {
-		return err
-	}
-	perBlock := moeDownWarps * (32 / teamFor(I/64))
-	grid := min((H+perBlock-1)/perBlock, k.routeDownOcc.sms*perSM)
-	var a driver.Args
-	a.Struct(buf)
-	return s.Launch(k.routeDown, driver.D1(grid), driver.D1(moeDownWarps*32), shared, &a)
 }
 
 // NewMoE finds variant v in mod.
@@ -407,27 +275,11 @@ func (k *MoE) LaunchLayer(s *driver.Stream, w *MoEWeights, router *QMatrix, b Mo
 			return fmt.Errorf("cuda: the one-launch MoE layer's h (%#x) and activations (%#x) must be 16-byte aligned", uint64(b.H), uint64(b.Act))
 		}
 	}
-	buf, err := k.layerArgs(w, router, b, normalize, routerBlocks)
-	if err != nil {
-		return err
-	}
-	var a driver.Args
-	a.Struct(buf)
-	return s.Launch(fn, driver.D1(grid), driver.D1(moeUpWarps*32), shared, &a)
-}
-
-// layerArgs packs MoELayerArgs (moe.cu) for moe_layer and moe_route.cu's
-// kernels (which leave the ticket, the barrier and routerBlocks unused).
-func (k *MoE) layerArgs(w *MoEWeights, router *QMatrix, b MoELayerBuffers, normalize bool, routerBlocks int) ([]byte, error) {
 	le := binary.LittleEndian
 	buf := make([]byte, 0, moeLayerArgsSize)
 	ptr := func(p driver.Ptr) { buf = le.AppendUint64(buf, uint64(p)) }
-	bar := driver.Ptr(0) // moe_layer's grid barrier; moe_route.cu's kernels have no counter
-	if b.Counter != 0 {
-		bar = b.Counter + 8
-	}
 	for _, p := range []driver.Ptr{b.H, b.Delta, b.NormW, b.X, router.Words, router.Scales, router.Biases,
-		b.Logits, b.IDs, b.Weights, b.Counter, bar} {
+		b.Logits, b.IDs, b.Weights, b.Counter, b.Counter + 8} {
 		ptr(p)
 	}
 	for _, m := range []*QMatrix{w.Gate, w.Up, w.SharedGate, w.SharedUp, w.SharedExpertGate, w.Down, w.SharedDown} {
@@ -448,7 +300,9 @@ func (k *MoE) layerArgs(w *MoEWeights, router *QMatrix, b MoELayerBuffers, norma
 		buf = le.AppendUint32(buf, uint32(int32(v)))
 	}
 	if len(buf) != moeLayerArgsSize {
-		return nil, fmt.Errorf("cuda: moe_layer's arguments are %d bytes, want %d", len(buf), moeLayerArgsSize)
+		return fmt.Errorf("cuda: moe_layer's arguments are %d bytes, want %d", len(buf), moeLayerArgsSize)
 	}
-	return buf, nil
+	var a driver.Args
+	a.Struct(buf)
+	return s.Launch(fn, driver.D1(grid), driver.D1(moeUpWarps*32), shared, &a)
 }

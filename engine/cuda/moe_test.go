@@ -326,67 +326,21 @@ func relL2Shift(got, base []float32, want []float64) float64 {
 	return math.Sqrt(d / n)
 }
 
-// TestRouteUpGrid: moe_route_up's grid is whole clusters, at least one,
-// no more blocks than the GPU holds at once where that is a cluster or
-// more, and no more than the tasks need rounded down to a cluster.
-func TestRouteUpGrid(t *testing.T) {
-	for _, c := range []struct{ tasks, perBlock, resident, want int }{
-		{(MoETopK+1)*512 + 1, 8, 132 * 2, 264}, // the 35B shape on 132 multiprocessors, two blocks each
-		{(MoETopK+1)*512 + 1, 8, 114 * 2, 224}, // 228 resident: 28 clusters
-		{(MoETopK+1)*128 + 1, 64, 264, 16},     // 19 blocks' tasks: two clusters, looping
-		{10, 64, 264, 8},                       // one block's tasks: one cluster
-		{(MoETopK+1)*512 + 1, 8, 4, 8},         // a GPU holding fewer than a cluster: one
-	} {
-		got := routeUpGrid(c.tasks, c.perBlock, c.resident)
-		if got != c.want || got%moeRouteCluster != 0 {
-			t.Errorf("routeUpGrid(%d, %d, %d) = %d, want %d", c.tasks, c.perBlock, c.resident, got, c.want)
-		}
-	}
-}
-
-// TestMoERouteArgsMatchKernel: moe_route.cu's entry points take
-// MoELayerArgs by value too, as many bytes as layerArgs packs.
-func TestMoERouteArgsMatchKernel(t *testing.T) {
-	checkStructArgs(t, "moe_route", "moe_route_", 4, moeLayerArgsSize)
-}
-
 // TestMoELayerArgsMatchKernel: the bytes LaunchLayer passes by value are
 // as many as every moe_layer entry point of the PTX takes (MoELayerArgs in
 // moe.cu), so that a field added on one side only is caught without a GPU.
 func TestMoELayerArgsMatchKernel(t *testing.T) {
-	checkStructArgs(t, "moe", "moe_layer_", 2, moeLayerArgsSize)
-}
-
-// checkStructArgs: family's PTX has entries entry points named from prefix
-// that take one struct parameter, each of size bytes (what the Go side
-// packs).
-func checkStructArgs(t *testing.T, family, prefix string, entries, size int) {
-	t.Helper()
-	sizes := structArgBytes(t, family, prefix)
-	if len(sizes) != entries {
-		t.Fatalf("%d %s* entry points with one struct parameter in %s.ptx, want %d", len(sizes), prefix, family, entries)
-	}
-	for name, n := range sizes {
-		if n != size {
-			t.Errorf("%s takes %d bytes; the Go side packs %d", name, n, size)
-		}
-	}
-}
-
-// structArgBytes is, for each entry point of family's PTX whose name
-// starts with prefix and that takes one struct parameter, the bytes of
-// that parameter: what the Go side must pack.
-func structArgBytes(t *testing.T, family, prefix string) map[string]int {
-	t.Helper()
-	ptx, err := kernels.PTX(family)
+	ptx, err := kernels.PTX("moe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sizes := map[string]int{}
-	re := regexp.MustCompile(`\.entry (` + regexp.QuoteMeta(prefix) + `\w*)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`)
-	for _, m := range re.FindAllStringSubmatch(string(ptx), -1) {
-		n, _ := strconv.Atoi(m[2])
-		sizes[m[1]] = n
+	params := regexp.MustCompile(`\.entry (moe_layer_\w+)\(\s*\.param \.align 8 \.b8 \w+\[(\d+)\]\s*\)`).FindAllStringSubmatch(string(ptx), -1)
+	if len(params) != 2 {
+		t.Fatalf("%d moe_layer entry points with one struct parameter in moe.ptx, want 2", len(params))
 	}
-	return sizes
+	for _, p := range params {
+		if n, _ := strconv.Atoi(p[2]); n != moeLayerArgsSize {
+			t.Errorf("%s takes %d bytes; LaunchLayer passes %d", p[1], n, moeLayerArgsSize)
+		}
+	}
 }

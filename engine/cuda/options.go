@@ -120,75 +120,6 @@ type Options struct {
 	// three (route_norm, moe_gate_up, moe_down); with Fused and FusedNorms.
 	// The same bits either way.
 	MoELayer bool
-	// MoELayerCluster (moelayer=cluster) runs the MoE block of one token
-	// as two launches, moe_route.cu's moe_route_up and moe_route_down:
-	// the norm and the router in every thread-block cluster of the gate/up
-	// launch (each cluster computing all the logits, its blocks an eighth
-	// each, and selecting), so that no kernel boundary and no ticket stand
-	// between the choice and the experts; the down launch finishes the
-	// norm's sum. The same bits as the three kernels; decode at 4K 23 %
-	// slower on an H100 (2026-12-07-gl1: the router in every cluster costs
-	// more than the boundary it saves), so off by default.
-	MoELayerCluster bool
-	// GDNLayerCluster (gdnlayer=cluster) runs the start of a Gated
-	// DeltaNet layer of one token (the input add-and-norm, the four input
-	// projections and the step) as one launch, gdn_layer.cu's, instead of
-	// two (qmv_group_norm, gdn_step): a thread-block cluster a key head
-	// computes just that key head's projection rows into its blocks'
-	// shared memory and runs its step from there, so that no kernel
-	// boundary stands between them. With Fused, FusedNorms and GDNCluster;
-	// the same bits as the two kernels; off (gdnlayer=apart) by default: an
-	// H100 holds 15 of its 16 clusters of 8 multiprocessor-filling blocks at
-	// once, and the 16th runs after (2026-12-07-gl1).
-	GDNLayerCluster bool
-	// GDNLayerOut (gdnlayer=out) is GDNLayerCluster with the layer's
-	// output projection in the same launch too: each cluster's gated
-	// outputs (its key head's 256 columns of out_proj) never leave it, its
-	// blocks computing their partial products for an eighth of the rows
-	// each, the last cluster to finish an eighth summing it. One launch
-	// fewer again a layer; the output's float32 sums in another order
-	// than the mat-vec's (not its bits). Decode at 4K 17 % slower than the
-	// defaults on an H100 (2026-12-07-gl1), gdn_layer's second wave.
-	GDNLayerOut bool
-	// GDNLayerBlocks is gdnlayer=cluster's (and out's) cluster size: 8 (0
-	// too), or 6 or 7 (gdnlayer=cluster6|cluster7|out6|out7,
-	// gdn_layer_nb.cu), so that all 16 key heads' clusters fit on the GPU
-	// at once (an H100 holds 15 of 8). Not yet measured.
-	GDNLayerBlocks int
-	// GDNSplit (gdnsplit=on) runs a decoded token's Gated DeltaNet step
-	// and the layer's output projection as one launch, gdn_split.cu's (with
-	// gdnnorm=cluster): each block multiplies its 32 gated outputs by those
-	// columns of the projection, the blocks' parts summed with atomics as
-	// 64-bit fixed point, the last block writing the output; no boundary
-	// between the step and the projection. The step's outputs the same
-	// bits, the projection's to float32's rounding. Decode at 4K 6.8 %
-	// slower on an H100 (2026-12-07-split1: the atomics into the 2048 sums
-	// from 128 blocks cost more than the launch they save), so off.
-	GDNSplit bool
-	// AttnSplit (attnsplit=on) runs a decoded token's attention combine and
-	// the layer's output projection as one launch, attn_out_split.cu's: each
-	// block merges 32 dims of a query head and multiplies them by those
-	// columns of the projection, the blocks' parts summed with atomics as
-	// 64-bit fixed point. The combine's outputs the same bits, the
-	// projection's to float32's rounding. Its tests pass (2026-12-07-split1);
-	// not benched, and the same atomics made gdnsplit=on slower, so off.
-	AttnSplit bool
-	// SplitCopies (splitcopies=N) spreads gdnsplit's and attnsplit's
-	// fixed-point sums over N copies, block b adding into copy b mod N and
-	// the last block summing them: each sum takes 1/N of the blocks'
-	// atomics (0: one copy).
-	SplitCopies int
-	// AttnOut (attnout=on) merges a decoded token's split attention and
-	// computes the layer's output projection in one launch (attn_out.cu):
-	// a thread-block cluster a query head merges its head's chunks, its
-	// blocks computing that head's partial products of the projection for
-	// an eighth of the rows each, the last head's cluster to finish an
-	// eighth summing it. One launch fewer in each attention layer; the
-	// combine's bits, the projection to float32's rounding. Off by default:
-	// 20 µs a launch in 2026-12-07-gl1's trace, where earlier traces had
-	// 6.5 and 8.3 for the two kernels it replaces (not one run's
-	// comparison; run-gl2.sh measures it alone).
-	AttnOut bool
 	// PDL launches kernels with programmatic stream serialization
 	// (programmatic dependent launch): the next kernel is launched, and its
 	// blocks placed, while the one before it runs, and waits for it inside
@@ -310,9 +241,6 @@ const (
 	MoEWG MoEKernel = "wg"
 )
 
-// splitCopies is the copies of a split projection's sums (splitcopies=N).
-func (o Options) splitCopies() int { return max(o.SplitCopies, 1) }
-
 // kvShadowed says whether o keeps a bf16 shadow of the KV caches: kvshadow=on
 // over float32 caches (a bf16 cache is read as it is).
 func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
@@ -331,12 +259,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
-	`moelayer=one|three|cluster (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, in three launches, or in two with the router inside every thread-block cluster of the gate/up launch; cluster decoded 23 % slower on an H100; default three), ` +
-	`gdnlayer=cluster|cluster6|cluster7|out|out6|out7|apart (a decoded token's input norm, projections and Gated DeltaNet step: in one launch, a thread-block cluster of 8 blocks a key head computing its own projection rows and its step from them (cluster6, cluster7: of 6 or 7 blocks, so that all 16 clusters fit at once; not yet measured), or in two; the same bits; out, out6, out7: the output projection in that launch too, from each cluster's partial products, the same outputs to float32's rounding; out decoded 17 % slower on an H100, whose GPU holds 15 of the 16 clusters of 8 at once; default apart), ` +
-	`attnout=on|off (a decoded token's attention combine and output projection in one launch, a thread-block cluster a query head computing its head's partial products of the projection; the same outputs to float32's rounding; slower in its first trace; default off), ` +
-	`gdnsplit=on|off (a decoded token's Gated DeltaNet step and the layer's output projection in one launch, each block's 32 gated outputs times those columns of the projection, the parts summed by atomics as 64-bit fixed point; with gdnnorm=cluster; the projection's output to float32's rounding; decode 6.8 % slower on an H100, the atomics costing more than the launch; default off), ` +
-	`attnsplit=on|off (a decoded token's attention combine and the layer's output projection in one launch, each block's 32 merged dims times those columns of the projection, the parts summed by atomics as 64-bit fixed point; the projection's output to float32's rounding; not benched, the same atomics made gdnsplit slower; default off), ` +
-	`splitcopies=N (gdnsplit's and attnsplit's sums spread over N copies, 1 to 64, each sum taking 1/N of the blocks' atomics, the last block adding the copies; not yet measured; default 1), ` +
+	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
@@ -402,35 +325,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "routenorm":
 			o.RouteCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "moelayer":
-			switch kv.Value {
-			case "one", "three", "cluster":
-				o.MoELayer, o.MoELayerCluster = kv.Value == "one", kv.Value == "cluster"
-			default:
-				err = fmt.Errorf("cuda: moelayer=%q: want one, three or cluster", kv.Value)
-			}
-		case "gdnlayer":
-			switch kv.Value {
-			case "cluster", "out", "apart":
-				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = kv.Value != "apart", kv.Value == "out", 0
-			case "cluster6", "cluster7":
-				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, false, int(kv.Value[7]-'0')
-			case "out6", "out7":
-				o.GDNLayerCluster, o.GDNLayerOut, o.GDNLayerBlocks = true, true, int(kv.Value[3]-'0')
-			default:
-				err = fmt.Errorf("cuda: gdnlayer=%q: want cluster, cluster6, cluster7, out, out6, out7 or apart", kv.Value)
-			}
-		case "attnout":
-			o.AttnOut, err = kv.On("cuda")
-		case "gdnsplit":
-			o.GDNSplit, err = kv.On("cuda")
-		case "attnsplit":
-			o.AttnSplit, err = kv.On("cuda")
-		case "splitcopies":
-			n, perr := strconv.Atoi(kv.Value)
-			if perr != nil || n < 1 || n > maxSplitCopies {
-				err = fmt.Errorf("cuda: splitcopies=%q: want a whole number from 1 to %d", kv.Value, maxSplitCopies)
-			}
-			o.SplitCopies = n
+			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":
 			first, err = kv.Is("cuda", "exact", "fast")
 			o.FastQMV = !first

@@ -89,28 +89,27 @@ func TestParseOptionsChoices(t *testing.T) {
 	}
 }
 
-// TestParseMoELayer: moelayer=one, three and cluster choose the MoE block
-// of a decoded token in one launch, in three, or in two with the router
-// in the gate/up launch's clusters; three is the default (one was slower
-// on the H200, docs/bench/cuda 2026-12-03; cluster is not yet measured);
-// another value is refused naming the option.
+// TestParseMoELayer: moelayer=one and three choose the MoE block of a
+// decoded token in one launch or in three; three is the default (one was
+// slower on the H200, docs/bench/cuda 2026-12-03); another value is refused
+// naming the option.
 func TestParseMoELayer(t *testing.T) {
-	for value, want := range map[string][2]bool{"one": {true, false}, "three": {false, false}, "cluster": {false, true}} {
+	for value, want := range map[string]bool{"one": true, "three": false} {
 		o, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: value}})
 		if err != nil {
 			t.Fatalf("moelayer=%s: %v", value, err)
 		}
-		if o.MoELayer != want[0] || o.MoELayerCluster != want[1] {
-			t.Errorf("moelayer=%s: MoELayer %v, MoELayerCluster %v", value, o.MoELayer, o.MoELayerCluster)
+		if o.MoELayer != want {
+			t.Errorf("moelayer=%s: MoELayer %v", value, o.MoELayer)
 		}
 	}
-	if d := DefaultOptions(); d.MoELayer || d.MoELayerCluster {
-		t.Error("the default is not moelayer=three")
+	if DefaultOptions().MoELayer {
+		t.Error("the default is moelayer=one; want three")
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "moelayer", Value: "two"}}); err == nil || !strings.Contains(err.Error(), "moelayer") {
 		t.Errorf("moelayer=two: error %v, want one naming moelayer", err)
 	}
-	if !strings.Contains(OptionsHelp, "moelayer=one|three|cluster") {
+	if !strings.Contains(OptionsHelp, "moelayer=one|three") {
 		t.Error("the options' help does not list moelayer")
 	}
 }
@@ -203,70 +202,5 @@ func TestSplitCounts(t *testing.T) {
 				t.Errorf("router at %d rows, wide: %d splits, want %d", c.rows, got, c.splits)
 			}
 		}
-	}
-}
-
-// TestParseGDNLayer: gdnlayer=cluster, out and apart choose gdn_layer.cu's
-// one launch, that launch with the output projection, or the two kernels,
-// apart the default (the others are not yet measured); the backend names
-// gdn_layer among the families it loads only under cluster and out;
-// another value is refused naming the option.
-func TestParseGDNLayer(t *testing.T) {
-	for _, nb := range []int{6, 7} {
-		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: fmt.Sprintf("cluster%d", nb)}})
-		if err != nil || !o.GDNLayerCluster || o.GDNLayerOut || o.GDNLayerBlocks != nb || !slices.Contains(noticeFamilies(o), "gdn_layer_nb") {
-			t.Errorf("gdnlayer=cluster%d: %+v, %v", nb, o, err)
-		}
-		o, err = ParseOptions([]backend.Option{{Key: "gdnlayer", Value: fmt.Sprintf("out%d", nb)}})
-		if err != nil || !o.GDNLayerCluster || !o.GDNLayerOut || o.GDNLayerBlocks != nb || !slices.Contains(noticeFamilies(o), "gdn_layer_nb") {
-			t.Errorf("gdnlayer=out%d: %+v, %v", nb, o, err)
-		}
-	}
-	for value, want := range map[string][2]bool{"cluster": {true, false}, "out": {true, true}, "apart": {false, false}} {
-		o, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: value}})
-		if err != nil {
-			t.Fatalf("gdnlayer=%s: %v", value, err)
-		}
-		if o.GDNLayerCluster != want[0] || o.GDNLayerOut != want[1] {
-			t.Errorf("gdnlayer=%s: GDNLayerCluster %v, GDNLayerOut %v", value, o.GDNLayerCluster, o.GDNLayerOut)
-		}
-		if got := slices.Contains(noticeFamilies(o), "gdn_layer"); got != want[0] {
-			t.Errorf("gdnlayer=%s: gdn_layer among the families loaded %v, want %v", value, got, want[0])
-		}
-	}
-	if d := DefaultOptions(); d.GDNLayerCluster || d.GDNLayerOut {
-		t.Error("the default is gdnlayer=cluster; want apart until the cluster form is measured")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "gdnlayer", Value: "one"}}); err == nil || !strings.Contains(err.Error(), "gdnlayer=") {
-		t.Errorf("gdnlayer=one: error %v, want one naming gdnlayer", err)
-	}
-	if !strings.Contains(OptionsHelp, "gdnlayer=cluster|cluster6|cluster7|out|out6|out7|apart") {
-		t.Error("the options' help does not list gdnlayer")
-	}
-}
-
-// checkOnOffForm: key=on and key=off set the option (on reads it) and name
-// family among those the backend loads exactly when on; off is the
-// default (why: offWhy); bad is refused naming the key; the help lists
-// key=on|off.
-func checkOnOffForm(t *testing.T, key, family, bad, offWhy string, on func(Options) bool) {
-	t.Helper()
-	for value, want := range map[string]bool{"on": true, "off": false} {
-		o, err := ParseOptions([]backend.Option{{Key: key, Value: value}})
-		if err != nil {
-			t.Fatalf("%s=%s: %v", key, value, err)
-		}
-		if on(o) != want || slices.Contains(noticeFamilies(o), family) != want {
-			t.Errorf("%s=%s: on %v, families %v", key, value, on(o), noticeFamilies(o))
-		}
-	}
-	if on(DefaultOptions()) {
-		t.Errorf("the default is %s=on; want off (%s)", key, offWhy)
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: key, Value: bad}}); err == nil || !strings.Contains(err.Error(), key) {
-		t.Errorf("%s=%s: error %v, want one naming %s", key, bad, err, key)
-	}
-	if !strings.Contains(OptionsHelp, key+"=on|off") {
-		t.Errorf("the options' help does not list %s", key)
 	}
 }

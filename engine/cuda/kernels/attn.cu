@@ -241,36 +241,9 @@ static __device__ __forceinline__ void attn_split(const float* __restrict__ q, c
   }
 }
 
-// att_merge is output dim d of query head h: the split attention's chunks
-// merged (o / l) times sigmoid(gate), the gate of head h at
-// qg[h*512 + 256 + d]. attn_combine, and the forms that take the output
-// projection with it (attn_out.cu, attn_out_split.cu), compute it so.
-static __device__ __forceinline__ float att_merge(const float* __restrict__ po, const float* __restrict__ pml,
-                                                  const float* __restrict__ qg, const int* __restrict__ pos,
-                                                  int maxSplits, int minChunk, int h, int d) {
-  const int g = h / ATT_G, hi = h % ATT_G;
-  int nsp, chunk;
-  att_chunks(*pos + 1, maxSplits, minChunk, nsp, chunk);
-  const float* ml = pml + ((long long)g * maxSplits * ATT_G + hi) * 2;
-  float M = -1e30f;
-  for (int s = 0; s < nsp; s++) M = __builtin_fmaxf(M, ml[s * ATT_G * 2]);
-  float acc = 0.f, L = 0.f;
-  for (int s = 0; s < nsp; s++) {
-    const float f = aexp2(ml[s * ATT_G * 2] - M);
-    L += ml[s * ATT_G * 2 + 1] * f;
-    acc += po[(((long long)g * maxSplits + s) * ATT_G + hi) * ATT_D + d] * f;
-  }
-  const float gate = qg[(long long)h * 2 * ATT_D + ATT_D + d];
-  float e;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-gate * 1.4426950408889634f));
-  return acc / L / (1.f + e);
-}
-
-#if !defined(ATTN_SHADOW_MODULE) && !defined(ATTN_OUT_MODULE)  // attn_shadow.cu and attn_out.cu take the functions, not the entry points
+#ifndef ATTN_SHADOW_MODULE  // attn_shadow.cu takes the functions, not the entry points
 // attn_combine: QH blocks of ATT_D threads; out[h][d] = merged o / l times
-// sigmoid(gate), the gate of head h at qg[h*512 + 256 + d]: att_merge's
-// arithmetic, written out here so that this kernel's PTX (and its built-in
-// machine code) stayed as it was when att_merge was drawn from it.
+// sigmoid(gate), the gate of head h at qg[h*512 + 256 + d].
 extern "C" __global__ void __launch_bounds__(ATT_D)
     attn_combine(const float* __restrict__ po, const float* __restrict__ pml, const float* __restrict__ qg,
                  const int* __restrict__ pos, float* __restrict__ out, int maxSplits, int minChunk) {
@@ -310,4 +283,4 @@ QK_PREP(float, qk_prep_f32)
 QK_PREP(u16, qk_prep_bf16)
 ATT_SPLIT(float, attn_split_f32)
 ATT_SPLIT(u16, attn_split_bf16)
-#endif  // !ATTN_SHADOW_MODULE && !ATTN_OUT_MODULE
+#endif  // ATTN_SHADOW_MODULE

@@ -30,17 +30,6 @@ static __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// cluster_arrive and cluster_wait are cluster_sync in two halves, for a
-// block that has done reading the others' shared memory and has work of
-// its own before it may exit: it arrives once done reading, and waits (for
-// all the others to have arrived) before it exits.
-static __device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-static __device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 // cluster_addr is the address in block rank's shared memory of what p is
 // in this block's (p a shared-memory pointer), for the ld_cluster loads.
 static __device__ __forceinline__ u32 cluster_addr(const void* p, u32 rank) {

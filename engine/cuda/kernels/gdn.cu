@@ -29,23 +29,6 @@
 #ifdef GDN_CL_MODULE
 #include "cluster.h"
 #endif
-#ifdef GDN_SPLIT_MODULE
-#include "splitk.h"
-// GdnOut is the output projection gdn_split.cu takes into the step (a
-// 4-bit matrix of rows x cols, interleaved scale/bias words; its output y,
-// its fixed-point sums and ticket as splitk.h says).
-struct GdnOut {
-  const u32* w;
-  const u32* sb;
-  float* y;
-  unsigned long long* acc;
-  u32* ticket;
-  int rows, cols, copies;
-};
-#define GDN_OUT_PARAM , const GdnOut &po
-#else
-#define GDN_OUT_PARAM
-#endif
 
 #define GDN_THREADS 256
 #define GDN_D 128
@@ -112,7 +95,7 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
                                                 const float* __restrict__ convW, float* convState,
                                                 const float* __restrict__ aLog, const float* __restrict__ dtBias,
                                                 const float* __restrict__ normW, float* state, float* out,
-                                                u32* counters, int Hk, int Hv, float eps GDN_OUT_PARAM) {
+                                                u32* counters, int Hk, int Hv, float eps) {
   constexpr int R = 8 * RPW;  // rows per block
   constexpr int split = GDN_D / R;
   __shared__ float qk[2 * GDN_D];
@@ -137,12 +120,6 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
   f32x4 S[RPW];
 #pragma unroll
   for (int i = 0; i < RPW; i++) S[i] = ld_cg4(S0 + i * GDN_D);
-#ifdef GDN_SPLIT_MODULE
-  // The output projection's columns of this block's rows of the head: they
-  // depend on nothing, so they are copied before the wait.
-  extern __shared__ u32 smem[];
-  sk_copy(smem, smem + 4 * po.rows, po.w, po.sb, po.cols / 8, po.cols / 64, j * GDN_D + slice * R, po.rows);
-#endif
   pdl_begin();
   // The gates' inputs, and the gated norm's z and weight (used by the last
   // block of the head at the end), loaded with them: read after the conv,
@@ -232,27 +209,13 @@ static __device__ __forceinline__ void gdn_step(const float* __restrict__ qkv, c
     }
     cluster_sync();
     if (shiftLast) convState[ch] = s1, convState[C + ch] = s2, convState[2 * C + ch] = xt;
-    float gated = 0.f;
     if (tid < R) {
       float tot = 0.f;
       for (int r = 0; r < split; r++) tot += ld_cluster_f32(cluster_addr(&part, r));
       const float inv = 1.f / __builtin_sqrtf(tot / GDN_D + eps);
-      gated = os[tid] * inv * nw * gsilu(zv);
-      oh[slice * R + tid] = gated;
+      oh[slice * R + tid] = os[tid] * inv * nw * gsilu(zv);
     }
     cluster_sync();  // every block's reads of the others' sums done before any exits
-#ifdef GDN_SPLIT_MODULE
-    // The output projection of this block's R gated outputs (warp 0's
-    // lanes), summed with the other blocks' (splitk.h).
-    static_assert(R == SK_COLS, "a block's rows are the projection's columns of its split");
-    __shared__ SkQuant<3> oq;
-    if (warp == 0) sk_quantise<3>(gated, &oq);
-    cp_wait<0>();
-    __syncthreads();  // oq, and every thread's copies of the columns
-    sk_rows<3>(smem, smem + 4 * po.rows, po.cols / 64, j * GDN_D + slice * R, &oq, 1.f,
-               sk_sums(po.acc, po.rows, po.copies), po.rows);
-    sk_finish(po.acc, po.ticket, nullptr, po.y, po.rows, po.copies);
-#endif
     return;
   }
 #else

@@ -14,7 +14,7 @@
 // barrier): what a decode kernel could do with weights that do not depend
 // on the phase before. Whether a persistent decode kernel can beat kernel
 // boundaries starts with these numbers.
-#include "splitk.h"
+#include "device.h"
 
 #define PHASE_THREADS 256
 
@@ -295,12 +295,14 @@ PHASE_RUN_REG(phase_run_count_reg, true)
 // row t of part (n floats, standing for the partial it computed) and:
 //   phase_reduce_store  stores it to row t of out (no sum: the baseline);
 //   phase_reduce_u64    adds it into acc as 64-bit fixed point, 2^-32 units
-//                       (splitk.h's red.add.u64): integer sums are the same
-//                       bits in any order, so the result does not depend on
-//                       which block arrives first;
+//                       (red.add.u64): integer sums are the same bits in
+//                       any order, so the result does not depend on which
+//                       block arrives first;
 //   phase_reduce_f32    red.add.f32 an element (order-dependent rounding).
 // (red.add.v4.f32, four floats an operation, needs PTX 8.1; the PTX here
 // is 8.0.)
+#define PHASE_FIX_ONE 4294967296.0f  // 2^32
+
 struct __attribute__((aligned(16))) PhaseF4 {
   float x, y, z, w;
 };
@@ -316,6 +318,12 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
   }
 }
 
+static __device__ __forceinline__ void red_add_u64(unsigned long long* p, float v) {
+  long long f;
+  asm("cvt.rni.s64.f32 %0, %1;" : "=l"(f) : "f"(v * PHASE_FIX_ONE));
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(f) : "memory");
+}
+
 // phase_reduce_u64 takes copies: block b adds into copy b mod copies of
 // the sums (acc + (b mod copies)·n), so that each sum has 1/copies of the
 // blocks adding into it: whether the atomics' time is the blocks adding
@@ -327,10 +335,10 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS)
   acc += (long long)(PETAL_BID_X() % copies) * n;
   for (int i = PETAL_TID_X() * 4; i < n; i += PHASE_THREADS * 4) {
     const PhaseF4 v = *(const PhaseF4*)(src + i);
-    sk_red_fixed(acc + i, v.x);
-    sk_red_fixed(acc + i + 1, v.y);
-    sk_red_fixed(acc + i + 2, v.z);
-    sk_red_fixed(acc + i + 3, v.w);
+    red_add_u64(acc + i, v.x);
+    red_add_u64(acc + i + 1, v.y);
+    red_add_u64(acc + i + 2, v.z);
+    red_add_u64(acc + i + 3, v.w);
   }
 }
 

@@ -7,7 +7,7 @@
 # apt sources need the non-free component: "Components: main contrib
 # non-free" in /etc/apt/sources.list.d/debian.sources, then apt-get update):
 #   apt-get download nvidia-cuda-toolkit && dpkg -x nvidia-cuda-toolkit_*.deb /tmp/ctk
-#   PTXAS=/tmp/ctk/usr/bin/ptxas sh engine/cuda/kernels/regs.sh gdn_layer attn_out
+#   PTXAS=/tmp/ctk/usr/bin/ptxas sh engine/cuda/kernels/regs.sh gdn_cl route_cl
 # 11.8 reads PTX up to ISA 7.8 and not the cluster barrier's explicit
 # .release/.acquire (the defaults of those instructions anyway), so the
 # copy it reads says .version 7.8 and drops them: its counts are a guide
