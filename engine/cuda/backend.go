@@ -82,6 +82,9 @@ func noticeFamilies(o Options) []string {
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
+	if o.ChunkedDelta && o.DeltaTF32 {
+		fams = append(fams, "gdn_chunk_tf32")
+	}
 	return fams
 }
 

@@ -19,11 +19,15 @@ const (
 	deltaChunkStateName    = "gdn_chunk_state"
 	deltaChunkStateILPName = "gdn_chunk_state_ilp"
 	deltaChunkStateSKName  = "gdn_chunk_state_sk"
-	deltaChunkTokens       = 32
-	deltaChunkSlice        = 32
-	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
-	deltaChunkPrepThreads  = 128
-	deltaChunkStateThreads = 256
+	// gdn_chunk_tf32.cu's state kernels (delta=tf32): gdn_chunk_state_ilp's
+	// and gdn_chunk_state_sk's tiles with one tf32 product a pair
+	deltaChunkStateTF32Name   = "gdn_chunk_state_tf32"
+	deltaChunkStateTF32SKName = "gdn_chunk_state_tf32_sk"
+	deltaChunkTokens          = 32
+	deltaChunkSlice           = 32
+	deltaChunkWS              = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
+	deltaChunkPrepThreads     = 128
+	deltaChunkStateThreads    = 256
 )
 
 // deltaChunkPrepShared is GC_PREP_SHARED: the log-gate sums (float64), the
@@ -58,6 +62,22 @@ var deltaStateKernels = map[string]func() int{
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
 }
+
+// deltaTF32Kernels are gdn_chunk_tf32.cu's state kernels (delta=tf32), in
+// a module of their own, with their shared memory.
+var deltaTF32Kernels = map[string]func() int{
+	deltaChunkStateTF32Name:   deltaChunkStateShared,
+	deltaChunkStateTF32SKName: deltaChunkStateSKShared,
+}
+
+// deltaTF32Kernel is delta=tf32's state kernel.
+var deltaTF32Kernel = deltaChunkStateTF32Name
+
+// deltaTF32Bar is delta=tf32's bar against the float64 reference (largest
+// error over the RMS, outputs and state): its products take each operand
+// rounded to tf32 (2^-11 relative) where deltaChunkBar's take float32's
+// error, so it is held to about a bf16 rounding of the same outputs.
+const deltaTF32Bar = 4e-3
 
 // deltaChunkWorkspace is the bytes of scratch o's gdn_chunk_prep writes:
 // deltaChunkWS floats per value head and block of tokens (36 MB for the
@@ -99,41 +119,64 @@ var deltaStateKernel = deltaChunkStateSKName
 // its kernels' shared-memory limits; state is deltaStateKernel, its shared
 // memory stateShared, and step names the two.
 func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
-	stateName := deltaStateKernel
+	stateName, kernels := deltaStateKernel, deltaStateKernels
+	if b.o.DeltaTF32 {
+		stateName, kernels = deltaTF32Kernel, deltaTF32Kernels
+	}
 	step = deltaChunkPrepName + "+" + stateName
-	stateShared = deltaStateKernels[stateName]()
+	stateShared = kernels[stateName]()
 	if fn := b.fn[stateName]; fn != nil {
 		return b.fn[deltaChunkPrepName], fn, stateShared, step, nil
 	}
-	shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
-	for name, size := range deltaStateKernels {
-		shared[name] = size()
-	}
-	for name, need := range shared {
-		if max := b.ctx.Device().SharedOptIn; need > max {
-			return nil, nil, 0, "", fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+	if b.fn[deltaChunkPrepName] == nil {
+		shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
+		for name, size := range deltaStateKernels {
+			shared[name] = size()
+		}
+		if err := b.loadDeltaFamily("gdn_chunk", shared); err != nil {
+			return nil, nil, 0, "", err
 		}
 	}
-	m, err := loadFamily(b.ctx, "gdn_chunk")
+	if b.o.DeltaTF32 {
+		shared := map[string]int{}
+		for name, size := range deltaTF32Kernels {
+			shared[name] = size()
+		}
+		if err := b.loadDeltaFamily("gdn_chunk_tf32", shared); err != nil {
+			return nil, nil, 0, "", err
+		}
+	}
+	return b.fn[deltaChunkPrepName], b.fn[stateName], stateShared, step, nil
+}
+
+// loadDeltaFamily loads family and finds its kernels in b.fn, each with
+// its dynamic shared memory limit raised to shared[name].
+func (b *Backend) loadDeltaFamily(family string, shared map[string]int) error {
+	for name, need := range shared {
+		if max := b.ctx.Device().SharedOptIn; need > max {
+			return fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+		}
+	}
+	m, err := loadFamily(b.ctx, family)
 	if err != nil {
-		return nil, nil, 0, "", err
+		return err
 	}
 	b.mods = append(b.mods, m)
 	fns := map[string]*driver.Function{}
 	for name, need := range shared {
 		fn, err := m.Function(name)
 		if err != nil {
-			return nil, nil, 0, "", err
+			return err
 		}
 		if err := fn.SetMaxDynamicShared(need); err != nil {
-			return nil, nil, 0, "", err
+			return err
 		}
 		fns[name] = fn
 	}
 	for name, fn := range fns {
 		b.fn[name] = fn
 	}
-	return fns[deltaChunkPrepName], fns[stateName], stateShared, step, nil
+	return nil
 }
 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing

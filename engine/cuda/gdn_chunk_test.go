@@ -29,7 +29,7 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=chunked|sequential parses, chunked is the
+// TestDeltaOption: delta=chunked|tf32|sequential parses, chunked is the
 // default, a bad value is named, and the help says which is the default.
 func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
@@ -44,7 +44,13 @@ func TestDeltaOption(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "delta", Value: "blocked"}}); err == nil || !strings.Contains(err.Error(), "delta") {
 		t.Errorf("delta=blocked: error %v, want one naming delta", err)
 	}
-	if !strings.Contains(OptionsHelp, "delta=chunked|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 {
+		t.Errorf("delta=tf32: %+v, %v", o, err)
+	}
+	if DefaultOptions().DeltaTF32 {
+		t.Error("the default takes the one-product state pass")
+	}
+	if !strings.Contains(OptionsHelp, "delta=chunked|tf32|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }
@@ -79,10 +85,27 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if bytes.Contains(ptx, []byte("call.uni")) || bytes.Contains(ptx, []byte(".extern .func")) {
 		t.Error("the PTX calls a function (an unresolved external for the driver)")
 	}
+	tf32, err := kernels.PTX("gdn_chunk_tf32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range deltaTF32Kernels {
+		if !bytes.Contains(tf32, []byte(".visible .entry "+name+"(")) {
+			t.Errorf("no entry point %s in gdn_chunk_tf32's PTX", name)
+		}
+	}
+	// one product a pair: a third of gdn_chunk's state products, and no
+	// prep of its own (gdn_chunk.ptx's is launched)
+	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
+		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
+	}
+	if _, ok := deltaTF32Kernels[deltaTF32Kernel]; !ok {
+		t.Errorf("delta=tf32's state kernel %s is not one of deltaTF32Kernels", deltaTF32Kernel)
+	}
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
 	}
-	for name, size := range deltaStateKernels {
+	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels) {
 		if s := size(); s <= 48<<10 || s > 227<<10 {
 			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
 		}
@@ -163,11 +186,27 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 	}
 }
 
+// mergedKernels is the union of the state-kernel maps.
+func mergedKernels(ms ...map[string]func() int) map[string]func() int {
+	all := map[string]func() int{}
+	for _, m := range ms {
+		maps.Copy(all, m)
+	}
+	return all
+}
+
 // checkChunkedDelta runs p, c's op compiled to the two chunked kernels,
 // and checks its outputs and state against the float64 reference.
 func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase) {
 	t.Helper()
-	want := deltaChunkPrepName + "+" + deltaStateKernel
+	checkChunkedDeltaForm(t, b, p, c, deltaStateKernel, deltaChunkBar)
+}
+
+// checkChunkedDeltaForm is checkChunkedDelta for the state kernel kernel
+// held to bar.
+func checkChunkedDeltaForm(t *testing.T, b *Backend, p backend.Program, c *deltaCase, kernel string, bar float64) {
+	t.Helper()
+	want := deltaChunkPrepName + "+" + kernel
 	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
 		t.Fatalf("kernels %v, want %s", got, want)
 	}
@@ -180,8 +219,37 @@ func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase
 	o := c.o
 	state := slices.Clone(c.state)
 	ref := backendtest.DeltaRule(c.qkv, c.bb, c.aa, c.aLog, c.dtBias, state, o.Rows, o.KeyHeads, GDNHeadDim, o.ValueHeads, GDNHeadDim)
-	withinBar(t, "out", readGuarded(t, b, c.outAll, len(ref), "out"), ref, deltaChunkBar)
-	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), deltaChunkBar)
+	withinBar(t, "out", readGuarded(t, b, c.outAll, len(ref), "out"), ref, bar)
+	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), bar)
+}
+
+// TestChunkedDeltaTF32MatchesReference: delta=tf32 takes gdn_chunk_prep
+// and the one-product state kernel, each of deltaTF32Kernels, and holds
+// deltaTF32Bar against the float64 reference over the shapes and lengths
+// of the float32-accurate form's tests, 4096 tokens among them.
+func TestChunkedDeltaTF32MatchesReference(t *testing.T) {
+	defer func(v string) { deltaTF32Kernel = v }(deltaTF32Kernel)
+	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
+		deltaTF32Kernel = name
+		o := DefaultOptions()
+		o.ChunkedDelta, o.DeltaTF32 = true, true
+		b := testBackend(t, o)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, rows := range []int{16, 33, 512, 4096} {
+				if rows == 4096 && sh.hk != 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows %s", sh.name, rows, name), func(t *testing.T) {
+					c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv))), rows, sh.hk, sh.hv)
+					p, err := b.Compile([]backend.Op{c.o})
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkChunkedDeltaForm(t, b, p, c, name, deltaTF32Bar)
+				})
+			}
+		}
+	}
 }
 
 // TestChunkedDeltaRuleLongPrefill: a chunk of 4096 tokens (--chunk 4096,
@@ -273,7 +341,7 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
-// state kernel of deltaStateKernels, at 512 and 4096 tokens: the median of
+// state kernel of deltaStateKernels and deltaTF32Kernels, at 512 and 4096 tokens: the median of
 // 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
 	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
@@ -287,11 +355,23 @@ func TestMeasureDeltaForms(t *testing.T) {
 			state   string
 		}{true, f.state})
 	}
+	defer func(v string) { deltaTF32Kernel = v }(deltaTF32Kernel)
+	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
+		forms = append(forms, struct {
+			chunked bool
+			state   string
+		}{true, name})
+	}
 	for _, form := range forms {
 		chunked := form.chunked
-		deltaStateKernel = form.state
+		_, tf32 := deltaTF32Kernels[form.state]
+		if tf32 {
+			deltaTF32Kernel = form.state
+		} else {
+			deltaStateKernel = form.state
+		}
 		o := DefaultOptions()
-		o.ChunkedDelta = chunked
+		o.ChunkedDelta, o.DeltaTF32 = chunked, tf32
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)

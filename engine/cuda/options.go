@@ -159,6 +159,12 @@ type Options struct {
 	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
 	// sequential kernel of ops.cu steps through the tokens one at a time.
 	ChunkedDelta bool
+	// DeltaTF32 (delta=tf32) takes the chunked form with the state pass of
+	// gdn_chunk_tf32.cu: one tf32 product a pair of operands (about 2^-11
+	// relative) where gdn_chunk.cu takes three (about 2^-21), a
+	// lower-precision choice that measures what the float32-accurate
+	// products cost. Off by default.
+	DeltaTF32 bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -268,7 +274,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, or token by token; default chunked), ` +
+	`delta=chunked|tf32|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores with float32-accurate products (three tf32 products a pair of operands), the same with one tf32 product a pair (about 2^-11 relative; the state kept in float32), or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -353,7 +359,12 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				err = fmt.Errorf("cuda: moefit=%q: want on, all or off", kv.Value)
 			}
 		case "delta":
-			o.ChunkedDelta, err = kv.Is("cuda", "chunked", "sequential")
+			switch kv.Value {
+			case "chunked", "tf32", "sequential":
+				o.ChunkedDelta, o.DeltaTF32 = kv.Value != "sequential", kv.Value == "tf32"
+			default:
+				err = fmt.Errorf("cuda: delta=%q: want chunked, tf32 or sequential", kv.Value)
+			}
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
 		case "splitk":

@@ -103,20 +103,41 @@ static __device__ __forceinline__ void gc_gates(const float* __restrict__ bb, co
 // gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
 // col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
 // b1 row t+4).
+// gc_split is tf32_split; in gdn_chunk_tf32.cu (GC_ONE_PRODUCT) the
+// rounding alone, the lo part never read.
+static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
+#ifdef GC_ONE_PRODUCT
+  hi = tf32_round(x);
+  lo = 0;
+#else
+  tf32_split(x, hi, lo);
+#endif
+}
+
+// gc_mma adds a·b to the accumulator c: mma_tf32x3, or in gdn_chunk_tf32.cu
+// the one product of the hi parts.
+static __device__ __forceinline__ void gc_mma(float* c, const TfA& a, const TfB& b) {
+#ifdef GC_ONE_PRODUCT
+  mma_tf32(c, a.hi, b.hi);
+#else
+  mma_tf32x3(c, a, b);
+#endif
+}
+
 static __device__ __forceinline__ TfA gc_frag_a(GcMat A, int r0, int k0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   TfA f;
-  tf32_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
-  tf32_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
-  tf32_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
-  tf32_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
+  gc_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
+  gc_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
+  gc_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
+  gc_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
   return f;
 }
 static __device__ __forceinline__ TfB gc_frag_b(GcMat B, int k0, int n0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   TfB f;
-  tf32_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
-  tf32_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
+  gc_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
+  gc_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
   return f;
 }
 
@@ -138,6 +159,7 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
+#ifndef GC_ONE_PRODUCT  // gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
@@ -237,6 +259,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
+#endif  // GC_ONE_PRODUCT
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -276,10 +299,13 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
 }
 
 // gc_mma3_split is mma_tf32x3 with its two small products summed in small
-// and the large one in big: two accumulators, two chains of dependent mma.
+// and the large one in big: two accumulators, two chains of dependent mma
+// (in gdn_chunk_tf32.cu the large one alone).
 static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, const TfA& a, const TfB& b) {
+#ifndef GC_ONE_PRODUCT
   mma_tf32(small, a.lo, b.hi);
   mma_tf32(small, a.hi, b.lo);
+#endif
   mma_tf32(big, a.hi, b.hi);
 }
 
@@ -357,8 +383,8 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
           const TfA aw = gc_frag_a(Wm, mt * 16, k0, lane), aq = gc_frag_a(Qm, mt * 16, k0, lane);
 #pragma unroll
           for (int nt = 0; nt < 4; nt++) {
-            mma_tf32x3(pv[mt][nt], aw, b[nt]);
-            mma_tf32x3(po[mt][nt], aq, b[nt]);
+            gc_mma(pv[mt][nt], aw, b[nt]);
+            gc_mma(po[mt][nt], aq, b[nt]);
           }
         }
       }
@@ -414,8 +440,8 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 #pragma unroll 4
         for (int k0 = 0; k0 < GC_D; k0 += 8) {
           const TfB b = gc_frag_b(S, k0, n0, lane);
-          mma_tf32x3(cv, gc_frag_a(Wm, r0, k0, lane), b);
-          mma_tf32x3(co, gc_frag_a(Qm, r0, k0, lane), b);
+          gc_mma(cv, gc_frag_a(Wm, r0, k0, lane), b);
+          gc_mma(co, gc_frag_a(Qm, r0, k0, lane), b);
         }
       }
 #pragma unroll
@@ -442,7 +468,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int e = 0; e < 4; e++) c[e] += cb[e];
       } else {
 #pragma unroll
-        for (int k0 = 0; k0 < GC_C; k0 += 8) mma_tf32x3(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
       }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -471,7 +497,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int k0 = 0; k0 < GC_C; k0 += 8) {
           const TfA a = gc_frag_a(Vt, s0, k0, lane);
 #pragma unroll
-          for (int u = 0; u < 4; u++) mma_tf32x3(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+          for (int u = 0; u < 4; u++) gc_mma(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
         }
       }
 #pragma unroll
@@ -494,6 +520,11 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
+#ifndef GC_ONE_PRODUCT
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
 GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
+#else
+GC_STATE_ENTRY(gdn_chunk_state_tf32, 1)
+GC_STATE_ENTRY(gdn_chunk_state_tf32_sk, 2)
+#endif
