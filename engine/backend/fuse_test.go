@@ -59,3 +59,55 @@ func TestDeltaNetStep(t *testing.T) {
 		t.Error("fused a conv of width 4 where 3 was asked")
 	}
 }
+
+// TestConvDeltaRule: a layer's conv and delta rule over any number of
+// rows may run as one where the conv's output is dead: each layer of a
+// program of two that share their buffers; not where another op reads
+// the conv's output (later, or earlier: the next run's), the rows differ,
+// the heads or the conv's width are not those asked, or the rule reads
+// another buffer.
+func TestConvDeltaRule(t *testing.T) {
+	const Hk, Hv, D, K = 2, 4, 128, 4
+	C, VW := (2*Hk+Hv)*D, Hv*D
+	buf := func(n int) backend.Buffer { return backend.Buffer{Mem: &fakeMem{}, Len: n, Type: backend.F32} }
+	conv, core, x := buf(64*C), buf(64*VW), buf(64*C)
+	layer := func(convRows, rows, dim int) []backend.Op {
+		return []backend.Op{
+			&backend.ConvSiLU{X: x, State: buf(3 * C), Weight: buf(4 * C), Out: conv, Rows: convRows, Chans: C, K: K},
+			&backend.DeltaRule{QKV: conv, B: buf(Hv), A: buf(Hv), ALog: buf(Hv), DtBias: buf(Hv), State: buf(Hv * D * D), Out: core,
+				Rows: rows, KeyHeads: Hk, KeyDim: dim, ValueHeads: Hv, ValueDim: dim},
+			&backend.QLinear{X: core, Rows: rows},
+		}
+	}
+	fusible := func(ops []backend.Op, i int) bool {
+		_, _, ok := backend.ConvDeltaRule(ops, i, D, K)
+		return ok
+	}
+	two := append(layer(64, 64, D), layer(64, 64, D)...)
+	if !fusible(two, 0) || !fusible(two, 3) {
+		t.Error("the conv and rule of two layers sharing their buffers are not fused")
+	}
+	if c, d, _ := backend.ConvDeltaRule(two, 3, D, K); c != two[3] || d != two[4] {
+		t.Error("the pair's ops are not the program's")
+	}
+	if fusible(two, 1) || fusible(two, 2) || fusible(two, -1) || fusible(two, 5) {
+		t.Error("a pair fused from the middle of a layer, or out of range")
+	}
+	if reader := append(layer(64, 64, D), &backend.QLinear{X: conv, Rows: 64}); fusible(reader, 0) {
+		t.Error("fused although a later op reads the conv's output")
+	}
+	if early := append([]backend.Op{&backend.QLinear{X: conv, Rows: 64}}, layer(64, 64, D)...); fusible(early, 1) {
+		t.Error("fused although an earlier op (the next run's) reads the conv's output")
+	}
+	if fusible(layer(64, 32, D), 0) || fusible(layer(64, 64, 64), 0) {
+		t.Error("fused a conv and rule over different rows, or heads of 64")
+	}
+	if _, _, ok := backend.ConvDeltaRule(layer(64, 64, D), 0, D, 3); ok {
+		t.Error("fused a conv of width 4 where 3 was asked")
+	}
+	other := layer(64, 64, D)
+	other[1].(*backend.DeltaRule).QKV = buf(64 * C)
+	if fusible(other, 0) {
+		t.Error("fused a rule that reads another buffer than the conv's output")
+	}
+}
