@@ -38,36 +38,6 @@ func DeltaNetStep(ops []Op, i, headDim, convK int) (*ConvSiLU, *DeltaRule, *Gate
 	return c, d, g, true
 }
 
-// ConvDeltaRule reports whether ops[i] and ops[i+1] are a Gated DeltaNet
-// layer's conv and delta rule over the same rows (any number) that a
-// backend may run as one: the rule reads the conv's output, which no
-// other op reads (as DeltaNetStep asks of its intermediates), heads of
-// headDim and a conv of width convK over the rule's q, k and v.
-func ConvDeltaRule(ops []Op, i, headDim, convK int) (*ConvSiLU, *DeltaRule, bool) {
-	if i < 0 || i+1 >= len(ops) {
-		return nil, nil, false
-	}
-	c, ok1 := ops[i].(*ConvSiLU)
-	d, ok2 := ops[i+1].(*DeltaRule)
-	if !ok1 || !ok2 || c.Rows != d.Rows || c.Rows < 1 || c.Out != d.QKV || c.K != convK ||
-		d.KeyDim != headDim || d.ValueDim != headDim || d.KeyHeads < 1 || d.ValueHeads%d.KeyHeads != 0 ||
-		c.Chans != (2*d.KeyHeads+d.ValueHeads)*headDim {
-		return nil, nil, false
-	}
-	for j, other := range ops {
-		if j == i+1 {
-			continue
-		}
-		r, _ := other.Access()
-		for _, buf := range r {
-			if buf.Overlaps(c.Out) && !readsOwnProducer(ops, j, buf) {
-				return nil, nil, false
-			}
-		}
-	}
-	return c, d, true
-}
-
 // readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
 // as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
 func readsOwnProducer(ops []Op, j int, buf Buffer) bool {

@@ -85,9 +85,6 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaTF32 {
 		fams = append(fams, "gdn_chunk_tf32")
 	}
-	if o.ChunkedDelta && o.ConvDelta && !o.DeltaTF32 {
-		fams = append(fams, "gdn_chunk_conv")
-	}
 	return fams
 }
 

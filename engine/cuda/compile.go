@@ -91,8 +91,6 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			steps, err = []step{st}, rerr
 		} else if st, ok := b.normGroupStep(p, i); ok {
 			steps = []step{st}
-		} else if st, ok, cerr := b.convDeltaStep(p, i); ok || cerr != nil {
-			steps, err = []step{st}, cerr
 		} else {
 			steps, err = b.lower(p, op)
 		}
@@ -110,9 +108,6 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too
-		}
-		if len(steps) == 1 && steps[0].name == convDeltaKernels {
-			i++ // the step runs the DeltaRule after this ConvSiLU too
 		}
 	}
 	p.desc = fmt.Sprintf("of %d ops", len(ops))

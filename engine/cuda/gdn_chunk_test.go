@@ -29,8 +29,7 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=chunked|tf32|sequential and convdelta=on|off
-// parse, chunked (with the conv apart) is the
+// TestDeltaOption: delta=chunked|tf32|sequential parses, chunked is the
 // default, a bad value is named, and the help says which is the default.
 func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
@@ -50,15 +49,6 @@ func TestDeltaOption(t *testing.T) {
 	}
 	if DefaultOptions().DeltaTF32 {
 		t.Error("the default takes the one-product state pass")
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "convdelta", Value: "on"}}); err != nil || !o.ConvDelta || !o.ChunkedDelta {
-		t.Errorf("convdelta=on: %+v, %v", o, err)
-	}
-	if DefaultOptions().ConvDelta {
-		t.Error("the default runs the conv inside the delta rule's launches")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "convdelta", Value: "maybe"}}); err == nil || !strings.Contains(err.Error(), "convdelta") {
-		t.Errorf("convdelta=maybe: error %v, want one naming convdelta", err)
 	}
 	if !strings.Contains(OptionsHelp, "delta=chunked|tf32|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
@@ -405,87 +395,6 @@ func TestMeasureDeltaForms(t *testing.T) {
 			slices.Sort(times)
 			med := times[len(times)/2]
 			t.Logf("delta rule, %v, %d tokens: %v (%.0f tokens/ms)", p.(*program).kernelNames()[0], rows, med, float64(rows)/float64(med.Microseconds())*1000)
-		}
-	}
-}
-
-// convDeltaRun is one backend's run of a ConvSiLU and the DeltaRule that
-// reads its output, on inputs the caller gives: what it left in the rule's
-// output, the rule's state and the conv's state (each with poisoned
-// guards after it, checked), and the kernels the two ops lowered to.
-func convDeltaRun(t *testing.T, b *Backend, x, convState, convW []float32, c *deltaCase, rows, Hk, Hv int) (out, state, conv []float32, kernels [][]string) {
-	t.Helper()
-	D := GDNHeadDim
-	C := (2*Hk + Hv) * D
-	convAll := floats(b, append(slices.Clone(convState), nans(deltaGuard)...))
-	outAll := floats(b, nans(rows*Hv*D+deltaGuard))
-	stateAll := floats(b, append(slices.Clone(c.state), nans(deltaGuard)...))
-	convOut := floats(b, nans(rows*C))
-	ops := []backend.Op{
-		&backend.ConvSiLU{X: floats(b, x), State: convAll.View(0, 3*C), Weight: floats(b, convW), Out: convOut, Rows: rows, Chans: C, K: GDNConvK},
-		&backend.DeltaRule{QKV: convOut, B: floats(b, c.bb), A: floats(b, c.aa), ALog: floats(b, c.aLog), DtBias: floats(b, c.dtBias),
-			State: stateAll.View(0, Hv*D*D), Out: outAll.View(0, rows*Hv*D), Rows: rows, KeyHeads: Hk, KeyDim: D, ValueHeads: Hv, ValueDim: D},
-	}
-	p, err := b.Compile(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return readGuarded(t, b, outAll, rows*Hv*D, "out"), readGuarded(t, b, stateAll, Hv*D*D, "state"),
-		readGuarded(t, b, convAll, 3*C, "conv state"), p.(*program).kernelNames()
-}
-
-// TestConvDeltaMatchesApart: convdelta=on (the conv computed in the
-// chunked rule's prep, its state advanced by the state pass) leaves the
-// rule's output and state and the conv's state bit for bit as conv_silu
-// and the chunked rule apart do, from fresh random inputs, over 16 to 4096
-// tokens on the 35B head counts and an odd grouping; the outputs hold no
-// NaN (poisoned before the run), and the two ops take the fused step.
-func TestConvDeltaMatchesApart(t *testing.T) {
-	on, off := DefaultOptions(), DefaultOptions()
-	on.ChunkedDelta, on.ConvDelta = true, true
-	off.ChunkedDelta = true
-	fused, apart := testBackend(t, on), testBackend(t, off)
-	for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
-		for _, rows := range []int{16, 33, 100, 512, 4096} {
-			if rows == 4096 && sh.hk != 16 {
-				continue
-			}
-			t.Run(fmt.Sprintf("%s %d rows", sh.name, rows), func(t *testing.T) {
-				rng := freshRNG(t)
-				C := (2*sh.hk + sh.hv) * GDNHeadDim
-				x, convState, convW := randoms(rng, rows*C, 1), randoms(rng, 3*C, 1), randoms(rng, C*GDNConvK, 0.5)
-				c := newDeltaCase(apart, rng, rows, sh.hk, sh.hv)
-				fo, fs, fc, fk := convDeltaRun(t, fused, x, convState, convW, c, rows, sh.hk, sh.hv)
-				ao, as, ac, ak := convDeltaRun(t, apart, x, convState, convW, c, rows, sh.hk, sh.hv)
-				if !slices.Equal(fk[0], []string{convDeltaKernels}) || len(fk[1]) != 0 {
-					t.Fatalf("convdelta=on lowered the ops to %v", fk)
-				}
-				if !slices.Equal(ak[0], []string{"conv_silu"}) {
-					t.Fatalf("convdelta=off lowered the conv to %v", ak)
-				}
-				noNaN(t, "the rule's output", fo)
-				noNaN(t, "the rule's state", fs)
-				noNaN(t, "the conv's state", fc)
-				sameBits(t, "the rule's output", fo, ao)
-				sameBits(t, "the rule's state", fs, as)
-				sameBits(t, "the conv's state", fc, ac)
-			})
-		}
-	}
-}
-
-// noNaN fails where v holds a NaN (an element left unwritten).
-func noNaN(t *testing.T, what string, v []float32) {
-	t.Helper()
-	for i, x := range v {
-		if x != x {
-			t.Fatalf("%s[%d] is NaN (unwritten?)", what, i)
 		}
 	}
 }

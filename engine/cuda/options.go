@@ -163,15 +163,12 @@ type Options struct {
 	// gdn_chunk_tf32.cu: one tf32 product a pair of operands (about 2^-11
 	// relative) where gdn_chunk.cu takes three (about 2^-21), a
 	// lower-precision choice that measures what the float32-accurate
-	// products cost. Off by default.
+	// products cost: the delta rule at 4096 tokens 610 against 761 us,
+	// prefill of 4K and 16K tokens 2.9-3.8 % faster, its outputs up to
+	// 7e-3 of the RMS from the float64 reference's against 1.2e-5, on an
+	// H100 (docs/bench/cuda/2026-12-07-delta1). Off by default: the
+	// recurrent state's updates stay float32-accurate.
 	DeltaTF32 bool
-	// ConvDelta (convdelta=on) runs a prefill chunk's conv and chunked
-	// delta rule in the rule's two launches (gdn_chunk_conv.cu): the prep
-	// computes q, k and v from the conv's input, the same bits as
-	// conv_silu's, and the state pass advances the conv's state; the
-	// conv's launch and the write and read of its output go. With
-	// delta=chunked only. Off by default until measured.
-	ConvDelta bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -281,8 +278,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=chunked|tf32|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores with float32-accurate products (three tf32 products a pair of operands), the same with one tf32 product a pair (about 2^-11 relative; the state kept in float32), or token by token; default chunked), ` +
-	`convdelta=on|off (a prefill chunk's conv and SiLU computed inside the chunked delta rule's first launch, the same bits, its launch and its output's write and read saved; with delta=chunked; not yet measured, default off), ` +
+	`delta=chunked|tf32|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores with float32-accurate products (three tf32 products a pair of operands), the same with one tf32 product a pair (about 2^-11 relative, the state kept in float32: 3-4 % faster prefill, outputs up to 7e-3 of the RMS from the float64 reference's), or token by token; default chunked), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -366,8 +362,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: moefit=%q: want on, all or off", kv.Value)
 			}
-		case "convdelta":
-			o.ConvDelta, err = kv.On("cuda")
 		case "delta":
 			switch kv.Value {
 			case "chunked", "tf32", "sequential":

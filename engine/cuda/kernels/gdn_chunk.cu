@@ -156,61 +156,14 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // shared memory: G (doubles), Kb, Qb [C][LK], Am [C][LC], beta, γ, dec [C]
 #define GC_PREP_SHARED (8 * GC_C + 4 * (2 * GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C))
 
-#ifdef GC_CONV_MODULE
-// GcConv is the causal conv before the delta rule, for gdn_chunk_conv.cu's
-// prep: x its input ([rows][channels], the channels q, k, v as the rule's
-// qkv), state the 3 rows before x, w [channels][4] (GDNConvK = 4).
-struct GcConv {
-  const float* x;
-  const float* state;
-  const float* w;
-};
-
-// gc_conv_in is the conv's input at row t of channel ch (t < 0: the
-// state's rows).
-static __device__ __forceinline__ float gc_conv_in(const GcConv& cv, int t, long long ch, long long C) {
-  return t >= 0 ? cv.x[(long long)t * C + ch] : cv.state[(long long)(t + 3) * C + ch];
-}
-
-// gc_conv_col fills out with the conv's outputs (SiLU) of channel ch at
-// rows t0..t0+n-1, 0 past n: conv_silu's products and sums in its order
-// (ops.cu), so the same bits.
-static __device__ __forceinline__ void gc_conv_col(const GcConv& cv, int t0, int n, long long ch, long long C,
-                                                   float (&out)[GC_C]) {
-  const float w0 = cv.w[ch * 4], w1 = cv.w[ch * 4 + 1], w2 = cv.w[ch * 4 + 2], w3 = cv.w[ch * 4 + 3];
-  float a = gc_conv_in(cv, t0 - 3, ch, C), b = gc_conv_in(cv, t0 - 2, ch, C), d = gc_conv_in(cv, t0 - 1, ch, C);
-#pragma unroll
-  for (int i = 0; i < GC_C; i++) {
-    const float xv = i < n ? cv.x[(long long)(t0 + i) * C + ch] : 0.f;
-    float s = w3 * xv;
-    s = __builtin_fmaf(w0, a, s);
-    s = __builtin_fmaf(w1, b, s);
-    s = __builtin_fmaf(w2, d, s);
-    out[i] = i < n ? fsilu(s) : 0.f;
-    a = b, b = d, d = xv;
-  }
-}
-#endif
-
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-// In gdn_chunk_conv.cu it is gdn_chunk_prep_conv, which computes q, k and
-// v as the conv's outputs from its input x (gc_conv_col) instead of
-// reading them from qkv: the conv's launch and its output's write and
-// read saved.
 #ifndef GC_ONE_PRODUCT  // gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
-#ifdef GC_CONV_MODULE
-    gdn_chunk_prep_conv(const float* __restrict__ convX, const float* __restrict__ convState, const float* __restrict__ convW,
-                        const float* __restrict__ bb, const float* __restrict__ aa, const float* __restrict__ aLog,
-                        const float* __restrict__ dtBias, float* __restrict__ ws, int rows, int Hk, int Hv) {
-  const GcConv cv{convX, convState, convW};
-#else
     gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
                    int Hk, int Hv) {
-#endif
   pdl_begin();
   extern __shared__ double gc_prep_smem[];
   if (gc_dyn_smem() < GC_PREP_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
@@ -234,46 +187,21 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 
   // this thread's column of the block's values, loaded first (used last)
   float v[GC_C];
-#ifdef GC_CONV_MODULE
-  gc_conv_col(cv, t0, n, 2LL * Hk * GC_D + j * GC_D + tid, width, v);
-#else
 #pragma unroll
   for (int i = 0; i < GC_C; i++) v[i] = i < n ? qkv[(long long)(t0 + i) * width + 2LL * Hk * GC_D + j * GC_D + tid] : 0.f;
-#endif
   gc_gates(bb, aa, aLog, dtBias, t0, n, j, Hv, tid, Gd, betaS, gam, dec);
-#ifdef GC_CONV_MODULE
-  // the conv's q and k, this thread's channel of each, into Qb and Kb
-  // (normalised in place below)
-  {
-    float c[GC_C];
-    gc_conv_col(cv, t0, n, (long long)kh * GC_D + tid, width, c);
-#pragma unroll
-    for (int i = 0; i < GC_C; i++) Qb[i * GC_LK + tid] = c[i];
-    gc_conv_col(cv, t0, n, (long long)(Hk + kh) * GC_D + tid, width, c);
-#pragma unroll
-    for (int i = 0; i < GC_C; i++) Kb[i * GC_LK + tid] = c[i];
-  }
-  __syncthreads();
-#endif
 
   // the normalised queries and keys (zero rows past n), a warp a token;
   // γ·Q and the decayed K go to the workspace
   const float qscale = 1.f / __builtin_sqrtf((float)GC_D);
   for (int i = warp; i < GC_C; i += GC_PREP_THREADS / 32) {
     float q[GC_D / 32], k[GC_D / 32], qs = 0.f, ks = 0.f;
-#ifndef GC_CONV_MODULE
     const float* row = qkv + (long long)(t0 + i) * width;
-#endif
 #pragma unroll
     for (int u = 0; u < GC_D / 32; u++) {
       const int c = lane + 32 * u;
-#ifdef GC_CONV_MODULE
-      q[u] = Qb[i * GC_LK + c];
-      k[u] = Kb[i * GC_LK + c];
-#else
       q[u] = i < n ? row[kh * GC_D + c] : 0.f;
       k[u] = i < n ? row[(Hk + kh) * GC_D + c] : 0.f;
-#endif
       qs += q[u] * q[u];
       ks += k[u] * k[u];
     }
@@ -592,44 +520,11 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#if defined(GC_ONE_PRODUCT)
-GC_STATE_ENTRY(gdn_chunk_state_tf32, 1)
-GC_STATE_ENTRY(gdn_chunk_state_tf32_sk, 2)
-#elif defined(GC_CONV_MODULE)
-// gc_conv_advance leaves the conv's state at its last 3 inputs, those of
-// the channels the block's value head reads: block 0 of a value head its
-// v channels, and of a key head's first value head also that key head's q
-// and k. In the state kernel, after gdn_chunk_prep_conv has read the old
-// state (no block of the prep may read a row another has overwritten); in
-// ascending rows, so that with fewer than 3 rows each row read is one not
-// yet written.
-static __device__ __forceinline__ void gc_conv_advance(const float* __restrict__ x, float* __restrict__ convState,
-                                                        int rows, int Hk, int Hv) {
-  const int slices = GC_D / GC_VT, j = PETAL_BID_X() / slices;
-  if (j >= Hv || PETAL_BID_X() % slices != 0) return;
-  const int kh = j / (Hv / Hk);
-  const long long C = 2LL * Hk * GC_D + (long long)Hv * GC_D;
-  const GcConv cv{x, convState, nullptr};
-  const int parts = j % (Hv / Hk) == 0 ? 3 : 1;
-  for (int i = PETAL_TID_X(); i < parts * GC_D; i += GC_STATE_THREADS) {
-    const int part = i / GC_D, c = i % GC_D;
-    const long long ch = part == 0 ? 2LL * Hk * GC_D + (long long)j * GC_D + c : (long long)(part == 1 ? kh : Hk + kh) * GC_D + c;
-#pragma unroll
-    for (int r = 0; r < 3; r++) convState[r * C + ch] = gc_conv_in(cv, rows - 3 + r, ch, C);
-  }
-}
-
-// gdn_chunk_state_sk_conv: gdn_chunk_state_sk after gdn_chunk_prep_conv,
-// which also advances the conv's state (x its input, Hk the key heads).
-extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS)
-    gdn_chunk_state_sk_conv(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                            int Hv, const float* __restrict__ x, float* __restrict__ convState, int Hk) {
-  pdl_begin();
-  gc_conv_advance(x, convState, rows, Hk, Hv);
-  gc_state<2>(ws, state, out, rows, Hv);
-}
-#else
+#ifndef GC_ONE_PRODUCT
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
 GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
+#else
+GC_STATE_ENTRY(gdn_chunk_state_tf32, 1)
+GC_STATE_ENTRY(gdn_chunk_state_tf32_sk, 2)
 #endif
