@@ -231,16 +231,12 @@ static __device__ __forceinline__ void moe_down_prefetch_lines(const u32* __rest
 // moe_down_rows writes out[r] = resid[r] + sum over slots of coef*(down·h)
 // for the rows of this warp, warp gwarp of nwarps, h staged in q, eid the
 // routed experts and coef their weights and (last) the shared expert's.
-//
-// With HSUM, the thread that writes out[r] first adds hdelta[r] to hsum[r]
-// (the norm's sum, left to moe_route_down by moe_route_up: moe_route.cu):
-// hdelta may be out, so it is read before out[r] is written.
-template <int M, int SB, bool HSUM = false>
+template <int M, int SB>
 static __device__ __forceinline__ void moe_down_rows(
     const u32* __restrict__ dw, const u16* __restrict__ ds, const u16* __restrict__ db,     // routed down stack
     const u32* __restrict__ sdw, const u16* __restrict__ sds, const u16* __restrict__ sdb,  // shared down
     const int* eid, const float* coef, const QView& q, const float* resid, float* out, int H, int I, int team, int gwarp,
-    int nwarps, float* hsum = nullptr, const float* hdelta = nullptr) {
+    int nwarps) {
   const int gpr = I / 64, groups = (MOE_TOPK + 1) * gpr;
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int sub_ = lane / team, tl = lane % team;
@@ -269,7 +265,6 @@ static __device__ __forceinline__ void moe_down_rows(
       }
     }
     for (int off = team >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (HSUM && tl == 0 && base + sub_ < H) hsum[r] += hdelta[r];
     if (tl == 0 && base + sub_ < H) out[r] = resid[r] + acc;
   }
 }
@@ -310,8 +305,6 @@ static __device__ __forceinline__ void moe_down(
   PETAL_MARK(12);
 }
 
-#ifndef MOE_LIBRARY  // moe_route.cu builds on this file with entry points of its own
-
 // Entry points moe_gate_up_<kind>[_sb] and moe_down_<kind>[_sb]. Launch
 // gate_up with MOE_UP_WARPS*32 threads and QSTAGE_BYTES(kind, H/64) bytes of
 // shared memory, down with MOE_DOWN_WARPS*32 threads and
@@ -349,7 +342,6 @@ MOE_DOWN(QM_F32, 0, moe_down_f32)
 MOE_DOWN(QM_F32, 1, moe_down_f32_sb)
 MOE_DOWN(QM_I8X2, 1, moe_down_i8x2_sb)
 MOE_DOWN(QM_I8X3, 1, moe_down_i8x3_sb)
-#endif  // MOE_LIBRARY
 
 // ---------------------------------------------------------------------------
 // moe_layer: a decoded token's whole MoE block in one launch: the
@@ -489,7 +481,6 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
 // of more than routerBlocks blocks that the GPU holds at once, and
 // max(QSTAGE_BYTES(kind, hidden/64) + 8·experts, QSTAGE_BYTES(kind,
 // (MOE_TOPK+1)·inter/64)) bytes of shared memory.
-#ifndef MOE_LIBRARY
 #define MOE_LAYER(M, BITS, NAME)                                                              \
   extern "C" __global__ void __launch_bounds__(MOE_UP_WARPS * 32, 2) NAME(const MoELayerArgs a) { \
     pdl_wait();                                                                               \
@@ -500,4 +491,3 @@ static __device__ __forceinline__ void moe_layer(const MoELayerArgs& a) {
 // compile at load)
 MOE_LAYER(QM_I8X3, 8, moe_layer_i8x3_sb_r8)
 MOE_LAYER(QM_I8X2, 8, moe_layer_i8x2_sb_r8)
-#endif  // MOE_LIBRARY
