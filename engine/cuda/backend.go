@@ -84,6 +84,8 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.ChunkedDelta && o.DeltaTF32 {
 		fams = append(fams, "gdn_chunk_tf32")
+	} else if o.ChunkedDelta && o.DeltaWalk2 {
+		fams = append(fams, "gdn_chunk_walk2")
 	}
 	return fams
 }

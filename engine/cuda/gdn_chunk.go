@@ -23,11 +23,17 @@ const (
 	// and gdn_chunk_state_sk's tiles with one tf32 product a pair
 	deltaChunkStateTF32Name   = "gdn_chunk_state_tf32"
 	deltaChunkStateTF32SKName = "gdn_chunk_state_tf32_sk"
-	deltaChunkTokens          = 32
-	deltaChunkSlice           = 32
-	deltaChunkWS              = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
-	deltaChunkPrepThreads     = 128
-	deltaChunkStateThreads    = 256
+	// gdn_chunk_walk2.cu's state kernel (deltawalk=two): GC_W2_VT rows of
+	// a value head's state a block of GC_W2_THREADS threads, two blocks a
+	// multiprocessor
+	deltaChunkStateW2Name  = "gdn_chunk_state_w2"
+	deltaW2Slice           = 16
+	deltaW2Threads         = 128
+	deltaChunkTokens       = 32
+	deltaChunkSlice        = 32
+	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
+	deltaChunkPrepThreads  = 128
+	deltaChunkStateThreads = 256
 )
 
 // deltaChunkPrepShared is GC_PREP_SHARED: the log-gate sums (float64), the
@@ -61,6 +67,16 @@ var deltaStateKernels = map[string]func() int{
 	deltaChunkStateName:    deltaChunkStateShared,
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
+}
+
+// deltaChunkStateW2Shared is GC_W2_SHARED: the state's 16 rows (rows of
+// 132), one buffer of a block's workspace (W and γ·Q in rows of 132, the
+// decayed K in rows of 136, U's 16 columns in rows of 24, the masked q·k in
+// rows of 36, γ at the end and 3 floats), Vn and γ·S0·q (rows of 24).
+func deltaChunkStateW2Shared() int {
+	const c, lk, lkd, lv, lc = deltaChunkTokens, GDNHeadDim + 4, GDNHeadDim + 8, deltaW2Slice + 8, deltaChunkTokens + 4
+	buf := 2*c*lk + c*lkd + c*lv + c*lc + 4
+	return 4 * (deltaW2Slice*lk + buf + 2*c*lv)
 }
 
 // deltaTF32Kernels are gdn_chunk_tf32.cu's state kernels (delta=tf32), in
@@ -118,39 +134,53 @@ const deltaChunkMinRows = 16
 // under 1 % faster and went (2026-12-06-wgr1). The tests run each.
 var deltaStateKernel = deltaChunkStateSKName
 
-// deltaChunkFunctions loads gdn_chunk.cu's module the first time an op is
-// lowered to it (programs are compiled before any is captured) and raises
-// its kernels' shared-memory limits; state is deltaStateKernel, its shared
-// memory stateShared, and step names the two.
-func (b *Backend) deltaChunkFunctions() (prep, state *driver.Function, stateShared int, step string, err error) {
-	stateName, kernels := deltaStateKernel, deltaStateKernels
-	if b.o.DeltaTF32 {
-		stateName, kernels = deltaTF32Kernel, deltaTF32Kernels
+// deltaState is the state pass a backend launches: its kernel, the
+// kernel's dynamic shared memory, its threads and the state rows a block.
+type deltaState struct {
+	fn      *driver.Function
+	name    string
+	shared  int
+	threads int
+	slice   int
+}
+
+// deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
+// own under delta=tf32 or deltawalk=two) the first time an op is lowered
+// to it (programs are compiled before any is captured) and raises its
+// kernels' shared-memory limits; state is deltaStateKernel unless an
+// option names another, and step names the prep and state kernels.
+func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState, step string, err error) {
+	stateName, kernels, family := deltaStateKernel, deltaStateKernels, ""
+	state.threads, state.slice = deltaChunkStateThreads, deltaChunkSlice
+	switch {
+	case b.o.DeltaTF32:
+		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
+	case b.o.DeltaWalk2:
+		stateName, kernels, family = deltaChunkStateW2Name, map[string]func() int{deltaChunkStateW2Name: deltaChunkStateW2Shared}, "gdn_chunk_walk2"
+		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	}
+	state.name, state.shared = stateName, kernels[stateName]()
 	step = deltaChunkPrepName + "+" + stateName
-	stateShared = kernels[stateName]()
-	if fn := b.fn[stateName]; fn != nil {
-		return b.fn[deltaChunkPrepName], fn, stateShared, step, nil
-	}
 	if b.fn[deltaChunkPrepName] == nil {
 		shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
 		for name, size := range deltaStateKernels {
 			shared[name] = size()
 		}
 		if err := b.loadDeltaFamily("gdn_chunk", shared); err != nil {
-			return nil, nil, 0, "", err
+			return nil, deltaState{}, "", err
 		}
 	}
-	if b.o.DeltaTF32 {
+	if b.fn[stateName] == nil && family != "" {
 		shared := map[string]int{}
-		for name, size := range deltaTF32Kernels {
+		for name, size := range kernels {
 			shared[name] = size()
 		}
-		if err := b.loadDeltaFamily("gdn_chunk_tf32", shared); err != nil {
-			return nil, nil, 0, "", err
+		if err := b.loadDeltaFamily(family, shared); err != nil {
+			return nil, deltaState{}, "", err
 		}
 	}
-	return b.fn[deltaChunkPrepName], b.fn[stateName], stateShared, step, nil
+	state.fn = b.fn[stateName]
+	return b.fn[deltaChunkPrepName], state, step, nil
 }
 
 // loadDeltaFamily loads family and finds its kernels in b.fn, each with
@@ -187,11 +217,11 @@ func (b *Backend) loadDeltaFamily(family string, shared map[string]int) error {
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
 func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
-	prep, state, stateShared, name, err := b.deltaChunkFunctions()
+	prep, state, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
-	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
+	slices := driver.D1(o.ValueHeads * (GDNHeadDim / state.slice))
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
@@ -204,6 +234,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
-		return s.Launch(state, slices, driver.D1(deltaChunkStateThreads), stateShared, &c)
+		return s.Launch(state.fn, slices, driver.D1(state.threads), state.shared, &c)
 	}}}, nil
 }

@@ -29,7 +29,8 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=chunked|tf32|sequential parses, chunked is the
+// TestDeltaOption: delta=chunked|tf32|sequential and deltawalk=one|two
+// parse, chunked (with the one-block walk) is the
 // default, a bad value is named, and the help says which is the default.
 func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
@@ -49,6 +50,15 @@ func TestDeltaOption(t *testing.T) {
 	}
 	if DefaultOptions().DeltaTF32 {
 		t.Error("the default takes the one-product state pass")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "deltawalk", Value: "two"}}); err != nil || !o.DeltaWalk2 {
+		t.Errorf("deltawalk=two: %+v, %v", o, err)
+	}
+	if DefaultOptions().DeltaWalk2 {
+		t.Error("the default takes the two-blocks-a-multiprocessor state pass")
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "deltawalk", Value: "three"}}); err == nil || !strings.Contains(err.Error(), "deltawalk") {
+		t.Errorf("deltawalk=three: error %v, want one naming deltawalk", err)
 	}
 	if !strings.Contains(OptionsHelp, "delta=chunked|tf32|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
@@ -98,6 +108,27 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	// prep of its own (gdn_chunk.ptx's is launched)
 	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
 		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
+	}
+	w2, err := kernels.PTX("gdn_chunk_walk2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(w2, []byte(".visible .entry "+deltaChunkStateW2Name+"(")) || bytes.Contains(w2, []byte(".entry "+deltaChunkPrepName+"(")) ||
+		bytes.Contains(w2, []byte("call.uni")) {
+		t.Errorf("gdn_chunk_walk2's PTX: want %s alone, no prep of its own, no calls", deltaChunkStateW2Name)
+	}
+	for name, want := range map[string]int{"GC_W2_VT": deltaW2Slice, "GC_W2_THREADS": deltaW2Threads} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("gdn_chunk.cu does not define %s", name)
+		}
+		if n, _ := strconv.Atoi(string(m[1])); n != want {
+			t.Errorf("gdn_chunk.cu has %s %d, the launcher %d", name, n, want)
+		}
+	}
+	// two blocks a multiprocessor: 227 KB between them
+	if sh := deltaChunkStateW2Shared(); 2*sh > 227<<10 || sh <= 48<<10 {
+		t.Errorf("gdn_chunk_state_w2's shared memory %d bytes: two blocks must fit 227 KB (and the launcher opts in above 48 KB)", sh)
 	}
 	if _, ok := deltaTF32Kernels[deltaTF32Kernel]; !ok {
 		t.Errorf("delta=tf32's state kernel %s is not one of deltaTF32Kernels", deltaTF32Kernel)
@@ -223,6 +254,33 @@ func checkChunkedDeltaForm(t *testing.T, b *Backend, p backend.Program, c *delta
 	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), bar)
 }
 
+// TestChunkedDeltaWalk2MatchesReference: deltawalk=two takes
+// gdn_chunk_prep and gdn_chunk_state_w2 and holds deltaChunkBar against
+// the float64 reference over the float32-accurate form's shapes and
+// lengths, 4096 tokens among them, with graphs on and off.
+func TestChunkedDeltaWalk2MatchesReference(t *testing.T) {
+	for _, graphs := range []bool{true, false} {
+		o := DefaultOptions()
+		o.ChunkedDelta, o.DeltaWalk2, o.Graphs = true, true, graphs
+		b := testBackend(t, o)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, rows := range []int{16, 31, 33, 100, 512, 4096} {
+				if rows == 4096 && (sh.hk != 16 || !graphs) {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, rows, graphs), func(t *testing.T) {
+					c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv))), rows, sh.hk, sh.hv)
+					p, err := b.Compile([]backend.Op{c.o})
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkChunkedDeltaForm(t, b, p, c, deltaChunkStateW2Name, deltaChunkBar)
+				})
+			}
+		}
+	}
+}
+
 // TestChunkedDeltaTF32MatchesReference: delta=tf32 takes gdn_chunk_prep
 // and the one-product state kernel, each of deltaTF32Kernels, and holds
 // deltaTF32Bar against the float64 reference over the shapes and lengths
@@ -341,7 +399,8 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
-// state kernel of deltaStateKernels and deltaTF32Kernels, at 512 and 4096 tokens: the median of
+// state kernel of deltaStateKernels and deltaTF32Kernels and with
+// gdn_chunk_state_w2, at 512 and 4096 tokens: the median of
 // 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
 	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
@@ -362,16 +421,21 @@ func TestMeasureDeltaForms(t *testing.T) {
 			state   string
 		}{true, name})
 	}
+	forms = append(forms, struct {
+		chunked bool
+		state   string
+	}{true, deltaChunkStateW2Name})
 	for _, form := range forms {
 		chunked := form.chunked
 		_, tf32 := deltaTF32Kernels[form.state]
+		walk2 := form.state == deltaChunkStateW2Name
 		if tf32 {
 			deltaTF32Kernel = form.state
-		} else {
+		} else if !walk2 {
 			deltaStateKernel = form.state
 		}
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaTF32 = chunked, tf32
+		o.ChunkedDelta, o.DeltaTF32, o.DeltaWalk2 = chunked, tf32, walk2
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)
