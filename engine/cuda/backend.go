@@ -82,9 +82,12 @@ func noticeFamilies(o Options) []string {
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
-	if o.ChunkedDelta && o.DeltaTF32 {
+	switch {
+	case o.ChunkedDelta && o.DeltaTF32 && o.DeltaWalk2:
+		fams = append(fams, "gdn_chunk_walk2_tf32")
+	case o.ChunkedDelta && o.DeltaTF32:
 		fams = append(fams, "gdn_chunk_tf32")
-	} else if o.ChunkedDelta && o.DeltaWalk2 {
+	case o.ChunkedDelta && o.DeltaWalk2:
 		fams = append(fams, "gdn_chunk_walk2")
 	}
 	return fams

@@ -26,14 +26,16 @@ const (
 	// gdn_chunk_walk2.cu's state kernel (deltawalk=two): GC_W2_VT rows of
 	// a value head's state a block of GC_W2_THREADS threads, two blocks a
 	// multiprocessor
-	deltaChunkStateW2Name  = "gdn_chunk_state_w2"
-	deltaW2Slice           = 16
-	deltaW2Threads         = 128
-	deltaChunkTokens       = 32
-	deltaChunkSlice        = 32
-	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
-	deltaChunkPrepThreads  = 128
-	deltaChunkStateThreads = 256
+	deltaChunkStateW2Name = "gdn_chunk_state_w2"
+	// its one-product form (deltawalk=two with delta=tf32)
+	deltaChunkStateW2TF32Name = "gdn_chunk_state_w2_tf32"
+	deltaW2Slice              = 16
+	deltaW2Threads            = 128
+	deltaChunkTokens          = 32
+	deltaChunkSlice           = 32
+	deltaChunkWS              = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
+	deltaChunkPrepThreads     = 128
+	deltaChunkStateThreads    = 256
 )
 
 // deltaChunkPrepShared is GC_PREP_SHARED: the log-gate sums (float64), the
@@ -145,7 +147,7 @@ type deltaState struct {
 }
 
 // deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
-// own under delta=tf32 or deltawalk=two) the first time an op is lowered
+// own under delta=tf32, deltawalk=two or both) the first time an op is lowered
 // to it (programs are compiled before any is captured) and raises its
 // kernels' shared-memory limits; state is deltaStateKernel unless an
 // option names another, and step names the prep and state kernels.
@@ -153,6 +155,9 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 	stateName, kernels, family := deltaStateKernel, deltaStateKernels, ""
 	state.threads, state.slice = deltaChunkStateThreads, deltaChunkSlice
 	switch {
+	case b.o.DeltaTF32 && b.o.DeltaWalk2:
+		stateName, kernels, family = deltaChunkStateW2TF32Name, map[string]func() int{deltaChunkStateW2TF32Name: deltaChunkStateW2Shared}, "gdn_chunk_walk2_tf32"
+		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	case b.o.DeltaWalk2:

@@ -109,13 +109,14 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
 		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
 	}
-	w2, err := kernels.PTX("gdn_chunk_walk2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(w2, []byte(".visible .entry "+deltaChunkStateW2Name+"(")) || bytes.Contains(w2, []byte(".entry "+deltaChunkPrepName+"(")) ||
-		bytes.Contains(w2, []byte("call.uni")) {
-		t.Errorf("gdn_chunk_walk2's PTX: want %s alone, no prep of its own, no calls", deltaChunkStateW2Name)
+	for fam, entry := range map[string]string{"gdn_chunk_walk2": deltaChunkStateW2Name, "gdn_chunk_walk2_tf32": deltaChunkStateW2TF32Name} {
+		w2, err := kernels.PTX(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Count(w2, []byte(".visible .entry ")) != 1 || !bytes.Contains(w2, []byte(".visible .entry "+entry+"(")) || bytes.Contains(w2, []byte("call.uni")) {
+			t.Errorf("%s's PTX: want %s alone (no prep of its own), no calls", fam, entry)
+		}
 	}
 	for name, want := range map[string]int{"GC_W2_VT": deltaW2Slice, "GC_W2_THREADS": deltaW2Threads} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
@@ -257,24 +258,30 @@ func checkChunkedDeltaForm(t *testing.T, b *Backend, p backend.Program, c *delta
 // TestChunkedDeltaWalk2MatchesReference: deltawalk=two takes
 // gdn_chunk_prep and gdn_chunk_state_w2 and holds deltaChunkBar against
 // the float64 reference over the float32-accurate form's shapes and
-// lengths, 4096 tokens among them, with graphs on and off.
+// lengths, 4096 tokens among them, with graphs on and off; with delta=tf32
+// it takes gdn_chunk_state_w2_tf32 and holds deltaTF32Bar.
 func TestChunkedDeltaWalk2MatchesReference(t *testing.T) {
-	for _, graphs := range []bool{true, false} {
+	for _, form := range []struct {
+		tf32, graphs bool
+		kernel       string
+		bar          float64
+	}{{false, true, deltaChunkStateW2Name, deltaChunkBar}, {false, false, deltaChunkStateW2Name, deltaChunkBar},
+		{true, true, deltaChunkStateW2TF32Name, deltaTF32Bar}} {
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaWalk2, o.Graphs = true, true, graphs
+		o.ChunkedDelta, o.DeltaWalk2, o.DeltaTF32, o.Graphs = true, true, form.tf32, form.graphs
 		b := testBackend(t, o)
 		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
 			for _, rows := range []int{16, 31, 33, 100, 512, 4096} {
-				if rows == 4096 && (sh.hk != 16 || !graphs) {
+				if rows == 4096 && (sh.hk != 16 || !form.graphs) {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, rows, graphs), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v %s", sh.name, rows, form.graphs, form.kernel), func(t *testing.T) {
 					c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv))), rows, sh.hk, sh.hv)
 					p, err := b.Compile([]backend.Op{c.o})
 					if err != nil {
 						t.Fatal(err)
 					}
-					checkChunkedDeltaForm(t, b, p, c, deltaChunkStateW2Name, deltaChunkBar)
+					checkChunkedDeltaForm(t, b, p, c, form.kernel, form.bar)
 				})
 			}
 		}
@@ -421,15 +428,18 @@ func TestMeasureDeltaForms(t *testing.T) {
 			state   string
 		}{true, name})
 	}
-	forms = append(forms, struct {
-		chunked bool
-		state   string
-	}{true, deltaChunkStateW2Name})
+	for _, name := range []string{deltaChunkStateW2Name, deltaChunkStateW2TF32Name} {
+		forms = append(forms, struct {
+			chunked bool
+			state   string
+		}{true, name})
+	}
 	for _, form := range forms {
 		chunked := form.chunked
 		_, tf32 := deltaTF32Kernels[form.state]
-		walk2 := form.state == deltaChunkStateW2Name
-		if tf32 {
+		walk2 := form.state == deltaChunkStateW2Name || form.state == deltaChunkStateW2TF32Name
+		tf32 = tf32 || form.state == deltaChunkStateW2TF32Name
+		if tf32 && !walk2 {
 			deltaTF32Kernel = form.state
 		} else if !walk2 {
 			deltaStateKernel = form.state

@@ -6,12 +6,13 @@
 # (against the float64 reference, 16 to 4096 tokens, graphs on and off)
 # and TestCubinsLoad on those cubins, the oracle under deltawalk=two,
 # TestMeasureDeltaForms, and prefill of 4K and 16K tokens (three runs each,
-# the median) under the defaults, deltawalk=two and delta=tf32 in two
+# the median) under the defaults, deltawalk=two, delta=tf32 and both
+# (gdn_chunk_walk2_tf32.cu, whose cubin it makes too) in two
 # alternating rounds. From the repository root; $CARRY (default devrun/w2)
 # holds petals.txz (petal, -tags nofixture), cuda.test.xz and ref.txz
 # (devrun-pack.sh with TEST=HEAD, then tar cJf ref.txz -C ../shared/oracle
 # reference); the tree may go without its logs and PTX but
-# gdn_chunk_walk2.ptx. About 4 minutes; SKIP_ORACLE=1, SKIP_MEASURE=1,
+# gdn_chunk_walk2.ptx and gdn_chunk_walk2_tf32.ptx. About 5 minutes; SKIP_ORACLE=1, SKIP_MEASURE=1,
 # TESTS (a -test.run pattern) and ROUNDS shorten it.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/w2}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
@@ -19,12 +20,14 @@ unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
-fam=gdn_chunk_walk2 P=engine/cuda/kernels/gdn_chunk_walk2.ptx
-/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/$fam.sm_90.cubin > $O/ptxas-$fam.txt 2>&1 &&
-  gzip -9 -n -f /tmp/s1/$fam.sm_90.cubin &&
-  echo "$fam sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
-echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-$fam.txt | tr '\n' ' ' | cut -c1-300)"
-(cd /tmp && tar czf $O/sass.tgz s1/$fam.sm_90.cubin.gz s1/manifest.txt)
+for fam in gdn_chunk_walk2 gdn_chunk_walk2_tf32; do
+  P=engine/cuda/kernels/$fam.ptx
+  /usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/$fam.sm_90.cubin > $O/ptxas-$fam.txt 2>&1 &&
+    gzip -9 -n -f /tmp/s1/$fam.sm_90.cubin &&
+    echo "$fam sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
+  echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-$fam.txt | tr '\n' ' ' | cut -c1-300)"
+done
+(cd /tmp && tar czf $O/sass.tgz s1/gdn_chunk_walk2.sm_90.cubin.gz s1/gdn_chunk_walk2_tf32.sm_90.cubin.gz s1/manifest.txt)
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v \
   -test.run "${TESTS:-TestCubinsLoad|TestDeltaChunkKernelMatchesLauncher|TestChunkedDeltaWalk2}" > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
@@ -41,7 +44,7 @@ if [ -z "${SKIP_MEASURE:-}" ]; then
 fi
 echo "tests: $(( $(date +%s) - start )) s"
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  for be in cuda cuda:deltawalk=two cuda:delta=tf32; do
+  for be in cuda cuda:deltawalk=two cuda:delta=tf32 cuda:deltawalk=two,delta=tf32; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=80 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 17000 \
       --prompt-lengths 4K,16K --context-lengths 4K --decode-tokens 32 --repeats 3 --floors=false
   done

@@ -577,9 +577,15 @@ static __device__ __forceinline__ void gc_w2_fetch_rest(const float* __restrict_
 // state (block bid = j·(128/GC_W2_VT) + a0/GC_W2_VT) over the blocks of
 // the workspace, as gc_state does, GC_W2_THREADS threads, GC_W2_SHARED
 // bytes of dynamic shared memory.
+// (gdn_chunk_walk2_tf32.cu builds it with GC_ONE_PRODUCT's one tf32
+// product a pair of operands, as gdn_chunk_state_w2_tf32.)
+#ifdef GC_ONE_PRODUCT
+#define GC_W2_ENTRY gdn_chunk_state_w2_tf32
+#else
+#define GC_W2_ENTRY gdn_chunk_state_w2
+#endif
 extern "C" __global__ void __launch_bounds__(GC_W2_THREADS, 2)
-    gdn_chunk_state_w2(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
-                       int Hv) {
+    GC_W2_ENTRY(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) {
   pdl_begin();
   extern __shared__ __attribute__((aligned(16))) float gc_w2_smem[];
   if (gc_dyn_smem() < GC_W2_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
