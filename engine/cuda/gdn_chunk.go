@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
@@ -81,6 +82,22 @@ func deltaChunkStateW2Shared() int {
 	return 4 * (deltaW2Slice*lk + buf + 2*c*lv)
 }
 
+// deltaW2Kernels and deltaW2TF32Kernels are gdn_chunk_walk2.cu's and
+// gdn_chunk_walk2_tf32.cu's state kernel with its shared memory.
+var (
+	deltaW2Kernels     = map[string]func() int{deltaChunkStateW2Name: deltaChunkStateW2Shared}
+	deltaW2TF32Kernels = map[string]func() int{deltaChunkStateW2TF32Name: deltaChunkStateW2Shared}
+)
+
+// mergedKernels is the union of kernel maps.
+func mergedKernels(ms ...map[string]func() int) map[string]func() int {
+	all := map[string]func() int{}
+	for _, m := range ms {
+		maps.Copy(all, m)
+	}
+	return all
+}
+
 // deltaTF32Kernels are gdn_chunk_tf32.cu's state kernels (delta=tf32), in
 // a module of their own, with their shared memory.
 var deltaTF32Kernels = map[string]func() int{
@@ -140,7 +157,6 @@ var deltaStateKernel = deltaChunkStateSKName
 // kernel's dynamic shared memory, its threads and the state rows a block.
 type deltaState struct {
 	fn      *driver.Function
-	name    string
 	shared  int
 	threads int
 	slice   int
@@ -156,31 +172,24 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 	state.threads, state.slice = deltaChunkStateThreads, deltaChunkSlice
 	switch {
 	case b.o.DeltaTF32 && b.o.DeltaWalk2:
-		stateName, kernels, family = deltaChunkStateW2TF32Name, map[string]func() int{deltaChunkStateW2TF32Name: deltaChunkStateW2Shared}, "gdn_chunk_walk2_tf32"
+		stateName, kernels, family = deltaChunkStateW2TF32Name, deltaW2TF32Kernels, "gdn_chunk_walk2_tf32"
 		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	case b.o.DeltaWalk2:
-		stateName, kernels, family = deltaChunkStateW2Name, map[string]func() int{deltaChunkStateW2Name: deltaChunkStateW2Shared}, "gdn_chunk_walk2"
+		stateName, kernels, family = deltaChunkStateW2Name, deltaW2Kernels, "gdn_chunk_walk2"
 		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	}
-	state.name, state.shared = stateName, kernels[stateName]()
+	state.shared = kernels[stateName]()
 	step = deltaChunkPrepName + "+" + stateName
 	if b.fn[deltaChunkPrepName] == nil {
-		shared := map[string]int{deltaChunkPrepName: deltaChunkPrepShared()}
-		for name, size := range deltaStateKernels {
-			shared[name] = size()
-		}
-		if err := b.loadDeltaFamily("gdn_chunk", shared); err != nil {
+		prep := map[string]func() int{deltaChunkPrepName: deltaChunkPrepShared}
+		if err := b.loadDeltaFamily("gdn_chunk", mergedKernels(prep, deltaStateKernels)); err != nil {
 			return nil, deltaState{}, "", err
 		}
 	}
 	if b.fn[stateName] == nil && family != "" {
-		shared := map[string]int{}
-		for name, size := range kernels {
-			shared[name] = size()
-		}
-		if err := b.loadDeltaFamily(family, shared); err != nil {
+		if err := b.loadDeltaFamily(family, kernels); err != nil {
 			return nil, deltaState{}, "", err
 		}
 	}
@@ -189,11 +198,13 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 }
 
 // loadDeltaFamily loads family and finds its kernels in b.fn, each with
-// its dynamic shared memory limit raised to shared[name].
-func (b *Backend) loadDeltaFamily(family string, shared map[string]int) error {
-	for name, need := range shared {
-		if max := b.ctx.Device().SharedOptIn; need > max {
-			return fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, need, max)
+// its dynamic shared memory limit raised to what kernels gives for it.
+func (b *Backend) loadDeltaFamily(family string, kernels map[string]func() int) error {
+	shared := map[string]int{}
+	for name, size := range kernels {
+		shared[name] = size()
+		if max := b.ctx.Device().SharedOptIn; shared[name] > max {
+			return fmt.Errorf("cuda: the chunked delta rule's %s needs %d bytes of shared memory; the GPU allows %d", name, shared[name], max)
 		}
 	}
 	m, err := loadFamily(b.ctx, family)

@@ -104,8 +104,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 			t.Errorf("no entry point %s in gdn_chunk_tf32's PTX", name)
 		}
 	}
-	// one product a pair: a third of gdn_chunk's state products, and no
-	// prep of its own (gdn_chunk.ptx's is launched)
+	// no prep of its own (gdn_chunk.ptx's is launched)
 	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
 		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
 	}
@@ -218,15 +217,6 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 	}
 }
 
-// mergedKernels is the union of the state-kernel maps.
-func mergedKernels(ms ...map[string]func() int) map[string]func() int {
-	all := map[string]func() int{}
-	for _, m := range ms {
-		maps.Copy(all, m)
-	}
-	return all
-}
-
 // checkChunkedDelta runs p, c's op compiled to the two chunked kernels,
 // and checks its outputs and state against the float64 reference.
 func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase) {
@@ -255,11 +245,33 @@ func checkChunkedDeltaForm(t *testing.T, b *Backend, p backend.Program, c *delta
 	withinBar(t, "state", readGuarded(t, b, c.stateAll, len(state), "state"), widen64(state), bar)
 }
 
+// checkDeltaLengths runs checkChunkedDeltaForm on b, the state kernel
+// kernel held to bar, from fresh inputs on the 35B head counts and an odd
+// grouping at each length of rows (4096 on the 35B counts alone), each a
+// subtest named by its shape, length and suffix.
+func checkDeltaLengths(t *testing.T, b *Backend, rows []int, suffix, kernel string, bar float64) {
+	for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+		for _, n := range rows {
+			if n == 4096 && sh.hk != 16 {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s %d rows %s", sh.name, n, suffix), func(t *testing.T) {
+				c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), uint64(sh.hv))), n, sh.hk, sh.hv)
+				p, err := b.Compile([]backend.Op{c.o})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkChunkedDeltaForm(t, b, p, c, kernel, bar)
+			})
+		}
+	}
+}
+
 // TestChunkedDeltaWalk2MatchesReference: deltawalk=two takes
 // gdn_chunk_prep and gdn_chunk_state_w2 and holds deltaChunkBar against
 // the float64 reference over the float32-accurate form's shapes and
-// lengths, 4096 tokens among them, with graphs on and off; with delta=tf32
-// it takes gdn_chunk_state_w2_tf32 and holds deltaTF32Bar.
+// lengths, 4096 tokens among them (graphs on), with graphs on and off;
+// with delta=tf32 it takes gdn_chunk_state_w2_tf32 and holds deltaTF32Bar.
 func TestChunkedDeltaWalk2MatchesReference(t *testing.T) {
 	for _, form := range []struct {
 		tf32, graphs bool
@@ -269,22 +281,11 @@ func TestChunkedDeltaWalk2MatchesReference(t *testing.T) {
 		{true, true, deltaChunkStateW2TF32Name, deltaTF32Bar}} {
 		o := DefaultOptions()
 		o.ChunkedDelta, o.DeltaWalk2, o.DeltaTF32, o.Graphs = true, true, form.tf32, form.graphs
-		b := testBackend(t, o)
-		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
-			for _, rows := range []int{16, 31, 33, 100, 512, 4096} {
-				if rows == 4096 && (sh.hk != 16 || !form.graphs) {
-					continue
-				}
-				t.Run(fmt.Sprintf("%s %d rows graphs=%v %s", sh.name, rows, form.graphs, form.kernel), func(t *testing.T) {
-					c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv))), rows, sh.hk, sh.hv)
-					p, err := b.Compile([]backend.Op{c.o})
-					if err != nil {
-						t.Fatal(err)
-					}
-					checkChunkedDeltaForm(t, b, p, c, form.kernel, form.bar)
-				})
-			}
+		rows := []int{16, 31, 33, 100, 512}
+		if form.graphs {
+			rows = append(rows, 4096)
 		}
+		checkDeltaLengths(t, testBackend(t, o), rows, fmt.Sprintf("graphs=%v %s", form.graphs, form.kernel), form.kernel, form.bar)
 	}
 }
 
@@ -298,22 +299,7 @@ func TestChunkedDeltaTF32MatchesReference(t *testing.T) {
 		deltaTF32Kernel = name
 		o := DefaultOptions()
 		o.ChunkedDelta, o.DeltaTF32 = true, true
-		b := testBackend(t, o)
-		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
-			for _, rows := range []int{16, 33, 512, 4096} {
-				if rows == 4096 && sh.hk != 16 {
-					continue
-				}
-				t.Run(fmt.Sprintf("%s %d rows %s", sh.name, rows, name), func(t *testing.T) {
-					c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(rows), uint64(sh.hv))), rows, sh.hk, sh.hv)
-					p, err := b.Compile([]backend.Op{c.o})
-					if err != nil {
-						t.Fatal(err)
-					}
-					checkChunkedDeltaForm(t, b, p, c, name, deltaTF32Bar)
-				})
-			}
-		}
+		checkDeltaLengths(t, testBackend(t, o), []int{16, 33, 512, 4096}, name, name, deltaTF32Bar)
 	}
 }
 
@@ -407,45 +393,32 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
 // state kernel of deltaStateKernels and deltaTF32Kernels and with
-// gdn_chunk_state_w2, at 512 and 4096 tokens: the median of
+// gdn_chunk_state_w2 and its one-product form, at 512 and 4096 tokens: the median of
 // 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
-	defer func(v string) { deltaStateKernel = v }(deltaStateKernel)
-	forms := []struct {
-		chunked bool
-		state   string
-	}{{false, deltaStateKernel}}
+	defer func(v, w string) { deltaStateKernel, deltaTF32Kernel = v, w }(deltaStateKernel, deltaTF32Kernel)
+	// a form: the options that choose its state kernel, state
+	type form struct {
+		chunked, tf32, walk2 bool
+		state                string
+	}
+	forms := []form{{false, false, false, deltaStateKernel}}
 	for _, f := range deltaForms(false) {
-		forms = append(forms, struct {
-			chunked bool
-			state   string
-		}{true, f.state})
+		forms = append(forms, form{true, false, false, f.state})
 	}
-	defer func(v string) { deltaTF32Kernel = v }(deltaTF32Kernel)
 	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
-		forms = append(forms, struct {
-			chunked bool
-			state   string
-		}{true, name})
+		forms = append(forms, form{true, true, false, name})
 	}
-	for _, name := range []string{deltaChunkStateW2Name, deltaChunkStateW2TF32Name} {
-		forms = append(forms, struct {
-			chunked bool
-			state   string
-		}{true, name})
-	}
-	for _, form := range forms {
-		chunked := form.chunked
-		_, tf32 := deltaTF32Kernels[form.state]
-		walk2 := form.state == deltaChunkStateW2Name || form.state == deltaChunkStateW2TF32Name
-		tf32 = tf32 || form.state == deltaChunkStateW2TF32Name
-		if tf32 && !walk2 {
-			deltaTF32Kernel = form.state
-		} else if !walk2 {
-			deltaStateKernel = form.state
+	forms = append(forms, form{true, false, true, deltaChunkStateW2Name}, form{true, true, true, deltaChunkStateW2TF32Name})
+	for _, f := range forms {
+		switch {
+		case f.tf32 && !f.walk2:
+			deltaTF32Kernel = f.state
+		case !f.walk2:
+			deltaStateKernel = f.state
 		}
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaTF32, o.DeltaWalk2 = chunked, tf32, walk2
+		o.ChunkedDelta, o.DeltaTF32, o.DeltaWalk2 = f.chunked, f.tf32, f.walk2
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)

@@ -81,6 +81,19 @@ cubin_into() {
 		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum "$3" | cut -d' ' -f1) /" "$1/manifest.txt"
 }
 
+# new_cubin DIR FAMILY OUT: DIR (a copy of engine/cuda/kernels/sass) gets
+# the cubin of FAMILY, a family without one there, made by ptxas from
+# engine/cuda/kernels/FAMILY.ptx (its -v report in OUT/ptxas-FAMILY.txt),
+# and a manifest line with that PTX's sha256 and ptxas's version; the
+# registers and spills printed.
+new_cubin() {
+	local dir=$1 fam=$2 out=$3 ptx=engine/cuda/kernels/$2.ptx
+	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v "$ptx" -o "$dir/$fam.sm_90.cubin" > "$out/ptxas-$fam.txt" 2>&1 &&
+		gzip -9 -n -f "$dir/$fam.sm_90.cubin" &&
+		echo "$fam sm_90 $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> "$dir/manifest.txt"
+	echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' "$out/ptxas-$fam.txt" | tr '\n' ' ' | cut -c1-300)"
+}
+
 # cuda_tests SASS TESTBIN REGEX OUT: TESTBIN's tests matching REGEX on the
 # cubins of SASS, from engine/cuda, the log in OUT, a summary printed.
 cuda_tests() {

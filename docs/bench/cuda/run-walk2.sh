@@ -20,13 +20,7 @@ unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
-for fam in gdn_chunk_walk2 gdn_chunk_walk2_tf32; do
-  P=engine/cuda/kernels/$fam.ptx
-  /usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v $P -o /tmp/s1/$fam.sm_90.cubin > $O/ptxas-$fam.txt 2>&1 &&
-    gzip -9 -n -f /tmp/s1/$fam.sm_90.cubin &&
-    echo "$fam sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
-  echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas-$fam.txt | tr '\n' ' ' | cut -c1-300)"
-done
+for fam in gdn_chunk_walk2 gdn_chunk_walk2_tf32; do new_cubin /tmp/s1 $fam $O; done
 (cd /tmp && tar czf $O/sass.tgz s1/gdn_chunk_walk2.sm_90.cubin.gz s1/gdn_chunk_walk2_tf32.sm_90.cubin.gz s1/manifest.txt)
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 timeout 200 $D/cuda.test -test.v \
   -test.run "${TESTS:-TestCubinsLoad|TestDeltaChunkKernelMatchesLauncher|TestChunkedDeltaWalk2}" > $O/tests.txt 2>&1)

@@ -100,9 +100,6 @@ static __device__ __forceinline__ void gc_gates(const float* __restrict__ bb, co
   __syncthreads();
 }
 
-// gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
-// col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
-// b1 row t+4).
 // gc_split is tf32_split; in gdn_chunk_tf32.cu (GC_ONE_PRODUCT) the
 // rounding alone, the lo part never read.
 static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
@@ -124,6 +121,9 @@ static __device__ __forceinline__ void gc_mma(float* c, const TfA& a, const TfB&
 #endif
 }
 
+// gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
+// col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
+// b1 row t+4).
 static __device__ __forceinline__ TfA gc_frag_a(GcMat A, int r0, int k0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   TfA f;
@@ -259,7 +259,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif  // GC_ONE_PRODUCT
+#endif  // !GC_ONE_PRODUCT && !GC_WALK2_MODULE
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -528,12 +528,12 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 // 35B model's 32 value heads: about two a multiprocessor) and one block's
 // waits (its copies, its barriers) overlap the other's products, where
 // gc_state's 128 blocks of eight warps each have a multiprocessor to
-// themselves. One buffer of the workspace instead of two (73 KB of
-// shared memory, not 149): the next block of tokens' W and γ·Q are copied
-// once the first products have read them, its decayed K, U and masked q·k
-// once the second have. The products are gc_state's (ILP 1: four
-// accumulators a tile, the small and the large products apart), the same
-// arithmetic in the same order for each element, so the same bits.
+// themselves. One buffer of the workspace instead of two (73,488 bytes of
+// shared memory, not 149 KB): the next block of tokens' W and γ·Q are
+// copied once the first products have read them, its decayed K, U and
+// masked q·k once the second have. The products are gc_state's (ILP 1:
+// four accumulators a tile, the small and the large products apart), the
+// same arithmetic in the same order for each element.
 #define GC_W2_VT 16
 #define GC_W2_THREADS 128
 #define GC_W2_LV (GC_W2_VT + 8)
@@ -543,33 +543,29 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 #define GC_W2_SHARED (4 * (GC_W2_VT * GC_LK + GC_W2_BUF + 2 * GC_C * GC_W2_LV))
 static_assert(GC_W2_THREADS == 4 * 32 && GC_W2_VT == 16, "gdn_chunk_state_w2's tiling: 4 warps, 32x16");
 
+// gc_w2_copy starts copying rows x cols floats (cols a multiple of 4)
+// from src, rows lds apart, to dst, rows ldd apart, 16 bytes at a time.
+static __device__ __forceinline__ void gc_w2_copy(float* dst, int ldd, const float* __restrict__ src, int lds, int rows,
+                                                  int cols, int tid) {
+  for (int i = tid; i < rows * cols / 4; i += GC_W2_THREADS) {
+    const int r = i / (cols / 4), c = i % (cols / 4) * 4;
+    gc_cp16(dst + r * ldd + c, src + r * lds + c);
+  }
+}
+
 // gc_w2_fetch_wq starts copying a block of tokens' W and γ·Q (src) into
 // the buffer bf; gc_w2_fetch_rest its decayed K, U's columns a0.. and the
 // masked q·k with γ_{n-1}.
 static __device__ __forceinline__ void gc_w2_fetch_wq(const float* __restrict__ src, float* bf, int tid) {
-  constexpr int part = GC_C * GC_D / 4;
-  for (int i = tid; i < 2 * part; i += GC_W2_THREADS) {
-    const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
-    gc_cp16(bf + m * GC_C * GC_LK + r * GC_LK + c, src + m * GC_C * GC_D + r * GC_D + c);
-  }
+  gc_w2_copy(bf, GC_LK, src, GC_D, 2 * GC_C, GC_D, tid);  // W and γ·Q: the same rows, one after the other
 }
 static __device__ __forceinline__ void gc_w2_fetch_rest(const float* __restrict__ src, float* bf, int a0, int tid) {
-  constexpr int part = GC_C * GC_D / 4;
   float* Kd = bf + 2 * GC_C * GC_LK;
-  for (int i = tid; i < part; i += GC_W2_THREADS) {
-    const int r = i / (GC_D / 4), c = i % (GC_D / 4) * 4;
-    gc_cp16(Kd + r * GC_LKD + c, src + 2 * GC_C * GC_D + r * GC_D + c);
-  }
   float* U = Kd + GC_C * GC_LKD;
   float* M = U + GC_C * GC_W2_LV;
-  for (int i = tid; i < GC_C * GC_W2_VT / 4; i += GC_W2_THREADS) {
-    const int r = i / (GC_W2_VT / 4), c = i % (GC_W2_VT / 4) * 4;
-    gc_cp16(U + r * GC_W2_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
-  }
-  for (int i = tid; i < GC_C * GC_C / 4; i += GC_W2_THREADS) {
-    const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
-    gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
-  }
+  gc_w2_copy(Kd, GC_LKD, src + 2 * GC_C * GC_D, GC_D, GC_C, GC_D, tid);
+  gc_w2_copy(U, GC_W2_LV, src + 3 * GC_C * GC_D + a0, GC_D, GC_C, GC_W2_VT, tid);
+  gc_w2_copy(M, GC_LC, src + GC_WS_M, GC_C, GC_C, GC_C, tid);
   if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
 }
 
