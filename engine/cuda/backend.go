@@ -83,12 +83,8 @@ func noticeFamilies(o Options) []string {
 		fams = append(fams, "attn_shadow")
 	}
 	switch {
-	case o.ChunkedDelta && o.DeltaTF32 && o.DeltaWalk2:
-		fams = append(fams, "gdn_chunk_walk2_tf32")
 	case o.ChunkedDelta && o.DeltaTF32:
 		fams = append(fams, "gdn_chunk_tf32")
-	case o.ChunkedDelta && o.DeltaWalk2:
-		fams = append(fams, "gdn_chunk_walk2")
 	}
 	return fams
 }

@@ -24,14 +24,6 @@ const (
 	// and gdn_chunk_state_sk's tiles with one tf32 product a pair
 	deltaChunkStateTF32Name   = "gdn_chunk_state_tf32"
 	deltaChunkStateTF32SKName = "gdn_chunk_state_tf32_sk"
-	// gdn_chunk_walk2.cu's state kernel (deltawalk=two): GC_W2_VT rows of
-	// a value head's state a block of GC_W2_THREADS threads, two blocks a
-	// multiprocessor
-	deltaChunkStateW2Name = "gdn_chunk_state_w2"
-	// its one-product form (deltawalk=two with delta=tf32)
-	deltaChunkStateW2TF32Name = "gdn_chunk_state_w2_tf32"
-	deltaW2Slice              = 16
-	deltaW2Threads            = 128
 	deltaChunkTokens          = 32
 	deltaChunkSlice           = 32
 	deltaChunkWS              = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -71,23 +63,6 @@ var deltaStateKernels = map[string]func() int{
 	deltaChunkStateILPName: deltaChunkStateShared,
 	deltaChunkStateSKName:  deltaChunkStateSKShared,
 }
-
-// deltaChunkStateW2Shared is GC_W2_SHARED: the state's 16 rows (rows of
-// 132), one buffer of a block's workspace (W and γ·Q in rows of 132, the
-// decayed K in rows of 136, U's 16 columns in rows of 24, the masked q·k in
-// rows of 36, γ at the end and 3 floats), Vn and γ·S0·q (rows of 24).
-func deltaChunkStateW2Shared() int {
-	const c, lk, lkd, lv, lc = deltaChunkTokens, GDNHeadDim + 4, GDNHeadDim + 8, deltaW2Slice + 8, deltaChunkTokens + 4
-	buf := 2*c*lk + c*lkd + c*lv + c*lc + 4
-	return 4 * (deltaW2Slice*lk + buf + 2*c*lv)
-}
-
-// deltaW2Kernels and deltaW2TF32Kernels are gdn_chunk_walk2.cu's and
-// gdn_chunk_walk2_tf32.cu's state kernel with its shared memory.
-var (
-	deltaW2Kernels     = map[string]func() int{deltaChunkStateW2Name: deltaChunkStateW2Shared}
-	deltaW2TF32Kernels = map[string]func() int{deltaChunkStateW2TF32Name: deltaChunkStateW2Shared}
-)
 
 // mergedKernels is the union of kernel maps.
 func mergedKernels(ms ...map[string]func() int) map[string]func() int {
@@ -163,7 +138,7 @@ type deltaState struct {
 }
 
 // deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
-// own under delta=tf32, deltawalk=two or both) the first time an op is lowered
+// own under delta=tf32) the first time an op is lowered
 // to it (programs are compiled before any is captured) and raises its
 // kernels' shared-memory limits; state is deltaStateKernel unless an
 // option names another, and step names the prep and state kernels.
@@ -171,14 +146,8 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 	stateName, kernels, family := deltaStateKernel, deltaStateKernels, ""
 	state.threads, state.slice = deltaChunkStateThreads, deltaChunkSlice
 	switch {
-	case b.o.DeltaTF32 && b.o.DeltaWalk2:
-		stateName, kernels, family = deltaChunkStateW2TF32Name, deltaW2TF32Kernels, "gdn_chunk_walk2_tf32"
-		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
-	case b.o.DeltaWalk2:
-		stateName, kernels, family = deltaChunkStateW2Name, deltaW2Kernels, "gdn_chunk_walk2"
-		state.threads, state.slice = deltaW2Threads, deltaW2Slice
 	}
 	state.shared = kernels[stateName]()
 	step = deltaChunkPrepName + "+" + stateName

@@ -29,8 +29,7 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=chunked|tf32|sequential and deltawalk=one|two
-// parse, chunked (with the one-block walk) is the
+// TestDeltaOption: delta=chunked|tf32|sequential parse, chunked is the
 // default, a bad value is named, and the help says which is the default.
 func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
@@ -50,15 +49,6 @@ func TestDeltaOption(t *testing.T) {
 	}
 	if DefaultOptions().DeltaTF32 {
 		t.Error("the default takes the one-product state pass")
-	}
-	if o, err := ParseOptions([]backend.Option{{Key: "deltawalk", Value: "two"}}); err != nil || !o.DeltaWalk2 {
-		t.Errorf("deltawalk=two: %+v, %v", o, err)
-	}
-	if DefaultOptions().DeltaWalk2 {
-		t.Error("the default takes the two-blocks-a-multiprocessor state pass")
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "deltawalk", Value: "three"}}); err == nil || !strings.Contains(err.Error(), "deltawalk") {
-		t.Errorf("deltawalk=three: error %v, want one naming deltawalk", err)
 	}
 	if !strings.Contains(OptionsHelp, "delta=chunked|tf32|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
@@ -107,28 +97,6 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	// no prep of its own (gdn_chunk.ptx's is launched)
 	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
 		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
-	}
-	for fam, entry := range map[string]string{"gdn_chunk_walk2": deltaChunkStateW2Name, "gdn_chunk_walk2_tf32": deltaChunkStateW2TF32Name} {
-		w2, err := kernels.PTX(fam)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Count(w2, []byte(".visible .entry ")) != 1 || !bytes.Contains(w2, []byte(".visible .entry "+entry+"(")) || bytes.Contains(w2, []byte("call.uni")) {
-			t.Errorf("%s's PTX: want %s alone (no prep of its own), no calls", fam, entry)
-		}
-	}
-	for name, want := range map[string]int{"GC_W2_VT": deltaW2Slice, "GC_W2_THREADS": deltaW2Threads} {
-		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindSubmatch(src)
-		if m == nil {
-			t.Fatalf("gdn_chunk.cu does not define %s", name)
-		}
-		if n, _ := strconv.Atoi(string(m[1])); n != want {
-			t.Errorf("gdn_chunk.cu has %s %d, the launcher %d", name, n, want)
-		}
-	}
-	// two blocks a multiprocessor: 227 KB between them
-	if sh := deltaChunkStateW2Shared(); 2*sh > 227<<10 || sh <= 48<<10 {
-		t.Errorf("gdn_chunk_state_w2's shared memory %d bytes: two blocks must fit 227 KB (and the launcher opts in above 48 KB)", sh)
 	}
 	if _, ok := deltaTF32Kernels[deltaTF32Kernel]; !ok {
 		t.Errorf("delta=tf32's state kernel %s is not one of deltaTF32Kernels", deltaTF32Kernel)
@@ -267,28 +235,6 @@ func checkDeltaLengths(t *testing.T, b *Backend, rows []int, suffix, kernel stri
 	}
 }
 
-// TestChunkedDeltaWalk2MatchesReference: deltawalk=two takes
-// gdn_chunk_prep and gdn_chunk_state_w2 and holds deltaChunkBar against
-// the float64 reference over the float32-accurate form's shapes and
-// lengths, 4096 tokens among them (graphs on), with graphs on and off;
-// with delta=tf32 it takes gdn_chunk_state_w2_tf32 and holds deltaTF32Bar.
-func TestChunkedDeltaWalk2MatchesReference(t *testing.T) {
-	for _, form := range []struct {
-		tf32, graphs bool
-		kernel       string
-		bar          float64
-	}{{false, true, deltaChunkStateW2Name, deltaChunkBar}, {false, false, deltaChunkStateW2Name, deltaChunkBar},
-		{true, true, deltaChunkStateW2TF32Name, deltaTF32Bar}} {
-		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaWalk2, o.DeltaTF32, o.Graphs = true, true, form.tf32, form.graphs
-		rows := []int{16, 31, 33, 100, 512}
-		if form.graphs {
-			rows = append(rows, 4096)
-		}
-		checkDeltaLengths(t, testBackend(t, o), rows, fmt.Sprintf("graphs=%v %s", form.graphs, form.kernel), form.kernel, form.bar)
-	}
-}
-
 // TestChunkedDeltaTF32MatchesReference: delta=tf32 takes gdn_chunk_prep
 // and the one-product state kernel, each of deltaTF32Kernels, and holds
 // deltaTF32Bar against the float64 reference over the shapes and lengths
@@ -392,33 +338,30 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
-// state kernel of deltaStateKernels and deltaTF32Kernels and with
-// gdn_chunk_state_w2 and its one-product form, at 512 and 4096 tokens: the median of
-// 5 runs after a warm-up.
+// state kernel of deltaStateKernels and deltaTF32Kernels, at 512 and 4096
+// tokens: the median of 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
 	defer func(v, w string) { deltaStateKernel, deltaTF32Kernel = v, w }(deltaStateKernel, deltaTF32Kernel)
 	// a form: the options that choose its state kernel, state
 	type form struct {
-		chunked, tf32, walk2 bool
-		state                string
+		chunked, tf32 bool
+		state         string
 	}
-	forms := []form{{false, false, false, deltaStateKernel}}
+	forms := []form{{false, false, deltaStateKernel}}
 	for _, f := range deltaForms(false) {
-		forms = append(forms, form{true, false, false, f.state})
+		forms = append(forms, form{true, false, f.state})
 	}
 	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
-		forms = append(forms, form{true, true, false, name})
+		forms = append(forms, form{true, true, name})
 	}
-	forms = append(forms, form{true, false, true, deltaChunkStateW2Name}, form{true, true, true, deltaChunkStateW2TF32Name})
 	for _, f := range forms {
-		switch {
-		case f.tf32 && !f.walk2:
+		if f.tf32 {
 			deltaTF32Kernel = f.state
-		case !f.walk2:
+		} else {
 			deltaStateKernel = f.state
 		}
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaTF32, o.DeltaWalk2 = f.chunked, f.tf32, f.walk2
+		o.ChunkedDelta, o.DeltaTF32 = f.chunked, f.tf32
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)

@@ -169,14 +169,6 @@ type Options struct {
 	// H100 (docs/bench/cuda/2026-12-07-delta1). Off by default: the
 	// recurrent state's updates stay float32-accurate.
 	DeltaTF32 bool
-	// DeltaWalk2 (deltawalk=two) takes the chunked form's state pass of
-	// gdn_chunk_walk2.cu: 16 rows of a value head's state a block of four
-	// warps instead of 32 a block of eight, one workspace buffer instead of
-	// two, so that two blocks share a multiprocessor and one's waits
-	// overlap the other's products; the same products (with delta=tf32,
-	// gdn_chunk_walk2_tf32.cu's one product a pair). Not yet measured, off
-	// by default.
-	DeltaWalk2 bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -287,7 +279,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=chunked|tf32|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores with float32-accurate products (three tf32 products a pair of operands), the same with one tf32 product a pair (about 2^-11 relative, the state kept in float32: 3-4 % faster prefill, outputs up to 7e-3 of the RMS from the float64 reference's), or token by token; default chunked), ` +
-	`deltawalk=one|two (the chunked delta rule's state pass: 32 rows of a value head's state a block of eight warps, or 16 a block of four, two blocks a multiprocessor, the same products, with delta=tf32 its one-product form; not yet measured, default one), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -371,8 +362,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			default:
 				err = fmt.Errorf("cuda: moefit=%q: want on, all or off", kv.Value)
 			}
-		case "deltawalk":
-			o.DeltaWalk2, err = kv.Is("cuda", "two", "one")
 		case "delta":
 			switch kv.Value {
 			case "chunked", "tf32", "sequential":

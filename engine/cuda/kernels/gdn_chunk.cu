@@ -159,7 +159,7 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-#if !defined(GC_ONE_PRODUCT) && !defined(GC_WALK2_MODULE)  // gdn_chunk_tf32.cu and gdn_chunk_walk2.cu take gdn_chunk.ptx's prep
+#ifndef GC_ONE_PRODUCT  // gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
@@ -259,7 +259,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif  // !GC_ONE_PRODUCT && !GC_WALK2_MODULE
+#endif  // GC_ONE_PRODUCT
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -520,166 +520,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#if defined(GC_WALK2_MODULE)
-// ---------------------------------------------------------------------------
-// gdn_chunk_state_w2 (gdn_chunk_walk2.cu, deltawalk=two): the walk of
-// gc_state with half the rows a block, GC_W2_VT = 16, and a quarter of the
-// threads, so that two blocks share a multiprocessor (256 blocks for the
-// 35B model's 32 value heads: about two a multiprocessor) and one block's
-// waits (its copies, its barriers) overlap the other's products, where
-// gc_state's 128 blocks of eight warps each have a multiprocessor to
-// themselves. One buffer of the workspace instead of two (73,488 bytes of
-// shared memory, not 149 KB): the next block of tokens' W and γ·Q are
-// copied once the first products have read them, its decayed K, U and
-// masked q·k once the second have. The products are gc_state's (ILP 1:
-// four accumulators a tile, the small and the large products apart), the
-// same arithmetic in the same order for each element.
-#define GC_W2_VT 16
-#define GC_W2_THREADS 128
-#define GC_W2_LV (GC_W2_VT + 8)
-// the buffer: W, γ·Q [C][LK], the decayed K [C][LKD], U's slice [C][W2_LV], M [C][LC], γ_{n-1} and padding
-#define GC_W2_BUF (2 * GC_C * GC_LK + GC_C * GC_LKD + GC_C * GC_W2_LV + GC_C * GC_LC + 4)
-// shared memory: the state's slice [W2_VT][LK], the buffer, Vn and γ·S0·q [C][W2_LV]
-#define GC_W2_SHARED (4 * (GC_W2_VT * GC_LK + GC_W2_BUF + 2 * GC_C * GC_W2_LV))
-static_assert(GC_W2_THREADS == 4 * 32 && GC_W2_VT == 16, "gdn_chunk_state_w2's tiling: 4 warps, 32x16");
-
-// gc_w2_copy starts copying rows x cols floats (cols a multiple of 4)
-// from src, rows lds apart, to dst, rows ldd apart, 16 bytes at a time.
-static __device__ __forceinline__ void gc_w2_copy(float* dst, int ldd, const float* __restrict__ src, int lds, int rows,
-                                                  int cols, int tid) {
-  for (int i = tid; i < rows * cols / 4; i += GC_W2_THREADS) {
-    const int r = i / (cols / 4), c = i % (cols / 4) * 4;
-    gc_cp16(dst + r * ldd + c, src + r * lds + c);
-  }
-}
-
-// gc_w2_fetch_wq starts copying a block of tokens' W and γ·Q (src) into
-// the buffer bf; gc_w2_fetch_rest its decayed K, U's columns a0.. and the
-// masked q·k with γ_{n-1}.
-static __device__ __forceinline__ void gc_w2_fetch_wq(const float* __restrict__ src, float* bf, int tid) {
-  gc_w2_copy(bf, GC_LK, src, GC_D, 2 * GC_C, GC_D, tid);  // W and γ·Q: the same rows, one after the other
-}
-static __device__ __forceinline__ void gc_w2_fetch_rest(const float* __restrict__ src, float* bf, int a0, int tid) {
-  float* Kd = bf + 2 * GC_C * GC_LK;
-  float* U = Kd + GC_C * GC_LKD;
-  float* M = U + GC_C * GC_W2_LV;
-  gc_w2_copy(Kd, GC_LKD, src + 2 * GC_C * GC_D, GC_D, GC_C, GC_D, tid);
-  gc_w2_copy(U, GC_W2_LV, src + 3 * GC_C * GC_D + a0, GC_D, GC_C, GC_W2_VT, tid);
-  gc_w2_copy(M, GC_LC, src + GC_WS_M, GC_C, GC_C, GC_C, tid);
-  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
-}
-
-// gdn_chunk_state_w2 advances rows a0..a0+GC_W2_VT of value head j's
-// state (block bid = j·(128/GC_W2_VT) + a0/GC_W2_VT) over the blocks of
-// the workspace, as gc_state does, GC_W2_THREADS threads, GC_W2_SHARED
-// bytes of dynamic shared memory.
-// (gdn_chunk_walk2_tf32.cu builds it with GC_ONE_PRODUCT's one tf32
-// product a pair of operands, as gdn_chunk_state_w2_tf32.)
-#ifdef GC_ONE_PRODUCT
-#define GC_W2_ENTRY gdn_chunk_state_w2_tf32
-#else
-#define GC_W2_ENTRY gdn_chunk_state_w2
-#endif
-extern "C" __global__ void __launch_bounds__(GC_W2_THREADS, 2)
-    GC_W2_ENTRY(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) {
-  pdl_begin();
-  extern __shared__ __attribute__((aligned(16))) float gc_w2_smem[];
-  if (gc_dyn_smem() < GC_W2_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
-  float* Sb = gc_w2_smem;
-  float* W = Sb + GC_W2_VT * GC_LK;
-  float* Qg = W + GC_C * GC_LK;
-  float* Kd = Qg + GC_C * GC_LK;
-  float* U = Kd + GC_C * GC_LKD;
-  float* M = U + GC_C * GC_W2_LV;
-  float* Vn = W + GC_W2_BUF;
-  float* Og = Vn + GC_C * GC_W2_LV;
-
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, tq = lane & 3;
-  const int slices = GC_D / GC_W2_VT;
-  const int j = PETAL_BID_X() / slices, a0 = (PETAL_BID_X() % slices) * GC_W2_VT;
-  if (j >= Hv) return;
-  const int nb = (rows + GC_C - 1) / GC_C;
-  const float* wsj = ws + (long long)j * nb * GC_WS;
-  float* st = state + ((long long)j * GC_D + a0) * GC_D;
-  gc_w2_fetch_wq(wsj, W, tid);
-  gc_w2_fetch_rest(wsj, W, a0, tid);
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  for (int i = tid; i < GC_W2_VT * GC_D; i += GC_W2_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = st[i];
-
-  // warp w's tiles: rows r0.. of the block's tokens and columns n0.. of
-  // the slice for Vn, γ·S0·q and o; columns c0..c0+31 of the state's 16
-  // rows for its update
-  const int r0 = (warp >> 1) * 16, n0 = (warp & 1) * 8, c0 = warp * 32;
-  for (int blk = 0; blk < nb; blk++) {
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    const float gl = M[GC_C * GC_LC];
-
-    // Vn = U - W·S0ᵀ and γ·S0·q, sharing S0's fragments (gc_state's ILP 1)
-    {
-      const GcMat S{Sb, 1, GC_LK}, Wm{W, GC_LK, 1}, Qm{Qg, GC_LK, 1};
-      float vb[2][4] = {}, vs[2][4] = {}, ob[2][4] = {}, os[2][4] = {};
-#pragma unroll
-      for (int k0 = 0; k0 < GC_D; k0 += 8) {
-        const int par = (k0 >> 3) & 1;
-        const TfB b = gc_frag_b(S, k0, n0, lane);
-        gc_mma3_split(vb[par], vs[par], gc_frag_a(Wm, r0, k0, lane), b);
-        gc_mma3_split(ob[par], os[par], gc_frag_a(Qm, r0, k0, lane), b);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-        const float cv = (vs[0][e] + vs[1][e]) + (vb[0][e] + vb[1][e]);
-        const float co = (os[0][e] + os[1][e]) + (ob[0][e] + ob[1][e]);
-        Vn[r * GC_W2_LV + a] = U[r * GC_W2_LV + a] - cv;
-        Og[r * GC_W2_LV + a] = co;
-      }
-    }
-    __syncthreads();
-    // W and γ·Q are read: the next block's come in while the rest runs
-    if (blk + 1 < nb) gc_w2_fetch_wq(wsj + (long long)(blk + 1) * GC_WS, W, tid);
-
-    // o = γ·S0·q + M·Vn for the block's n tokens, and S = γ_{n-1}·S0 +
-    // Vnᵀ·(decayed K): each of S's elements is read and written by one
-    // thread only
-    {
-      const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
-      const GcMat Mm{M, GC_LC, 1}, V{Vn, GC_W2_LV, 1}, Vt{Vn, 1, GC_W2_LV}, K{Kd, GC_LKD, 1};
-      float c[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3_split(cb, c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        c[e] += cb[e];
-        const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-        if (r < n) out[((long long)(t0 + r) * Hv + j) * GC_D + a0 + a] = Og[r * GC_W2_LV + a] + c[e];
-      }
-      float cs[4][4], css[4][4] = {};
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) cs[u][e] = gl * Sb[(g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)];
-#pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) {
-        const TfA a = gc_frag_a(Vt, 0, k0, lane);
-#pragma unroll
-        for (int u = 0; u < 4; u++) gc_mma3_split(cs[u], css[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
-      }
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) Sb[(g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)] = cs[u][e] + css[u][e];
-    }
-    __syncthreads();
-    // the decayed K, U and M are read: the next block's rest
-    if (blk + 1 < nb) gc_w2_fetch_rest(wsj + (long long)(blk + 1) * GC_WS, W, a0, tid);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
-  __syncthreads();
-  for (int i = tid; i < GC_W2_VT * GC_D; i += GC_W2_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
-}
-#elif !defined(GC_ONE_PRODUCT)
+#ifndef GC_ONE_PRODUCT
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
 GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
