@@ -31,7 +31,7 @@ when a bar is missed: --bars float32 holds a backend to the bars of a float32 en
 NLL within 1e-4), --bars bfloat16 to those of a bfloat16 engine (rel-L2 <= 3e-2, per position
 <= 0.1, top-1 agreement >= 97 % and the same argmax wherever the margin is >= 0.25, mean KL <=
 2e-3, NLL within 0.01), for backends that run bf16 on purpose. The default, --bars auto, takes the
-bars the backend is built for: bfloat16 for cuda with any of gemm=wg or tc, attn=flash, delta=chunked or
+bars the backend is built for: bfloat16 for cuda with any of gemm=wg or tc, attn=flash, delta=tf32 or chunked or
 kv=bf16 (its defaults among them) and for cpu:kv=bf16, float32 otherwise. The bars are those of
 ../shared/oracle/README.md.`,
 		Flags: []cli.Flag{

@@ -15,7 +15,8 @@ func TestBarsFor(t *testing.T) {
 		"cuda:gemm=plain,attn=plain,delta=sequential":         "float32",
 		"cuda:gemm=plain,attn=plain,delta=sequential,kv=bf16": "bfloat16",
 		"cuda:gemm=tc,attn=plain,delta=sequential":            "bfloat16",
-		"nonsense:": "float32",
+		"cuda:gemm=plain,attn=plain,delta=tf32":               "bfloat16",
+		"nonsense:":                                           "float32",
 	} {
 		if got := barsFor(spec); got != want {
 			t.Errorf("barsFor(%q) = %s, want %s", spec, got, want)

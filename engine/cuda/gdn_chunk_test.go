@@ -29,13 +29,13 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=chunked|tf32|sequential parse, chunked is the
+// TestDeltaOption: delta=tf32|chunked|sequential parse, tf32 is the
 // default, a bad value is named, and the help says which is the default.
 func TestDeltaOption(t *testing.T) {
-	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta || o.DeltaTF32 {
 		t.Errorf("delta=chunked: %+v, %v", o, err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "sequential"}}); err != nil || o.ChunkedDelta {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "sequential"}}); err != nil || o.ChunkedDelta || o.DeltaTF32 {
 		t.Errorf("delta=sequential: %+v, %v", o, err)
 	}
 	if !DefaultOptions().ChunkedDelta {
@@ -47,10 +47,10 @@ func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 {
 		t.Errorf("delta=tf32: %+v, %v", o, err)
 	}
-	if DefaultOptions().DeltaTF32 {
-		t.Error("the default takes the one-product state pass")
+	if !DefaultOptions().DeltaTF32 {
+		t.Error("the default takes the three-product state pass, not the one-product one")
 	}
-	if !strings.Contains(OptionsHelp, "delta=chunked|tf32|sequential") || !strings.Contains(OptionsHelp, "default chunked") {
+	if !strings.Contains(OptionsHelp, "delta=tf32|chunked|sequential") || !strings.Contains(OptionsHelp, "default tf32") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }
@@ -167,7 +167,7 @@ func TestChunkedDeltaRuleMatchesReference(t *testing.T) {
 		graphs := form.graphs
 		deltaStateKernel = form.state
 		o := DefaultOptions()
-		o.ChunkedDelta, o.Graphs = true, graphs
+		o.ChunkedDelta, o.DeltaTF32, o.Graphs = true, false, graphs
 		b := testBackend(t, o)
 		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
 			for _, rows := range []int{16, 31, 33, 100, 512} {
@@ -282,7 +282,7 @@ func deltaForms(bothGraphs bool) []deltaForm {
 
 func longPrefill(t *testing.T) {
 	o := DefaultOptions()
-	o.ChunkedDelta = true
+	o.ChunkedDelta, o.DeltaTF32 = true, false
 	b := testBackend(t, o)
 	for _, rows := range []int{4096, 512} {
 		t.Run(fmt.Sprintf("%d rows %s", rows, deltaStateKernel), func(t *testing.T) {
@@ -324,7 +324,7 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 		}
 	}
 	so := DefaultOptions()
-	so.ChunkedDelta = false
+	so.ChunkedDelta, so.DeltaTF32 = false, false
 	seq := testBackend(t, so)
 	c := newDeltaCase(seq, rand.New(rand.NewPCG(1, 2)), 64, 16, 32)
 	p, err = seq.Compile([]backend.Op{c.o})

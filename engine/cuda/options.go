@@ -159,15 +159,17 @@ type Options struct {
 	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
 	// sequential kernel of ops.cu steps through the tokens one at a time.
 	ChunkedDelta bool
-	// DeltaTF32 (delta=tf32) takes the chunked form with the state pass of
-	// gdn_chunk_tf32.cu: one tf32 product a pair of operands (about 2^-11
-	// relative) where gdn_chunk.cu takes three (about 2^-21), a
-	// lower-precision choice that measures what the float32-accurate
-	// products cost: the delta rule at 4096 tokens 610 against 761 us,
-	// prefill of 4K and 16K tokens 2.9-3.8 % faster, its outputs up to
-	// 7e-3 of the RMS from the float64 reference's against 1.2e-5, on an
-	// H100 (docs/bench/cuda/2026-12-07-delta1). Off by default: the
-	// recurrent state's updates stay float32-accurate.
+	// DeltaTF32 (delta=tf32, the default) takes the chunked form with the
+	// state pass of gdn_chunk_tf32.cu: one tf32 product a pair of operands
+	// (about 2^-11 relative) where gdn_chunk.cu's (delta=chunked) take
+	// three (about 2^-21); the state itself stays float32. The rule's inputs
+	// come from GEMMs of bf16-rounded activations (2^-9), so the products'
+	// rounding stays below what its inputs already carry: its outputs are
+	// up to 7e-3 of the RMS from the float64 reference's against 1.2e-5,
+	// the oracle's figures the same either way. The delta rule at 4096
+	// tokens 601 against 756 us, prefill of 4K and 16K tokens 4.0-4.5 %
+	// faster in two rounds on an H100 (docs/bench/cuda/2026-12-07-walk2;
+	// delta1 measured 2.9-3.8 %).
 	DeltaTF32 bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
@@ -257,7 +259,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -278,7 +280,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=chunked|tf32|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores with float32-accurate products (three tf32 products a pair of operands), the same with one tf32 product a pair (about 2^-11 relative, the state kept in float32: 3-4 % faster prefill, outputs up to 7e-3 of the RMS from the float64 reference's), or token by token; default chunked), ` +
+	`delta=tf32|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; or token by token; default tf32), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
@@ -367,7 +369,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			case "chunked", "tf32", "sequential":
 				o.ChunkedDelta, o.DeltaTF32 = kv.Value != "sequential", kv.Value == "tf32"
 			default:
-				err = fmt.Errorf("cuda: delta=%q: want chunked, tf32 or sequential", kv.Value)
+				err = fmt.Errorf("cuda: delta=%q: want tf32, chunked or sequential", kv.Value)
 			}
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")
