@@ -79,11 +79,13 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
+	if o.MoEYsBF16 {
+		fams = append(fams, "gemm_downbf")
+	}
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
-	switch {
-	case o.ChunkedDelta && o.DeltaTF32:
+	if o.ChunkedDelta && o.DeltaTF32 {
 		fams = append(fams, "gdn_chunk_tf32")
 	}
 	return fams
@@ -249,6 +251,16 @@ func (b *Backend) init() error {
 					return err
 				}
 				b.gemm.FitMoETiles(true, b.o.MoEFitAll)
+			}
+			if b.o.MoEYsBF16 && b.o.WGRegA {
+				mod, err := LoadGEMMDownBFModule(b.ctx)
+				if err != nil {
+					return err
+				}
+				b.mods = append(b.mods, mod)
+				if err := b.gemm.AddDownBF(mod); err != nil {
+					return err
+				}
 			}
 		}
 		if err := b.gemm.Prepare(); err != nil {

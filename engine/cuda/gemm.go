@@ -213,6 +213,43 @@ func (g *GEMM) addTiles(mod *driver.Module, tiles []GEMMTile) error {
 // AddFitTiles finds FitTiles' kernels in mod (LoadGEMMFitModule).
 func (g *GEMM) AddFitTiles(mod *driver.Module) error { return g.addTiles(mod, FitTiles) }
 
+// DownBFTiles are the tiles of gemm_downbf.cu's down GEMMs with bf16
+// expert outputs (moeys=bf16): the register-A tiles the MoE takes under
+// moe=wg (MoETile). Another tile writes float32 outputs.
+var DownBFTiles = []string{"w32r", "w64r", "w128rp", "w80rp", "w160rp"}
+
+// LoadGEMMDownBFModule loads gemm_downbf.cu's kernels (DownBFTiles and
+// moe_combine_bf; sm_90a PTX).
+func LoadGEMMDownBFModule(c *driver.Context) (*driver.Module, error) {
+	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
+		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
+	}
+	return loadFamily(c, "gemm_downbf")
+}
+
+// AddDownBF finds gemm_downbf.cu's kernels in mod (LoadGEMMDownBFModule):
+// from then on MoEDownBF and MoECombineBF take DownBFTiles.
+func (g *GEMM) AddDownBF(mod *driver.Module) error {
+	fns := map[string]*driver.Function{}
+	for _, name := range DownBFTiles {
+		fn, err := mod.Function("gemm_downbf_" + name)
+		if err != nil {
+			return err
+		}
+		fns[name] = fn
+	}
+	combine, err := mod.Function("moe_combine_bf")
+	if err != nil {
+		return err
+	}
+	g.downBF, g.combineBF = fns, combine
+	return nil
+}
+
+// DownBF says whether the down GEMM of tile t can write bf16 expert
+// outputs (AddDownBF added its kernel).
+func (g *GEMM) DownBF(t GEMMTile) bool { return g.downBF[t.Name] != nil }
+
 // UseWGMMA makes DenseTile and MoETile choose the wgmma tiles (added by
 // AddWGMMA) where they were measured faster than the mma.sync tiles; with
 // regA, the register-A tiles w256r, w128r and w64r in the places of w256o,
@@ -284,10 +321,12 @@ type GEMM struct {
 	routeAhead              bool
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
-	wg                      []GEMMTile // WGMMATiles added (AddWGMMA)
-	useWG, regA             bool       // UseWGMMA
-	undrained               bool       // UndrainedTiles
-	fit, fitAll             bool       // FitMoETiles
+	wg                      []GEMMTile                  // WGMMATiles added (AddWGMMA)
+	useWG, regA             bool                        // UseWGMMA
+	undrained               bool                        // UndrainedTiles
+	fit, fitAll             bool                        // FitMoETiles
+	downBF                  map[string]*driver.Function // gemm_downbf_<tile> (AddDownBF)
+	combineBF               *driver.Function            // moe_combine_bf
 }
 
 // NewGEMM finds the kernels in mod (the embedded module or another build of
@@ -817,6 +856,28 @@ func (g *GEMM) MoEDown(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, 
 	return g.launchTile(s, g.tiles[t.Name].down, t, inter, grid, &a)
 }
 
+// MoEDownBF is MoEDown with the expert outputs ys written in bf16
+// [pairs][hidden] (gemm_downbf.cu) for MoECombineBF; the tile must be one
+// of DownBFTiles (DownBF).
+func (g *GEMM) MoEDownBF(s *driver.Stream, grp *MoEGroups, down *QMatrix, hidden, inter int, h, ys driver.Ptr) error {
+	t := grp.Tile
+	fn := g.downBF[t.Name]
+	if fn == nil {
+		return fmt.Errorf("cuda: no down GEMM with bf16 outputs for tile %s (moeys=bf16 takes %v)", t, DownBFTiles)
+	}
+	if err := checkGEMMWeights(down, "expert down", grp.Experts*hidden, inter); err != nil {
+		return err
+	}
+	if !aligned16(h, ys) {
+		return fmt.Errorf("cuda: MoE GEMM buffers must be 16-byte aligned")
+	}
+	var a driver.Args
+	a.Ptr(h).Ptr(down.Words).Ptr(down.ScaleBias).Ptr(ys).I32(int32(hidden)).I32(int32(inter)).
+		Ptr(grp.Tiles).Ptr(grp.Offsets).Ptr(grp.NTiles)
+	grid := driver.Dim3{X: (hidden + t.BN - 1) / t.BN, Y: grp.MaxTiles, Z: 1}
+	return g.launchTile(s, fn, t, inter, grid, &a)
+}
+
 // itemGrid is the grid of a Reg tile's kernel: as many blocks as fit the
 // GPU at once, or the most items there can be.
 func (g *GEMM) itemGrid(t GEMMTile, maxItems int) driver.Dim3 {
@@ -841,6 +902,19 @@ func (g *GEMM) SharedSwiGLU(s *driver.Stream, gs, us, logit, h driver.Ptr, rows,
 // the order of rows inside a group); wts float32 [tokens·MoETopK]. A token
 // with an expert id outside the stack gets a row of NaN.
 func (g *GEMM) MoECombine(s *driver.Stream, grp *MoEGroups, ys, wts, out driver.Ptr, tokens, hidden int, add bool) error {
+	return g.moeCombine(s, g.combine, grp, ys, wts, out, tokens, hidden, add)
+}
+
+// MoECombineBF is MoECombine over bf16 expert outputs (MoEDownBF's), its
+// sums float32 (moe_combine_bf).
+func (g *GEMM) MoECombineBF(s *driver.Stream, grp *MoEGroups, ys, wts, out driver.Ptr, tokens, hidden int, add bool) error {
+	if g.combineBF == nil {
+		return fmt.Errorf("cuda: moe_combine_bf is not loaded (moeys=bf16)")
+	}
+	return g.moeCombine(s, g.combineBF, grp, ys, wts, out, tokens, hidden, add)
+}
+
+func (g *GEMM) moeCombine(s *driver.Stream, fn *driver.Function, grp *MoEGroups, ys, wts, out driver.Ptr, tokens, hidden int, add bool) error {
 	if hidden%4 != 0 || !aligned16(ys, out) {
 		return fmt.Errorf("cuda: MoE combine of %d columns: want a multiple of 4 and 16-byte aligned buffers", hidden)
 	}
@@ -853,5 +927,5 @@ func (g *GEMM) MoECombine(s *driver.Stream, grp *MoEGroups, ys, wts, out driver.
 	}
 	var a driver.Args
 	a.Ptr(ys).Ptr(grp.Pos).Ptr(wts).Ptr(out).I32(int32(hidden)).I32(addFlag)
-	return s.Launch(g.combine, driver.D1(tokens), driver.D1(256), 0, &a)
+	return s.Launch(fn, driver.D1(tokens), driver.D1(256), 0, &a)
 }

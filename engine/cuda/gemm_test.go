@@ -246,6 +246,9 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 		if err := g.AddFitTiles(loadModule(t, LoadGEMMFitModule, c)); err != nil {
 			t.Fatal(err)
 		}
+		if err := g.AddDownBF(loadModule(t, LoadGEMMDownBFModule, c)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return g
 }
@@ -651,6 +654,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
 		ys := newBuf(t, c, s, T*MoETopK*H, "ys")
 		out := newBuf(t, c, s, T*H, "out")
+		ysb, outb := newBuf(t, c, s, T*MoETopK*H/2, "ys bf16"), newBuf(t, c, s, T*H, "out from bf16 ys")
 		tiles := []GEMMTile{MoETile(T, E, MoEStream)}
 		if T == 100 || T == 512 {
 			tiles = g.AllTiles()
@@ -693,8 +697,11 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 			if err := s.CopyToHost(bytesOf(hw), hs.P); err != nil {
 				t.Fatal(err)
 			}
-			ys.Floats(t, s, "ys")
+			yv := ys.Floats(t, s, "ys")
 			ov := out.Floats(t, s, "out")
+			if g.DownBF(tile) {
+				checkDownBF(t, s, g, grp, dq, H, I, T, hs, ysb, outb, wd, yv, wts, pos)
+			}
 			for i := hs.N; i < len(hw); i++ {
 				if hw[i] != bf16NaNPair {
 					t.Fatalf("T=%d %s: h word %d past the end was written", T, tile, i)
@@ -720,6 +727,65 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 			}
 			grp.Free()
 		}
+	}
+}
+
+// checkDownBF runs grp's down GEMM with bf16 outputs (moeys=bf16) and its
+// combine: each output must be the float32 form's (yv, the same products
+// in the same order) rounded to bf16, bit for bit, nothing past the end
+// written; the combine within 1e-6 of Σ|w·y| of the float64 sum of the
+// rounded outputs in slot order.
+func checkDownBF(t *testing.T, s *driver.Stream, g *GEMM, grp *MoEGroups, dq *QMatrix, H, I, T int, hs, ysb, outb devBuf,
+	wd devBuf, yv []float32, wts []float32, pos []int32) {
+	t.Helper()
+	tile := grp.Tile
+	if err := s.Fill32(ysb.P, bf16NaNPair, int64(ysb.N+guardElems)); err != nil {
+		t.Fatal(err)
+	}
+	outb.Poison(t, s)
+	if err := g.MoEDownBF(s, grp, dq, H, I, hs.P, ysb.P); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.MoECombineBF(s, grp, ysb.P, wd.P, outb.P, T, H, false); err != nil {
+		t.Fatal(err)
+	}
+	words := make([]uint32, ysb.N+guardElems)
+	if err := s.CopyToHost(bytesOf(words), ysb.P); err != nil {
+		t.Fatal(err)
+	}
+	ob := outb.Floats(t, s, "out from bf16 ys")
+	for i := ysb.N; i < len(words); i++ {
+		if words[i] != bf16NaNPair {
+			t.Fatalf("T=%d %s: bf16 ys word %d past the end was written", T, tile, i)
+		}
+	}
+	yb := make([]float32, len(yv))
+	for i, w := range words[:ysb.N] {
+		for half, bits := range []uint16{uint16(w), uint16(w >> 16)} {
+			j := 2*i + half
+			if want := quant.ToBF16(yv[j]); bits != want {
+				t.Fatalf("T=%d %s: bf16 ys[%d] is %#04x, want %#04x (%g rounded)", T, tile, j, bits, want, yv[j])
+			}
+			yb[j] = quant.BF16(bits)
+		}
+	}
+	var worst float64
+	for tok := range T {
+		for n := range H {
+			var sum, abs float64
+			for k := range MoETopK {
+				w, y := float64(wts[tok*MoETopK+k]), float64(yb[int(pos[tok*MoETopK+k])*H+n])
+				sum += w * y
+				abs += math.Abs(w * y)
+			}
+			if abs > 0 {
+				worst = max(worst, math.Abs(float64(ob[tok*H+n])-sum)/abs)
+			}
+		}
+	}
+	t.Logf("T=%-4d %-7s bf16 ys: the float32 outputs rounded, bit for bit; combine %.2e of Σ|w·y| from float64", T, tile, worst)
+	if worst > 1e-6 {
+		t.Errorf("T=%d %s: moe_combine_bf %.3g of Σ|w·y| from the float64 sum of the bf16 outputs (bound 1e-6)", T, tile, worst)
 	}
 }
 
@@ -1013,6 +1079,7 @@ func TestMeasureGEMM(t *testing.T) {
 		}
 		hs := newBuf(t, c, s, T*MoETopK*I/2, "h")
 		ys := newBuf(t, c, s, T*MoETopK*H, "ys")
+		ysb := newBuf(t, c, s, T*MoETopK*H/2, "ys bf16")
 		out := newBuf(t, c, s, T*H, "out")
 		flopUp := float64(T*MoETopK) * 2 * 2 * H * I
 		flopDown := float64(T*MoETopK) * 2 * H * I
@@ -1038,9 +1105,15 @@ func TestMeasureGEMM(t *testing.T) {
 				return g.MoECombine(s, grp, ys.P, wd.P, out.P, T, H, false)
 			})
 			us := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
-			t.Logf("moe T=%-4d skew %.1f %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)",
+			bf := ""
+			if g.DownBF(tile) { // moeys=bf16: the expert outputs in bf16
+				ddb := timeLaunches(t, c, s, 20, func() error { return g.MoEDownBF(s, grp, dq, H, I, hs.P, ysb.P) })
+				dcb := timeLaunches(t, c, s, 20, func() error { return g.MoECombineBF(s, grp, ysb.P, wd.P, out.P, T, H, false) })
+				bf = fmt.Sprintf("; bf16 outputs: down %6.1f µs %4.0f TF/s, combine %5.1f µs", us(ddb), flopDown/ddb.Seconds()/1e12, us(dcb))
+			}
+			t.Logf("moe T=%-4d skew %.1f %-7s route %5.1f µs, gate/up %6.1f µs %4.0f TF/s, down %6.1f µs %4.0f TF/s, combine %5.1f µs; all %6.1f µs, %4.0f TF/s (chosen %s)%s",
 				T, rc.skew, tile, us(dr), us(du), flopUp/du.Seconds()/1e12, us(dd), flopDown/dd.Seconds()/1e12, us(dc), us(dt),
-				(flopUp+flopDown)/dt.Seconds()/1e12, g.MoETile(T, E, DefaultOptions().MoE))
+				(flopUp+flopDown)/dt.Seconds()/1e12, g.MoETile(T, E, DefaultOptions().MoE), bf)
 			grp.Free()
 		}
 	}

@@ -199,7 +199,14 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	xb := res(2 * rows * H)
 	counts, offsets, pos, rowTok := res(4*E), res(4*(E+1)), res(4*pairs), res(4*pairs)
 	tiles, ntiles, status := res(8*maxTiles), res(4), res(4)
-	hb, ys := res(2*pairs*I), res(4*pairs*H)
+	// the expert outputs: bf16 under moeys=bf16 where the tile has the
+	// kernel, else float32
+	ysBF := b.o.MoEYsBF16 && b.gemm.DownBF(tile)
+	ysBytes := 4
+	if ysBF {
+		ysBytes = 2
+	}
+	hb, ys := res(2*pairs*I), res(ysBytes*pairs*H)
 	gs, us, hs, logit := res(4*rows*SI), res(4*rows*SI), res(2*rows*SI), res(4*rows)
 	at := func(o int64) driver.Ptr { return p.scratch.Add(o) }
 	groups := func() *MoEGroups {
@@ -240,8 +247,15 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
 		one("moe_route", func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }),
 		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
-		one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
-		one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }),
+	}
+	if ysBF {
+		tail = append(tail,
+			one("gemm_downbf_"+tile.Name, func(s *driver.Stream) error { return g.MoEDownBF(s, groups(), down.q, H, I, at(hb), at(ys)) }),
+			one("moe_combine_bf", func(s *driver.Stream) error { return g.MoECombineBF(s, groups(), at(ys), wts, out, rows, H, true) }))
+	} else {
+		tail = append(tail,
+			one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
+			one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }))
 	}
 	return append(append(head, shared...), tail...), true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,7 @@ type tcCase struct {
 	kernels []string // with gemm=tc: the kernels, by prefix
 	grouped []string // the same under linears=group, where they differ
 	make    func(rng *rand.Rand) *tcData
+	downBF  bool // under moeys=bf16 its down GEMM's tile writes bf16 (gemm_downbf_)
 }
 
 // tcData is a case's inputs and references, made on the CPU.
@@ -47,6 +49,12 @@ type tcData struct {
 	exact, bf []float64                                                          // from exact inputs; from the rounded inputs the tensor cores take
 	width     int                                                                // of an output row
 	nanRow    int                                                                // a row that must come out NaN (a bad expert id), or -1
+	// Experts: bfYs is bf with each routed expert's output rounded to
+	// bf16 (moeys=bf16), ysULP per output the sum over its experts of
+	// |weight|·(a bf16 unit in the last place of that expert's output):
+	// what a kernel's float32 sums landing on the other side of a rounding
+	// boundary can move it by
+	bfYs, ysULP []float64
 }
 
 func bf16Floats(x []float32) []float32 {
@@ -130,7 +138,7 @@ func tcCases() []tcCase {
 	}
 	for _, c := range []struct {
 		rows, bad int // bad: a row with an expert id outside the stack, or -1
-	}{{2, -1}, {37, -1}, {300, -1}, {5, 3}} {
+	}{{2, -1}, {37, -1}, {300, -1}, {5, 3}, {20, -1}, {240, -1}} {
 		name := fmt.Sprintf("Experts %d rows", c.rows)
 		if c.bad >= 0 {
 			name += ", a bad expert id"
@@ -140,7 +148,10 @@ func tcCases() []tcCase {
 				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
 			grouped: []string{"gemm_to_bf16", "qgemm", "gemm_group_", "moe_shared_swiglu", "gemm_dense_",
 				"moe_route", "gemm_gateup_", "gemm_down_", "moe_combine"},
-			make: func(rng *rand.Rand) *tcData { return expertsData(rng, c.rows, c.bad) }})
+			make: func(rng *rand.Rand) *tcData { return expertsData(rng, c.rows, c.bad) },
+			// moe=wg's tiles (16 experts): 20 rows w32r, 37 w64r, 240 w160rp,
+			// 300 w128rp; below 5 rows an expert (2 and 5 rows) a streamed one
+			downBF: c.rows*MoETopK/16 > 4})
 	}
 	return cases
 }
@@ -171,7 +182,7 @@ func expertsData(rng *rand.Rand, rows, bad int) *tcData {
 	}
 	xb := bf16Floats(x)
 	silu := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
-	d.exact, d.bf = make([]float64, rows*H), make([]float64, rows*H)
+	d.exact, d.bf, d.bfYs, d.ysULP = make([]float64, rows*H), make([]float64, rows*H), make([]float64, rows*H), make([]float64, rows*H)
 	parallelFor(rows, func(t int) {
 		if t == bad {
 			return
@@ -188,7 +199,7 @@ func expertsData(rng *rand.Rand, rows, bad int) *tcData {
 			}
 			return backendtest.Linear(dn, H, inter, h, 1)
 		}
-		exact, rounded := make([]float64, H), make([]float64, H)
+		exact, rounded, roundedYs, ulps := make([]float64, H), make([]float64, H), make([]float64, H), make([]float64, H)
 		for k := range K {
 			e, w := int(idx[t*K+k]), float64(wts[t*K+k])
 			y := backendtest.SwiGLU(ex[0][e*I*H:][:I*H], ex[1][e*I*H:][:I*H], ex[2][e*H*I:][:H*I], I, H, xr)
@@ -196,12 +207,16 @@ func expertsData(rng *rand.Rand, rows, bad int) *tcData {
 			for i := range H {
 				exact[i] += w * y[i]
 				rounded[i] += w * yb[i]
+				roundedYs[i] += w * float64(bf16r(float32(yb[i])))
+				ulps[i] += math.Abs(w) * bf16ULP(yb[i])
 			}
 		}
 		ys, ysb := backendtest.SwiGLU(ex[3], ex[4], ex[5], SI, H, xr), swiglu(bf[3], bf[4], bf[5], SI, gate)
 		for i := range H {
 			d.exact[t*H+i] = exact[i] + gate*ys[i]
 			d.bf[t*H+i] = rounded[i] + ysb[i]
+			d.bfYs[t*H+i] = roundedYs[i] + ysb[i]
+			d.ysULP[t*H+i] = ulps[i]
 		}
 	})
 	d.build = func(b *Backend, ws []backend.Matrix) (backend.Op, backend.Buffer) {
@@ -211,6 +226,42 @@ func expertsData(rng *rand.Rand, rows, bad int) *tcData {
 		return o, o.Out
 	}
 	return d
+}
+
+// bf16ULP is a bf16 unit in the last place of v: 2^-7 of the power of two
+// at or below |v| (0 for 0).
+func bf16ULP(v float64) float64 {
+	if v == 0 {
+		return 0
+	}
+	_, e := math.Frexp(math.Abs(v)) // |v| = f·2^e, f in [0.5, 1)
+	return math.Ldexp(1, e-1-7)
+}
+
+// withinULP: every |got - want| is at most bar times the RMS of want plus
+// slack of that element, and nothing is NaN.
+func withinULP(t *testing.T, what string, got []float32, want, slack []float64, bar float64) {
+	t.Helper()
+	if len(got) != len(want) || len(slack) != len(want) {
+		t.Fatalf("%s: %d values, want %d (slack %d)", what, len(got), len(want), len(slack))
+	}
+	var ss, worst float64
+	for _, w := range want {
+		ss += w * w
+	}
+	rms := math.Sqrt(ss / float64(len(want)))
+	for i, g := range got {
+		if g != g {
+			t.Fatalf("%s: element %d is NaN (unwritten?), want %g", what, i, want[i])
+		}
+		d := math.Abs(float64(g) - want[i])
+		worst = max(worst, d/rms)
+		if d > bar*rms+slack[i] {
+			t.Errorf("%s: element %d is %g, want %g within %.3g of the RMS and %.3g (its outputs' bf16 units)", what, i, g, want[i], bar, slack[i])
+			return
+		}
+	}
+	t.Logf("%s: error %.3g of the RMS %.3g (a bf16 unit's slack an element)", what, worst, rms)
 }
 
 // dropRow is v without row r of width w (r < 0: v).
@@ -231,7 +282,8 @@ func widen32(v []float64) []float32 {
 
 // TestTensorCoreBars: float64 from the bf16-rounded inputs the tensor
 // cores take is within tcBars of the exact references on every case (the
-// bars are what bf16 inputs cost), and beyond the conformance suite's
+// bars are what bf16 inputs cost; for Experts with each expert's output
+// rounded to bf16 too, moeys=bf16's), and beyond the conformance suite's
 // float32 bars (so the tensor-core path is not checked against float32's).
 func TestTensorCoreBars(t *testing.T) {
 	for i, c := range tcCases() {
@@ -240,6 +292,9 @@ func TestTensorCoreBars(t *testing.T) {
 			got, want := widen32(dropRow(d.bf, d.nanRow, d.width)), dropRow(d.exact, d.nanRow, d.width)
 			withinBar(t, c.op+" from bf16 inputs", got, want, tcBars[c.op])
 			t.Logf("relative L2 %.3g", relL2(got, want))
+			if d.bfYs != nil { // moeys=bf16's outputs, each expert's rounded to bf16, meet the same bar
+				withinBar(t, c.op+" from bf16 inputs and expert outputs", widen32(dropRow(d.bfYs, d.nanRow, d.width)), want, tcBars[c.op])
+			}
 			if relErr(got, want) <= backendtest.Tolerances[c.op][backend.F32] && len(got) > 2000 {
 				t.Errorf("bf16 inputs are within the float32 bar %g: the case shows nothing", backendtest.Tolerances[c.op][backend.F32])
 			}
@@ -274,14 +329,16 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 		tc, groups bool
 		moe        MoEKernel
 		splitK     string
-	}{{"tc,splitk=off", true, false, MoESmem, "off"}, {"tc,linears=group", true, true, MoESmem, "on"}, {"tc,moe=reg", true, false, MoEReg, "on"},
-		{"tc,moe=stream,linears=group", true, true, MoEStream, "on"}, {"tc,splitk=on", true, false, MoESmem, "on"},
-		{"tc,linears=group,splitk=all", true, true, MoESmem, "all"}, {"plain", false, false, MoESmem, "off"}} {
+		ysBF       bool // moeys=bf16
+	}{{"tc,splitk=off", true, false, MoESmem, "off", false}, {"tc,linears=group", true, true, MoESmem, "on", false}, {"tc,moe=reg", true, false, MoEReg, "on", false},
+		{"tc,moe=stream,linears=group", true, true, MoEStream, "on", false}, {"tc,splitk=on", true, false, MoESmem, "on", false},
+		{"tc,linears=group,splitk=all", true, true, MoESmem, "all", false}, {"defaults,moeys=bf16", true, true, MoEWG, "all", true},
+		{"plain", false, false, MoESmem, "off", false}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoE, o.GroupGEMM = m.tc, m.moe, m.groups
+		o.TensorCores, o.MoE, o.GroupGEMM, o.MoEYsBF16 = m.tc, m.moe, m.groups, m.ysBF
 		o.SplitK, o.SplitKGroups = m.splitK != "off", m.splitK == "all"
 		b := testBackend(t, o)
-		tc, mode := m.tc, m.mode
+		tc, mode, ysBF := m.tc, m.mode, m.ysBF
 		for i, c := range tcCases() {
 			t.Run(c.name+" gemm="+mode, func(t *testing.T) {
 				d := c.make(rand.New(rand.NewPCG(11, uint64(i))))
@@ -299,10 +356,18 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
+				ranBF := slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "gemm_downbf_") })
+				if ranBF != (ysBF && c.downBF) {
+					t.Errorf("kernels %v: gemm_downbf_ ran %v, want %v", names, ranBF, ysBF && c.downBF)
+				}
 				if tc {
 					want := c.kernels
 					if o.GroupGEMM && c.grouped != nil {
 						want = c.grouped
+					}
+					if ranBF {
+						want = slices.Clone(want)
+						want[slices.Index(want, "gemm_down_")] = "gemm_downbf_"
 					}
 					ok := len(names) == len(want)
 					for j := 0; ok && j < len(names); j++ {
@@ -335,7 +400,11 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 				}
 				got = dropRow(got, d.nanRow, d.width)
 				exact := dropRow(d.exact, d.nanRow, d.width)
-				if tc {
+				if ranBF {
+					withinULP(t, c.op+" against bf16 inputs and outputs", got, dropRow(d.bfYs, d.nanRow, d.width),
+						dropRow(d.ysULP, d.nanRow, d.width), tcOwnBars[c.op])
+					withinBar(t, c.op+" against exact inputs", got, exact, tcBars[c.op])
+				} else if tc {
 					withinBar(t, c.op+" against bf16 inputs", got, dropRow(d.bf, d.nanRow, d.width), tcOwnBars[c.op])
 					withinBar(t, c.op+" against exact inputs", got, exact, tcBars[c.op])
 				} else {

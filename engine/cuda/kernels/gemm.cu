@@ -78,6 +78,8 @@ static __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
 }
+// bf16_bits is x rounded to bf16, nearest even.
+static __device__ __forceinline__ u16 bf16_bits(float x) { return (u16)(pack_bf16x2(x, 0.f) & 0xFFFFu); }
 static __device__ __forceinline__ void st_shared_v4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
@@ -133,6 +135,10 @@ static __device__ __forceinline__ u32 dequant_pair2(u32 w, int c, u32 s2, u32 b2
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
+// MODE_DOWN_BF: the down GEMM with its expert outputs rounded to bf16
+// (gemm_downbf.cu, moeys=bf16): half the bytes written and read back by
+// moe_combine_bf; the register-A tiles only
+#define MODE_DOWN_BF 3
 
 // store_item writes the outputs of an item of gemm_rq or gemm_stream from
 // a warp's mma fragments and clears them: acc[mt][j] element i is row r0 +
@@ -208,6 +214,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   // whose products every warpgroup has waited for in the k-tile before,
   // and a k-tile's last products still run while the next k-tile starts.
   constexpr bool RA = WG == 3 || WG == 4;
+  static_assert(MODE != MODE_DOWN_BF || RA, "bf16 expert outputs: the register-A tiles only");
   constexpr int PD = WG == 4 ? S - 2 : S - 1;  // k-tiles the copies run ahead
   static_assert(PD >= 1, "WG = 4 wants at least three stages");
   constexpr int NWG = NTHREADS / 128, WS = RA ? 1 : WG ? BM / 64 / NWG : 1;
@@ -492,6 +499,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
             const float gt = wacc[0][4 * j + e], up = wacc[0][4 * j + 2 + e];
             ((u16*)Y)[(long long)r * N + n] = (u16)(pack_bf16x2(gt / (1.f + gexp(-gt)) * up, 0.f) & 0xFFFFu);
           }
+        } else if (MODE == MODE_DOWN_BF) {
+          u16* y = (u16*)Y + (long long)r * N + n0;
+          if (n0 + wrow < N) y[wrow] = bf16_bits(wacc[0][4 * j + e]);
+          if (n0 + wrow + 8 < N) y[wrow + 8] = bf16_bits(wacc[0][4 * j + 2 + e]);
         } else {
           float* y = (float*)Y + (long long)r * N + n0;
           if (n0 + wrow < N) y[wrow] = wacc[0][4 * j + e];
