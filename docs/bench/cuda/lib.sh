@@ -83,14 +83,16 @@ cubin_into() {
 
 # new_cubin DIR FAMILY OUT: DIR (a copy of engine/cuda/kernels/sass) gets
 # the cubin of FAMILY, a family without one there, made by ptxas from
-# engine/cuda/kernels/FAMILY.ptx (its -v report in OUT/ptxas-FAMILY.txt),
+# engine/cuda/kernels/FAMILY.ptx for its PTX's target (its -v report in
+# OUT/ptxas-FAMILY.txt),
 # and a manifest line with that PTX's sha256 and ptxas's version; the
 # registers and spills printed.
 new_cubin() {
-	local dir=$1 fam=$2 out=$3 ptx=engine/cuda/kernels/$2.ptx
-	/usr/local/cuda/bin/ptxas -arch=sm_90 -O3 -v "$ptx" -o "$dir/$fam.sm_90.cubin" > "$out/ptxas-$fam.txt" 2>&1 &&
-		gzip -9 -n -f "$dir/$fam.sm_90.cubin" &&
-		echo "$fam sm_90 $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> "$dir/manifest.txt"
+	local dir=$1 fam=$2 out=$3 ptx=engine/cuda/kernels/$2.ptx tgt
+	tgt=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$ptx" | head -1) # sm_90, or sm_90a for wgmma
+	/usr/local/cuda/bin/ptxas -arch=$tgt -O3 -v "$ptx" -o "$dir/$fam.$tgt.cubin" > "$out/ptxas-$fam.txt" 2>&1 &&
+		gzip -9 -n -f "$dir/$fam.$tgt.cubin" &&
+		echo "$fam $tgt $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> "$dir/manifest.txt"
 	echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' "$out/ptxas-$fam.txt" | tr '\n' ' ' | cut -c1-300)"
 }
 
