@@ -1111,3 +1111,48 @@ func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w
 		Rows: 1, TopK: K, Inter: I, SharedInter: I}
 	return n, r, e
 }
+
+// TestChunkRows: a program's rows are its ops' most, 0 without any.
+func TestChunkRows(t *testing.T) {
+	for _, c := range []struct {
+		ops  []backend.Op
+		want int
+	}{
+		{[]backend.Op{&backend.Embed{Rows: 1}, &backend.QLinear{Rows: 1}, &backend.Experts{Rows: 1}}, 1},
+		{[]backend.Op{&backend.AddRMSNorm{Rows: 17}, &backend.Attention{Rows: 4096}, &backend.Advance{}}, 4096},
+		{[]backend.Op{&backend.DeltaRule{Rows: 64}, &backend.GatedRMSNorm{Rows: 64}, &backend.Route{Rows: 9}}, 64},
+		{[]backend.Op{&backend.Advance{}}, 0},
+	} {
+		if got := chunkRows(c.ops); got != c.want {
+			t.Errorf("chunkRows of %d ops: %d, want %d", len(c.ops), got, c.want)
+		}
+	}
+}
+
+// TestGraphOnlyShortChunks: with graphs=on a program of graphMaxRows rows
+// is captured on its second run, one of a row more never (it keeps
+// launching its kernels, and computes the same).
+func TestGraphOnlyShortChunks(t *testing.T) {
+	b := testBackend(t, DefaultOptions())
+	const dim = 64
+	for _, rows := range []int{graphMaxRows, graphMaxRows + 1} {
+		h := floats(b, make([]float32, rows*dim))
+		w := floats(b, make([]float32, dim))
+		out := floats(b, make([]float32, rows*dim))
+		p, err := b.Compile([]backend.Op{&backend.AddRMSNorm{H: h, Weight: w, Out: out, Rows: rows, Dim: dim, Eps: 1e-6}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if captured, want := p.(*program).exec != nil, rows <= graphMaxRows; captured != want {
+			t.Errorf("%d rows: captured %v after three runs, want %v", rows, captured, want)
+		}
+	}
+}

@@ -27,7 +27,8 @@ type program struct {
 	// runs once, and capturing it then cost more than replaying saves: on
 	// the H200 a first prefill of 256, 512, 1K and 4K tokens took 54, 57,
 	// 79 and 187 ms captured at compile, 45, 52, 70 and 181 ms captured on
-	// the second run (docs/bench/cuda/2026-12-01-ttft1).
+	// the second run (docs/bench/cuda/2026-12-01-ttft1). Only programs of
+	// at most graphMaxRows rows are captured at all (graphMaxRows).
 	graph bool
 	runs  int
 	desc  string // for errors: the op count and the first and last labels
@@ -135,7 +136,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			return nil, err
 		}
 	}
-	p.graph = b.o.Graphs && !b.o.SyncEach && len(p.steps) > 0
+	p.graph = b.o.Graphs && !b.o.SyncEach && len(p.steps) > 0 && chunkRows(p.ops) <= graphMaxRows
 	p.writes = writes(p.ops)
 	if p.done, err = b.ctx.NewMarker(); err != nil {
 		return nil, err
@@ -155,6 +156,52 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			p.desc, p.kernels, how, ms(time.Since(start)), ms(lowered), ms(time.Since(start)-lowered))
 	}
 	return p, nil
+}
+
+// graphMaxRows is the most rows (a chunk's tokens) of a program captured
+// as a CUDA graph. Above it the kernels are long enough that launching
+// them one by one costs the GPU nothing, and capturing costs the host
+// 9-12 ms: on an H100, prompts of 64 / 256 / 512 / 1K / 4K tokens replayed
+// in 17.67 / 22.7 / 26.7 / 36.55 / 102.45 ms against 17.82-17.87 / 22.95
+// / 26.7 / 36.75 / 102.5 run launch by launch, and their captured second
+// runs took 29.7 / 31.6 / 37.7 / 48.2 / 112.8 ms; 16 tokens 11.70
+// replayed, 11.77-11.87 launched, its capture free
+// (docs/bench/cuda/2026-12-07-compile1).
+const graphMaxRows = 16
+
+// chunkRows is the most rows an op of ops works on: a prompt chunk's
+// tokens, 1 for a decode step, 0 for ops without rows (a sampler's).
+func chunkRows(ops []backend.Op) int {
+	rows := 0
+	for _, op := range ops {
+		n := 0
+		switch o := op.(type) {
+		case *backend.Embed:
+			n = o.Rows
+		case *backend.AddRMSNorm:
+			n = o.Rows
+		case *backend.QLinear:
+			n = o.Rows
+		case *backend.QLinearGroup:
+			n = o.Rows
+		case *backend.ConvSiLU:
+			n = o.Rows
+		case *backend.DeltaRule:
+			n = o.Rows
+		case *backend.GatedRMSNorm:
+			n = o.Rows
+		case *backend.QKPrep:
+			n = o.Rows
+		case *backend.Attention:
+			n = o.Rows
+		case *backend.Route:
+			n = o.Rows
+		case *backend.Experts:
+			n = o.Rows
+		}
+		rows = max(rows, n)
+	}
+	return rows
 }
 
 // capture records the launches into a graph and instantiates it.

@@ -12,9 +12,10 @@ import (
 type Options struct {
 	// Device is the GPU's ordinal (0 for the first).
 	Device int
-	// Graphs captures each compiled program as a CUDA graph that Run
-	// replays (one launch from the host per program); off, Run launches
-	// the kernels one by one.
+	// Graphs captures each compiled program of at most graphMaxRows rows
+	// (a decode step, a short prompt chunk) as a CUDA graph that Run
+	// replays (one launch from the host per program); off, and for longer
+	// chunks, Run launches the kernels one by one.
 	Graphs bool
 	// Fused lets one-row ops run on the decode kernels (qmv, route, moe,
 	// attn, gdn) where their shapes fit; off, they take the plain kernels
@@ -274,7 +275,7 @@ func DefaultOptions() Options {
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
-	`graphs=on|off (replay each program as a CUDA graph; default on), ` +
+	`graphs=on|off (replay each decode step and prompt chunk of up to 16 tokens as a CUDA graph; longer chunks run their kernels one by one either way, as fast as a replay; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
 	`router=i8|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
