@@ -3,7 +3,9 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
 
 	"golang.org/x/term"
 
@@ -18,8 +20,14 @@ func run() int {
 	ctx, stop := cli.InterruptContext()
 	defer stop()
 	// PETAL_CPUPROFILE=FILE writes a Go CPU profile of the whole run, for
-	// finding where time goes on a machine (go tool pprof FILE).
+	// finding where time goes on a machine (go tool pprof FILE);
+	// PETAL_CPUPROFILE_HZ samples more often than pprof's 100 a second,
+	// for steps of a few milliseconds (the runtime then warns that the
+	// rate was already set).
 	if path := os.Getenv("PETAL_CPUPROFILE"); path != "" {
+		if hz, err := strconv.Atoi(os.Getenv("PETAL_CPUPROFILE_HZ")); err == nil && hz > 0 {
+			runtime.SetCPUProfileRate(hz)
+		}
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer f.Close()
 			defer pprof.StopCPUProfile()
