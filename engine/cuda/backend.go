@@ -38,6 +38,8 @@ type Backend struct {
 	last    *program                    // the last program run, named in errors that surface later
 	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
 	held    []driver.Ptr                // memory freed at Close
+	pooled  []driver.Ptr                // pool memory freed at Close (grown scratch's old allocations)
+	primed  bool                        // the pool's reserve mapped (pool=on)
 	shadows map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
 }
 
@@ -133,6 +135,11 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.s.SetProgrammatic(b.o.PDL && !b.o.PDLSome) // pdl=some: step by step (launchStep)
+	if b.o.Pool {
+		if err := b.ctx.KeepPoolMemory(b.s, 0); err != nil {
+			return err
+		}
+	}
 	if b.up, err = b.ctx.NewUploader(b.s, uploadChunk); err != nil {
 		return err
 	}
@@ -339,17 +346,26 @@ func (b *Backend) Close() error {
 	if b.s != nil {
 		keep(b.s.Sync())
 	}
-	for _, p := range append(b.held, b.counter, b.scratch.p, b.zeros.p, b.tickets.p) {
+	for _, p := range append(b.held, b.counter) {
 		if p != 0 {
 			keep(b.ctx.Free(p))
+		}
+	}
+	for _, p := range append(b.pooled, b.scratch.p, b.zeros.p, b.tickets.p) {
+		if p != 0 {
+			keep(b.freeOrdered(p))
 		}
 	}
 	for _, p := range b.ropes {
 		keep(b.ctx.Free(p))
 	}
 	for _, sh := range b.shadows {
-		keep(b.ctx.Free(sh.ks))
-		keep(b.ctx.Free(sh.vs))
+		keep(b.freeOrdered(sh.ks))
+		keep(b.freeOrdered(sh.vs))
+	}
+	if b.o.Pool && b.s != nil {
+		keep(b.s.Sync())
+		keep(b.ctx.TrimPool())
 	}
 	if b.up != nil {
 		keep(b.up.Close())
@@ -387,6 +403,9 @@ func (b *Backend) Asynchronous() bool { return true }
 func (b *Backend) alloc(n int64, label string) (driver.Ptr, error) {
 	n = max(16, (n+15)&^15)
 	p, err := b.ctx.Alloc(n, label)
+	if err != nil && b.o.Pool && b.s.Sync() == nil && b.ctx.TrimPool() == nil {
+		p, err = b.ctx.Alloc(n, label) // again, with the pool's unused memory handed back
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -397,6 +416,56 @@ func (b *Backend) alloc(n int64, label string) (driver.Ptr, error) {
 	return p, nil
 }
 
+// allocOrdered is alloc from the device's memory pool in the backend
+// stream's order (Options.Pool): zeroed there, usable by everything queued
+// after it; without the pool, alloc. Free it with freeOrdered.
+func (b *Backend) allocOrdered(n int64, label string) (driver.Ptr, error) {
+	if !b.o.Pool {
+		return b.alloc(n, label)
+	}
+	if !b.primed {
+		b.primed = true
+		if err := b.primePool(); err != nil {
+			return 0, err
+		}
+	}
+	n = max(16, (n+15)&^15)
+	p, err := b.s.Alloc(n, label)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.s.Fill32(p, 0, n/4); err != nil {
+		b.s.Free(p)
+		return 0, err
+	}
+	return p, nil
+}
+
+// freeOrdered frees an allocation of allocOrdered: back to the pool once
+// the work queued before it is done (reads on the side stream wait for
+// their copies before they return, so none is left running), or, without
+// the pool, at once.
+func (b *Backend) freeOrdered(p driver.Ptr) error {
+	if !b.o.Pool {
+		return b.ctx.Free(p)
+	}
+	return b.s.Free(p)
+}
+
+// poolReserve is the memory the pool maps when first used, after the
+// weights (the model's workspace is the first state buffer it allocates):
+// a 4K-token prompt's state, shadows and scratch take about 1.2 GB, a
+// 16K one's about 3.5. At most a quarter of the free memory.
+const poolReserve = 2 << 30
+
+func (b *Backend) primePool() error {
+	free, _, err := b.ctx.MemInfo()
+	if err != nil {
+		return err
+	}
+	return b.ctx.KeepPoolMemory(b.s, min(int64(poolReserve), int64(free)/4))
+}
+
 // grow returns g's memory, at least n bytes, replacing it by a larger
 // allocation where needed (the old one is kept: programs point at it).
 func (b *Backend) grow(g *grower, n int64, label string) (driver.Ptr, error) {
@@ -404,12 +473,12 @@ func (b *Backend) grow(g *grower, n int64, label string) (driver.Ptr, error) {
 		return g.p, nil
 	}
 	n = max(n, 2*g.bytes, 1<<16)
-	p, err := b.alloc(n, label)
+	p, err := b.allocOrdered(n, label)
 	if err != nil {
 		return 0, err
 	}
 	if g.p != 0 {
-		b.held = append(b.held, g.p)
+		b.pooled = append(b.pooled, g.p)
 	}
 	g.p, g.bytes = p, n
 	return p, nil
@@ -429,7 +498,7 @@ func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
 		return backend.Buffer{}, err
 	}
 	bytes := int64(n) * int64(t.Size())
-	p, err := b.alloc(bytes, fmt.Sprintf("a buffer of %d %s", n, t))
+	p, err := b.allocOrdered(bytes, fmt.Sprintf("a buffer of %d %s", n, t))
 	if err != nil {
 		return backend.Buffer{}, err
 	}
@@ -441,7 +510,7 @@ func (b *Backend) Alloc(n int, t backend.DType) (backend.Buffer, error) {
 func (b *Backend) Free(buf backend.Buffer) {
 	if m, ok := buf.Mem.(*memory); ok && m.b == b && m.p != 0 {
 		b.shadowsFreed(m)
-		b.ctx.Free(m.p)
+		b.freeOrdered(m.p)
 		m.p = 0
 	}
 }

@@ -54,8 +54,9 @@ func TestConformance(t *testing.T) {
 		"sampler=row":               func(o *Options) { o.SamplerTopK = false },
 		"gdnnorm=ticket,router=f64": func(o *Options) { o.GDNCluster, o.Router = false, RouterF64 },
 		"kvshadow=off":              func(o *Options) { o.KVShadow = false },
+		"pool=off":                  func(o *Options) { o.Pool = false },
 	}
-	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=some", "pdl=some,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off"} {
+	for _, name := range []string{"default", "graphs=off", "fused=off", "gemm=plain", "pdl=some", "pdl=some,graphs=off", "pdl=off", "sampler=row", "gdnnorm=ticket,router=f64", "kvshadow=off", "pool=off"} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
 			variants[name](&o)
@@ -1153,6 +1154,64 @@ func TestGraphOnlyShortChunks(t *testing.T) {
 		}
 		if captured, want := p.(*program).exec != nil, rows <= graphMaxRows; captured != want {
 			t.Errorf("%d rows: captured %v after three runs, want %v", rows, captured, want)
+		}
+	}
+}
+
+// TestPoolOption: pool=on|off parse, on is the default, and the help says so.
+func TestPoolOption(t *testing.T) {
+	if !DefaultOptions().Pool {
+		t.Error("the default takes no memory pool")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "pool", Value: "off"}}); err != nil || o.Pool {
+		t.Errorf("pool=off: %+v, %v", o, err)
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "pool", Value: "maybe"}}); err == nil || !strings.Contains(err.Error(), "pool") {
+		t.Errorf("pool=maybe: error %v, want one naming pool", err)
+	}
+	if !strings.Contains(OptionsHelp, "pool=on|off") || !strings.Contains(OptionsHelp, "default on), ") {
+		t.Errorf("the help does not describe pool: %s", OptionsHelp)
+	}
+}
+
+// TestPoolReusesFreedMemory: with pool=on a buffer freed and one of the same
+// size allocated after it take the same memory (the pool kept it mapped),
+// the new one zeroed, and a state's buffers can be freed while work that
+// reads them is still queued (the free waits for it in the stream's order).
+func TestPoolReusesFreedMemory(t *testing.T) {
+	b := testBackend(t, DefaultOptions())
+	const n = 1 << 20
+	a, err := b.Alloc(n, backend.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Write(a, make([]float32, n)); err != nil {
+		t.Fatal(err)
+	}
+	one := make([]float32, n)
+	for i := range one {
+		one[i] = 1
+	}
+	src := floats(b, one)
+	if err := b.Copy(a, src); err != nil { // queued: the free below must wait for it
+		t.Fatal(err)
+	}
+	pa := a.Mem.(*memory).p
+	b.Free(a)
+	c, err := b.Alloc(n, backend.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := c.Mem.(*memory).p; pc != pa {
+		t.Logf("the pool gave %#x after freeing %#x (not the same memory: allowed, but not expected)", uint64(pc), uint64(pa))
+	}
+	got := make([]float32, n)
+	if err := b.Read(c, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 0 {
+			t.Fatalf("a new buffer's element %d is %g, not zero", i, v)
 		}
 	}
 }

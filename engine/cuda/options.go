@@ -210,6 +210,14 @@ type Options struct {
 	// 259 without, on an H100 (2026-12-06-kvshadow1), the oracle's figures
 	// unchanged (-oracleks1); it costs half the cache's memory again.
 	KVShadow bool
+	// Pool (pool=on, the default) takes the state's buffers, the KV
+	// caches' shadows and the programs' scratch from the device's memory
+	// pool in the backend stream's order (cuMemAllocAsync): freed memory
+	// stays mapped for the next allocation, a free needs no wait for the
+	// GPU, and poolReserve bytes are mapped once the weights are in. Off,
+	// each is cuMemAlloc'd and cuMemFree'd, which a prompt length's first
+	// Prepare spent most of its 6.5-10.5 ms blocked in (2026-12-07-prep1).
+	Pool bool
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
 	// copy of the rows it reads, made once a chunk (kv_to_bf16), so that
 	// its bf16 kernels run instead of the float32 ones, which round every
@@ -270,7 +278,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -295,6 +303,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`delta=tf32|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; or token by token; default tf32), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
+	`pool=on|off (the state's buffers, the caches' shadows and the scratch from the device's memory pool in stream order, freed memory kept mapped and 2 GiB mapped once the weights are in, so that a new prompt length's first run waits on no allocation; off, each allocated and freed by the driver as asked; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
 	`verbose=on|off (a line per compiled program on stderr: its ops, kernels and the host's milliseconds lowering it and allocating its memory; default off)`
@@ -410,6 +419,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.KV, err = kv.KVType("cuda")
 		case "kvshadow":
 			o.KVShadow, err = kv.Is("cuda", "on", "off")
+		case "pool":
+			o.Pool, err = kv.On("cuda")
 		case "kvcopy":
 			o.KVCopy, err = kv.On("cuda")
 		case "sync":

@@ -50,13 +50,13 @@ func (b *Backend) cacheShadow(kb, vb backend.Buffer, kc, vc driver.Ptr, maxPos, 
 		return sh, nil
 	}
 	n := 2 * int64(maxPos) * int64(width)
-	ks, err := b.alloc(n, "the bf16 shadow of a K cache")
+	ks, err := b.allocOrdered(n, "the bf16 shadow of a K cache")
 	if err != nil {
 		return nil, err
 	}
-	vs, err := b.alloc(n, "the bf16 shadow of a V cache")
+	vs, err := b.allocOrdered(n, "the bf16 shadow of a V cache")
 	if err != nil {
-		b.ctx.Free(ks)
+		b.freeOrdered(ks)
 		return nil, err
 	}
 	sh := &kvShadow{kc: kc, vc: vc, ks: ks, vs: vs, maxPos: maxPos, width: width, mem: []*memory{kb.Mem.(*memory), vb.Mem.(*memory)}}
@@ -105,9 +105,10 @@ func (b *Backend) shadowsWritten(m *memory, p driver.Ptr, bytes int64) error {
 }
 
 // shadowsFreed drops the shadows of caches in m, freeing their memory once
-// the work queued before (which may read them) is done.
+// the work queued before (which may read them) is done: in the stream's
+// order with the pool, else after waiting for the stream.
 func (b *Backend) shadowsFreed(m *memory) {
-	synced := false
+	synced := b.o.Pool
 	for key, sh := range b.shadows {
 		if sh.mem[0] != m && sh.mem[1] != m {
 			continue
@@ -116,8 +117,8 @@ func (b *Backend) shadowsFreed(m *memory) {
 			b.s.Sync() // Free returns nothing: a fault of the GPU's stays in the context, for the next Sync or Run
 			synced = true
 		}
-		b.ctx.Free(sh.ks)
-		b.ctx.Free(sh.vs)
+		b.freeOrdered(sh.ks)
+		b.freeOrdered(sh.vs)
 		delete(b.shadows, key)
 	}
 }

@@ -234,6 +234,51 @@ func (c *Context) Alloc(size int64, label string) (Ptr, error) {
 	return Ptr(p), nil
 }
 
+// KeepPoolMemory makes the device's default memory pool (Stream.Alloc's)
+// keep the memory freed to it mapped, rather than hand it back to the
+// driver at each synchronisation, and, where reserve > 0, maps that many
+// bytes into it now (allocated and freed at once), so that later
+// allocations up to that size take none of the driver's mapping time.
+func (c *Context) KeepPoolMemory(s *Stream, reserve int64) error {
+	pool, err := c.defaultPool()
+	if err != nil {
+		return err
+	}
+	keep := ^uint64(0)
+	if err := c.do("cuMemPoolSetAttribute", "release threshold", func() uintptr {
+		return lib.cuMemPoolSetAttribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, unsafe.Pointer(&keep))
+	}); err != nil {
+		return err
+	}
+	if reserve <= 0 {
+		return nil
+	}
+	p, err := s.Alloc(reserve, "the memory pool's reserve")
+	if err != nil {
+		return err
+	}
+	if err := s.Free(p); err != nil {
+		return err
+	}
+	return s.Sync()
+}
+
+// TrimPool hands the default memory pool's unused memory back to the
+// driver (after everything freed to it has been synchronised).
+func (c *Context) TrimPool() error {
+	pool, err := c.defaultPool()
+	if err != nil {
+		return err
+	}
+	return c.do("cuMemPoolTrimTo", "", func() uintptr { return lib.cuMemPoolTrimTo(pool, 0) })
+}
+
+func (c *Context) defaultPool() (uintptr, error) {
+	var pool uintptr
+	err := c.do("cuDeviceGetDefaultMemPool", c.dev.Name, func() uintptr { return lib.cuDeviceGetDefaultMemPool(&pool, c.dev.handle) })
+	return pool, err
+}
+
 // Free releases an allocation made by Alloc.
 func (c *Context) Free(p Ptr) error {
 	return c.do("cuMemFree", "", func() uintptr { return lib.cuMemFree(uint64(p)) })

@@ -27,6 +27,11 @@ var lib struct {
 	cuGetErrorString                            func(code int32, s **byte) uintptr
 	cuMemAlloc                                  func(p *uint64, size uint64) uintptr
 	cuMemFree                                   func(p uint64) uintptr
+	cuMemAllocAsync                             func(p *uint64, size uint64, s uintptr) uintptr
+	cuMemFreeAsync                              func(p uint64, s uintptr) uintptr
+	cuDeviceGetDefaultMemPool                   func(pool *uintptr, dev int32) uintptr
+	cuMemPoolSetAttribute                       func(pool uintptr, attr int32, v unsafe.Pointer) uintptr
+	cuMemPoolTrimTo                             func(pool uintptr, keep uint64) uintptr
 	cuMemGetInfo                                func(free, total *uint64) uintptr
 	cuMemHostAlloc                              func(p *unsafe.Pointer, size uint64, flags uint32) uintptr
 	cuMemFreeHost                               func(p unsafe.Pointer) uintptr
@@ -83,6 +88,11 @@ func symbols() []symbol {
 		{&l.cuGetErrorString, []string{"cuGetErrorString"}},
 		{&l.cuMemAlloc, []string{"cuMemAlloc_v2"}},
 		{&l.cuMemFree, []string{"cuMemFree_v2"}},
+		{&l.cuMemAllocAsync, []string{"cuMemAllocAsync"}},
+		{&l.cuMemFreeAsync, []string{"cuMemFreeAsync"}},
+		{&l.cuDeviceGetDefaultMemPool, []string{"cuDeviceGetDefaultMemPool"}},
+		{&l.cuMemPoolSetAttribute, []string{"cuMemPoolSetAttribute"}},
+		{&l.cuMemPoolTrimTo, []string{"cuMemPoolTrimTo"}},
 		{&l.cuMemGetInfo, []string{"cuMemGetInfo_v2"}},
 		{&l.cuMemHostAlloc, []string{"cuMemHostAlloc"}},
 		{&l.cuMemFreeHost, []string{"cuMemFreeHost"}},

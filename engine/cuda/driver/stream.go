@@ -125,6 +125,33 @@ func (s *Stream) Fill32(dst Ptr, v uint32, n int64) error {
 	return s.c.do("cuMemsetD32Async", s.label, func() uintptr { return lib.cuMemsetD32Async(uint64(dst), v, uint64(n), s.h) })
 }
 
+// Alloc is a stream-ordered allocation of size bytes from the device's
+// default memory pool (cuMemAllocAsync): usable by work queued on s after
+// this call, and by other streams only once they wait for s. With the
+// pool keeping what is freed (Context.KeepPoolMemory), an allocation that
+// fits memory freed before takes no new mapping from the driver.
+func (s *Stream) Alloc(size int64, label string) (Ptr, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("cuda: %s: cannot allocate %d bytes", label, size)
+	}
+	var p uint64
+	err := s.c.do("cuMemAllocAsync", label, func() uintptr { return lib.cuMemAllocAsync(&p, uint64(size), s.h) })
+	if err != nil {
+		if free, total, ierr := s.c.MemInfo(); ierr == nil {
+			return 0, fmt.Errorf("%w (asked for %d MiB; %d of %d MiB free)", err, size>>20, free>>20, total>>20)
+		}
+		return 0, err
+	}
+	return Ptr(p), nil
+}
+
+// Free returns an allocation of Alloc to the pool once the work queued on
+// s before it is done; work on other streams that uses it must be waited
+// for first.
+func (s *Stream) Free(p Ptr) error {
+	return s.c.do("cuMemFreeAsync", s.label, func() uintptr { return lib.cuMemFreeAsync(uint64(p), s.h) })
+}
+
 // Dim3 is a grid or block shape.
 type Dim3 struct{ X, Y, Z int }
 
