@@ -217,6 +217,10 @@ type Options struct {
 	// GPU, and poolReserve bytes are mapped once the weights are in. Off,
 	// each is cuMemAlloc'd and cuMemFree'd, which a prompt length's first
 	// Prepare spent most of its 6.5-10.5 ms blocked in (2026-12-07-prep1).
+	// On an H100 (2026-12-07-pool1, two rounds) a length's first Prepare
+	// 2.8-4.3 against 7.7-8.9 ms at 4K tokens, 2.6-4.2 against 6.0-6.8 at
+	// 1K, its first run 104.5-105.9 against 109.4-110.5 ms and 38.8-40.2
+	// against 42.1-42.7; later runs and decode the same.
 	Pool bool
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
 	// copy of the rows it reads, made once a chunk (kv_to_bf16), so that
