@@ -137,10 +137,14 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 
 // GEMMTileByName finds a tile shape of GEMMTiles, MoERegTiles,
 // MoEStreamTiles or WGMMATiles.
+// (Lowering asks for tiles by name many times a program: the lists are
+// walked in place, nothing allocated.)
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, t := range slices.Concat(allGEMMTiles(), WGMMATiles, FitTiles) {
-		if t.Name == name {
-			return t, nil
+	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles} {
+		for _, t := range tiles {
+			if t.Name == name {
+				return t, nil
+			}
 		}
 	}
 	return GEMMTile{}, fmt.Errorf("cuda: no GEMM tile %q", name)
