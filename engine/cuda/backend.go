@@ -425,9 +425,7 @@ func (b *Backend) allocOrdered(n int64, label string) (driver.Ptr, error) {
 	}
 	if !b.primed {
 		b.primed = true
-		if err := b.primePool(); err != nil {
-			return 0, err
-		}
+		_ = b.primePool() // a reserve the device cannot map now only costs time later
 	}
 	n = max(16, (n+15)&^15)
 	p, err := b.s.Alloc(n, label)
