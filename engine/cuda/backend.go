@@ -84,6 +84,9 @@ func noticeFamilies(o Options) []string {
 	if o.MoEYsBF16 {
 		fams = append(fams, "gemm_downbf")
 	}
+	if o.MoEGroupBlocks {
+		fams = append(fams, "moe_group")
+	}
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
@@ -232,6 +235,17 @@ func (b *Backend) init() error {
 		b.mods = append(b.mods, m)
 		if b.gemm, err = NewGEMM(b.ctx, m); err != nil {
 			return err
+		}
+		if b.o.MoEGroupBlocks {
+			mg, err := LoadMoEGroupModule(b.ctx)
+			if err != nil {
+				return err
+			}
+			b.mods = append(b.mods, mg)
+			if err := b.gemm.AddMoEGroup(mg); err != nil {
+				return err
+			}
+			b.gemm.RouteBlocks(true)
 		}
 		if d := b.ctx.Device(); b.o.WGMMA && d.Major == 9 && d.Minor == 0 {
 			wg, err := LoadGEMMWGModule(b.ctx)

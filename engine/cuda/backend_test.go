@@ -1215,3 +1215,20 @@ func TestPoolReusesFreedMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestMoEGroupOption: moegroup=one|blocks parse, one is the default, and a
+// bad value is named.
+func TestMoEGroupOption(t *testing.T) {
+	if DefaultOptions().MoEGroupBlocks {
+		t.Error("the default groups the MoE's pairs over many blocks")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "moegroup", Value: "blocks"}}); err != nil || !o.MoEGroupBlocks {
+		t.Errorf("moegroup=blocks: %+v, %v", o, err)
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "moegroup", Value: "many"}}); err == nil || !strings.Contains(err.Error(), "moegroup") {
+		t.Errorf("moegroup=many: error %v, want one naming moegroup", err)
+	}
+	if !strings.Contains(OptionsHelp, "moegroup=one|blocks") {
+		t.Errorf("the help does not describe moegroup: %s", OptionsHelp)
+	}
+}

@@ -325,10 +325,13 @@ type GEMM struct {
 	routeAhead              bool
 	sharedSwiGLU, sumSplits *driver.Function
 	sharedReady             map[*driver.Function]bool
-	wg                      []GEMMTile                  // WGMMATiles added (AddWGMMA)
-	useWG, regA             bool                        // UseWGMMA
-	undrained               bool                        // UndrainedTiles
-	fit, fitAll             bool                        // FitMoETiles
+	wg                      []GEMMTile       // WGMMATiles added (AddWGMMA)
+	useWG, regA             bool             // UseWGMMA
+	undrained               bool             // UndrainedTiles
+	fit, fitAll             bool             // FitMoETiles
+	groupCount, groupScan   *driver.Function // moe_group.cu's (AddMoEGroup)
+	groupPlace              *driver.Function
+	routeBlocks             bool                        // RouteBlocks
 	downBF                  map[string]*driver.Function // gemm_downbf_<tile> (AddDownBF)
 	combineBF               *driver.Function            // moe_combine_bf
 }
@@ -659,9 +662,26 @@ type MoEGroups struct {
 	Tile                                                GEMMTile
 	MaxTiles                                            int
 	Counts, Offsets, Pos, RowTok, Tiles, NTiles, Status driver.Ptr
-	c                                                   *driver.Context
-	mem                                                 driver.Ptr
+	// Hist is the block histograms of moe_group.cu's grouping
+	// (groupHistInts ints), where RouteBlocks takes it
+	Hist driver.Ptr
+	c    *driver.Context
+	mem  driver.Ptr
 }
+
+// groupPairs is GROUP_PAIRS (moe_group.cu): the pairs a block of the
+// grouping's count and place passes takes; groupThreads GROUP_THREADS.
+const (
+	groupPairs   = 2048
+	groupThreads = 1024
+)
+
+// groupBlocks is the blocks of moe_group.cu's count and place passes for
+// tokens tokens, and groupHistInts the ints of their histograms (a row of
+// experts a block, then each block's bad ids).
+func groupBlocks(tokens int) int { return max(1, ceil(tokens*MoETopK, groupPairs)) }
+
+func groupHistInts(tokens, experts int) int { return groupBlocks(tokens) * (experts + 1) }
 
 // MoETile is the tile shape for tokens routed over experts: BM from the
 // rows an expert receives on average (tokens·MoETopK/experts). At 16 rows
@@ -756,7 +776,7 @@ func NewMoEGroups(c *driver.Context, tokens, experts int, tile GEMMTile) (*MoEGr
 	}
 	pairs := tokens * MoETopK
 	maxTiles := (pairs+tile.BM-1)/tile.BM + experts
-	sizes := []int{experts, experts + 1, pairs, pairs, 2 * maxTiles, 1, 1}
+	sizes := []int{experts, experts + 1, pairs, pairs, 2 * maxTiles, 1, 1, groupHistInts(tokens, experts)}
 	var total int64
 	for _, n := range sizes {
 		total += int64((4*n + 255) &^ 255)
@@ -767,7 +787,7 @@ func NewMoEGroups(c *driver.Context, tokens, experts int, tile GEMMTile) (*MoEGr
 	}
 	g := &MoEGroups{Tokens: tokens, Experts: experts, Tile: tile, MaxTiles: maxTiles, c: c, mem: mem}
 	p := mem
-	for i, dst := range []*driver.Ptr{&g.Counts, &g.Offsets, &g.Pos, &g.RowTok, &g.Tiles, &g.NTiles, &g.Status} {
+	for i, dst := range []*driver.Ptr{&g.Counts, &g.Offsets, &g.Pos, &g.RowTok, &g.Tiles, &g.NTiles, &g.Status, &g.Hist} {
 		*dst = p
 		p = p.Add(int64((4*sizes[i] + 255) &^ 255))
 	}
@@ -793,12 +813,73 @@ func (g *GEMM) Route(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens in
 	var a driver.Args
 	a.Ptr(ids).I32(int32(tokens)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).
 		Ptr(grp.Counts).Ptr(grp.Offsets).Ptr(grp.Pos).Ptr(grp.RowTok).Ptr(grp.Tiles).Ptr(grp.NTiles).Ptr(grp.Status)
+	if g.groupCount != nil && g.routeBlocks {
+		return g.routeBlocksOn(s, grp, ids, tokens)
+	}
 	fn := g.route
 	if g.routeAhead {
 		fn = g.route8
 	}
 	return s.Launch(fn, driver.D1(1), driver.D1(1024), 0, &a)
 }
+
+// routeBlocksOn is Route through moe_group.cu's three kernels: the pairs
+// counted by many blocks, one block's scan of their counts, the rows
+// placed by many blocks.
+func (g *GEMM) routeBlocksOn(s *driver.Stream, grp *MoEGroups, ids driver.Ptr, tokens int) error {
+	if grp.Hist == 0 {
+		return fmt.Errorf("cuda: MoE groups without the block histograms the many-block grouping needs")
+	}
+	if grp.Experts > groupThreads {
+		return fmt.Errorf("cuda: the many-block MoE grouping takes up to %d experts, not %d", groupThreads, grp.Experts)
+	}
+	n, G := int32(tokens*MoETopK), groupBlocks(tokens)
+	var a driver.Args
+	a.Ptr(ids).I32(n).I32(int32(grp.Experts)).Ptr(grp.Pos).Ptr(grp.Hist)
+	if err := s.Launch(g.groupCount, driver.D1(G), driver.D1(groupThreads), 0, &a); err != nil {
+		return err
+	}
+	a = driver.Args{}
+	a.I32(int32(G)).I32(int32(grp.Experts)).I32(int32(grp.Tile.BM)).Ptr(grp.Hist).Ptr(grp.Counts).Ptr(grp.Offsets).
+		Ptr(grp.Tiles).Ptr(grp.NTiles).Ptr(grp.Status)
+	if err := s.Launch(g.groupScan, driver.D1(1), driver.D1(groupThreads), 0, &a); err != nil {
+		return err
+	}
+	a = driver.Args{}
+	a.Ptr(ids).I32(n).I32(int32(grp.Experts)).Ptr(grp.Hist).Ptr(grp.Pos).Ptr(grp.RowTok)
+	return s.Launch(g.groupPlace, driver.D1(G), driver.D1(groupThreads), 0, &a)
+}
+
+// RouteKernels is the launches of Route: three under RouteBlocks.
+func (g *GEMM) RouteKernels() int {
+	if g.groupCount != nil && g.routeBlocks {
+		return 3
+	}
+	return 1
+}
+
+// LoadMoEGroupModule loads moe_group.cu's kernels (moegroup=blocks).
+func LoadMoEGroupModule(c *driver.Context) (*driver.Module, error) { return loadFamily(c, "moe_group") }
+
+// AddMoEGroup finds moe_group.cu's kernels in mod; RouteBlocks then
+// chooses them.
+func (g *GEMM) AddMoEGroup(mod *driver.Module) error {
+	for _, f := range []struct {
+		dst  **driver.Function
+		name string
+	}{{&g.groupCount, "moe_group_count"}, {&g.groupScan, "moe_group_scan"}, {&g.groupPlace, "moe_group_place"}} {
+		fn, err := mod.Function(f.name)
+		if err != nil {
+			return err
+		}
+		*f.dst = fn
+	}
+	return nil
+}
+
+// RouteBlocks makes Route group the pairs through moe_group.cu's kernels
+// (AddMoEGroup) rather than moe_route8's one block (moegroup=blocks).
+func (g *GEMM) RouteBlocks(on bool) { g.routeBlocks = on }
 
 // RouteAhead makes Route take moe_route8 (the default), whose threads load
 // eight ids before their atomics rather than one: 43.5 us at 4096 tokens

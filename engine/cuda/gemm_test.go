@@ -250,6 +250,9 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 			t.Fatal(err)
 		}
 	}
+	if err := g.AddMoEGroup(loadModule(t, LoadMoEGroupModule, c)); err != nil {
+		t.Fatal(err)
+	}
 	return g
 }
 
@@ -569,13 +572,15 @@ func checkGroups(t *testing.T, s *driver.Stream, grp *MoEGroups, ids []int32, T 
 	return pos
 }
 
-// TestMoERouteGroups: moe_route and moe_route8 (GEMM.RouteAhead) group the
-// (token, slot) pairs by expert, every group buffer poisoned first, for a
-// few pairs to a 16K-token chunk's 131,072; ids outside the stack are
-// counted in the status and get no row.
+// TestMoERouteGroups: moe_route, moe_route8 (GEMM.RouteAhead) and
+// moe_group.cu's three kernels (GEMM.RouteBlocks) group the (token, slot)
+// pairs by expert, every group buffer poisoned first, for a few pairs to a
+// 16K-token chunk's 131,072; ids outside the stack are counted in the
+// status and get no row.
 func TestMoERouteGroups(t *testing.T) {
 	c, s, g, rng, _ := gemmHarness(t, gpu(t))
 	defer g.RouteAhead(true)
+	defer g.RouteBlocks(false)
 	const E = 256
 	tile, _ := GEMMTileByName("m128")
 	poison := func(grp *MoEGroups, T int) {
@@ -589,9 +594,14 @@ func TestMoERouteGroups(t *testing.T) {
 			}
 		}
 	}
-	for _, ahead := range []bool{false, true} {
+	for _, form := range []struct{ ahead, blocks bool }{{false, false}, {true, false}, {true, true}} {
+		ahead := form.ahead
 		g.RouteAhead(ahead)
-		for _, T := range []int{1, 7, 100, 512, 4096, 16384} {
+		g.RouteBlocks(form.blocks)
+		if form.blocks && g.RouteKernels() != 3 {
+			t.Fatal("RouteBlocks(true) without moe_group.cu's kernels")
+		}
+		for _, T := range []int{1, 7, 100, 255, 256, 257, 512, 4096, 16384} {
 			ids, _ := hostRouting(rng, T, E)
 			grp, err := NewMoEGroups(c, T, E, tile)
 			if err != nil {
@@ -626,7 +636,7 @@ func TestMoERouteGroups(t *testing.T) {
 				want = int32(T * MoETopK)
 			}
 			if status[0] != want || pos[0] != -1 || pos[len(pos)-1] != -1 {
-				t.Errorf("moe_route (ahead %v), %d tokens with bad ids: status %d, want %d; rows %d and %d, want -1", ahead, T, status[0], want, pos[0], pos[len(pos)-1])
+				t.Errorf("moe_route (ahead %v, blocks %v), %d tokens with bad ids: status %d, want %d; rows %d and %d, want -1", ahead, form.blocks, T, status[0], want, pos[0], pos[len(pos)-1])
 			}
 			grp.Free()
 		}
@@ -1064,14 +1074,16 @@ func TestMeasureGEMM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var us [2]float64
-			for i, ahead := range []bool{false, true} {
-				g.RouteAhead(ahead)
+			var us [3]float64
+			for i, form := range []struct{ ahead, blocks bool }{{false, false}, {true, false}, {true, true}} {
+				g.RouteAhead(form.ahead)
+				g.RouteBlocks(form.blocks)
 				us[i] = timeLaunches(t, c, s, 20, func() error { return g.Route(s, grp, idd.P, T) }).Seconds() * 1e6
 			}
 			g.RouteAhead(true)
+			g.RouteBlocks(false)
 			grp.Free()
-			t.Logf("moe T=%d route: moe_route %.1f µs, moe_route8 %.1f µs", T, us[0], us[1])
+			t.Logf("moe T=%d route: moe_route %.1f µs, moe_route8 %.1f µs, moe_group (three kernels) %.1f µs", T, us[0], us[1], us[2])
 		}
 		xh := newBuf(t, c, s, T*H/2, "x bf16")
 		if err := g.ToBF16(s, xd.P, xh.P, T*H); err != nil {

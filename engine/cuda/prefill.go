@@ -198,7 +198,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	res := func(n int) int64 { return p.reserve(&off, int64(n)) }
 	xb := res(2 * rows * H)
 	counts, offsets, pos, rowTok := res(4*E), res(4*(E+1)), res(4*pairs), res(4*pairs)
-	tiles, ntiles, status := res(8*maxTiles), res(4), res(4)
+	tiles, ntiles, status, hist := res(8*maxTiles), res(4), res(4), res(4*groupHistInts(rows, E))
 	// the expert outputs: bf16 under moeys=bf16 where the tile has the
 	// kernel, else float32
 	ysBF := b.o.MoEYsBF16 && b.gemm.DownBF(tile)
@@ -212,7 +212,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	groups := func() *MoEGroups {
 		return &MoEGroups{Tokens: rows, Experts: E, Tile: tile, MaxTiles: maxTiles,
 			Counts: at(counts), Offsets: at(offsets), Pos: at(pos), RowTok: at(rowTok),
-			Tiles: at(tiles), NTiles: at(ntiles), Status: at(status)}
+			Tiles: at(tiles), NTiles: at(ntiles), Status: at(status), Hist: at(hist)}
 	}
 	one := func(name string, f func(s *driver.Stream) error) step { return step{kernels: 1, name: name, launch: f} }
 	g := b.gemm
@@ -245,7 +245,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	tail := []step{
 		one("moe_shared_swiglu", func(s *driver.Stream) error { return g.SharedSwiGLU(s, at(gs), at(us), at(logit), at(hs), rows, SI) }),
 		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
-		one("moe_route", func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }),
+		{kernels: g.RouteKernels(), name: routeStepName(g), launch: func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }},
 		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
 	}
 	if ysBF {
@@ -258,4 +258,12 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }))
 	}
 	return append(append(head, shared...), tail...), true
+}
+
+// routeStepName names the MoE grouping's step by its kernels.
+func routeStepName(g *GEMM) string {
+	if g.RouteKernels() > 1 {
+		return "moe_group"
+	}
+	return "moe_route"
 }

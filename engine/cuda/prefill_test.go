@@ -332,15 +332,17 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 		moe        MoEKernel
 		splitK     string
 		ysBF       bool // moeys=bf16
-	}{{"tc,splitk=off", true, false, MoESmem, "off", false}, {"tc,linears=group", true, true, MoESmem, "on", false}, {"tc,moe=reg", true, false, MoEReg, "on", false},
-		{"tc,moe=stream,linears=group", true, true, MoEStream, "on", false}, {"tc,splitk=on", true, false, MoESmem, "on", false},
-		{"tc,linears=group,splitk=all", true, true, MoESmem, "all", false}, {"defaults,moeys=bf16", true, true, MoEWG, "all", true},
-		{"plain", false, false, MoESmem, "off", false}} {
+		blocks     bool // moegroup=blocks
+	}{{"tc,splitk=off", true, false, MoESmem, "off", false, false}, {"tc,linears=group", true, true, MoESmem, "on", false, false},
+		{"tc,moe=reg", true, false, MoEReg, "on", false, false}, {"tc,moe=stream,linears=group", true, true, MoEStream, "on", false, false},
+		{"tc,splitk=on", true, false, MoESmem, "on", false, false}, {"tc,linears=group,splitk=all", true, true, MoESmem, "all", false, false},
+		{"defaults,moeys=bf16", true, true, MoEWG, "all", true, false}, {"defaults,moegroup=blocks", true, true, MoEWG, "all", false, true},
+		{"plain", false, false, MoESmem, "off", false, false}} {
 		o := DefaultOptions()
-		o.TensorCores, o.MoE, o.GroupGEMM, o.MoEYsBF16 = m.tc, m.moe, m.groups, m.ysBF
+		o.TensorCores, o.MoE, o.GroupGEMM, o.MoEYsBF16, o.MoEGroupBlocks = m.tc, m.moe, m.groups, m.ysBF, m.blocks
 		o.SplitK, o.SplitKGroups = m.splitK != "off", m.splitK == "all"
 		b := testBackend(t, o)
-		tc, mode, ysBF := m.tc, m.mode, m.ysBF
+		tc, mode, ysBF, blocks := m.tc, m.mode, m.ysBF, m.blocks
 		for i, c := range tcCases() {
 			t.Run(c.name+" gemm="+mode, func(t *testing.T) {
 				d := c.make(rand.New(rand.NewPCG(11, uint64(i))))
@@ -370,6 +372,10 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 					if ranBF {
 						want = slices.Clone(want)
 						want[slices.Index(want, "gemm_down_")] = "gemm_downbf_"
+					}
+					if i := slices.Index(want, "moe_route"); i >= 0 && blocks {
+						want = slices.Clone(want)
+						want[i] = "moe_group"
 					}
 					ok := len(names) == len(want)
 					for j := 0; ok && j < len(names); j++ {
