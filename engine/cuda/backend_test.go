@@ -1216,19 +1216,19 @@ func TestPoolReusesFreedMemory(t *testing.T) {
 	}
 }
 
-// TestMoEGroupOption: moegroup=one|blocks parse, one is the default, and a
-// bad value is named.
+// TestMoEGroupOption: moegroup=one|blocks parse, blocks is the default,
+// and a bad value is named.
 func TestMoEGroupOption(t *testing.T) {
-	if DefaultOptions().MoEGroupBlocks {
-		t.Error("the default groups the MoE's pairs over many blocks")
+	if !DefaultOptions().MoEGroupBlocks {
+		t.Error("the default groups the MoE's pairs in one block")
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "moegroup", Value: "blocks"}}); err != nil || !o.MoEGroupBlocks {
-		t.Errorf("moegroup=blocks: %+v, %v", o, err)
+	if o, err := ParseOptions([]backend.Option{{Key: "moegroup", Value: "one"}}); err != nil || o.MoEGroupBlocks {
+		t.Errorf("moegroup=one: %+v, %v", o, err)
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "moegroup", Value: "many"}}); err == nil || !strings.Contains(err.Error(), "moegroup") {
 		t.Errorf("moegroup=many: error %v, want one naming moegroup", err)
 	}
-	if !strings.Contains(OptionsHelp, "moegroup=one|blocks") {
+	if !strings.Contains(OptionsHelp, "moegroup=one|blocks") || !strings.Contains(OptionsHelp, "default blocks") {
 		t.Errorf("the help does not describe moegroup: %s", OptionsHelp)
 	}
 }
