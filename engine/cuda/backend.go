@@ -87,6 +87,9 @@ func noticeFamilies(o Options) []string {
 	if o.MoEGroupBlocks {
 		fams = append(fams, "moe_group")
 	}
+	if o.NormBF16 {
+		fams = append(fams, "norm_bf")
+	}
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
@@ -210,6 +213,11 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	if b.o.NormBF16 && b.o.TensorCores {
+		if err := b.loadFamilyKernels("norm_bf"); err != nil {
+			return err
+		}
+	}
 	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu),
 	// so that gdn.ptx and route.ptx stay as they were; each is loaded only
 	// under its option.
@@ -302,6 +310,7 @@ var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8"}
 // (the integer router's, kvshadow=on's), each with its dynamic shared
 // memory, into the backend's table of functions.
 var familyKernels = map[string]map[string]int{
+	"norm_bf":     {"add_rmsnorm_bf": 0, "gated_rmsnorm_bf": 0},
 	"route_i8":    {"qgemm_i8": qiShared},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }

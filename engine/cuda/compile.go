@@ -84,7 +84,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		op := p.ops[i]
 		var steps []step
 		var err error
-		if st, ok := b.gdnStep(p, i); ok {
+		fused := 0 // the ops after this one that its steps run too
+		if st, ok := b.normLinearsSteps(p, i); ok {
+			steps, fused = st, 1
+		} else if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
 		} else if st, ok := b.moeLayerStep(p, i); ok {
 			steps = []step{st}
@@ -99,11 +102,12 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			return nil, fmt.Errorf("cuda: op %d (%s): %w", i, backend.LabelOf(op), err)
 		}
 		for _, s := range steps {
-			s.op = i
+			s.op += i // relative to op i where a fused lowering says so
 			s.early = b.o.PDL && b.o.PDLSome && pdlGainer(s.name)
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
 		}
+		i += fused
 		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
 			i += 2 // the step runs the two ops after this one too
 		}

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 )
@@ -21,6 +23,13 @@ func tcMatrix(w *matrix) bool {
 // width: through the dense tensor-core GEMM where it takes the matrix
 // (one conversion of x to bf16 for all of them), else through linear.
 func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Ptr, rows int) []step {
+	return b.linearsFrom(p, ws, x, -1, 0, ys, rows)
+}
+
+// linearsFrom is linears where x's bf16 copy may already be in the op's
+// scratch at xb (a norm wrote it: normLinearsSteps), the scratch's first
+// off bytes taken; xb < 0: none yet.
+func (b *Backend) linearsFrom(p *program, ws []*matrix, x driver.Ptr, xb, off int64, ys []driver.Ptr, rows int) []step {
 	if rows == 0 {
 		return nil
 	}
@@ -29,11 +38,10 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 	}
 	tc := b.gemm != nil && rows > 1 && x%16 == 0
 	if tc && len(ws) > 1 && b.o.GroupGEMM {
-		if g := b.denseGroup(p, ws, x, ys, rows); g != nil {
+		if g := b.denseGroup(p, ws, x, xb, off, ys, rows); g != nil {
 			return g
 		}
 	}
-	xb, off := int64(-1), int64(0)
 	var steps []step
 	for i, w := range ws {
 		y := ys[i]
@@ -66,7 +74,7 @@ func (b *Backend) linears(p *program, ws []*matrix, x driver.Ptr, ys []driver.Pt
 // the Gated DeltaNet's b and a projections (32 rows each) and attention's
 // k and v (512) ride in the launch of the large ones instead of taking a
 // launch, and most of a wave, apiece.
-func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver.Ptr, rows int) []step {
+func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, xb, off int64, ys []driver.Ptr, rows int) []step {
 	if len(ws) > QMVGroupMax {
 		return nil
 	}
@@ -79,11 +87,13 @@ func (b *Backend) denseGroup(p *program, ws []*matrix, x driver.Ptr, ys []driver
 		qs[i] = w.q
 		total += w.q.Rows
 	}
-	var off int64
 	n := rows * qs[0].Cols
-	xb := p.reserve(&off, 2*int64(n))
+	var steps []step
+	if xb < 0 {
+		xb = p.reserve(&off, 2*int64(n))
+		steps = []step{{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }}}
+	}
 	tile := b.gemm.DenseTile(rows, total)
-	steps := []step{{kernels: 1, name: "gemm_to_bf16", launch: func(s *driver.Stream) error { return b.gemm.ToBF16(s, x, p.scratch.Add(xb), n) }}}
 	if st, ok := b.denseSplit(p, &off, tile, qs, ys, xb, rows, "gemm_group_"); ok {
 		return append(steps, st)
 	}
@@ -266,4 +276,99 @@ func routeStepName(g *GEMM) string {
 		return "moe_group"
 	}
 	return "moe_route"
+}
+
+// normLinearsSteps lowers ops[i:i+2], a prompt chunk's norm (AddRMSNorm, or
+// GatedRMSNorm) and the QLinear or QLinearGroup that reads its output next,
+// every matrix on the tensor cores, to norm_bf.cu's form of the norm, which
+// also writes its output's bf16 copy into the scratch, and the GEMMs
+// taking that copy: no gemm_to_bf16 (normbf=on). Otherwise false. Each
+// step's op is relative: the norm's 0, the GEMMs' 1.
+func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
+	if !b.o.NormBF16 || b.gemm == nil || i+1 >= len(p.ops) {
+		return nil, false
+	}
+	var x, y backend.Buffer
+	var ms []backend.Matrix
+	var rows int
+	var offs []int // a group's outputs' offsets; nil for one matrix
+	switch o := p.ops[i+1].(type) {
+	case *backend.QLinear:
+		x, y, ms, rows = o.X, o.Y, []backend.Matrix{o.W}, o.Rows
+	case *backend.QLinearGroup:
+		x, y, ms, rows, offs = o.X, o.Y, o.W, o.Rows, o.Offsets()
+	default:
+		return nil, false
+	}
+	if rows <= 1 || len(ms) == 0 || len(ms) > QMVGroupMax {
+		return nil, false
+	}
+	ch := &checks{b: b}
+	ws := make([]*matrix, len(ms))
+	for j, m := range ms {
+		if ws[j] = ch.mat(fmt.Sprintf("matrix %d", j), m); ws[j] == nil || ws[j].q.Rows == 0 || !tcMatrix(ws[j]) {
+			return nil, false
+		}
+	}
+	cols := ws[0].q.Cols
+	ys := make([]driver.Ptr, len(ws))
+	if offs == nil {
+		ys[0] = ch.buf("y", y, backend.F32, rows*ws[0].q.Rows)
+	} else {
+		yp := ch.buf("y", y, backend.F32, offs[len(ws)])
+		for j := range ws {
+			ys[j] = yp.Add(4 * int64(offs[j]))
+		}
+	}
+	var norm func(xb int64) step // its step, the bf16 copy at xb in the scratch
+	var xp driver.Ptr
+	switch n := p.ops[i].(type) {
+	case *backend.AddRMSNorm:
+		if n.Out != x || n.Rows != rows || n.Dim != cols {
+			return nil, false
+		}
+		h, w := ch.buf("h", n.H, backend.F32, rows*n.Dim), ch.buf("the weight", n.Weight, backend.F32, n.Dim)
+		xp = ch.buf("the output", n.Out, backend.F32, rows*n.Dim)
+		var delta driver.Ptr
+		if n.Delta.Mem != nil {
+			delta = ch.buf("the delta", n.Delta, backend.F32, rows*n.Dim)
+		}
+		out, dim, eps := xp, n.Dim, n.Eps
+		norm = func(xb int64) step {
+			return b.launch("add_rmsnorm_bf", driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
+			})
+		}
+	case *backend.GatedRMSNorm:
+		if n.Out != x || n.Rows != rows || n.Heads*n.Dim != cols {
+			return nil, false
+		}
+		size := rows * cols
+		xs, z, w := ch.buf("x", n.X, backend.F32, size), ch.buf("z", n.Z, backend.F32, size), ch.buf("the weight", n.Weight, backend.F32, n.Dim)
+		xp = ch.buf("the output", n.Out, backend.F32, size)
+		out, count, dim, eps := xp, rows*n.Heads, n.Dim, n.Eps
+		norm = func(xb int64) step {
+			return b.launch("gated_rmsnorm_bf", driver.D1(ceil(count, 8)), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(xs).Ptr(z).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(count)).I32(int32(dim)).F32(eps)
+			})
+		}
+	default:
+		return nil, false
+	}
+	if ch.err != nil || xp%16 != 0 {
+		return nil, false
+	}
+	for _, yj := range ys {
+		if yj%16 != 0 {
+			return nil, false
+		}
+	}
+	var off int64
+	xb := p.reserve(&off, 2*int64(rows*cols))
+	steps := []step{norm(xb)}
+	for _, st := range b.linearsFrom(p, ws, xp, xb, off, ys, rows) {
+		st.op = 1
+		steps = append(steps, st)
+	}
+	return steps, true
 }

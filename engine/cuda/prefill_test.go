@@ -422,3 +422,86 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestNormBF16MatchesApart: under normbf=on a prompt chunk's AddRMSNorm or
+// GatedRMSNorm followed by the QLinearGroup or QLinear that reads its
+// output runs as norm_bf.cu's norm and the GEMMs without gemm_to_bf16, and
+// every output (the norm's, h, the GEMMs') is bit for bit what the ops give
+// apart under normbf=off, outputs poisoned first; rows of up to 2,048 (the
+// norm's row in registers) and longer, one and several matrices.
+func TestNormBF16MatchesApart(t *testing.T) {
+	on, off := DefaultOptions(), DefaultOptions()
+	on.NormBF16 = true
+	bOn, bOff := testBackend(t, on), testBackend(t, off)
+	for _, c := range []struct {
+		name        string
+		gated       bool
+		rows, heads int
+		dim         int   // the norm's dim (per head when gated)
+		outs        []int // the matrices' rows
+	}{
+		{"input norm, in_proj group", false, 37, 1, 256, []int{264, 136, 72}},
+		{"input norm of 2,560, one matrix", false, 21, 1, 2560, []int{128}},
+		{"gated norm, out_proj", true, 29, 4, 64, []int{264}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(17, uint64(c.rows)))
+			cols := c.heads * c.dim
+			var mats []quant.Matrix
+			for _, r := range c.outs {
+				mats = append(mats, quant.RandomMatrix(rng, 1, r, cols, 4, 64))
+			}
+			x, z, d := randoms(rng, c.rows*cols, 1), randoms(rng, c.rows*cols, 1), randoms(rng, c.rows*cols, 1)
+			w := randoms(rng, c.dim, 1)
+			var got [2][][]float32
+			for k, b := range []*Backend{bOn, bOff} {
+				var ws []backend.Matrix
+				for _, m := range mats {
+					u, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ws = append(ws, u)
+				}
+				h, out := floats(b, x), floats(b, nans(c.rows*cols))
+				total := 0
+				for _, r := range c.outs {
+					total += r * c.rows
+				}
+				y := floats(b, nans(total))
+				var ops []backend.Op
+				if c.gated {
+					ops = append(ops, &backend.GatedRMSNorm{X: h, Z: floats(b, z), Weight: floats(b, w), Out: out, Rows: c.rows, Heads: c.heads, Dim: c.dim, Eps: 1e-6})
+				} else {
+					ops = append(ops, &backend.AddRMSNorm{H: h, Delta: floats(b, d), Weight: floats(b, w), Out: out, Rows: c.rows, Dim: c.dim, Eps: 1e-6})
+				}
+				if len(ws) == 1 {
+					ops = append(ops, &backend.QLinear{X: out, W: ws[0], Y: y, Rows: c.rows})
+				} else {
+					ops = append(ops, &backend.QLinearGroup{X: out, W: ws, Y: y, Rows: c.rows})
+				}
+				p, err := b.Compile(ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := p.(*program).kernelNames()
+				fused := slices.ContainsFunc(names[0], func(n string) bool { return strings.HasSuffix(n, "_bf") })
+				converted := slices.Contains(names[1], "gemm_to_bf16")
+				if fused != (k == 0) || converted != (k == 1) {
+					t.Errorf("normbf=%v: kernels %v", k == 0, names)
+				}
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = [][]float32{read(t, b, out), read(t, b, h), read(t, b, y)}
+			}
+			for j, what := range []string{"the norm's output", "h", "the GEMMs' output"} {
+				for i := range got[1][j] {
+					if math.Float32bits(got[0][j][i]) != math.Float32bits(got[1][j][i]) {
+						t.Fatalf("%s element %d: %v with normbf=on, %v apart", what, i, got[0][j][i], got[1][j][i])
+					}
+				}
+			}
+		})
+	}
+}
