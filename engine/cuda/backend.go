@@ -141,8 +141,11 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.s.SetProgrammatic(b.o.PDL && !b.o.PDLSome) // pdl=some: step by step (launchStep)
+	if b.o.Pool && !b.ctx.Device().MemoryPools {
+		b.o.Pool = false // a driver or device without memory pools: cuMemAlloc
+	}
 	if b.o.Pool {
-		if err := b.ctx.KeepPoolMemory(b.s, 0); err != nil {
+		if err := b.ctx.KeepPoolMemory(b.s, poolReserve, 0); err != nil {
 			return err
 		}
 	}
@@ -452,6 +455,9 @@ func (b *Backend) allocOrdered(n int64, label string) (driver.Ptr, error) {
 	}
 	n = max(16, (n+15)&^15)
 	p, err := b.s.Alloc(n, label)
+	if err != nil && b.s.Sync() == nil && b.ctx.TrimPool() == nil {
+		p, err = b.s.Alloc(n, label) // again, with what the pool held unused handed back
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -474,9 +480,12 @@ func (b *Backend) freeOrdered(p driver.Ptr) error {
 }
 
 // poolReserve is the memory the pool maps when first used, after the
-// weights (the model's workspace is the first state buffer it allocates):
-// a 4K-token prompt's state, shadows and scratch take about 1.2 GB, a
-// 16K one's about 3.5. At most a quarter of the free memory.
+// weights (the model's workspace is the first state buffer it allocates),
+// at most a quarter of the free memory, and the most freed memory it keeps
+// mapped past a synchronisation (more goes back to the driver, for the
+// allocations that do not take the pool: weights, modules, graphs): a
+// 4K-token prompt's state, shadows and scratch take about 1.2 GB, a 16K
+// one's about 3.5.
 const poolReserve = 2 << 30
 
 func (b *Backend) primePool() error {
@@ -484,7 +493,7 @@ func (b *Backend) primePool() error {
 	if err != nil {
 		return err
 	}
-	return b.ctx.KeepPoolMemory(b.s, min(int64(poolReserve), int64(free)/4))
+	return b.ctx.KeepPoolMemory(b.s, poolReserve, min(int64(poolReserve), int64(free)/4))
 }
 
 // grow returns g's memory, at least n bytes, replacing it by a larger

@@ -1113,7 +1113,14 @@ func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w
 	return n, r, e
 }
 
-// TestChunkRows: a program's rows are its ops' most, 0 without any.
+// unknownOp is an op chunkRows does not know.
+type unknownOp struct{}
+
+func (unknownOp) Name() string                             { return "unknown" }
+func (unknownOp) Access() (reads, writes []backend.Buffer) { return nil, nil }
+
+// TestChunkRows: a program's rows are its ops' most, 0 without any, and an
+// op it does not know counts as too many to capture.
 func TestChunkRows(t *testing.T) {
 	for _, c := range []struct {
 		ops  []backend.Op
@@ -1123,6 +1130,7 @@ func TestChunkRows(t *testing.T) {
 		{[]backend.Op{&backend.AddRMSNorm{Rows: 17}, &backend.Attention{Rows: 4096}, &backend.Advance{}}, 4096},
 		{[]backend.Op{&backend.DeltaRule{Rows: 64}, &backend.GatedRMSNorm{Rows: 64}, &backend.Route{Rows: 9}}, 64},
 		{[]backend.Op{&backend.Advance{}}, 0},
+		{[]backend.Op{&backend.Embed{Rows: 1}, unknownOp{}}, math.MaxInt}, // not captured until named
 	} {
 		if got := chunkRows(c.ops); got != c.want {
 			t.Errorf("chunkRows of %d ops: %d, want %d", len(c.ops), got, c.want)

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -174,7 +175,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 const graphMaxRows = 16
 
 // chunkRows is the most rows an op of ops works on: a prompt chunk's
-// tokens, 1 for a decode step, 0 for ops without rows (a sampler's).
+// tokens, 1 for a decode step, 0 for ops without rows (a sampler's); an op
+// it does not know counts as a long chunk's (no graph) until it is named
+// here.
 func chunkRows(ops []backend.Op) int {
 	rows := 0
 	for _, op := range ops {
@@ -202,6 +205,9 @@ func chunkRows(ops []backend.Op) int {
 			n = o.Rows
 		case *backend.Experts:
 			n = o.Rows
+		case *backend.Advance, *backend.Sample, *backend.Logprobs:
+		default:
+			n = math.MaxInt
 		}
 		rows = max(rows, n)
 	}

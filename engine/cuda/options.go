@@ -226,15 +226,17 @@ type Options struct {
 	KVShadow bool
 	// Pool (pool=on, the default) takes the state's buffers, the KV
 	// caches' shadows and the programs' scratch from the device's memory
-	// pool in the backend stream's order (cuMemAllocAsync): freed memory
-	// stays mapped for the next allocation, a free needs no wait for the
-	// GPU, and poolReserve bytes are mapped once the weights are in. Off,
+	// pool in the backend stream's order (cuMemAllocAsync): freed memory,
+	// up to poolReserve, stays mapped for the next allocation, a free needs
+	// no wait for the GPU, and poolReserve bytes are mapped once the
+	// weights are in (a GPU without memory pools takes pool=off). Off,
 	// each is cuMemAlloc'd and cuMemFree'd, which a prompt length's first
 	// Prepare spent most of its 6.5-10.5 ms blocked in (2026-12-07-prep1).
 	// On an H100 (2026-12-07-pool1, two rounds) a length's first Prepare
 	// 2.8-4.3 against 7.7-8.9 ms at 4K tokens, 2.6-4.2 against 6.0-6.8 at
 	// 1K, its first run 104.5-105.9 against 109.4-110.5 ms and 38.8-40.2
-	// against 42.1-42.7; later runs and decode the same.
+	// against 42.1-42.7; later runs and decode the same (measured keeping
+	// all freed memory; the bound of poolReserve came after, not yet run).
 	Pool bool
 	// KVCopy gives prefill's flash attention over a float32 KV cache a bf16
 	// copy of the rows it reads, made once a chunk (kv_to_bf16), so that
@@ -323,7 +325,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`delta=tf32|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; or token by token; default tf32), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
-	`pool=on|off (the state's buffers, the caches' shadows and the scratch from the device's memory pool in stream order, freed memory kept mapped and 2 GiB mapped once the weights are in, so that a new prompt length's first run waits on no allocation; off, each allocated and freed by the driver as asked; default on), ` +
+	`pool=on|off (the state's buffers, the caches' shadows and the scratch from the device's memory pool in stream order, up to 2 GiB of freed memory kept mapped and 2 GiB mapped once the weights are in, so that a new prompt length's first run waits on no allocation; off, each allocated and freed by the driver as asked; default on), ` +
 	`kvcopy=on|off (prefill's flash attention over an f32 KV cache reads a bf16 copy of it made once a chunk, the same outputs as rounding each tile as it is read; default on), ` +
 	`sync=run|op (op: wait after every op so that a GPU error names it; slow; default run), ` +
 	`verbose=on|off (a line per compiled program on stderr: its ops, kernels and the host's milliseconds lowering it and allocating its memory; default off)`

@@ -288,6 +288,11 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	if !b.o.NormBF16 || b.gemm == nil || i+1 >= len(p.ops) {
 		return nil, false
 	}
+	switch p.ops[i].(type) { // the cheap test first: this runs for every op
+	case *backend.AddRMSNorm, *backend.GatedRMSNorm:
+	default:
+		return nil, false
+	}
 	var x, y backend.Buffer
 	var ms []backend.Matrix
 	var rows int
@@ -306,8 +311,8 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	ch := &checks{b: b}
 	ws := make([]*matrix, len(ms))
 	for j, m := range ms {
-		if ws[j] = ch.mat(fmt.Sprintf("matrix %d", j), m); ws[j] == nil || ws[j].q.Rows == 0 || !tcMatrix(ws[j]) {
-			return nil, false
+		if ws[j] = ch.mat(fmt.Sprintf("matrix %d", j), m); ws[j] == nil || ws[j].q.Rows == 0 || !tcMatrix(ws[j]) || ws[j].q.Cols != ws[0].q.Cols {
+			return nil, false // (a group of mixed widths gets lowering's error)
 		}
 	}
 	cols := ws[0].q.Cols

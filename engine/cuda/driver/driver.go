@@ -35,6 +35,7 @@ type Device struct {
 	L2           int   // bytes of L2 cache
 	SharedOptIn  int   // most shared memory a block may opt in to, bytes
 	DriverAPI    int   // the driver's CUDA version, e.g. 13000
+	MemoryPools  bool  // stream-ordered allocation from memory pools (cuMemAllocAsync)
 	handle       int32 // CUdevice
 	sharedPerSM  int
 	threadsPerSM int
@@ -54,6 +55,7 @@ const (
 	attrComputeMinor     = 76
 	attrSharedPerSM      = 81
 	attrSharedOptInBlock = 97
+	attrMemoryPools      = 115 // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
 )
 
 // Devices lists the GPUs the driver sees.
@@ -89,13 +91,14 @@ func describe(ordinal int) (Device, error) {
 		return d, err
 	}
 	d.Name = cString(&name[0])
+	var pools int
 	for _, a := range []struct {
 		attr int32
 		v    *int
 	}{
 		{attrComputeMajor, &d.Major}, {attrComputeMinor, &d.Minor}, {attrMultiprocessors, &d.SMs},
 		{attrL2Bytes, &d.L2}, {attrSharedOptInBlock, &d.SharedOptIn}, {attrSharedPerSM, &d.sharedPerSM},
-		{attrThreadsPerSM, &d.threadsPerSM},
+		{attrThreadsPerSM, &d.threadsPerSM}, {attrMemoryPools, &pools},
 	} {
 		var v int32
 		if err := check("cuDeviceGetAttribute", fmt.Sprintf("attribute %d", a.attr), lib.cuDeviceGetAttribute(&v, a.attr, d.handle)); err != nil {
@@ -103,6 +106,7 @@ func describe(ordinal int) (Device, error) {
 		}
 		*a.v = int(v)
 	}
+	d.MemoryPools = pools != 0
 	var mem uint64
 	if err := check("cuDeviceTotalMem", "", lib.cuDeviceTotalMem(&mem, d.handle)); err != nil {
 		return d, err
@@ -235,18 +239,19 @@ func (c *Context) Alloc(size int64, label string) (Ptr, error) {
 }
 
 // KeepPoolMemory makes the device's default memory pool (Stream.Alloc's)
-// keep the memory freed to it mapped, rather than hand it back to the
-// driver at each synchronisation, and, where reserve > 0, maps that many
-// bytes into it now (allocated and freed at once), so that later
-// allocations up to that size take none of the driver's mapping time.
-func (c *Context) KeepPoolMemory(s *Stream, reserve int64) error {
+// keep up to keep bytes of the memory freed to it mapped, rather than hand
+// it back to the driver at each synchronisation, and, where reserve > 0,
+// maps that many bytes into it now (allocated and freed at once), so that
+// later allocations up to that size take none of the driver's mapping
+// time.
+func (c *Context) KeepPoolMemory(s *Stream, keep, reserve int64) error {
 	pool, err := c.defaultPool()
 	if err != nil {
 		return err
 	}
-	keep := ^uint64(0)
+	threshold := uint64(max(keep, 0))
 	if err := c.do("cuMemPoolSetAttribute", "release threshold", func() uintptr {
-		return lib.cuMemPoolSetAttribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, unsafe.Pointer(&keep))
+		return lib.cuMemPoolSetAttribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, unsafe.Pointer(&threshold))
 	}); err != nil {
 		return err
 	}
