@@ -4,7 +4,8 @@
 # gemm_to_bf16) on its first run. ptxas makes its cubin into a copy of
 # the built-in ones (/tmp/s1, kept in sass.tgz); on those cubins
 # TestNormBF16MatchesApart (bit for bit against the ops apart),
-# TestTensorCoreOpsMatchReferences and conformance; the oracle under
+# TestTensorCoreOpsMatchReferences, conformance under every variant and
+# TestPool* (the pool's mends of f77a92e); the oracle under
 # normbf=on; prefill of 512 / 4K / 16K tokens, three runs a length, under
 # the defaults and normbf=on in two alternating rounds. From the
 # repository root; $CARRY (default devrun/nb) holds petals.txz (petal,
@@ -18,7 +19,7 @@ start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
 new_cubin /tmp/s1 norm_bf $O
 (cd /tmp && tar czf $O/sass.tgz s1/norm_bf.sm_90.cubin.gz s1/manifest.txt)
-cuda_tests /tmp/s1 $D/cuda.test "${TESTS:-TestNormBF16MatchesApart|TestTensorCoreOpsMatchReferences|TestConformance/default\$}" $O/tests.txt
+cuda_tests /tmp/s1 $D/cuda.test "${TESTS:-TestNormBF16MatchesApart|TestTensorCoreOpsMatchReferences|TestConformance|TestPool}" $O/tests.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
   -test.run 'TestOracleOnGPU/normbf=on$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -3; grep -E 'top-1' $O/oracle.txt | cut -c1-200 | head -5
