@@ -135,3 +135,46 @@ func TestBenchAblateOneKeyTwice(t *testing.T) {
 		t.Errorf("the same switch twice: exit %d, stderr %s", r.code, r.stderr)
 	}
 }
+
+// TestBenchAblateRepeats: --ablate-repeats sweeps the base backend again
+// at the ablation's lengths, that many runs a measurement, and compares
+// each switch's sweep (as many runs) with it: the report says so, in the
+// table and in --json; without --ablate, or below 1, it is refused.
+func TestBenchAblateRepeats(t *testing.T) {
+	args := []string{"bench", "--backend", "cpu", "--lengths", "16,48", "--decode-tokens", "2", "--ablate", "kv=bf16", "--ablate-lengths", "48", "--ablate-repeats", "2"}
+	r := petal(t, "", args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "against the defaults swept again, the median of 2 runs each") ||
+		!strings.Contains(r.stderr, "ablation base: --backend cpu, 2 runs a measurement") {
+		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = petal(t, "", append(args, "--json", "--quiet")...)
+	var rep struct {
+		Settings struct {
+			Repeats int `json:"repeats"`
+		} `json:"settings"`
+		AblationRepeats int `json:"ablation_repeats"`
+		AblationBase    []struct {
+			Length  int     `json:"length"`
+			Prefill float64 `json:"prefill_tokens_per_second"`
+		} `json:"ablation_base"`
+		Ablation []struct {
+			Results []struct {
+				Length  int      `json:"length"`
+				Prefill *float64 `json:"prefill_effect_percent"`
+			} `json:"results"`
+		} `json:"ablation"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	if rep.Settings.Repeats != 1 || rep.AblationRepeats != 2 || len(rep.AblationBase) != 1 || rep.AblationBase[0].Length != 48 ||
+		rep.AblationBase[0].Prefill <= 0 || len(rep.Ablation) != 1 || len(rep.Ablation[0].Results) != 1 || rep.Ablation[0].Results[0].Prefill == nil {
+		t.Errorf("report %+v", rep)
+	}
+	for _, bad := range [][]string{{"--ablate-repeats", "2"}, {"--ablate", "kv=bf16", "--ablate-repeats", "-1"}} {
+		r := petal(t, "", append([]string{"bench", "--backend", "cpu", "--lengths", "16", "--decode-tokens", "2"}, bad...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--ablate-repeats") {
+			t.Errorf("%v: exit %d, stderr %s", bad, r.code, r.stderr)
+		}
+	}
+}

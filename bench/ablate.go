@@ -114,6 +114,23 @@ func effect(v, base float64) *float64 {
 	return &e
 }
 
+// BaseEntries is r's results as an ablation's base: each length's prefill
+// and decode tokens per second.
+func BaseEntries(r *Report) []AblationEntry {
+	var out []AblationEntry
+	for _, e := range r.Results {
+		ae := AblationEntry{Length: e.Length}
+		if e.Prefill != nil {
+			ae.PrefillTokensPerSecond = e.Prefill.TokensPerSecond
+		}
+		if e.Decode != nil {
+			ae.DecodeTokensPerSecond, ae.DecodeKernelsPerToken = e.Decode.TokensPerSecond, e.Decode.KernelsPerToken
+		}
+		out = append(out, ae)
+	}
+	return out
+}
+
 // WriteAblation prints the ablation as two tables, prefill and decode:
 // a row per switch, a column per length, each cell the switch's effect
 // on tokens per second in percent.
@@ -140,7 +157,11 @@ func WriteAblation(w io.Writer, r *Report) error {
 		if phase == "kernels" {
 			fmt.Fprintf(w, "\nablation, decode: kernel launches per token with each switch\n")
 		} else {
-			fmt.Fprintf(w, "\nablation, %s: effect of each switch on tok/s, %% against the defaults (negative: slower)\n", phase)
+			against := "the defaults"
+			if r.AblationRepeats > 0 {
+				against = fmt.Sprintf("the defaults swept again, the median of %d runs each", r.AblationRepeats)
+			}
+			fmt.Fprintf(w, "\nablation, %s: effect of each switch on tok/s, %% against %s (negative: slower)\n", phase, against)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := []string{"switch"}

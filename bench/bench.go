@@ -91,6 +91,11 @@ type Report struct {
 	// Ablation compares this sweep with sweeps of the same lengths with one
 	// backend option changed each (Ablate).
 	Ablation []Ablation `json:"ablation,omitempty"`
+	// AblationRepeats, where set, is the runs a measurement of each
+	// ablation sweep took, the base backend swept again with as many
+	// (AblationBase) for them to be compared with, not this sweep.
+	AblationRepeats int             `json:"ablation_repeats,omitempty"`
+	AblationBase    []AblationEntry `json:"ablation_base,omitempty"`
 }
 
 // ModelInfo describes what was measured.

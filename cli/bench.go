@@ -39,6 +39,7 @@ type benchOptions struct {
 	Floors         bool
 	Ablate         string // backend switches, each run as a sweep of its own
 	AblateLengths  string // the lengths of those sweeps (default: the main sweep's)
+	AblateRepeats  int    // runs a measurement of those sweeps, against the base swept again as often (0: --repeats, against the main sweep)
 	JSON           bool
 	Out            string
 	Chart          string
@@ -145,6 +146,10 @@ qmv=fast, kv=bf16, pdl=off, norms=apart, router=plain, moelayer=one; cpu: delta=
 switch's effect on prefill and decode tok/s per length in percent
 (in --json as "ablation"). Each run builds the model again. --ablate-lengths LIST measures those
 sweeps at other lengths than the main one (a subset of them, to compare: 512,4K,16K, say).
+--ablate-repeats N runs each of their measurements N times (the median kept) and sweeps the base
+backend again at their lengths as often to compare them with (in --json as "ablation_base"), not
+the main sweep: a single run is a length's first, which carries the host's work for a length not
+seen before and swings by several percent.
 
 --profile runs each measurement once more with every op timed on its own and prints, per length,
 where the time went: milliseconds per token and share by layer kind (full-attention layers,
@@ -172,6 +177,7 @@ Examples:
 			&cli.BoolFlag{Name: "floors", Value: true, Usage: "measure the backend's read bandwidth and matrix rate first and give each speed as a share of its floor"},
 			&cli.StringFlag{Name: "ablate", Usage: "backend switches KEY=VALUE[,...]: the sweep again once per switch, and the effect of each in % (one key may take several values: gemm=tc,gemm=plain)"},
 			&cli.StringFlag{Name: "ablate-lengths", Usage: "lengths of the --ablate sweeps, for prefill and decode (default: those of the main sweep)"},
+			&cli.IntFlag{Name: "ablate-repeats", Usage: "runs per measurement of the --ablate sweeps, the median kept, compared with the base backend swept again at their lengths as often, not with the main sweep (default: --repeats, against the main sweep)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of a table"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "also write the JSON report to this file"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG chart of tokens per second against length to this file"},
@@ -187,7 +193,7 @@ Examples:
 				modelOptions: readModelOptions(c), Synthetic: c.String("synthetic"), Seed: c.Uint64("seed"),
 				Lengths: c.String("lengths"), PromptLengths: c.String("prompt-lengths"), ContextLengths: c.String("context-lengths"),
 				DecodeTokens: c.Int("decode-tokens"), Repeats: c.Int("repeats"), PrefillContext: c.Bool("prefill-context"), Profile: c.Bool("profile"),
-				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"),
+				Floors: c.Bool("floors"), Ablate: c.String("ablate"), AblateLengths: c.String("ablate-lengths"), AblateRepeats: c.Int("ablate-repeats"),
 				JSON: c.Bool("json"), Out: c.String("out"), Chart: c.String("chart"), Force: c.Bool("force"), Quiet: c.Bool("quiet"),
 			}
 			var err error
@@ -236,6 +242,12 @@ func runBench(ctx context.Context, st *Streams, o benchOptions) error {
 	var switches []backend.Option
 	if o.AblateLengths != "" && o.Ablate == "" {
 		return usageErr("--ablate-lengths without --ablate: name the switches to run at those lengths")
+	}
+	if o.AblateRepeats != 0 && o.Ablate == "" {
+		return usageErr("--ablate-repeats without --ablate: name the switches to run that often")
+	}
+	if o.AblateRepeats < 0 {
+		return usageErr("--ablate-repeats %d: want at least 1", o.AblateRepeats)
 	}
 	if o.Ablate != "" {
 		if o.AblateLengths != "" {
@@ -289,15 +301,37 @@ func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switc
 	if err != nil {
 		return err
 	}
-	for i, sw := range switches {
-		label := sw.Key + "=" + sw.Value
-		progress(fmt.Sprintf("ablation %d of %d: --backend %s", i+1, len(switches), specs[i]))
+	sweep := func(spec string) benchOptions {
 		vo := o
-		vo.Backend, vo.Floors, vo.Profile = specs[i], false, false
+		vo.Backend, vo.Floors, vo.Profile = spec, false, false
 		if o.AblateLengths != "" {
 			vo.Lengths, vo.PromptLengths, vo.ContextLengths = o.AblateLengths, "", ""
 		}
-		v, _, err := benchOnce(ctx, st, vo, progress)
+		if o.AblateRepeats > 0 {
+			vo.Repeats = o.AblateRepeats
+		}
+		return vo
+	}
+	against := r
+	if o.AblateRepeats > 0 {
+		// the base again at the ablations' lengths and runs: the main
+		// sweep's single runs are each a length's first, which carry the
+		// host's work for a length not seen before
+		progress(fmt.Sprintf("ablation base: --backend %s, %d runs a measurement", base, o.AblateRepeats))
+		b, _, err := benchOnce(ctx, st, sweep(base), progress)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("the ablation's base sweep: %w", err)
+		}
+		against = b
+		r.AblationRepeats, r.AblationBase = o.AblateRepeats, bench.BaseEntries(b)
+	}
+	for i, sw := range switches {
+		label := sw.Key + "=" + sw.Value
+		progress(fmt.Sprintf("ablation %d of %d: --backend %s", i+1, len(switches), specs[i]))
+		v, _, err := benchOnce(ctx, st, sweep(specs[i]), progress)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -306,7 +340,7 @@ func ablate(ctx context.Context, st *Streams, o benchOptions, base string, switc
 			r.Ablation = append(r.Ablation, bench.Ablation{Switch: label, Backend: specs[i], Error: err.Error()})
 			continue
 		}
-		r.Ablation = append(r.Ablation, bench.Compare(r, v, label, specs[i]))
+		r.Ablation = append(r.Ablation, bench.Compare(against, v, label, specs[i]))
 	}
 	return nil
 }

@@ -25,6 +25,8 @@
 #                    gemm=plain,qmv=fast,kv=bf16,pdl=on;
 #                    ABLATE= runs none)
 #   ABLATE_LENGTHS   their lengths     (default 512,4K,16K: the peer's)
+#   ABLATE_REPEATS   runs a measurement of each, against the base swept
+#                    again as often (default: one, against the main sweep)
 #   LIMIT            seconds for the bench before it is stopped (default 560)
 #   BACKEND, SYNTHETIC  (default cuda, qwen3.6-35b-a3b; BACKEND=cpu
 #                    SYNTHETIC=tiny with short lengths tries the script
@@ -53,6 +55,7 @@ CMD=("$P" bench --backend "$BACKEND" --synthetic "$SYNTHETIC"
 	--out "$O/bench.json" --chart "$O/speed.svg")
 if [ -n "$ABLATE" ]; then
 	CMD+=(--ablate "$ABLATE" --ablate-lengths "$ABLATE_LENGTHS")
+	[ -n "${ABLATE_REPEATS:-}" ] && CMD+=(--ablate-repeats "$ABLATE_REPEATS")
 fi
 {
 	date -u
