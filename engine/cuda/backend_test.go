@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
@@ -1238,5 +1239,16 @@ func TestMoEGroupOption(t *testing.T) {
 	}
 	if !strings.Contains(OptionsHelp, "moegroup=one|blocks") || !strings.Contains(OptionsHelp, "default blocks") {
 		t.Errorf("the help does not describe moegroup: %s", OptionsHelp)
+	}
+}
+
+// TestSlowestKinds: the verbose line's op kinds, slowest first, at most n.
+func TestSlowestKinds(t *testing.T) {
+	got := slowestKinds(map[string]time.Duration{"qk_prep": 900 * time.Microsecond, "experts": 400 * time.Microsecond, "advance": time.Microsecond}, 2)
+	if want := ": qk_prep 0.90, experts 0.40"; got != want {
+		t.Errorf("slowestKinds: %q, want %q", got, want)
+	}
+	if got := slowestKinds(nil, 3); got != "" {
+		t.Errorf("slowestKinds of none: %q", got)
 	}
 }

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"runtime"
@@ -81,8 +83,13 @@ func (b *Backend) Kernels(p backend.Program) int {
 func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	start := time.Now()
 	p := &program{b: b, ops: slices.Clone(ops)}
+	var byKind map[string]time.Duration // verbose=on: the lowering's time by the kind of op
+	if b.o.Verbose {
+		byKind = map[string]time.Duration{}
+	}
 	for i := 0; i < len(p.ops); i++ {
 		op := p.ops[i]
+		opStart := time.Now()
 		var steps []step
 		var err error
 		fused := 0 // the ops after this one that its steps run too
@@ -107,6 +114,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			s.early = b.o.PDL && b.o.PDLSome && pdlGainer(s.name)
 			p.steps = append(p.steps, s)
 			p.kernels += s.kernels
+		}
+		if byKind != nil {
+			byKind[op.Name()] += time.Since(opStart)
 		}
 		i += fused
 		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
@@ -157,10 +167,25 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		// the host's time: lowering the ops, then the scratch, tables
 		// and marker (device allocations where they grow)
-		fmt.Fprintf(os.Stderr, "cuda: compiled a program %s into %d kernels, %s, in %.2f ms (lowering %.2f, memory %.2f)\n",
-			p.desc, p.kernels, how, ms(time.Since(start)), ms(lowered), ms(time.Since(start)-lowered))
+		fmt.Fprintf(os.Stderr, "cuda: compiled a program %s into %d kernels, %s, in %.2f ms (lowering %.2f%s, memory %.2f)\n",
+			p.desc, p.kernels, how, ms(time.Since(start)), ms(lowered), slowestKinds(byKind, 3), ms(time.Since(start)-lowered))
 	}
 	return p, nil
+}
+
+// slowestKinds is ": KIND ms, ..." for the n op kinds whose lowering took
+// longest (a fused step's time goes to its first op's kind), for the
+// verbose line.
+func slowestKinds(byKind map[string]time.Duration, n int) string {
+	kinds := slices.SortedFunc(maps.Keys(byKind), func(a, b string) int { return cmp.Compare(byKind[b], byKind[a]) })
+	var out []string
+	for _, k := range kinds[:min(n, len(kinds))] {
+		out = append(out, fmt.Sprintf("%s %.2f", k, ms(byKind[k])))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, ", ")
 }
 
 // graphMaxRows is the most rows (a chunk's tokens) of a program captured
