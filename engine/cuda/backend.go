@@ -428,10 +428,7 @@ func (b *Backend) Asynchronous() bool { return true }
 // alloc is a zeroed device allocation of at least n bytes.
 func (b *Backend) alloc(n int64, label string) (driver.Ptr, error) {
 	n = max(16, (n+15)&^15)
-	p, err := b.ctx.Alloc(n, label)
-	if err != nil && b.o.Pool && b.s.Sync() == nil && b.ctx.TrimPool() == nil {
-		p, err = b.ctx.Alloc(n, label) // again, with the pool's unused memory handed back
-	}
+	p, err := b.trimmedRetry(func() (driver.Ptr, error) { return b.ctx.Alloc(n, label) })
 	if err != nil {
 		return 0, err
 	}
@@ -440,6 +437,17 @@ func (b *Backend) alloc(n int64, label string) (driver.Ptr, error) {
 		return 0, err
 	}
 	return p, nil
+}
+
+// trimmedRetry is alloc's result, or, where it fails under pool=on, its
+// result once more after the pool's unused memory is handed back to the
+// driver (the pool keeps up to poolReserve mapped).
+func (b *Backend) trimmedRetry(alloc func() (driver.Ptr, error)) (driver.Ptr, error) {
+	p, err := alloc()
+	if err != nil && b.o.Pool && b.s.Sync() == nil && b.ctx.TrimPool() == nil {
+		p, err = alloc()
+	}
+	return p, err
 }
 
 // allocOrdered is alloc from the device's memory pool in the backend
@@ -454,10 +462,7 @@ func (b *Backend) allocOrdered(n int64, label string) (driver.Ptr, error) {
 		_ = b.primePool() // a reserve the device cannot map now only costs time later
 	}
 	n = max(16, (n+15)&^15)
-	p, err := b.s.Alloc(n, label)
-	if err != nil && b.s.Sync() == nil && b.ctx.TrimPool() == nil {
-		p, err = b.s.Alloc(n, label) // again, with what the pool held unused handed back
-	}
+	p, err := b.trimmedRetry(func() (driver.Ptr, error) { return b.s.Alloc(n, label) })
 	if err != nil {
 		return 0, err
 	}
@@ -483,9 +488,10 @@ func (b *Backend) freeOrdered(p driver.Ptr) error {
 // weights (the model's workspace is the first state buffer it allocates),
 // at most a quarter of the free memory, and the most freed memory it keeps
 // mapped past a synchronisation (more goes back to the driver, for the
-// allocations that do not take the pool: weights, modules, graphs): a
-// 4K-token prompt's state, shadows and scratch take about 1.2 GB, a 16K
-// one's about 3.5.
+// allocations that do not take the pool: weights, modules, graphs): by
+// their sizes (computed, not measured), a 4K-token prompt's KV caches,
+// shadows and scratch come to about 1.2 GB on the 35B model, a 16K one's
+// to about 3.5.
 const poolReserve = 2 << 30
 
 func (b *Backend) primePool() error {

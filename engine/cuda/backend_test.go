@@ -406,6 +406,15 @@ func within(t *testing.T, op string, got []float32, want []float64) {
 	withinBar(t, op, got, want, bar)
 }
 
+// rmsOf is the root mean square of v.
+func rmsOf(v []float64) float64 {
+	var ss float64
+	for _, x := range v {
+		ss += x * x
+	}
+	return math.Sqrt(ss / float64(len(v)))
+}
+
 // withinBar: the largest |got - want| over the RMS of want is at most bar,
 // and nothing is NaN.
 func withinBar(t *testing.T, what string, got []float32, want []float64, bar float64) {
@@ -413,11 +422,8 @@ func withinBar(t *testing.T, what string, got []float32, want []float64, bar flo
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
-	var ss, worst float64
-	for _, w := range want {
-		ss += w * w
-	}
-	rms := math.Sqrt(ss / float64(len(want)))
+	var worst float64
+	rms := rmsOf(want)
 	for i, g := range got {
 		if g != g {
 			t.Fatalf("%s: element %d is NaN (unwritten?), want %g", what, i, want[i])

@@ -89,7 +89,10 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 	}
 	for i := 0; i < len(p.ops); i++ {
 		op := p.ops[i]
-		opStart := time.Now()
+		var opStart time.Time
+		if byKind != nil {
+			opStart = time.Now()
+		}
 		var steps []step
 		var err error
 		fused := 0 // the ops after this one that its steps run too

@@ -128,13 +128,12 @@ const deltaChunkMinRows = 16
 // under 1 % faster and went (2026-12-06-wgr1). The tests run each.
 var deltaStateKernel = deltaChunkStateSKName
 
-// deltaState is the state pass a backend launches: its kernel, the
-// kernel's dynamic shared memory, its threads and the state rows a block.
+// deltaState is the state pass a backend launches (deltaChunkStateThreads
+// threads, deltaChunkSlice state rows a block): its kernel and the
+// kernel's dynamic shared memory.
 type deltaState struct {
-	fn      *driver.Function
-	shared  int
-	threads int
-	slice   int
+	fn     *driver.Function
+	shared int
 }
 
 // deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
@@ -144,9 +143,7 @@ type deltaState struct {
 // option names another, and step names the prep and state kernels.
 func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState, step string, err error) {
 	stateName, kernels, family := deltaStateKernel, deltaStateKernels, ""
-	state.threads, state.slice = deltaChunkStateThreads, deltaChunkSlice
-	switch {
-	case b.o.DeltaTF32:
+	if b.o.DeltaTF32 {
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	}
 	state.shared = kernels[stateName]()
@@ -206,7 +203,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 	if err != nil {
 		return nil, err
 	}
-	slices := driver.D1(o.ValueHeads * (GDNHeadDim / state.slice))
+	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
@@ -219,6 +216,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
-		return s.Launch(state.fn, slices, driver.D1(state.threads), state.shared, &c)
+		return s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c)
 	}}}, nil
 }

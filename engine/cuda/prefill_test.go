@@ -247,11 +247,8 @@ func withinULP(t *testing.T, what string, got []float32, want, slack []float64, 
 	if len(got) != len(want) || len(slack) != len(want) {
 		t.Fatalf("%s: %d values, want %d (slack %d)", what, len(got), len(want), len(slack))
 	}
-	var ss, worst float64
-	for _, w := range want {
-		ss += w * w
-	}
-	rms := math.Sqrt(ss / float64(len(want)))
+	var worst float64
+	rms := rmsOf(want)
 	for i, g := range got {
 		if g != g {
 			t.Fatalf("%s: element %d is NaN (unwritten?), want %g", what, i, want[i])

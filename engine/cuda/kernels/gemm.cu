@@ -1193,14 +1193,29 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS, 1)
   route_pairs<8>(ids, T, E, BM, counts, offsets, pos, rowTok, tiles, ntiles, status);
 }
 
-// moe_combine: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]
-// in slot order, one block per token, N % 4 == 0. A slot whose expert id was
-// outside the stack (pos -1) makes its token's row NaN, as the plain kernels
-// do: a bad id is never silently left out.
-extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
-    moe_combine(const float* __restrict__ ys, const int* __restrict__ pos, const float* __restrict__ wts,
-                float* __restrict__ out, int N, int add) {
-  pdl_begin();
+#endif  // GEMM_WG_MODULE
+
+// combine_load4 is four consecutive expert outputs from ys at i: float32,
+// or bf16 (moe_combine_bf, gemm_downbf.cu), each the top half of its
+// float32.
+static __device__ __forceinline__ float4v combine_load4(const float* ys, long long i) {
+  return *(const float4v*)(ys + i);
+}
+static __device__ __forceinline__ float4v combine_load4(const u16* ys, long long i) {
+  const unsigned long long v = *(const unsigned long long*)(ys + i);
+  const u32 lo = (u32)v, hi = (u32)(v >> 32);
+  return float4v{__uint_as_float(lo << 16), __uint_as_float(lo & 0xFFFF0000u), __uint_as_float(hi << 16),
+                 __uint_as_float(hi & 0xFFFF0000u)};
+}
+
+// combine_rows: out[t][n] = (add ? out[t][n] : 0) + sum_k w[t,k]·Ys[pos(t,k)][n]
+// in slot order, float32 sums, one block per token, N % 4 == 0. A slot
+// whose expert id was outside the stack (pos -1) makes its token's row NaN,
+// as the plain kernels do: a bad id is never silently left out.
+template <typename Y>
+static __device__ __forceinline__ void combine_rows(const Y* __restrict__ ys, const int* __restrict__ pos,
+                                                    const float* __restrict__ wts, float* __restrict__ out, int N,
+                                                    int add) {
   const int t = PETAL_BID_X();
   int p[GEMM_TOPK];
   float w[GEMM_TOPK];
@@ -1217,11 +1232,20 @@ extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
         s = float4v{nan, nan, nan, nan};
         break;
       }
-      const float4v v = *(const float4v*)(ys + (long long)p[k] * N + n);
+      const float4v v = combine_load4(ys, (long long)p[k] * N + n);
       s.x += w[k] * v.x, s.y += w[k] * v.y, s.z += w[k] * v.z, s.w += w[k] * v.w;
     }
     *(float4v*)(o + n) = s;
   }
+}
+
+#ifndef GEMM_WG_MODULE
+// moe_combine: combine_rows over float32 expert outputs.
+extern "C" __global__ void __launch_bounds__(COMBINE_THREADS)
+    moe_combine(const float* __restrict__ ys, const int* __restrict__ pos, const float* __restrict__ wts,
+                float* __restrict__ out, int N, int add) {
+  pdl_begin();
+  combine_rows(ys, pos, wts, out, N, add);
 }
 
 // moe_shared_swiglu: h[t][i] = bf16(sigmoid(logit[t]) · silu(g[t][i]) · u[t][i])

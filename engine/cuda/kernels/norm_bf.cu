@@ -4,22 +4,16 @@
 // gated norm. The GEMM then takes that copy instead of gemm_to_bf16's
 // (which reads the float32 output back and writes the same bits), one
 // launch and a pass over the output fewer. The float32 outputs are
-// ops.cu's add_rmsnorm and gated_rmsnorm, the same sums in the same order;
-// each bf16 value is its float32 one rounded to nearest even, as
-// gemm_to_bf16 rounds it.
+// ops.cu's add_rmsnorm and gated_rmsnorm (rowmath.h's add_rmsnorm_row and
+// gated_rmsnorm_task), the same sums in the same order; each bf16 value is
+// its float32 one rounded to nearest even, as gemm_to_bf16 rounds it.
 #include "rowmath.h"
 
 // NB_REG: the row values a thread of add_rmsnorm_bf keeps in registers
 // (256 threads: rows of up to 2,048, the 35B model's hidden size); a
-// longer row is read again from h for the output, as add_rmsnorm reads it.
+// longer row takes add_rmsnorm's loops (rowmath.h), h read again.
 #define NB_THREADS 256
 #define NB_REG 8
-
-static __device__ __forceinline__ u16 nb_bf16(float v) {
-  u16 r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
-  return r;
-}
 
 // add_rmsnorm_bf: grid rows, block NB_THREADS. h += delta (when given),
 // then out = h / rms(h) · w and outb = bf16(out).
@@ -30,9 +24,8 @@ extern "C" __global__ void __launch_bounds__(NB_THREADS)
   __shared__ float red[32];
   const long long base = (long long)PETAL_BID_X() * dim;
   const int tid = PETAL_TID_X();
-  float ss = 0.f;
   if (dim <= NB_THREADS * NB_REG) {  // the row in registers, indexed at compile time
-    float keep[NB_REG];
+    float keep[NB_REG], ss = 0.f;
 #pragma unroll
     for (int k = 0; k < NB_REG; k++) {
       const int i = tid + k * NB_THREADS;
@@ -52,29 +45,11 @@ extern "C" __global__ void __launch_bounds__(NB_THREADS)
 #pragma unroll
     for (int k = 0; k < NB_REG; k++) {
       const int i = tid + k * NB_THREADS;
-      if (i < dim) {
-        const float o = keep[k] * inv * w[i];
-        out[base + i] = o;
-        outb[base + i] = nb_bf16(o);
-      }
+      if (i < dim) norm_store(out, outb, base + i, keep[k] * inv * w[i]);
     }
     return;
   }
-  for (int i = tid; i < dim; i += NB_THREADS) {
-    float v = h[base + i];
-    if (delta) {
-      v += delta[base + i];
-      h[base + i] = v;
-    }
-    ss += v * v;
-  }
-  ss = block_sum(ss, red);
-  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
-  for (int i = tid; i < dim; i += NB_THREADS) {
-    const float o = h[base + i] * inv * w[i];
-    out[base + i] = o;
-    outb[base + i] = nb_bf16(o);
-  }
+  add_rmsnorm_row(h, delta, w, out, outb, dim, eps, red);  // ops.cu's loops, reading h again
 }
 
 // gated_rmsnorm_bf: gated_rmsnorm (a warp per (row, head) of dim values:
@@ -83,17 +58,5 @@ extern "C" __global__ void __launch_bounds__(256)
     gated_rmsnorm_bf(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
                      float* __restrict__ out, u16* __restrict__ outb, int count, int dim, float eps) {
   pdl_begin();
-  const int lane = PETAL_TID_X() & 31;
-  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
-  if (task >= count) return;
-  const long long base = (long long)task * dim;
-  float ss = 0.f;
-  for (int i = lane; i < dim; i += 32) ss += x[base + i] * x[base + i];
-  ss = warp_sum(ss);
-  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
-  for (int i = lane; i < dim; i += 32) {
-    const float o = x[base + i] * inv * w[i] * fsilu(z[base + i]);
-    out[base + i] = o;
-    outb[base + i] = nb_bf16(o);
-  }
+  gated_rmsnorm_task(x, z, w, out, outb, count, dim, eps);
 }

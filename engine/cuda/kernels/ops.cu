@@ -27,19 +27,7 @@ extern "C" __global__ void __launch_bounds__(256)
                 float* __restrict__ out, int dim, float eps) {
   pdl_begin();
   __shared__ float red[32];
-  const long long base = (long long)PETAL_BID_X() * dim;
-  float ss = 0.f;
-  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) {
-    float v = h[base + i];
-    if (delta) {
-      v += delta[base + i];
-      h[base + i] = v;
-    }
-    ss += v * v;
-  }
-  ss = block_sum(ss, red);
-  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
-  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) out[base + i] = h[base + i] * inv * w[i];
+  add_rmsnorm_row(h, delta, w, out, nullptr, dim, eps, red);
 }
 
 // qgemm: y[T, R] = x[T, C] · Wᵀ, a plain tiled GEMM with the weights
@@ -428,15 +416,7 @@ extern "C" __global__ void __launch_bounds__(256)
     gated_rmsnorm(const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,
                   float* __restrict__ out, int count, int dim, float eps) {
   pdl_begin();
-  const int lane = PETAL_TID_X() & 31;
-  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
-  if (task >= count) return;
-  const long long base = (long long)task * dim;
-  float ss = 0.f;
-  for (int i = lane; i < dim; i += 32) ss += x[base + i] * x[base + i];
-  ss = warp_sum(ss);
-  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
-  for (int i = lane; i < dim; i += 32) out[base + i] = x[base + i] * inv * w[i] * fsilu(z[base + i]);
+  gated_rmsnorm_task(x, z, w, out, nullptr, count, dim, eps);
 }
 
 template <typename T>

@@ -232,3 +232,54 @@ static __device__ __forceinline__ float qrow_dot_bits(const QDesc& d, long long 
 static __device__ __forceinline__ float qrow_dot(const QDesc& d, long long r, const float* x) {
   return d.bits == 4 ? qrow_dot_bits<4>(d, r, x) : qrow_dot_bits<8>(d, r, x);
 }
+
+// The norms of ops.cu (add_rmsnorm, gated_rmsnorm) and norm_bf.cu's forms,
+// which also write each output rounded to bf16 to outb (nullptr: not).
+static __device__ __forceinline__ void norm_store(float* __restrict__ out, u16* __restrict__ outb,
+                                                  long long i, float o) {
+  out[i] = o;
+  if (outb) {
+    u16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(o));
+    outb[i] = r;
+  }
+}
+
+// add_rmsnorm_row: this block's row of dim values (one block a row): h +=
+// delta (when given), then out = h/rms(h)·w. red is 32 floats of shared
+// memory.
+static __device__ __forceinline__ void add_rmsnorm_row(float* __restrict__ h, const float* __restrict__ delta,
+                                                       const float* __restrict__ w, float* __restrict__ out,
+                                                       u16* __restrict__ outb, int dim, float eps,
+                                                       float* red) {
+  const long long base = (long long)PETAL_BID_X() * dim;
+  float ss = 0.f;
+  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) {
+    float v = h[base + i];
+    if (delta) {
+      v += delta[base + i];
+      h[base + i] = v;
+    }
+    ss += v * v;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
+  for (int i = PETAL_TID_X(); i < dim; i += PETAL_NTID_X()) norm_store(out, outb, base + i, h[base + i] * inv * w[i]);
+}
+
+// gated_rmsnorm_task: a warp per (row, head) of dim values, count of
+// them: out = x/rms(x)·w·silu(z).
+static __device__ __forceinline__ void gated_rmsnorm_task(const float* __restrict__ x, const float* __restrict__ z,
+                                                          const float* __restrict__ w, float* __restrict__ out,
+                                                          u16* __restrict__ outb, int count, int dim,
+                                                          float eps) {
+  const int lane = PETAL_TID_X() & 31;
+  const int task = PETAL_BID_X() * (PETAL_NTID_X() >> 5) + (PETAL_TID_X() >> 5);
+  if (task >= count) return;
+  const long long base = (long long)task * dim;
+  float ss = 0.f;
+  for (int i = lane; i < dim; i += 32) ss += x[base + i] * x[base + i];
+  ss = warp_sum(ss);
+  const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
+  for (int i = lane; i < dim; i += 32) norm_store(out, outb, base + i, x[base + i] * inv * w[i] * fsilu(z[base + i]));
+}
