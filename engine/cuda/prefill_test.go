@@ -428,7 +428,7 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 // norm's row in registers) and longer, one and several matrices.
 func TestNormBF16MatchesApart(t *testing.T) {
 	on, off := DefaultOptions(), DefaultOptions()
-	on.NormBF16 = true
+	on.NormBF16, off.NormBF16 = true, false
 	bOn, bOff := testBackend(t, on), testBackend(t, off)
 	for _, c := range []struct {
 		name        string
