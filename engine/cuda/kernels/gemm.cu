@@ -125,12 +125,19 @@ static __device__ __forceinline__ void dequant8(u32 w, u32 sb, u32* out) {
 
 // dequant_pair2 is the bf16 pair (s·q_j + b, s·q_{j+1} + b) of code word w's
 // elements j = 2c and 2c+1 (nibbles 2c, 2c+1: bits 8c .. 8c+7), each
-// rounded once, as dequant_pairs computes them.
-static __device__ __forceinline__ u32 dequant_pair2(u32 w, int c, u32 s2, u32 b2) {
-  const u32 t = w >> (8 * c);
-  const u32 x = (t & 0xFu) | ((t << 12) & 0xF0000u) | 0x43004300u;  // (128+q_2c, 128+q_2c+1)
+// rounded once, as dequant_pairs computes them. sel = (c, c, 4+c, 4+c), a
+// prmt selector, puts w's byte c in the low half and (w >> 4)'s in the high
+// one, so that one mask leaves q_2c and q_2c+1 at bits 0 and 16: three
+// integer operations a pair (a shift and mask each way took four).
+static __device__ __forceinline__ u32 dequant_pair2(u32 w, u32 sel, u32 s2, u32 b2) {
+  const u32 x = (prmt(w, w >> 4, sel) & 0x000F000Fu) | 0x43004300u;  // (128+q_2c, 128+q_2c+1)
   return bf16x2_fma(bf16x2_fma(x, 0x3F803F80u, 0xC300C300u), s2, b2);
 }
+
+// U32x2 is two code words read as one 8-byte access.
+struct __attribute__((aligned(8))) U32x2 {
+  u32 x, y;
+};
 
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
@@ -372,6 +379,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // into registers while the k-step before multiplies.
     const int g = lane >> 2, c = lane & 3;
     const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;  // this thread's weight rows: wrow, wrow + 8
+    const u32 sel = (u32)c * 0x1111u + 0x4400u;               // dequant_pair2's selector of byte c
     u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
       cp_wait<PD - 1>();
@@ -384,13 +392,21 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
       const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
       const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
+      // the two rows' code words of a k-step, read a k-step ahead: the
+      // next k-step's reads are issued before this one's wait, so their
+      // latency is not on the path to the next product
+      U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
 #pragma unroll
       for (int ks = 0; ks < 4; ks++) {
         u32* f = a[ks & 1];
-        f[0] = dequant_pair2(cw[wrow * 8 + 2 * ks], c, s0, b0);
-        f[1] = dequant_pair2(cw[(wrow + 8) * 8 + 2 * ks], c, s1, b1);
-        f[2] = dequant_pair2(cw[wrow * 8 + 2 * ks + 1], c, s0, b0);
-        f[3] = dequant_pair2(cw[(wrow + 8) * 8 + 2 * ks + 1], c, s1, b1);
+        f[0] = dequant_pair2(q0.x, sel, s0, b0);
+        f[1] = dequant_pair2(q1.x, sel, s1, b1);
+        f[2] = dequant_pair2(q0.y, sel, s0, b0);
+        f[3] = dequant_pair2(q1.y, sel, s1, b1);
+        if (ks < 3) {
+          q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
+          q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
+        }
         wg_fence();
         if constexpr (BM == 256)
           wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
