@@ -139,20 +139,6 @@ struct __attribute__((aligned(8))) U32x2 {
   u32 x, y;
 };
 
-// The register-A tiles' k-step forms (run deq2 measured them):
-// GEMM_RA_AHEAD reads the code words a k-step ahead, GEMM_RA_LATE_LOAD
-// queues a k-tile's copies after its first products, GEMM_RA_DEEP keeps
-// four fragment sets in the 256-row tiles.
-#ifndef GEMM_RA_AHEAD
-#define GEMM_RA_AHEAD 1
-#endif
-#ifndef GEMM_RA_LATE_LOAD
-#define GEMM_RA_LATE_LOAD 0
-#endif
-#ifndef GEMM_RA_DEEP
-#define GEMM_RA_DEEP 0
-#endif
-
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
@@ -398,17 +384,16 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // so their latency is not on the path to the next product; not w160rp,
     // whose 80 accumulators leave no room at the 128 registers of two
     // blocks a multiprocessor (ptxas 13.0 spilled 20 bytes).
-    constexpr bool AHEAD = GEMM_RA_AHEAD && BM != 160;
-    // NF sets of fragments: with four (w256r, w256rp: room under 255
-    // registers), a k-step waits for the products two k-steps back, not
-    // one, so two are in flight while the next fragment is dequantised.
-    constexpr int NF = GEMM_RA_DEEP && BM == 256 ? 4 : 2;
-    u32 a[NF][4];  // the k-steps' fragments in turn (WG = 4: across k-tiles too)
+    // (Queueing a k-tile's copies after its first products, and four
+    // fragment sets in the 256-row tiles with a wait for the products two
+    // k-steps back, were within 1 % of this: docs/bench/cuda, deq2.)
+    constexpr bool AHEAD = BM != 160;
+    u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
       cp_wait<PD - 1>();
       fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
       __syncthreads();
-      if constexpr (!GEMM_RA_LATE_LOAD) load(kt + PD);
+      load(kt + PD);
       const u32 st = sbase + (kt % S) * STAGE;
       const u32* cw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES);
       const u32* sbw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES + C_BYTES);
@@ -420,7 +405,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       if constexpr (AHEAD) q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
 #pragma unroll
       for (int ks = 0; ks < 4; ks++) {
-        u32* f = a[ks % NF];
+        u32* f = a[ks & 1];
         if constexpr (!AHEAD) q0 = *(const U32x2*)(cw + wrow * 8 + 2 * ks), q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * ks);
         f[0] = dequant_pair2(q0.x, sel, s0, b0);
         f[1] = dequant_pair2(q1.x, sel, s1, b1);
@@ -446,27 +431,20 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         else
           wg_mma_n16_ra(wacc[0], f, wg_desc(st + ks * 32));
         wg_commit();
-        // LATE_LOAD: the next copies queued once this k-tile's first
-        // products are, so that the tensor cores are not idle while every
-        // thread works out its copies after the barrier
-        if (GEMM_RA_LATE_LOAD && ks == 0) load(kt + PD);
-        if constexpr (NF == 4)
-          wg_wait2();  // k-step ks-2's products: k-step ks+1's fragment set was ks-3's
-        else
-          wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
-        wg_keep4(a[(ks + 1) % NF]);
+        wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
+        wg_keep4(a[(ks + 1) & 1]);
       }
       if constexpr (WG == 3) {
         wg_wait0();  // the stage is the next k-tile's copies' after the barrier
-#pragma unroll
-        for (int i = 0; i < NF; i++) wg_keep4(a[i]);
+        wg_keep4(a[0]);
+        wg_keep4(a[1]);
         wg_keep<WACC>(wacc[0]);
       }
     }
     if constexpr (WG == 4) {
       wg_wait0();
-#pragma unroll
-      for (int i = 0; i < NF; i++) wg_keep4(a[i]);
+      wg_keep4(a[0]);
+      wg_keep4(a[1]);
       wg_keep<WACC>(wacc[0]);
     }
   } else if constexpr (WG == 2) {

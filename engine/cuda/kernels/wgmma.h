@@ -87,7 +87,6 @@ WG_MMA_RA(256, WG_R128, WG_D128)
 WG_MMA_RA(80, WG_R40, WG_D40)
 WG_MMA_RA(160, WG_R80, WG_D80)
 static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-static __device__ __forceinline__ void wg_wait2() { asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory"); }
 // wg_keep4 keeps an A fragment's registers as they are up to this point
 // (wgmma reads them asynchronously, until its wait).
 static __device__ __forceinline__ void wg_keep4(u32* a) {
