@@ -70,15 +70,19 @@ type Options struct {
 	// tokens): its MoE 519 against 579 µs routed evenly, but prefill of 2K
 	// tokens -1.3 / +0.4 / -1.8 %, so not by default.
 	MoEFit, MoEFitAll bool
-	// MoEYsBF16 (moeys=bf16) has prefill's MoE down GEMM write each
-	// expert's output row in bf16 (gemm_downbf.cu) and the combine add
-	// them back in float32, where the tile is one of DownBFTiles: half the
-	// bytes written and read back (268 MB each way in float32 at 4096
-	// tokens, a layer). Each expert output rounded once to bf16, as a bf16
-	// model's are. On an H100 (docs/bench/cuda/2026-12-07-moeys1) the
-	// combine at 4096 tokens 60 against 103 us, the down GEMM the same,
-	// prefill of 4K and 16K tokens 1.1-1.8 % faster; off by default, for
-	// that much.
+	// MoEYsBF16 (moeys=bf16, the default) has prefill's MoE down GEMM
+	// write each expert's output row in bf16 (gemm_downbf.cu) and the
+	// combine add them back in float32, where the tile is one of
+	// DownBFTiles: half the bytes written and read back (268 MB each way
+	// in float32 at 4096 tokens, a layer). Each expert output rounded once
+	// to bf16, as a bf16 model's are: a lower precision than float32's,
+	// so moeys=f32 keeps the float32 outputs. On an H100 the combine at
+	// 4096 tokens 60 against 103 us, the down GEMM the same, prefill of 4K
+	// and 16K tokens 1.1-1.8 % faster (docs/bench/cuda/2026-12-07-moeys1),
+	// and +1.4 / +2.5 / +1.5 % at 512 / 4K / 16K in the thirteenth report's
+	// ablation, two runs each against the defaults swept again
+	// (bench/results/2026-12-07-h100-cuda-13); the oracle within its
+	// bfloat16 bars (top-1 98.8-100 %, mean KL 7.4e-5 to 2.2e-4).
 	MoEYsBF16 bool
 	// MoEGroupBlocks (moegroup=blocks, the default) groups a prefill
 	// chunk's (token, slot) pairs by expert through moe_group.cu's three
@@ -300,7 +304,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -316,7 +320,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
-	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2 % faster; default f32), ` +
+	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`normbf=on|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; default on), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +

@@ -333,7 +333,7 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 	}{{"tc,splitk=off", true, false, MoESmem, "off", false, false}, {"tc,linears=group", true, true, MoESmem, "on", false, false},
 		{"tc,moe=reg", true, false, MoEReg, "on", false, false}, {"tc,moe=stream,linears=group", true, true, MoEStream, "on", false, false},
 		{"tc,splitk=on", true, false, MoESmem, "on", false, false}, {"tc,linears=group,splitk=all", true, true, MoESmem, "all", false, false},
-		{"moeys=bf16,moegroup=one", true, true, MoEWG, "all", true, false}, {"defaults", true, true, MoEWG, "all", false, true},
+		{"moeys=f32,moegroup=one", true, true, MoEWG, "all", false, false}, {"defaults", true, true, MoEWG, "all", true, true},
 		{"plain", false, false, MoESmem, "off", false, false}} {
 		o := DefaultOptions()
 		o.TensorCores, o.MoE, o.GroupGEMM, o.MoEYsBF16, o.MoEGroupBlocks = m.tc, m.moe, m.groups, m.ysBF, m.blocks
