@@ -96,6 +96,9 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaTF32 {
 		fams = append(fams, "gdn_chunk_tf32")
 	}
+	if o.ChunkedDelta && o.DeltaFrag {
+		fams = append(fams, "gdn_chunk_frag")
+	}
 	return fams
 }
 

@@ -24,6 +24,11 @@ const (
 	// and gdn_chunk_state_sk's tiles with one tf32 product a pair
 	deltaChunkStateTF32Name   = "gdn_chunk_state_tf32"
 	deltaChunkStateTF32SKName = "gdn_chunk_state_tf32_sk"
+	// gdn_chunk_frag.cu's prep and state kernels (delta=tf32frag): the
+	// workspace in the tensor cores' fragment order, the tf32 kernels' tiles
+	deltaChunkFragPrepName    = "gdn_chunk_prep_frag"
+	deltaChunkFragStateName   = "gdn_chunk_state_frag"
+	deltaChunkFragStateSKName = "gdn_chunk_state_frag_sk"
 	deltaChunkTokens          = 32
 	deltaChunkSlice           = 32
 	deltaChunkWS              = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
@@ -54,6 +59,30 @@ func deltaChunkStateShared() int {
 func deltaChunkStateSKShared() int {
 	return deltaChunkStateShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
 }
+
+// deltaChunkFragShared is deltaChunkStateShared under GC_FRAG: a buffer
+// holds W, γ·Q and the decayed K in fragment order (no padding), U's slice
+// in rows of 40, the masked q·k (no padding), γ and 3 floats.
+func deltaChunkFragShared() int {
+	const c, d, lk, lv = deltaChunkTokens, GDNHeadDim, GDNHeadDim + 4, deltaChunkSlice + 8
+	buf := 3*c*d + c*lv + c*c + 4
+	return 4 * (deltaChunkSlice*lk + 2*buf + 2*c*lv)
+}
+
+// deltaChunkFragSKShared is deltaChunkFragShared and the eight warps'
+// partial sums, as deltaChunkStateSKShared.
+func deltaChunkFragSKShared() int {
+	return deltaChunkFragShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
+}
+
+// deltaFragKernels are gdn_chunk_frag.cu's state kernels (delta=tf32frag)
+// with their shared memory, and deltaFragKernel the one it launches.
+var deltaFragKernels = map[string]func() int{
+	deltaChunkFragStateName:   deltaChunkFragShared,
+	deltaChunkFragStateSKName: deltaChunkFragSKShared,
+}
+
+var deltaFragKernel = deltaChunkFragStateName
 
 // deltaStateKernels are gdn_chunk.cu's state kernels with the dynamic
 // shared memory each takes: the same products, float32 sums in other
@@ -142,13 +171,18 @@ type deltaState struct {
 // kernels' shared-memory limits; state is deltaStateKernel unless an
 // option names another, and step names the prep and state kernels.
 func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState, step string, err error) {
-	stateName, kernels, family := deltaStateKernel, deltaStateKernels, ""
-	if b.o.DeltaTF32 {
+	stateName, kernels, family, prepName := deltaStateKernel, deltaStateKernels, "", deltaChunkPrepName
+	switch {
+	case b.o.DeltaFrag:
+		// its own prep, which lays the workspace out for its state pass
+		stateName, family, prepName = deltaFragKernel, "gdn_chunk_frag", deltaChunkFragPrepName
+		kernels = mergedKernels(deltaFragKernels, map[string]func() int{prepName: deltaChunkPrepShared})
+	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	}
 	state.shared = kernels[stateName]()
-	step = deltaChunkPrepName + "+" + stateName
-	if b.fn[deltaChunkPrepName] == nil {
+	step = prepName + "+" + stateName
+	if prepName == deltaChunkPrepName && b.fn[prepName] == nil {
 		prep := map[string]func() int{deltaChunkPrepName: deltaChunkPrepShared}
 		if err := b.loadDeltaFamily("gdn_chunk", mergedKernels(prep, deltaStateKernels)); err != nil {
 			return nil, deltaState{}, "", err
@@ -160,7 +194,7 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 		}
 	}
 	state.fn = b.fn[stateName]
-	return b.fn[deltaChunkPrepName], state, step, nil
+	return b.fn[prepName], state, step, nil
 }
 
 // loadDeltaFamily loads family and finds its kernels in b.fn, each with

@@ -50,7 +50,13 @@ func TestDeltaOption(t *testing.T) {
 	if !DefaultOptions().DeltaTF32 {
 		t.Error("the default takes the three-product state pass, not the one-product one")
 	}
-	if !strings.Contains(OptionsHelp, "delta=tf32|chunked|sequential") || !strings.Contains(OptionsHelp, "default tf32") {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32frag"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 || !o.DeltaFrag {
+		t.Errorf("delta=tf32frag: %+v, %v", o, err)
+	}
+	if DefaultOptions().DeltaFrag {
+		t.Error("delta=tf32frag, not yet measured, is the default")
+	}
+	if !strings.Contains(OptionsHelp, "delta=tf32|tf32frag|chunked|sequential") || !strings.Contains(OptionsHelp, "default tf32") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }
@@ -98,13 +104,28 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if bytes.Contains(tf32, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(tf32, []byte("call.uni")) {
 		t.Error("gdn_chunk_tf32's PTX has a prep of its own or calls a function")
 	}
+	frag, err := kernels.PTX("gdn_chunk_frag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range mergedKernels(deltaFragKernels, map[string]func() int{deltaChunkFragPrepName: nil}) {
+		if !bytes.Contains(frag, []byte(".visible .entry "+name+"(")) {
+			t.Errorf("no entry point %s in gdn_chunk_frag's PTX", name)
+		}
+	}
+	if bytes.Contains(frag, []byte(".entry "+deltaChunkPrepName+"(")) || bytes.Contains(frag, []byte("call.uni")) {
+		t.Error("gdn_chunk_frag's PTX has gdn_chunk.ptx's prep or calls a function")
+	}
+	if _, ok := deltaFragKernels[deltaFragKernel]; !ok {
+		t.Errorf("delta=tf32frag's state kernel %s is not one of deltaFragKernels", deltaFragKernel)
+	}
 	if _, ok := deltaTF32Kernels[deltaTF32Kernel]; !ok {
 		t.Errorf("delta=tf32's state kernel %s is not one of deltaTF32Kernels", deltaTF32Kernel)
 	}
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
 	}
-	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels) {
+	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels, deltaFragKernels) {
 		if s := size(); s <= 48<<10 || s > 227<<10 {
 			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
 		}
@@ -197,6 +218,9 @@ func checkChunkedDelta(t *testing.T, b *Backend, p backend.Program, c *deltaCase
 func checkChunkedDeltaForm(t *testing.T, b *Backend, p backend.Program, c *deltaCase, kernel string, bar float64) {
 	t.Helper()
 	want := deltaChunkPrepName + "+" + kernel
+	if strings.Contains(kernel, "+") { // a prep of its own
+		want = kernel
+	}
 	if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
 		t.Fatalf("kernels %v, want %s", got, want)
 	}
@@ -246,6 +270,58 @@ func TestChunkedDeltaTF32MatchesReference(t *testing.T) {
 		o := DefaultOptions()
 		o.ChunkedDelta, o.DeltaTF32 = true, true
 		checkDeltaLengths(t, testBackend(t, o), []int{16, 33, 512, 4096}, name, name, deltaTF32Bar)
+	}
+}
+
+// TestChunkedDeltaFragMatchesTF32: delta=tf32frag (gdn_chunk_frag.cu: the
+// prep writing the workspace in the tensor cores' fragment order) gives
+// the bits of delta=tf32, state kernel against state kernel of the same
+// tiles (gdn_chunk_state_frag against _tf32, _frag_sk against _tf32_sk),
+// outputs and state, from the same inputs (poisoned outputs first) at the
+// 35B and an odd head grouping up to 4096 tokens; and holds deltaTF32Bar
+// against the float64 reference.
+func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
+	defer func(v, w string) { deltaFragKernel, deltaTF32Kernel = v, w }(deltaFragKernel, deltaTF32Kernel)
+	pairs := [][2]string{{deltaChunkFragStateName, deltaChunkStateTF32Name}, {deltaChunkFragStateSKName, deltaChunkStateTF32SKName}}
+	for _, pair := range pairs {
+		deltaFragKernel, deltaTF32Kernel = pair[0], pair[1]
+		of, ot := DefaultOptions(), DefaultOptions()
+		of.ChunkedDelta, of.DeltaTF32, of.DeltaFrag = true, true, true
+		ot.ChunkedDelta, ot.DeltaTF32, ot.DeltaFrag = true, true, false
+		bf, bt := testBackend(t, of), testBackend(t, ot)
+		checkDeltaLengths(t, bf, []int{16, 33, 512, 4096}, pair[0], deltaChunkFragPrepName+"+"+pair[0], deltaTF32Bar)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, n := range []int{16, 33, 100, 512, 4096} {
+				if n == 4096 && sh.hk != 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows %s against %s", sh.name, n, pair[0], pair[1]), func(t *testing.T) {
+					var outs, states [2][]float32
+					for i, b := range []*Backend{bf, bt} {
+						c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), uint64(sh.hv)+99)), n, sh.hk, sh.hv)
+						p, err := b.Compile([]backend.Op{c.o})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := p.Run(); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.Sync(); err != nil {
+							t.Fatal(err)
+						}
+						outs[i] = readGuarded(t, b, c.outAll, n*sh.hv*GDNHeadDim, "out")
+						states[i] = readGuarded(t, b, c.stateAll, len(c.state), "state")
+					}
+					for what, pair := range map[string][2][]float32{"out": outs, "state": states} {
+						for j := range pair[0] {
+							if math.Float32bits(pair[0][j]) != math.Float32bits(pair[1][j]) {
+								t.Fatalf("%s element %d: %v with tf32frag, %v with tf32", what, j, pair[0][j], pair[1][j])
+							}
+						}
+					}
+				})
+			}
+		}
 	}
 }
 
@@ -341,27 +417,33 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 // state kernel of deltaStateKernels and deltaTF32Kernels, at 512 and 4096
 // tokens: the median of 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
-	defer func(v, w string) { deltaStateKernel, deltaTF32Kernel = v, w }(deltaStateKernel, deltaTF32Kernel)
+	defer func(v, w, x string) { deltaStateKernel, deltaTF32Kernel, deltaFragKernel = v, w, x }(deltaStateKernel, deltaTF32Kernel, deltaFragKernel)
 	// a form: the options that choose its state kernel, state
 	type form struct {
-		chunked, tf32 bool
-		state         string
+		chunked, tf32, frag bool
+		state               string
 	}
-	forms := []form{{false, false, deltaStateKernel}}
+	forms := []form{{false, false, false, deltaStateKernel}}
 	for _, f := range deltaForms(false) {
-		forms = append(forms, form{true, false, f.state})
+		forms = append(forms, form{true, false, false, f.state})
 	}
 	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
-		forms = append(forms, form{true, true, name})
+		forms = append(forms, form{true, true, false, name})
+	}
+	for _, name := range slices.Sorted(maps.Keys(deltaFragKernels)) {
+		forms = append(forms, form{true, true, true, name})
 	}
 	for _, f := range forms {
-		if f.tf32 {
+		switch {
+		case f.frag:
+			deltaFragKernel = f.state
+		case f.tf32:
 			deltaTF32Kernel = f.state
-		} else {
+		default:
 			deltaStateKernel = f.state
 		}
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaTF32 = f.chunked, f.tf32
+		o.ChunkedDelta, o.DeltaTF32, o.DeltaFrag = f.chunked, f.tf32, f.frag
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)

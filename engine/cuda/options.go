@@ -202,6 +202,16 @@ type Options struct {
 	// faster in two rounds on an H100 (docs/bench/cuda/2026-12-07-walk2;
 	// delta1 measured 2.9-3.8 %).
 	DeltaTF32 bool
+	// DeltaFrag (delta=tf32frag) is delta=tf32 with its workspace laid
+	// out for the state pass's fragments (gdn_chunk_frag.cu): the prep
+	// writes W, γ·Q and the masked q·k rounded to tf32 in the order of the
+	// tensor cores' A fragments and the decayed K in the B fragments', so
+	// that the state pass reads a fragment with one 16- or 8-byte load
+	// where it took four or two loads and roundings (a quarter of its
+	// instructions; Nsight Compute had the pass bound by issue and shared
+	// memory, docs/bench/cuda/2026-12-07-ncu2). The same bits as delta=tf32.
+	// Not yet run on a GPU; off by default.
+	DeltaFrag bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -328,7 +338,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=tf32|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; or token by token; default tf32), ` +
+	`delta=tf32|tf32frag|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; tf32frag, tf32 with its workspace in the tensor cores' fragment order, the same bits, not yet measured; or token by token; default tf32), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`pool=on|off (the state's buffers, the caches' shadows and the scratch from the device's memory pool in stream order, up to 2 GiB of freed memory kept mapped and 2 GiB mapped once the weights are in, so that a new prompt length's first run waits on no allocation; off, each allocated and freed by the driver as asked; default on), ` +
@@ -421,10 +431,11 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.NormBF16, err = kv.On("cuda")
 		case "delta":
 			switch kv.Value {
-			case "chunked", "tf32", "sequential":
-				o.ChunkedDelta, o.DeltaTF32 = kv.Value != "sequential", kv.Value == "tf32"
+			case "chunked", "tf32", "tf32frag", "sequential":
+				o.ChunkedDelta, o.DeltaTF32 = kv.Value != "sequential", kv.Value == "tf32" || kv.Value == "tf32frag"
+				o.DeltaFrag = kv.Value == "tf32frag"
 			default:
-				err = fmt.Errorf("cuda: delta=%q: want tf32, chunked or sequential", kv.Value)
+				err = fmt.Errorf("cuda: delta=%q: want tf32, tf32frag, chunked or sequential", kv.Value)
 			}
 		case "linears":
 			o.GroupGEMM, err = kv.Is("cuda", "group", "apart")

@@ -141,6 +141,60 @@ static __device__ __forceinline__ TfB gc_frag_b(GcMat B, int k0, int n0, int lan
   return f;
 }
 
+// GC_FRAG (gdn_chunk_frag.cu): the prep writes W, γ·Q and the masked q·k
+// already rounded to tf32 in the order of the m16n8k8 A fragments, and the
+// decayed K in the order of the B fragments, so that the state pass reads
+// a fragment with one 16- or 8-byte load where gc_frag_a takes four loads
+// and four roundings (gc_frag_b two). gc_afrag_at is where element (r, k)
+// of a GC_C-row matrix goes: 16 x 8 tile (k/8, r/16), then the lane that
+// holds it, its four elements contiguous (a0 .. a3); gc_bfrag_at is where
+// element (k, n) of a GC_C x GC_D matrix goes: 8 x 8 tile (k/8, n/8), then
+// the lane, its two elements contiguous (b0, b1).
+static __device__ __forceinline__ int gc_afrag_at(int r, int k) {
+  const int t = k & 7, rr = r & 15;
+  return (((k >> 3) * (GC_C / 16) + (r >> 4)) * 32 + (rr & 7) * 4 + (t & 3)) * 4 + (t >> 2) * 2 + (rr >> 3);
+}
+static __device__ __forceinline__ int gc_bfrag_at(int k, int n) {
+  const int t = k & 7;
+  return (((k >> 3) * (GC_D / 8) + (n >> 3)) * 32 + (n & 7) * 4 + (t & 3)) * 2 + (t >> 2);
+}
+// gc_pre_a and gc_pre_b are gc_frag_a and gc_frag_b of a matrix the prep
+// laid out so (m: its first element), their hi parts as stored.
+static __device__ __forceinline__ TfA gc_pre_a(const float* m, int r0, int k0, int lane) {
+  const float4v v = *(const float4v*)(m + gc_afrag_at(r0, k0) + 4 * lane);
+  TfA f;
+  f.hi[0] = __float_as_uint(v.x), f.hi[1] = __float_as_uint(v.y), f.hi[2] = __float_as_uint(v.z), f.hi[3] = __float_as_uint(v.w);
+  f.lo[0] = f.lo[1] = f.lo[2] = f.lo[3] = 0;
+  return f;
+}
+static __device__ __forceinline__ TfB gc_pre_b(const float* m, int k0, int n0, int lane) {
+  TfB f;
+  // one 8-byte load (clang splits a GcF2 read here in two: it cannot see the alignment)
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(f.hi[0]), "=r"(f.hi[1]) : "r"(smem_u32(m + gc_bfrag_at(k0, n0) + 2 * lane)));
+  f.lo[0] = f.lo[1] = 0;
+  return f;
+}
+#ifdef GC_FRAG
+// a workspace value the state pass reads as a tf32 operand, rounded once here
+#define GC_PRE(x) __uint_as_float(tf32_round(x))
+#define GC_AT_A(r, k, ld) gc_afrag_at(r, k)
+#define GC_AT_B(k, n) gc_bfrag_at(k, n)
+#else
+#define GC_PRE(x) (x)
+#define GC_AT_A(r, k, ld) ((r) * (ld) + (k))
+#define GC_AT_B(k, n) ((k) * GC_D + (n))
+#endif
+// GC_FA and GC_FB are the state pass's fragments of a workspace matrix:
+// mat its view as the prep writes it without GC_FRAG, base its first
+// element as it writes it with
+#ifdef GC_FRAG
+#define GC_FA(mat, base, r0, k0) gc_pre_a(base, r0, k0, lane)
+#define GC_FB(mat, base, k0, n0) gc_pre_b(base, k0, n0, lane)
+#else
+#define GC_FA(mat, base, r0, k0) gc_frag_a(mat, r0, k0, lane)
+#define GC_FB(mat, base, k0, n0) gc_frag_b(mat, k0, n0, lane)
+#endif
+
 
 // The workspace, per (value head, block of tokens), GC_WS floats (a
 // multiple of 4, so each part is 16-byte aligned): W, γ·Q, the decayed K
@@ -159,9 +213,14 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-#ifndef GC_ONE_PRODUCT  // gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep
+#if !defined(GC_ONE_PRODUCT) || defined(GC_FRAG)  // gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep
+#ifdef GC_FRAG
+#define GC_PREP_ENTRY gdn_chunk_prep_frag
+#else
+#define GC_PREP_ENTRY gdn_chunk_prep
+#endif
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
-    gdn_chunk_prep(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+    GC_PREP_ENTRY(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
                    int Hk, int Hv) {
   pdl_begin();
@@ -213,8 +272,8 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
       const float qn = q[u] * qinv, kn = k[u] * kinv;
       Qb[i * GC_LK + c] = qn;
       Kb[i * GC_LK + c] = kn;
-      w[GC_C * GC_D + i * GC_D + c] = gam[i] * qn;
-      w[2 * GC_C * GC_D + i * GC_D + c] = dec[i] * kn;
+      w[GC_C * GC_D + GC_AT_A(i, c, GC_D)] = GC_PRE(gam[i] * qn);
+      w[2 * GC_C * GC_D + GC_AT_B(i, c)] = GC_PRE(dec[i] * kn);
     }
   }
   __syncthreads();
@@ -236,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
       if (kind == 0)
         Am[r * GC_LC + m] = m < r ? betaS[r] * c[e] * d : 0.f;
       else
-        w[GC_WS_M + r * GC_C + m] = c[e] * d;
+        w[GC_WS_M + GC_AT_A(r, m, GC_C)] = GC_PRE(c[e] * d);
     }
   }
   __syncthreads();
@@ -254,19 +313,29 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
       sy = __builtin_fmaf(-a, y[m], sy);
     }
     x[i] = sx, y[i] = sy;
-    w[i * GC_D + tid] = sx;
+    w[GC_AT_A(i, tid, GC_D)] = GC_PRE(sx);
     w[3 * GC_C * GC_D + i * GC_D + tid] = sy;
   }
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif  // GC_ONE_PRODUCT
+#endif  // !GC_ONE_PRODUCT || GC_FRAG
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
 #define GC_LKD (GC_D + 8)
 #define GC_LV (GC_VT + 8)
-// a buffer: W, γ·Q [C][LK], the decayed K [C][LKD], U's slice [C][LV], M [C][LC], γ_{n-1} and padding
-#define GC_BUF (2 * GC_C * GC_LK + GC_C * GC_LKD + GC_C * GC_LV + GC_C * GC_LC + 4)
+// a buffer: W, γ·Q [C][LK], the decayed K [C][LKD], U's slice [C][LV], M [C][LC], γ_{n-1} and padding;
+// under GC_FRAG W, γ·Q and the decayed K in fragment order [C·D] each and M [C·C]
+#ifdef GC_FRAG
+#define GC_WQ (GC_C * GC_D)
+#define GC_KDS (GC_C * GC_D)
+#define GC_MS (GC_C * GC_C)
+#else
+#define GC_WQ (GC_C * GC_LK)
+#define GC_KDS (GC_C * GC_LKD)
+#define GC_MS (GC_C * GC_LC)
+#endif
+#define GC_BUF (2 * GC_WQ + GC_KDS + GC_C * GC_LV + GC_MS + 4)
 // shared memory: the state's slice [VT][LK], two buffers, Vn and γ·S0·q [C][LV]
 #define GC_STATE_SHARED (4 * (GC_VT * GC_LK + 2 * GC_BUF + 2 * GC_C * GC_LV))
 // gdn_chunk_state_sk's partial sums after them: a warp's Vn and γ·S0·q [2][C][LV]
@@ -281,11 +350,15 @@ static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
 // columns a0.. of U) into the buffer bf.
 static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
   constexpr int part = GC_C * GC_D / 4;  // 16-byte pieces of W, γ·Q or the decayed K
+#ifdef GC_FRAG
+  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) gc_cp16(bf + 4 * i, src + 4 * i);  // as laid out
+#else
   for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) {
     const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
     gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
   }
-  float* U = bf + 2 * GC_C * GC_LK + GC_C * GC_LKD;
+#endif
+  float* U = bf + 2 * GC_WQ + GC_KDS;
   float* M = U + GC_C * GC_LV;
   for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
     const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
@@ -293,9 +366,13 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
   }
   for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
     const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
+#ifdef GC_FRAG
+    gc_cp16(M + 4 * i, src + GC_WS_M + 4 * i);
+#else
     gc_cp16(M + r * GC_LC + c, src + GC_WS_M + r * GC_C + c);
+#endif
   }
-  if (tid == 0) gc_cp16(M + GC_C * GC_LC, src + GC_WS_GL);
+  if (tid == 0) gc_cp16(M + GC_MS, src + GC_WS_GL);
 }
 
 // gc_mma3_split is mma_tf32x3 with its two small products summed in small
@@ -362,11 +439,11 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     asm volatile("cp.async.wait_group 1;" ::: "memory");
     __syncthreads();
     const float* W = bufs + (blk & 1) * GC_BUF;
-    const float* Qg = W + GC_C * GC_LK;
-    const float* Kd = Qg + GC_C * GC_LK;
-    const float* U = Kd + GC_C * GC_LKD;
+    const float* Qg = W + GC_WQ;
+    const float* Kd = Qg + GC_WQ;
+    const float* U = Kd + GC_KDS;
     const float* M = U + GC_C * GC_LV;
-    const float gl = M[GC_C * GC_LC];
+    const float gl = M[GC_MS];
 
     // Vn = U - W·S0ᵀ and γ·S0·q, sharing S0's fragments
     if constexpr (ILP == 2) {
@@ -380,7 +457,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int nt = 0; nt < 4; nt++) b[nt] = gc_frag_b(S, k0, nt * 8, lane);
 #pragma unroll
         for (int mt = 0; mt < 2; mt++) {
-          const TfA aw = gc_frag_a(Wm, mt * 16, k0, lane), aq = gc_frag_a(Qm, mt * 16, k0, lane);
+          const TfA aw = GC_FA(Wm, W, mt * 16, k0), aq = GC_FA(Qm, Qg, mt * 16, k0);
 #pragma unroll
           for (int nt = 0; nt < 4; nt++) {
             gc_mma(pv[mt][nt], aw, b[nt]);
@@ -428,8 +505,8 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int k0 = 0; k0 < GC_D; k0 += 8) {
           const int par = (k0 >> 3) & 1;
           const TfB b = gc_frag_b(S, k0, n0, lane);
-          gc_mma3_split(vb[par], vs[par], gc_frag_a(Wm, r0, k0, lane), b);
-          gc_mma3_split(ob[par], os[par], gc_frag_a(Qm, r0, k0, lane), b);
+          gc_mma3_split(vb[par], vs[par], GC_FA(Wm, W, r0, k0), b);
+          gc_mma3_split(ob[par], os[par], GC_FA(Qm, Qg, r0, k0), b);
         }
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -440,8 +517,8 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
 #pragma unroll 4
         for (int k0 = 0; k0 < GC_D; k0 += 8) {
           const TfB b = gc_frag_b(S, k0, n0, lane);
-          gc_mma(cv, gc_frag_a(Wm, r0, k0, lane), b);
-          gc_mma(co, gc_frag_a(Qm, r0, k0, lane), b);
+          gc_mma(cv, GC_FA(Wm, W, r0, k0), b);
+          gc_mma(co, GC_FA(Qm, Qg, r0, k0), b);
         }
       }
 #pragma unroll
@@ -463,12 +540,12 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
       if (ILP) {
         float cb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3_split(cb, c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3_split(cb, c, GC_FA(Mm, M, r0, k0), gc_frag_b(V, k0, n0, lane));
 #pragma unroll
         for (int e = 0; e < 4; e++) c[e] += cb[e];
       } else {
 #pragma unroll
-        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma(c, gc_frag_a(Mm, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
+        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma(c, GC_FA(Mm, M, r0, k0), gc_frag_b(V, k0, n0, lane));
       }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -486,7 +563,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int k0 = 0; k0 < GC_C; k0 += 8) {
           const TfA a = gc_frag_a(Vt, s0, k0, lane);
 #pragma unroll
-          for (int u = 0; u < 4; u++) gc_mma3_split(cs[u], css[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+          for (int u = 0; u < 4; u++) gc_mma3_split(cs[u], css[u], a, GC_FB(K, Kd, k0, c0 + u * 8));
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
@@ -497,7 +574,7 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
         for (int k0 = 0; k0 < GC_C; k0 += 8) {
           const TfA a = gc_frag_a(Vt, s0, k0, lane);
 #pragma unroll
-          for (int u = 0; u < 4; u++) gc_mma(cs[u], a, gc_frag_b(K, k0, c0 + u * 8, lane));
+          for (int u = 0; u < 4; u++) gc_mma(cs[u], a, GC_FB(K, Kd, k0, c0 + u * 8));
         }
       }
 #pragma unroll
@@ -520,10 +597,13 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#ifndef GC_ONE_PRODUCT
+#if !defined(GC_ONE_PRODUCT)
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
 GC_STATE_ENTRY(gdn_chunk_state_sk, 2)
+#elif defined(GC_FRAG)
+GC_STATE_ENTRY(gdn_chunk_state_frag, 1)
+GC_STATE_ENTRY(gdn_chunk_state_frag_sk, 2)
 #else
 GC_STATE_ENTRY(gdn_chunk_state_tf32, 1)
 GC_STATE_ENTRY(gdn_chunk_state_tf32_sk, 2)
