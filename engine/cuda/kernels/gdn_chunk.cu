@@ -174,15 +174,25 @@ static __device__ __forceinline__ TfB gc_pre_b(const float* m, int k0, int n0, i
   f.lo[0] = f.lo[1] = 0;
   return f;
 }
+// gc_afrag_rc and gc_bfrag_kn are the inverses: the element (r, k) or
+// (k, n) at position x of the fragment order.
+static __device__ __forceinline__ void gc_afrag_rc(int x, int& r, int& k) {
+  const int tile = x >> 7, lane = (x >> 2) & 31, e = x & 3;
+  r = (tile % (GC_C / 16)) * 16 + (lane >> 2) + (e & 1) * 8;
+  k = (tile / (GC_C / 16)) * 8 + (lane & 3) + (e >> 1) * 4;
+}
+static __device__ __forceinline__ void gc_bfrag_kn(int x, int& k, int& n) {
+  const int tile = x >> 6, lane = (x >> 1) & 31, e = x & 1;
+  k = (tile / (GC_D / 8)) * 8 + (lane & 3) + e * 4;
+  n = (tile % (GC_D / 8)) * 8 + (lane >> 2);
+}
 #ifdef GC_FRAG
 // a workspace value the state pass reads as a tf32 operand, rounded once here
 #define GC_PRE(x) __uint_as_float(tf32_round(x))
 #define GC_AT_A(r, k, ld) gc_afrag_at(r, k)
-#define GC_AT_B(k, n) gc_bfrag_at(k, n)
 #else
 #define GC_PRE(x) (x)
 #define GC_AT_A(r, k, ld) ((r) * (ld) + (k))
-#define GC_AT_B(k, n) ((k) * GC_D + (n))
 #endif
 // GC_FA and GC_FB are the state pass's fragments of a workspace matrix:
 // mat its view as the prep writes it without GC_FRAG, base its first
@@ -272,11 +282,24 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
       const float qn = q[u] * qinv, kn = k[u] * kinv;
       Qb[i * GC_LK + c] = qn;
       Kb[i * GC_LK + c] = kn;
-      w[GC_C * GC_D + GC_AT_A(i, c, GC_D)] = GC_PRE(gam[i] * qn);
-      w[2 * GC_C * GC_D + GC_AT_B(i, c)] = GC_PRE(dec[i] * kn);
+#ifndef GC_FRAG
+      w[GC_C * GC_D + i * GC_D + c] = gam[i] * qn;
+      w[2 * GC_C * GC_D + i * GC_D + c] = dec[i] * kn;
+#endif
     }
   }
   __syncthreads();
+#ifdef GC_FRAG
+  // γ·Q and the decayed K in fragment order, from the normalised rows in
+  // shared memory: consecutive threads write consecutive elements
+  for (int x = tid; x < GC_C * GC_D; x += GC_PREP_THREADS) {
+    int r, k;
+    gc_afrag_rc(x, r, k);
+    w[GC_C * GC_D + x] = GC_PRE(gam[r] * Qb[r * GC_LK + k]);
+    gc_bfrag_kn(x, r, k);
+    w[2 * GC_C * GC_D + x] = GC_PRE(dec[r] * Kb[r * GC_LK + k]);
+  }
+#endif
 
   // k·k → A (beta, decayed, strictly lower) and q·k → the workspace's M
   // (decayed, m <= i): 16 tiles of 16x8, those above the diagonal zero
@@ -313,9 +336,21 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
       sy = __builtin_fmaf(-a, y[m], sy);
     }
     x[i] = sx, y[i] = sy;
-    w[GC_AT_A(i, tid, GC_D)] = GC_PRE(sx);
+#ifdef GC_FRAG
+    Qb[i * GC_LK + tid] = sx;  // Qb's q·k products are done (the barrier above)
+#else
+    w[i * GC_D + tid] = sx;
+#endif
     w[3 * GC_C * GC_D + i * GC_D + tid] = sy;
   }
+#ifdef GC_FRAG
+  __syncthreads();
+  for (int x = tid; x < GC_C * GC_D; x += GC_PREP_THREADS) {  // W in fragment order, as γ·Q
+    int r, k;
+    gc_afrag_rc(x, r, k);
+    w[x] = GC_PRE(Qb[r * GC_LK + k]);
+  }
+#endif
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
 #endif  // !GC_ONE_PRODUCT || GC_FRAG
