@@ -292,12 +292,12 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #ifdef GC_FRAG
   // γ·Q and the decayed K in fragment order, from the normalised rows in
   // shared memory: consecutive threads write consecutive elements
-  for (int x = tid; x < GC_C * GC_D; x += GC_PREP_THREADS) {
+  for (int at = tid; at < GC_C * GC_D; at += GC_PREP_THREADS) {
     int r, k;
-    gc_afrag_rc(x, r, k);
-    w[GC_C * GC_D + x] = GC_PRE(gam[r] * Qb[r * GC_LK + k]);
-    gc_bfrag_kn(x, r, k);
-    w[2 * GC_C * GC_D + x] = GC_PRE(dec[r] * Kb[r * GC_LK + k]);
+    gc_afrag_rc(at, r, k);
+    w[GC_C * GC_D + at] = GC_PRE(gam[r] * Qb[r * GC_LK + k]);
+    gc_bfrag_kn(at, r, k);
+    w[2 * GC_C * GC_D + at] = GC_PRE(dec[r] * Kb[r * GC_LK + k]);
   }
 #endif
 
@@ -345,10 +345,10 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
 #ifdef GC_FRAG
   __syncthreads();
-  for (int x = tid; x < GC_C * GC_D; x += GC_PREP_THREADS) {  // W in fragment order, as γ·Q
+  for (int at = tid; at < GC_C * GC_D; at += GC_PREP_THREADS) {  // W in fragment order, as γ·Q
     int r, k;
-    gc_afrag_rc(x, r, k);
-    w[x] = GC_PRE(Qb[r * GC_LK + k]);
+    gc_afrag_rc(at, r, k);
+    w[at] = GC_PRE(Qb[r * GC_LK + k]);
   }
 #endif
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
