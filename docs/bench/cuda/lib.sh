@@ -118,3 +118,18 @@ variant_rounds() {
 		done
 	done
 }
+
+# prefill_rounds PETAL OUT BACKEND...: prefill of 512 / 4K / 16K tokens,
+# three runs a length (decode 4 tokens at 256), under each BACKEND in
+# turn, in ROUNDS (default 2) alternating rounds; PETAL_CUDA_SASS as the
+# caller set it (e.g. /tmp/s1, a family's new cubin beside the built-in ones).
+prefill_rounds() {
+	local petal=$1 out=$2 round be
+	shift 2
+	for round in $(seq 1 "${ROUNDS:-2}"); do
+		for be in "$@"; do
+			BENCH_LIMIT=60 bench_run "$petal" "$out" "$round-$(tag_of "$be")" "$be" --max-context 17000 \
+				--prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
+		done
+	done
+}

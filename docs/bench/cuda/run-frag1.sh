@@ -28,11 +28,6 @@ echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -4; grep -E '
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run '^TestMeasureDeltaForms$' > $O/measure.txt 2>&1)
 echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | head -20
 echo "tests: $(( $(date +%s) - start )) s"
-for round in 1 2; do
-  for be in cuda cuda:delta=tf32frag; do
-    PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 17000 \
-      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
-  done
-done
+PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag
 echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"
