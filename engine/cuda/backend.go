@@ -81,6 +81,9 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
+	if o.MoEFit && o.MoEFitWidth {
+		fams = append(fams, "gemm_fitw")
+	}
 	if o.MoEYsBF16 {
 		fams = append(fams, "gemm_downbf")
 	}
@@ -286,6 +289,17 @@ func (b *Backend) init() error {
 					return err
 				}
 				b.gemm.FitMoETiles(true, b.o.MoEFitAll)
+				if b.o.MoEFitWidth {
+					mod, err := LoadGEMMFitWModule(b.ctx)
+					if err != nil {
+						return err
+					}
+					b.mods = append(b.mods, mod)
+					if err := b.gemm.AddWidthTiles(mod); err != nil {
+						return err
+					}
+					b.gemm.WidthMoETiles(true)
+				}
 			}
 			if b.o.MoEYsBF16 && b.o.WGRegA {
 				mod, err := LoadGEMMDownBFModule(b.ctx)

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"petal/engine/cuda/driver"
@@ -81,6 +82,14 @@ var FitTiles = []GEMMTile{
 	{Name: "w160rp", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 }
 
+// WidthTiles are gemm_fitw.cu's: w160rw, w160rp with each MoE tile's
+// products as wide as its live rows (64, 96, 112, 128, 144 or 160, chosen
+// once a block), taken in w160rp's place under moefit=width. A module of
+// its own (LoadGEMMFitWModule, AddWidthTiles).
+var WidthTiles = []GEMMTile{
+	{Name: "w160rw", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
+}
+
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
 // (RQ_ENTRIES): 16 or 32 rows a tile, 4 warps, RQ_STAGES stages.
 var MoERegTiles = []GEMMTile{
@@ -140,7 +149,7 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 // (Lowering asks for tiles by name many times a program: the lists are
 // walked in place, nothing allocated.)
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles} {
+	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles} {
 		for _, t := range tiles {
 			if t.Name == name {
 				return t, nil
@@ -217,6 +226,37 @@ func (g *GEMM) addTiles(mod *driver.Module, tiles []GEMMTile) error {
 // AddFitTiles finds FitTiles' kernels in mod (LoadGEMMFitModule).
 func (g *GEMM) AddFitTiles(mod *driver.Module) error { return g.addTiles(mod, FitTiles) }
 
+// LoadGEMMFitWModule loads gemm_fitw.cu's kernels (WidthTiles; sm_90a PTX).
+func LoadGEMMFitWModule(c *driver.Context) (*driver.Module, error) {
+	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
+		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
+	}
+	return loadFamily(c, "gemm_fitw")
+}
+
+// AddWidthTiles finds WidthTiles' kernels in mod (LoadGEMMFitWModule),
+// their down GEMMs with bf16 outputs among them (DownBF).
+func (g *GEMM) AddWidthTiles(mod *driver.Module) error {
+	if err := g.addTiles(mod, WidthTiles); err != nil {
+		return err
+	}
+	for _, t := range WidthTiles {
+		fn, err := mod.Function("gemm_downbf_" + t.Name)
+		if err != nil {
+			return err
+		}
+		if g.downBF == nil {
+			g.downBF = map[string]*driver.Function{}
+		}
+		g.downBF[t.Name] = fn
+	}
+	return nil
+}
+
+// WidthMoETiles makes MoETile take w160rw where it would take w160rp
+// (moefit=width), once AddWidthTiles has added it.
+func (g *GEMM) WidthMoETiles(on bool) { g.fitWidth = on }
+
 // DownBFTiles are the tiles of gemm_downbf.cu's down GEMMs with bf16
 // expert outputs (moeys=bf16): the register-A tiles the MoE takes under
 // moe=wg (MoETile). Another tile writes float32 outputs.
@@ -246,7 +286,11 @@ func (g *GEMM) AddDownBF(mod *driver.Module) error {
 	if err != nil {
 		return err
 	}
-	g.downBF, g.combineBF = fns, combine
+	if g.downBF == nil {
+		g.downBF = map[string]*driver.Function{}
+	}
+	maps.Copy(g.downBF, fns) // beside AddWidthTiles' own
+	g.combineBF = combine
 	return nil
 }
 
@@ -329,6 +373,7 @@ type GEMM struct {
 	useWG, regA             bool             // UseWGMMA
 	undrained               bool             // UndrainedTiles
 	fit, fitAll             bool             // FitMoETiles
+	fitWidth                bool             // WidthMoETiles
 	groupCount, groupScan   *driver.Function // moe_group.cu's (AddMoEGroup)
 	groupPlace              *driver.Function
 	routeBlocks             bool                        // RouteBlocks
@@ -761,6 +806,9 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 			w, _ = GEMMTileByName("w80rp")
 		case avg > 96 && avg <= 144:
 			w, _ = GEMMTileByName("w160rp")
+			if g.fitWidth && g.tiles["w160rw"].gateUp != nil {
+				w, _ = GEMMTileByName("w160rw")
+			}
 		}
 	}
 	return w

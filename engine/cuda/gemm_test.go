@@ -27,7 +27,7 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, MoERegTiles, MoEStreamTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -83,6 +83,14 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w128rp", 1024: "w64r", 512: "w32r"})
 	g.FitMoETiles(true, true)
 	moeTiles("gemm=wgrp, moefit=all", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
+	// moefit=width: w160rw in w160rp's place, once its kernels are there
+	g.FitMoETiles(true, false)
+	g.WidthMoETiles(true)
+	moeTiles("gemm=wgrp, moefit=width, w160rw not loaded", MoEWG, map[int]string{4096: "w160rp", 2048: "w128rp"})
+	g.tiles = map[string]gemmKernels{"w160rw": {gateUp: &driver.Function{}}}
+	moeTiles("gemm=wgrp, moefit=width", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rw", 3072: "w128rp", 2048: "w128rp"})
+	g.tiles = nil
+	g.WidthMoETiles(false)
 	g.FitMoETiles(false, false)
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
@@ -247,6 +255,9 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 			t.Fatal(err)
 		}
 		if err := g.AddDownBF(loadModule(t, LoadGEMMDownBFModule, c)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.AddWidthTiles(loadModule(t, LoadGEMMFitWModule, c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -669,7 +680,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		if T == 100 || T == 512 {
 			tiles = g.AllTiles()
 		}
-		for _, name := range []string{"w80rp", "w160rp"} { // moefit's tiles where they run, beside MoETile's
+		for _, name := range []string{"w80rp", "w160rp", "w160rw"} { // moefit's tiles where they run, beside MoETile's (w160rw: 64 to 96 rows wide at 2048 tokens, 112 to 160 at 4096)
 			if w, err := GEMMTileByName(name); err == nil && T >= 2048 && slices.Contains(g.AllTiles(), w) {
 				tiles = append(tiles, w)
 			}
@@ -1049,7 +1060,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w160rp", "w256r", "w256rp"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w160rp", "w160rw", "w256r", "w256rp"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}
@@ -1198,7 +1209,27 @@ func TestGEMMWGModule(t *testing.T) {
 	if !strings.Contains(string(fit), ".target sm_90a") {
 		t.Error("gemm_fit.ptx is not sm_90a PTX")
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles) {
+	fitw, err := kernels.PTX("gemm_fitw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range WidthTiles {
+		for _, kind := range []string{"dense", "group", "gateup", "down", "downbf"} {
+			if name := "gemm_" + kind + "_" + tile.Name + "("; !strings.Contains(string(fitw), ".entry "+name) {
+				t.Errorf("gemm_%s_%s: not in gemm_fitw.ptx", kind, tile.Name)
+			}
+		}
+	}
+	// every width a tile of up to 160 rows can take, in the MoE's kernels
+	for _, n := range []int{64, 96, 112, 128, 144, 160} {
+		if !strings.Contains(string(fitw), fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", n)) {
+			t.Errorf("gemm_fitw.ptx has no wgmma of %d X rows", n)
+		}
+	}
+	if !strings.Contains(string(fitw), ".target sm_90a") {
+		t.Error("gemm_fitw.ptx is not sm_90a PTX")
+	}
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles) {
 		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
 			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}

@@ -70,6 +70,13 @@ type Options struct {
 	// tokens): its MoE 519 against 579 µs routed evenly, but prefill of 2K
 	// tokens -1.3 / +0.4 / -1.8 %, so not by default.
 	MoEFit, MoEFitAll bool
+	// MoEFitWidth (moefit=width) is moefit=on with w160rw in w160rp's
+	// place (gemm_fitw.cu): each tile's products as wide as its live rows,
+	// 64 to 160 in steps of 16 or 32, chosen once a block. An expert of
+	// 128 rows takes a 128-row tile's products, not a 160-row one's: at
+	// 4096 tokens the 160-row tiles are 80 % full on average. Not yet run
+	// on a GPU; off by default.
+	MoEFitWidth bool
 	// MoEYsBF16 (moeys=bf16, the default) has prefill's MoE down GEMM
 	// write each expert's output row in bf16 (gemm_downbf.cu) and the
 	// combine add them back in float32, where the tile is one of
@@ -329,7 +336,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moefit=on|all|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; default on), ` +
+	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, not yet measured; default on), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`normbf=on|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; default on), ` +
@@ -418,10 +425,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "moefit":
 			switch kv.Value {
-			case "on", "all", "off":
-				o.MoEFit, o.MoEFitAll = kv.Value != "off", kv.Value == "all"
+			case "on", "all", "width", "off":
+				o.MoEFit, o.MoEFitAll, o.MoEFitWidth = kv.Value != "off", kv.Value == "all", kv.Value == "width"
 			default:
-				err = fmt.Errorf("cuda: moefit=%q: want on, all or off", kv.Value)
+				err = fmt.Errorf("cuda: moefit=%q: want on, all, width or off", kv.Value)
 			}
 		case "moeys":
 			o.MoEYsBF16, err = kv.Is("cuda", "bf16", "f32")

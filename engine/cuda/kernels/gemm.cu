@@ -227,7 +227,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NWG = NTHREADS / 128, WS = RA ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || RA || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 80 || BM == 128 || BM == 160 || BM == 256) && BN == 128),
+  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 80 || BM == 96 || BM == 112 || BM == 128 || BM == 144 ||
+                                          BM == 160 || BM == 256) &&
+                                         BN == 128),
                 "register-A wgmma: two warpgroups, 128 weight rows, 16 to 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
@@ -420,8 +422,14 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
           wg_mma_n256_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 160)
           wg_mma_n160_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 144)
+          wg_mma_n144_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 128)
           wg_mma_n128_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 112)
+          wg_mma_n112_ra(wacc[0], f, wg_desc(st + ks * 32));
+        else if constexpr (BM == 96)
+          wg_mma_n96_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 80)
           wg_mma_n80_ra(wacc[0], f, wg_desc(st + ks * 32));
         else if constexpr (BM == 64)
@@ -604,7 +612,11 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 // 0, X and the weights 16-byte aligned. gemm_group_<tile>: the dense GEMMs
 // of a QMVGroup (device.h) in one launch, grid x the sum over its matrices of their
 // rows / BN rounded up (each block finds its matrix), grid y as dense.
-#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)                                                             \
+// GEMM_DENSE_ENTRIES makes the first two, GEMM_ENTRIES all four.
+#define GEMM_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)   \
+  GEMM_DENSE_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG) \
+  GEMM_MOE_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)
+#define GEMM_DENSE_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)                                                       \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_dense_##NAME(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) { pdl_begin();            \
     gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, WG>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, PETAL_BID_X());          \
@@ -626,7 +638,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     _Pragma("unroll") for (int i = 1; i < QMV_GROUP; i++) if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];    \
     if (at < 0) return;                                                                                          \
     gemm_tile<BM, BN, WM, WN, S, MODE_DENSE, WG>(X, 0, W, SB, 0, 0, Y, M, N, K, 0, 0, 0, lx);                      \
-  }                                                                                                              \
+  }
+#define GEMM_MOE_ENTRIES(NAME, BM, BN, WM, WN, S, MINB, WG)                                                         \
   extern "C" __global__ void __launch_bounds__(WM* WN * 32, MINB)                                                \
       gemm_gateup_##NAME(const u16* X, const int* rowTok, const u32* Wg, const u32* SBg, const u32* Wu,          \
                          const u32* SBu, u16* H, int N, int K, const int* tiles, const int* offsets,             \

@@ -86,6 +86,17 @@ WG_MMA_RA(256, WG_R128, WG_D128)
 #define WG_D80 WG_D64, WG_D16(64)
 WG_MMA_RA(80, WG_R40, WG_D40)
 WG_MMA_RA(160, WG_R80, WG_D80)
+// n = 96, 112 and 144: gemm_fitw.cu's tiles of an expert's last rows,
+// between 64 and 160 in steps of 16
+#define WG_R48 "{" WG_R0 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define WG_R56 "{" WG_R0 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55}"
+#define WG_R72 "{" WG_R0 ", " WG_R1 ", %64, %65, %66, %67, %68, %69, %70, %71}"
+#define WG_D48 WG_D32(0), WG_D16(32)
+#define WG_D56 WG_D32(0), WG_D16(32), WG_D8(48)
+#define WG_D72 WG_D64, WG_D8(64)
+WG_MMA_RA(96, WG_R48, WG_D48)
+WG_MMA_RA(112, WG_R56, WG_D56)
+WG_MMA_RA(144, WG_R72, WG_D72)
 static __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 // wg_keep4 keeps an A fragment's registers as they are up to this point
 // (wgmma reads them asynchronously, until its wait).
