@@ -13,11 +13,12 @@
 # wide), the launcher's and the modules' checks, and the oracle under each;
 # TestMeasureDeltaForms (every state kernel at 512 and 4096 tokens, the
 # prep included); prefill of 512 / 4K / 16K tokens, three runs a length,
-# under the defaults, each switch and both, in two alternating rounds.
+# under the defaults, each switch and both, in two alternating rounds;
+# then Nsight Compute's per-instruction stalls of two register-A GEMMs.
 # From the repository root; $CARRY (default devrun/fw) holds petals.txz
 # (petal, -tags nofixture), cuda.test.xz and ref.txz; the tree may go
 # without its logs and PTX but gdn_chunk_frag.ptx and gemm_fitw.ptx. About
-# 5 minutes.
+# 6 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
@@ -35,5 +36,17 @@ echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -4; grep -E '
 echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | head -20
 echo "tests: $(( $(date +%s) - start )) s"
 PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:delta=tf32frag,moefit=width
+echo "benches: $(( $(date +%s) - start )) s"
+# Where the register-A GEMMs' warps stall, instruction by instruction (the
+# SASS with its sampled stalls, ncu's source page): the dense w256rp at
+# 4096 rows (TestMeasureGEMM's launch 24) and gate/up on w160rp at 4096
+# tokens (launch 141), for the next step on those tiles.
+for spec in gemm_dense_w256rp:23 gemm_gateup_w160rp:140; do
+  k=${spec%%:*} skip=${spec#*:}
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 120 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+    $D/cuda.test -test.run '^TestMeasureGEMM$' > $O/sass-stalls-$k.csv 2>&1)
+  echo "ncu source $k: rc=$? $(wc -l < $O/sass-stalls-$k.csv) lines"
+done
 echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"
