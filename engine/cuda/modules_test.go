@@ -89,3 +89,17 @@ func TestSASSEnv(t *testing.T) {
 		t.Errorf("a folder with a manifest: %v", err)
 	}
 }
+
+// TestDefaultsHaveCubins: every family the default options load has a
+// built-in cubin for Hopper (compute capability 9.0) made from its
+// embedded PTX, so that a first run on an H100 or H200 compiles nothing
+// (the driver takes about half a minute for all of them). A change to a
+// default family's PTX lands with its cubin (docs/bench/cuda/lib.sh's
+// new_cubin or sass.sh on the GPU machine).
+func TestDefaultsHaveCubins(t *testing.T) {
+	for _, fam := range noticeFamilies(DefaultOptions()) {
+		if _, err := kernels.Cubin(kernels.Embedded(), fam, 9, 0); err != nil {
+			t.Errorf("%s: %v", fam, err)
+		}
+	}
+}
