@@ -84,6 +84,9 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit && o.MoEFitWidth {
 		fams = append(fams, "gemm_fitw")
 	}
+	if o.WGProducer {
+		fams = append(fams, "gemm_ws")
+	}
 	if o.MoEYsBF16 {
 		fams = append(fams, "gemm_downbf")
 	}
@@ -278,6 +281,17 @@ func (b *Backend) init() error {
 			}
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
+			}
+			if b.o.WGProducer && b.o.WGRegA && b.o.WGUndrained {
+				mod, err := LoadGEMMWSModule(b.ctx)
+				if err != nil {
+					return err
+				}
+				b.mods = append(b.mods, mod)
+				if err := b.gemm.AddProducerTiles(mod); err != nil {
+					return err
+				}
+				b.gemm.ProducerDense(true)
 			}
 			if b.o.MoEFit && b.o.WGRegA && b.o.WGUndrained {
 				fit, err := LoadGEMMFitModule(b.ctx)

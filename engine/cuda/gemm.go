@@ -27,11 +27,16 @@ import (
 // A WG tile with RegA is the register-A form (WG = 3, and 4 for its
 // undrained twin): the weights dequantised into wgmma's A
 // fragments in registers, X the B operand from shared memory, no W tile.
+//
+// A tile with Producer (gemm_ws.cu's) has a warp of its own issuing the
+// copies, its stages handed over by mbarriers (two a stage after them in
+// shared memory), and no block-wide barrier in its loop.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
 	Reg, Stream, WG, RegA   bool
 	Blocks                  int
+	Producer                bool
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -88,6 +93,13 @@ var FitTiles = []GEMMTile{
 // its own (LoadGEMMFitWModule, AddWidthTiles).
 var WidthTiles = []GEMMTile{
 	{Name: "w160rw", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
+}
+
+// ProducerTiles are gemm_ws.cu's: w256rs, w256rp's dense GEMM with a ninth
+// warp issuing its copies (Producer), taken in w256rp's place under
+// gemm=wgrs. A module of its own (LoadGEMMWSModule, AddProducerTiles).
+var ProducerTiles = []GEMMTile{
+	{Name: "w256rs", BM: 256, BN: 128, Threads: 288, Stages: 5, WG: true, RegA: true, Blocks: 1, Producer: true},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -149,7 +161,7 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 // (Lowering asks for tiles by name many times a program: the lists are
 // walked in place, nothing allocated.)
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles} {
+	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles, ProducerTiles} {
 		for _, t := range tiles {
 			if t.Name == name {
 				return t, nil
@@ -177,6 +189,9 @@ func (t GEMMTile) sharedK(K int) int {
 	}
 	if t.WG { // stages 1024-byte aligned, the wgmma swizzle's period
 		stages := t.Stages * ((t.BM*128 + t.BN*36 + 1023) / 1024 * 1024)
+		if t.Producer { // a full and an empty mbarrier a stage
+			return stages + 16*t.Stages
+		}
 		if t.RegA {
 			return stages
 		}
@@ -252,6 +267,21 @@ func (g *GEMM) AddWidthTiles(mod *driver.Module) error {
 	}
 	return nil
 }
+
+// LoadGEMMWSModule loads gemm_ws.cu's kernels (ProducerTiles; sm_90a PTX).
+func LoadGEMMWSModule(c *driver.Context) (*driver.Module, error) {
+	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
+		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
+	}
+	return loadFamily(c, "gemm_ws")
+}
+
+// AddProducerTiles finds ProducerTiles' kernels in mod (LoadGEMMWSModule).
+func (g *GEMM) AddProducerTiles(mod *driver.Module) error { return g.addTiles(mod, ProducerTiles) }
+
+// ProducerDense makes DenseTile take w256rs where it would take w256rp
+// (gemm=wgrs), once AddProducerTiles has added it.
+func (g *GEMM) ProducerDense(on bool) { g.producer = on }
 
 // WidthMoETiles makes MoETile take w160rw where it would take w160rp
 // (moefit=width), once AddWidthTiles has added it.
@@ -374,6 +404,7 @@ type GEMM struct {
 	undrained               bool             // UndrainedTiles
 	fit, fitAll             bool             // FitMoETiles
 	fitWidth                bool             // WidthMoETiles
+	producer                bool             // ProducerDense
 	groupCount, groupScan   *driver.Function // moe_group.cu's (AddMoEGroup)
 	groupPlace              *driver.Function
 	routeBlocks             bool                        // RouteBlocks
@@ -553,7 +584,11 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
-	return g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA))
+	t := g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA))
+	if g.producer && t.Name == "w256rp" && g.tiles["w256rs"].dense != nil {
+		t, _ = GEMMTileByName("w256rs")
+	}
+	return t
 }
 
 // denseTile is DenseTile on a GPU of sms multiprocessors, wg and regA its

@@ -27,7 +27,7 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, MoERegTiles, MoEStreamTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, ProducerTiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -83,6 +83,13 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w128rp", 1024: "w64r", 512: "w32r"})
 	g.FitMoETiles(true, true)
 	moeTiles("gemm=wgrp, moefit=all", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
+	// gemm=wgrs: w256rs in w256rp's place for the dense GEMMs, once its
+	// kernels are there
+	g.producer = true
+	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
+		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
+	}
+	g.producer = false
 	// moefit=width: w160rw in w160rp's place, once its kernels are there
 	g.FitMoETiles(true, false)
 	g.WidthMoETiles(true)
@@ -260,6 +267,9 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 		if err := g.AddWidthTiles(loadModule(t, LoadGEMMFitWModule, c)); err != nil {
 			t.Fatal(err)
 		}
+		if err := g.AddProducerTiles(loadModule(t, LoadGEMMWSModule, c)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := g.AddMoEGroup(loadModule(t, LoadMoEGroupModule, c)); err != nil {
 		t.Fatal(err)
@@ -307,6 +317,68 @@ var gemmDenseShapes = []struct {
 }
 
 var gemmMs = []int{1, 7, 100, 513, 4096}
+
+// TestGEMMProducerMatchesUndrained: gemm=wgrs's w256rs (a producer warp,
+// mbarriers a stage) gives w256rp's bits, dense, split over K and grouped,
+// on shapes off the tiles' boundaries, outputs poisoned before each run.
+func TestGEMMProducerMatchesUndrained(t *testing.T) {
+	c, s, g, rng, up := gemmHarness(t, gpu(t))
+	ws, err := GEMMTileByName("w256rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.tiles[ws.Name]; !ok {
+		t.Skip("no wgmma tiles on this GPU")
+	}
+	rp, _ := GEMMTileByName("w256rp")
+	const maxM, K = 4096, 2048
+	x := randomVector(rng, maxM*K)
+	xd := upBuf(t, c, s, x, "x")
+	xh := newBuf(t, c, s, maxM*K/2, "x bf16")
+	if err := g.ToBF16(s, xd.P, xh.P, maxM*K); err != nil {
+		t.Fatal(err)
+	}
+	ma, mb := quant.RandomMatrix(rng, 1, 4160, K, 4, 64), quant.RandomMatrix(rng, 1, 520, K, 4, 64)
+	qa, qb := uploadGEMMWeights(t, c, up, &ma, "a"), uploadGEMMWeights(t, c, up, &mb, "b")
+	ya, yb := newBuf(t, c, s, maxM*4160, "ya"), newBuf(t, c, s, maxM*520, "yb")
+	parts := newBuf(t, c, s, 3*maxM*(4160+520), "partials")
+	for _, M := range []int{1, 100, 300, 4096} {
+		for _, kind := range []string{"dense", "grouped", "split 3"} {
+			var out [2][]uint32
+			for i, tile := range []GEMMTile{ws, rp} {
+				ya.Poison(t, s)
+				yb.Poison(t, s)
+				parts.Poison(t, s)
+				var err error
+				switch kind {
+				case "dense":
+					err = g.Dense(s, tile, qa, xh.P, ya.P, M)
+				case "grouped":
+					err = g.DenseGroup(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, xh.P, M)
+				default:
+					err = g.DenseSplit(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, parts.P, xh.P, M, 3)
+				}
+				if err != nil {
+					t.Fatalf("%s M=%d %s: %v", tile, M, kind, err)
+				}
+				what := fmt.Sprintf("%s M=%d %s", tile, M, kind)
+				a := ya.Words(t, s, "ya")
+				checkWritten(t, what, a, M*4160)
+				out[i] = a[:M*4160]
+				if kind != "dense" {
+					b := yb.Words(t, s, "yb")
+					checkWritten(t, what+", second matrix", b, M*520)
+					out[i] = append(out[i], b[:M*520]...)
+				}
+			}
+			for j := range out[0] {
+				if out[0][j] != out[1][j] {
+					t.Fatalf("M=%d %s, element %d: %#x with w256rs, %#x with w256rp", M, kind, j, out[0][j], out[1][j])
+				}
+			}
+		}
+	}
+}
 
 // TestGEMMDenseMatchesReference: every tile on every shape and token count,
 // fresh random weights and inputs, outputs poisoned, guards checked, against
@@ -1220,6 +1292,25 @@ func TestGEMMWGModule(t *testing.T) {
 			}
 		}
 	}
+	ws, err := kernels.PTX("gemm_ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range ProducerTiles {
+		for _, kind := range []string{"dense", "group", "gateup", "down"} {
+			if name := "gemm_" + kind + "_" + tile.Name + "("; !strings.Contains(string(ws), ".entry "+name) {
+				t.Errorf("gemm_%s_%s: not in gemm_ws.ptx", kind, tile.Name)
+			}
+		}
+		if !tile.Producer || tile.Threads != 288 || tile.shared() != tile.Stages*((tile.BM*128+tile.BN*36+1023)/1024*1024)+16*tile.Stages {
+			t.Errorf("tile %s: %+v, shared %d: want a producer warp beside two warpgroups, and its mbarriers' 16 bytes a stage", tile, tile, tile.shared())
+		}
+	}
+	for _, want := range []string{".target sm_90a", "mbarrier.try_wait.parity", "cp.async.wait_group 1", "fence.proxy.async", "m64n256k16"} {
+		if !strings.Contains(string(ws), want) {
+			t.Errorf("gemm_ws.ptx has no %q", want)
+		}
+	}
 	// every width a tile of up to 160 rows can take, in the MoE's kernels
 	for _, n := range []int{64, 96, 112, 128, 144, 160} {
 		if !strings.Contains(string(fitw), fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", n)) {
@@ -1229,7 +1320,7 @@ func TestGEMMWGModule(t *testing.T) {
 	if !strings.Contains(string(fitw), ".target sm_90a") {
 		t.Error("gemm_fitw.ptx is not sm_90a PTX")
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, ProducerTiles) {
 		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
 			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}

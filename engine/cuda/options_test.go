@@ -64,6 +64,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrs"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGProducer || DefaultOptions().WGProducer {
+		t.Errorf("gemm=wgrs: WGRegA %v, WGUndrained %v, WGProducer %v (default %v), %v", o.WGRegA, o.WGUndrained, o.WGProducer, DefaultOptions().WGProducer, err)
+	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
 		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)
 	}

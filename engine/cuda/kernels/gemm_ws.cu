@@ -1,0 +1,209 @@
+// gemm_ws.cu: w256rs, w256rp's dense GEMM (the weights as wgmma's A
+// operand from registers, two warpgroups of 64 weight rows against 256 X
+// rows) with its copies issued by a producer warp. gen.sh: sm_90a
+//
+// In w256rp every thread issues its share of a k-tile's copies and the
+// block meets at a barrier each k-tile; Nsight Compute had its warps
+// waiting on that barrier and on their copies for about a fifth of their
+// cycles (docs/bench/cuda/2026-12-07-ncu2). Here a ninth warp only copies:
+// it fills stage s of S and, once its copies have landed (a k-tile later,
+// the next one's copies in flight meanwhile) and are fenced to the async
+// proxy, completes the stage's "full" mbarrier; the two warpgroups wait for
+// that barrier alone, and each of their warps arrives at the stage's
+// "empty" mbarrier once the products that read it are done (after the
+// next k-tile's first wait), which is what the producer waits for before
+// it fills the stage again. No block-wide barrier after the start. The
+// same products in the same order as w256rp: the same bits.
+// A module of its own (gemm=wgrs), so that gemm_wg.ptx and its machine
+// code stay as they are.
+#define GEMM_WG_MODULE
+#include "gemm.cu"
+
+static __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// mbar_arrive is one arrival of this thread at bar.
+static __device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+// mbar_try says whether bar's phase of the given parity has completed
+// (mbar_wait spins on it).
+static __device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done;
+}
+static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  while (!mbar_try(bar, parity)) {
+  }
+}
+
+#define WS_BM 256
+#define WS_BN 128
+#define WS_S 5
+#define WS_CONSUMERS 256  // two warpgroups
+#define WS_THREADS (WS_CONSUMERS + 32)
+
+// ws_dense_tile computes Y[r0 .., n0 .. n0+127] (+ z·M·N under split-K) of
+// block (bx, blockIdx.y, blockIdx.z), as gemm_tile<256, 128, 4, 2, 5,
+// MODE_DENSE, 4> does, with WS_THREADS threads: warps 0-7 the consumers,
+// warp 8 the producer. Dynamic shared memory: WS_S stages as w256rp's,
+// then 2·WS_S mbarriers.
+static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, const u32* __restrict__ W,
+                                                     const u32* __restrict__ SB, float* __restrict__ Y, int M, int N,
+                                                     int K, int bx) {
+  constexpr int A_BYTES = WS_BM * 128, C_BYTES = WS_BN * 32;
+  constexpr int STAGE = (A_BYTES + WS_BN * 36 + 1023) / 1024 * 1024;
+  extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
+  const u32 sbase = smem_u32(gsm);
+  if (sbase & 1023) __builtin_trap();  // the descriptors assume the swizzle's alignment
+  const u32 fullb = sbase + WS_S * STAGE, emptyb = fullb + 8 * WS_S;
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+
+  const int r0 = G_BID_Y() * WS_BM, rend = M, n0 = bx * WS_BN;
+  const int z = G_BID_Z(), splits = G_NBID_Z();
+  const int kt0 = z * (K / 64) / splits, kt1 = (z + 1) * (K / 64) / splits, nk = kt1 - kt0;
+  Y += (long long)z * M * N;
+  const long long wpr = K / 8, gpr = K / 64;
+
+  if (tid == 0) {
+    for (int s = 0; s < WS_S; s++) {
+      mbar_init(fullb + 8 * s, 32);                   // the producer's lanes, once their copies land
+      mbar_init(emptyb + 8 * s, WS_CONSUMERS / 32);  // each consumer warp, once done with the stage
+    }
+  }
+  __syncthreads();
+
+  if (warp == WS_CONSUMERS / 32) {
+    // The producer: k-tile kt into stage kt % WS_S, once the consumers are
+    // done with what it held (k-tile kt - WS_S).
+    for (int kt = 0; kt < nk; kt++) {
+      const int s = kt % WS_S;
+      if (kt >= WS_S) mbar_wait(emptyb + 8 * s, (kt / WS_S - 1) & 1);
+      const u32 st = sbase + s * STAGE;
+      const long long k0 = (long long)(kt0 + kt) * 64;
+      // X: 256 rows of 8 chunks of 16 bytes, swizzled as gemm_tile's
+      for (int i = lane; i < WS_BM * 8; i += 32) {
+        const int row = i >> 3, ch = i & 7, r = r0 + row;
+        cp_async16(st + row * 128 + ((ch ^ (row & 7)) << 4), X + (long long)(r < rend ? r : 0) * K + k0 + ch * 8, r < rend);
+      }
+      // the codes: 128 rows of 2 chunks; the scale/bias words: 128
+      for (int i = lane; i < WS_BN * 2; i += 32) {
+        const int n = n0 + (i >> 1);
+        cp_async16(st + A_BYTES + i * 16, W + (n < N ? n : 0) * wpr + (kt0 + kt) * 8 + (i & 1) * 4, n < N);
+      }
+      for (int row = lane; row < WS_BN; row += 32) {
+        const int n = n0 + row;
+        cp_async4(st + A_BYTES + C_BYTES + row * 4, SB + (n < N ? n : 0) * gpr + kt0 + kt, n < N);
+      }
+      cp_commit();
+      // k-tile kt-1's copies landed (kt's still in flight): to the async
+      // proxy that wgmma reads through, then its stage is full
+      if (kt > 0) {
+        cp_wait<1>();
+        fence_proxy_async();
+        mbar_arrive(fullb + 8 * ((kt - 1) % WS_S));
+      }
+    }
+    if (nk > 0) {
+      cp_wait<0>();
+      fence_proxy_async();
+      mbar_arrive(fullb + 8 * ((nk - 1) % WS_S));
+    }
+    return;
+  }
+
+  // The consumers: gemm_tile's register-A k-steps (WG = 4), each k-tile
+  // waited for at its full barrier instead of a block-wide one.
+  const int g = lane >> 2, c = lane & 3;
+  const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;  // this thread's weight rows: wrow, wrow + 8
+  const u32 sel = (u32)c * 0x1111u + 0x4400u;               // dequant_pair2's selector of byte c
+  float wacc[WS_BM / 2];
+#pragma unroll
+  for (int i = 0; i < WS_BM / 2; i++) wacc[i] = 0.f;
+  u32 a[2][4];
+  for (int kt = 0; kt < nk; kt++) {
+    const int s = kt % WS_S;
+    mbar_wait(fullb + 8 * s, (kt / WS_S) & 1);
+    const u32 st = sbase + s * STAGE;
+    const u32* cw = (const u32*)(gsm + s * STAGE + A_BYTES);
+    const u32* sbw = (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES);
+    const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
+    const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
+    const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
+    U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+      u32* f = a[ks & 1];
+      f[0] = dequant_pair2(q0.x, sel, s0, b0);
+      f[1] = dequant_pair2(q1.x, sel, s1, b1);
+      f[2] = dequant_pair2(q0.y, sel, s0, b0);
+      f[3] = dequant_pair2(q1.y, sel, s1, b1);
+      if (ks < 3) {
+        q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
+        q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
+      }
+      wg_fence();
+      wg_mma_n256_ra(wacc, f, wg_desc(st + ks * 32));
+      wg_commit();
+      wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
+      wg_keep4(a[(ks + 1) & 1]);
+      if (ks == 0 && kt > 0) {
+        // k-tile kt-1's products are all done (only this k-step's is
+        // left): its stage is free, and so are this warp's reads of it
+        __syncwarp();
+        if (lane == 0) mbar_arrive(emptyb + 8 * ((kt - 1) % WS_S));
+      }
+    }
+  }
+  wg_wait0();
+  wg_keep4(a[0]);
+  wg_keep4(a[1]);
+  wg_keep<WS_BM / 2>(wacc);
+  // wacc[4j + i]: weight row wrow (+8 for i >= 2), X row 8j + 2c + (i & 1)
+#pragma unroll
+  for (int j = 0; j < WS_BM / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int r = r0 + 8 * j + 2 * c + e;
+      if (r >= rend) continue;
+      float* y = Y + (long long)r * N + n0;
+      if (n0 + wrow < N) y[wrow] = wacc[4 * j + e];
+      if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[4 * j + 2 + e];
+    }
+}
+
+// gemm_dense_w256rs and gemm_group_w256rs take gemm_dense_ and
+// gemm_group_w256rp's arguments and grids, WS_THREADS threads and w256rp's
+// dynamic shared memory and 16·WS_S bytes more; gemm_gateup_ and
+// gemm_down_w256rs are w256rp's (the MoE does not take 256-row tiles).
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
+    gemm_dense_w256rs(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) {
+  pdl_begin();
+  ws_dense_tile(X, W, SB, Y, M, N, K, PETAL_BID_X());
+}
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) gemm_group_w256rs(const QMVGroup g, const u16* X, int M, int K) {
+  pdl_begin();
+  const int bx = PETAL_BID_X();
+  int b0 = 0, at = -1, N = 0, lx = 0;
+#pragma unroll
+  for (int i = 0; i < QMV_GROUP; i++) {
+    if (i < g.n) {
+      const int ni = g.start[i + 1] - g.start[i], nb = (ni + WS_BN - 1) / WS_BN;
+      if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;
+      b0 += nb;
+    }
+  }
+  const u32 *W = g.words[0], *SB = g.sb[0];
+  float* Y = g.y[0];
+#pragma unroll
+  for (int i = 1; i < QMV_GROUP; i++)
+    if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];
+  if (at < 0) return;
+  ws_dense_tile(X, W, SB, Y, M, N, K, lx);
+}
+GEMM_MOE_ENTRIES(w256rs, 256, 128, 4, 2, 5, 1, 4)
