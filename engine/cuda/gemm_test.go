@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -1064,6 +1065,18 @@ func (r *moeRef) compare(h, out []float32, pos []int32, I, H int, down *quant.Ma
 	return e
 }
 
+// measuredTiles is tiles, or those PETAL_MEASURE_TILES names (a comma-separated
+// list) where it is set, so that a GPU call can time a few tiles at every
+// shape without the rest.
+func measuredTiles(tiles []GEMMTile) []GEMMTile {
+	want := os.Getenv("PETAL_MEASURE_TILES")
+	if want == "" {
+		return tiles
+	}
+	names := strings.Split(want, ",")
+	return slices.DeleteFunc(slices.Clone(tiles), func(t GEMMTile) bool { return !slices.Contains(names, t.Name) })
+}
+
 // TestMeasureGEMM times the dense GEMM of every tile on the model's
 // projections at 512 and 4096 tokens, and the grouped MoE at 512 and 4096
 // tokens over 256 experts, in TFLOP/s (PETAL_CUDA_BENCH=1).
@@ -1074,7 +1087,7 @@ func TestMeasureGEMM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allTiles := g.AllTiles()
+	allTiles, denseTiles := measuredTiles(g.AllTiles()), measuredTiles(g.DenseTiles())
 	for _, tile := range allTiles {
 		for _, kind := range []string{"dense", "gateup", "down"} {
 			if tile.Reg && kind == "dense" {
@@ -1107,7 +1120,7 @@ func TestMeasureGEMM(t *testing.T) {
 		for _, M := range []int{512, 4096} {
 			flop := 2 * float64(M) * float64(sh.N) * float64(sh.K)
 			line := fmt.Sprintf("dense %-20s M=%-4d", sh.name, M)
-			for _, tile := range g.DenseTiles() {
+			for _, tile := range denseTiles {
 				d := timeLaunches(t, c, s, 20, func() error { return g.Dense(s, tile, qm, xh.P, y.P, M) })
 				line += fmt.Sprintf(" %s %6.1f µs %4.0f TF/s |", tile, float64(d.Nanoseconds())/1e3, flop/d.Seconds()/1e12)
 			}
@@ -1145,6 +1158,9 @@ func TestMeasureGEMM(t *testing.T) {
 					tiles = append(tiles, tile)
 				}
 			}
+		}
+		if len(tiles) == 0 { // PETAL_MEASURE_TILES names none of this length's
+			continue
 		}
 		counts := make([]int, E)
 		for _, e := range ids {

@@ -19,7 +19,7 @@
 # then Nsight Compute's per-instruction stalls of two register-A GEMMs.
 # Two calls on the same build, too long for one: PART=1 (the default) the
 # cubins, tests, oracle and TestMeasureDeltaForms; PART=2 the cubins again,
-# the prefill rounds and Nsight Compute.
+# the prefill rounds, TestMeasureGEMM of the new tiles and Nsight Compute.
 # From the repository root; $CARRY (default devrun/fw) holds petals.txz
 # (petal, -tags nofixture), cuda.test.xz and ref.txz; the tree may go
 # without its logs and PTX but gdn_chunk_frag.ptx, gemm_fitw.ptx, gemm_ws.ptx
@@ -47,6 +47,10 @@ echo "tests: $(( $(date +%s) - start )) s"
 else
 PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs
 echo "benches: $(( $(date +%s) - start )) s"
+# the new tiles beside the ones they stand for, kernel by kernel
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs timeout 200 \
+  $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
+echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
 # Where the register-A GEMMs' warps stall, instruction by instruction (the
 # SASS with its sampled stalls, ncu's source page): the dense w256rp at
 # 4096 rows (TestMeasureGEMM's launch 24) and gate/up on w160rp at 4096
