@@ -283,45 +283,25 @@ func (b *Backend) init() error {
 				b.gemm.UndrainedTiles()
 			}
 			if b.o.WGProducer && b.o.WGRegA && b.o.WGUndrained {
-				mod, err := LoadGEMMWSModule(b.ctx)
-				if err != nil {
-					return err
-				}
-				b.mods = append(b.mods, mod)
-				if err := b.gemm.AddProducerTiles(mod); err != nil {
+				if err := b.addModule(LoadGEMMWSModule, b.gemm.AddProducerTiles); err != nil {
 					return err
 				}
 				b.gemm.ProducerDense(true)
 			}
 			if b.o.MoEFit && b.o.WGRegA && b.o.WGUndrained {
-				fit, err := LoadGEMMFitModule(b.ctx)
-				if err != nil {
-					return err
-				}
-				b.mods = append(b.mods, fit)
-				if err := b.gemm.AddFitTiles(fit); err != nil {
+				if err := b.addModule(LoadGEMMFitModule, b.gemm.AddFitTiles); err != nil {
 					return err
 				}
 				b.gemm.FitMoETiles(true, b.o.MoEFitAll)
 				if b.o.MoEFitWidth {
-					mod, err := LoadGEMMFitWModule(b.ctx)
-					if err != nil {
-						return err
-					}
-					b.mods = append(b.mods, mod)
-					if err := b.gemm.AddWidthTiles(mod); err != nil {
+					if err := b.addModule(LoadGEMMFitWModule, b.gemm.AddWidthTiles); err != nil {
 						return err
 					}
 					b.gemm.WidthMoETiles(true)
 				}
 			}
 			if b.o.MoEYsBF16 && b.o.WGRegA {
-				mod, err := LoadGEMMDownBFModule(b.ctx)
-				if err != nil {
-					return err
-				}
-				b.mods = append(b.mods, mod)
-				if err := b.gemm.AddDownBF(mod); err != nil {
+				if err := b.addModule(LoadGEMMDownBFModule, b.gemm.AddDownBF); err != nil {
 					return err
 				}
 			}

@@ -50,30 +50,32 @@ func deltaChunkPrepShared() int {
 // of 36, γ at the end and 3 floats), Vn and γ·S0·q (rows of 40).
 func deltaChunkStateShared() int {
 	const c, lk, lkd, lv, lc = deltaChunkTokens, GDNHeadDim + 4, GDNHeadDim + 8, deltaChunkSlice + 8, deltaChunkTokens + 4
-	buf := 2*c*lk + c*lkd + c*lv + c*lc + 4
-	return 4 * (deltaChunkSlice*lk + 2*buf + 2*c*lv)
+	return deltaStateSharedOf(2*c*lk + c*lkd + c*lv + c*lc + 4)
 }
 
-// deltaChunkStateSKShared is GC_STATE_SK_SHARED: deltaChunkStateShared
-// and the eight warps' partial sums of Vn and γ·S0·q (rows of 40).
-func deltaChunkStateSKShared() int {
-	return deltaChunkStateShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
-}
-
-// deltaChunkFragShared is deltaChunkStateShared under GC_FRAG: a buffer
-// holds W, γ·Q and the decayed K in fragment order (no padding), U's slice
-// in rows of 40, the masked q·k (no padding), γ and 3 floats.
+// deltaChunkFragShared is GC_STATE_SHARED under GC_FRAG: a buffer holds W,
+// γ·Q and the decayed K in fragment order (no padding), U's slice in rows
+// of 40, the masked q·k (no padding), γ and 3 floats.
 func deltaChunkFragShared() int {
-	const c, d, lk, lv = deltaChunkTokens, GDNHeadDim, GDNHeadDim + 4, deltaChunkSlice + 8
-	buf := 3*c*d + c*lv + c*c + 4
-	return 4 * (deltaChunkSlice*lk + 2*buf + 2*c*lv)
+	const c, d, lv = deltaChunkTokens, GDNHeadDim, deltaChunkSlice + 8
+	return deltaStateSharedOf(3*c*d + c*lv + c*c + 4)
 }
 
-// deltaChunkFragSKShared is deltaChunkFragShared and the eight warps'
-// partial sums, as deltaChunkStateSKShared.
-func deltaChunkFragSKShared() int {
-	return deltaChunkFragShared() + 4*(deltaChunkStateThreads/32)*2*deltaChunkTokens*(deltaChunkSlice+8)
+// deltaStateSharedOf is a state pass's shared memory with buffers of buf
+// floats: the state's slice (rows of 132), two buffers, Vn and γ·S0·q
+// (rows of 40).
+func deltaStateSharedOf(buf int) int {
+	return 4 * (deltaChunkSlice*(GDNHeadDim+4) + 2*buf + 2*deltaChunkTokens*(deltaChunkSlice+8))
 }
+
+// deltaSKPartials is the bytes GC_STATE_SK_SHARED adds: the eight warps'
+// partial sums of Vn and γ·S0·q (rows of 40).
+const deltaSKPartials = 4 * (deltaChunkStateThreads / 32) * 2 * deltaChunkTokens * (deltaChunkSlice + 8)
+
+// deltaChunkStateSKShared and deltaChunkFragSKShared are
+// GC_STATE_SK_SHARED: the state pass's and the warps' partial sums.
+func deltaChunkStateSKShared() int { return deltaChunkStateShared() + deltaSKPartials }
+func deltaChunkFragSKShared() int  { return deltaChunkFragShared() + deltaSKPartials }
 
 // deltaFragKernels are gdn_chunk_frag.cu's state kernels (delta=tf32frag)
 // with their shared memory, and deltaFragKernel the one it launches.

@@ -207,19 +207,22 @@ func LoadGEMMModule(c *driver.Context) (*driver.Module, error) {
 
 // LoadGEMMFitModule loads gemm_fit.cu's kernels (FitTiles; sm_90a PTX).
 func LoadGEMMFitModule(c *driver.Context) (*driver.Module, error) {
-	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
-		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
-	}
-	return loadFamily(c, "gemm_fit")
+	return loadWGMMAFamily(c, "gemm_fit")
 }
 
 // LoadGEMMWGModule loads gemm_wg.cu's kernels (sm_90a PTX: a GPU of
 // compute capability 9.0 only).
 func LoadGEMMWGModule(c *driver.Context) (*driver.Module, error) {
+	return loadWGMMAFamily(c, "gemm_wg")
+}
+
+// loadWGMMAFamily loads family, sm_90a PTX (wgmma): a GPU of compute
+// capability 9.0 only.
+func loadWGMMAFamily(c *driver.Context, family string) (*driver.Module, error) {
 	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
 		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
 	}
-	return loadFamily(c, "gemm_wg")
+	return loadFamily(c, family)
 }
 
 // AddWGMMA adds the tiles of WGMMATiles from mod (LoadGEMMWGModule).
@@ -243,10 +246,7 @@ func (g *GEMM) AddFitTiles(mod *driver.Module) error { return g.addTiles(mod, Fi
 
 // LoadGEMMFitWModule loads gemm_fitw.cu's kernels (WidthTiles; sm_90a PTX).
 func LoadGEMMFitWModule(c *driver.Context) (*driver.Module, error) {
-	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
-		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
-	}
-	return loadFamily(c, "gemm_fitw")
+	return loadWGMMAFamily(c, "gemm_fitw")
 }
 
 // AddWidthTiles finds WidthTiles' kernels in mod (LoadGEMMFitWModule),
@@ -270,10 +270,7 @@ func (g *GEMM) AddWidthTiles(mod *driver.Module) error {
 
 // LoadGEMMWSModule loads gemm_ws.cu's kernels (ProducerTiles; sm_90a PTX).
 func LoadGEMMWSModule(c *driver.Context) (*driver.Module, error) {
-	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
-		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
-	}
-	return loadFamily(c, "gemm_ws")
+	return loadWGMMAFamily(c, "gemm_ws")
 }
 
 // AddProducerTiles finds ProducerTiles' kernels in mod (LoadGEMMWSModule).
@@ -295,10 +292,7 @@ var DownBFTiles = []string{"w32r", "w64r", "w128rp", "w80rp", "w160rp"}
 // LoadGEMMDownBFModule loads gemm_downbf.cu's kernels (DownBFTiles and
 // moe_combine_bf; sm_90a PTX).
 func LoadGEMMDownBFModule(c *driver.Context) (*driver.Module, error) {
-	if d := c.Device(); d.Major != 9 || d.Minor != 0 {
-		return nil, fmt.Errorf("cuda: the wgmma GEMMs need compute capability 9.0; %s", d)
-	}
-	return loadFamily(c, "gemm_downbf")
+	return loadWGMMAFamily(c, "gemm_downbf")
 }
 
 // AddDownBF finds gemm_downbf.cu's kernels in mod (LoadGEMMDownBFModule):

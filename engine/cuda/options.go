@@ -50,8 +50,9 @@ type Options struct {
 	// tiles on gemm_ws.cu's w256rs: a ninth warp issues the copies and
 	// hands the stages over by mbarriers, so that the two warpgroups of
 	// products never wait at a block-wide barrier (Nsight Compute had
-	// w256rp's warps at its barrier and copies about a fifth of their
-	// cycles, docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp. Not
+	// w256rp's warps stalled at its barrier 0.90 and on memory 0.74 of the
+	// 7.05 cycles between their issued instructions,
+	// docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp. Not
 	// yet run on a GPU; off by default.
 	WGProducer bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an

@@ -4,8 +4,9 @@
 //
 // In w256rp every thread issues its share of a k-tile's copies and the
 // block meets at a barrier each k-tile; Nsight Compute had its warps
-// waiting on that barrier and on their copies for about a fifth of their
-// cycles (docs/bench/cuda/2026-12-07-ncu2). Here a ninth warp only copies:
+// stalled at that barrier 0.90 and on memory (long scoreboard, their
+// copies' waits among it) 0.74 of the 7.05 cycles between their issued
+// instructions (docs/bench/cuda/2026-12-07-ncu2). Here a ninth warp only copies:
 // it fills stage s of S and, once its copies have landed (a k-tile later,
 // the next one's copies in flight meanwhile) and are fenced to the async
 // proxy, completes the stage's "full" mbarrier; the two warpgroups wait for
