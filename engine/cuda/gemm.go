@@ -376,8 +376,11 @@ func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 func (g *GEMM) DenseTiles() []GEMMTile { return slices.Concat(GEMMTiles, g.wg) }
 
 // AllTiles are every tile of the grouped MoE GEMMs here: allGEMMTiles, and
-// WGMMATiles once added.
-func (g *GEMM) AllTiles() []GEMMTile { return slices.Concat(allGEMMTiles(), g.wg) }
+// the sm_90a tiles once added but ProducerTiles (dense only: their MoE
+// entries are w256rp's, of another thread count).
+func (g *GEMM) AllTiles() []GEMMTile {
+	return slices.Concat(allGEMMTiles(), slices.DeleteFunc(slices.Clone(g.wg), func(t GEMMTile) bool { return t.Producer }))
+}
 
 type gemmKernels struct {
 	dense, group, gateUp, down *driver.Function
@@ -500,8 +503,11 @@ func (g *GEMM) StreamFits(t GEMMTile, hidden, inter int) bool {
 }
 
 // checkStream is StreamFits as an error naming the shape, nil for a tile
-// that is not a Stream tile.
+// that is not a Stream tile; and an error for a dense-only (Producer) tile.
 func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
+	if t.Producer {
+		return fmt.Errorf("cuda: GEMM tile %s is for dense GEMMs only, not the MoE's", t)
+	}
 	max := g.c.Device().SharedOptIn
 	if t.Stream && (hidden%128 != 0 || inter%128 != 0 || t.sharedK(hidden) > max || t.sharedK(inter) > max) {
 		return fmt.Errorf("cuda: MoE GEMM tile %s does not take %d hidden and %d expert columns (multiples of 128 whose X rows fit shared memory)", t, hidden, inter)
@@ -512,9 +518,9 @@ func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
 // Prepare raises every tile's shared-memory limit now, so that no launch
 // recorded into a CUDA graph changes a function's attributes.
 func (g *GEMM) Prepare() error {
-	for _, t := range g.AllTiles() {
+	for _, t := range slices.Concat(allGEMMTiles(), g.wg) {
 		for _, kind := range []string{"dense", "group", "gateup", "down"} {
-			if t.Reg && (kind == "dense" || kind == "group") {
+			if t.Reg && (kind == "dense" || kind == "group") || t.Producer && (kind == "gateup" || kind == "down") {
 				continue
 			}
 			if err := g.ready(g.Function(t, kind), t); err != nil {

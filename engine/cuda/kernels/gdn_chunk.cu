@@ -100,15 +100,22 @@ static __device__ __forceinline__ void gc_gates(const float* __restrict__ bb, co
   __syncthreads();
 }
 
-// gc_split is tf32_split; in gdn_chunk_tf32.cu (GC_ONE_PRODUCT) the
-// rounding alone, the lo part never read.
-static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
+// gc_split is tf32_split; in gdn_chunk_tf32.cu and gdn_chunk_frag.cu
+// (GC_ONE_PRODUCT) the rounding alone, the lo part never read, but where
+// Three asks for both parts (the prep's 3xTF32 products, in every form).
 #ifdef GC_ONE_PRODUCT
-  hi = tf32_round(x);
-  lo = 0;
+#define GC_THREE false
 #else
-  tf32_split(x, hi, lo);
+#define GC_THREE true
 #endif
+template <bool Three = GC_THREE>
+static __device__ __forceinline__ void gc_split(float x, u32& hi, u32& lo) {
+  if constexpr (Three) {
+    tf32_split(x, hi, lo);
+  } else {
+    hi = tf32_round(x);
+    lo = 0;
+  }
 }
 
 // gc_mma adds a·b to the accumulator c: mma_tf32x3, or in gdn_chunk_tf32.cu
@@ -124,20 +131,22 @@ static __device__ __forceinline__ void gc_mma(float* c, const TfA& a, const TfB&
 // gc_frag_a is A[r0:r0+16, k0:k0+8] (a0 at row g, col t; a1 row g+8; a2
 // col t+4; a3 both), gc_frag_b B[k0:k0+8, n0:n0+8] (b0 at row t, col g;
 // b1 row t+4).
+template <bool Three = GC_THREE>
 static __device__ __forceinline__ TfA gc_frag_a(GcMat A, int r0, int k0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   TfA f;
-  gc_split(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
-  gc_split(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
-  gc_split(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
-  gc_split(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
+  gc_split<Three>(A.at(r0 + g, k0 + t), f.hi[0], f.lo[0]);
+  gc_split<Three>(A.at(r0 + g + 8, k0 + t), f.hi[1], f.lo[1]);
+  gc_split<Three>(A.at(r0 + g, k0 + t + 4), f.hi[2], f.lo[2]);
+  gc_split<Three>(A.at(r0 + g + 8, k0 + t + 4), f.hi[3], f.lo[3]);
   return f;
 }
+template <bool Three = GC_THREE>
 static __device__ __forceinline__ TfB gc_frag_b(GcMat B, int k0, int n0, int lane) {
   const int g = lane >> 2, t = lane & 3;
   TfB f;
-  gc_split(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
-  gc_split(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
+  gc_split<Three>(B.at(k0 + t, n0 + g), f.hi[0], f.lo[0]);
+  gc_split<Three>(B.at(k0 + t + 4, n0 + g), f.hi[1], f.lo[1]);
   return f;
 }
 
@@ -309,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     if (n0 <= r0 + 15) {
       const GcMat A{kind ? Qb : Kb, GC_LK, 1}, B{Kb, 1, GC_LK};
 #pragma unroll 4
-      for (int k0 = 0; k0 < GC_D; k0 += 8) mma_tf32x3(c, gc_frag_a(A, r0, k0, lane), gc_frag_b(B, k0, n0, lane));
+      for (int k0 = 0; k0 < GC_D; k0 += 8) mma_tf32x3(c, gc_frag_a<true>(A, r0, k0, lane), gc_frag_b<true>(B, k0, n0, lane));
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) {
