@@ -38,9 +38,23 @@ static __device__ __forceinline__ bool mbar_try(u32 bar, u32 parity) {
       : "memory");
   return done;
 }
+// mbar_arrive_if is mbar_arrive where on is nonzero, predicated in the
+// instruction rather than branched around.
+static __device__ __forceinline__ void mbar_arrive_if(u32 bar, int on) {
+  asm volatile("{\n.reg .b64 st;\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar),
+               "r"(on)
+               : "memory");
+}
 static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+#ifdef WS_WAIT_ASM
+  asm volatile(
+      "{\n.reg .pred p;\nWS_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WS_WAIT;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
   while (!mbar_try(bar, parity)) {
   }
+#endif
 }
 
 #define WS_BM 256
@@ -74,7 +88,11 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
   if (tid == 0) {
     for (int s = 0; s < WS_S; s++) {
       mbar_init(fullb + 8 * s, 32);                   // the producer's lanes, once their copies land
+#ifdef WS_ARRIVE_ALL
+      mbar_init(emptyb + 8 * s, WS_CONSUMERS);
+#else
       mbar_init(emptyb + 8 * s, WS_CONSUMERS / 32);  // each consumer warp, once done with the stage
+#endif
     }
   }
   __syncthreads();
@@ -153,12 +171,16 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
       wg_commit();
       wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
       wg_keep4(a[(ks + 1) & 1]);
+#ifdef WS_ARRIVE_ALL
+      if (ks == 0) mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0);
+#else
       if (ks == 0 && kt > 0) {
         // k-tile kt-1's products are all done (only this k-step's is
         // left): its stage is free, and so are this warp's reads of it
         __syncwarp();
         if (lane == 0) mbar_arrive(emptyb + 8 * ((kt - 1) % WS_S));
       }
+#endif
     }
   }
   wg_wait0();

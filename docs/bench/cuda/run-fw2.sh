@@ -1,0 +1,55 @@
+#!/bin/bash
+# run-fw2.sh: run-fw1.sh's forms again after its failures were mended
+# (9f7fe38: delta=tf32frag's prep with gdn_chunk_prep's 3xTF32 products,
+# w160rw's 144-row width reading its code words in place, w256rs a dense
+# tile only), in two calls on the same build:
+# PART=A: the cubins; the tests that failed in fw1 and the oracle under
+#   each form; TestMeasureDeltaForms; ptxas on four builds of gemm_ws.cu
+#   (CARRY/var/gemm_ws_v0..v3.ptx: as built; WS_WAIT_ASM, the mbarrier
+#   wait's loop inside one asm statement; WS_ARRIVE_ALL, every consumer
+#   thread arriving at the empty barrier, no branch; both), for which of
+#   them ptxas still serialises the wgmma (its C7513 note in fw1);
+#   TestMeasureGEMM of w160rp, w160rw, w256rp and w256rs; Nsight Compute's
+#   per-instruction stalls of the dense w256rp and gate/up on w160rp.
+# PART=B: the cubins; prefill of 512 / 4K / 16K tokens, three runs a
+#   length, under the defaults, each form and all three, two alternating
+#   rounds (run-fw1.sh's second part).
+# From the repository root; $CARRY (default devrun/fw) as run-fw1.sh's.
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
+. docs/bench/cuda/lib.sh
+unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
+gpu_env "$O/env.txt"
+start=$(date +%s)
+rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
+new_cubin /tmp/s1 gdn_chunk_frag $O
+new_cubin /tmp/s1 gemm_fitw $O
+new_cubin /tmp/s1 gemm_ws $O
+cubin_into /tmp/s1 phase engine/cuda/kernels/phase.ptx && echo "phase cubin remade"
+(cd /tmp && tar czf $O/sass.tgz s1/gdn_chunk_frag.sm_90.cubin.gz s1/gemm_fitw.sm_90a.cubin.gz s1/gemm_ws.sm_90a.cubin.gz s1/phase.sm_90.cubin.gz s1/manifest.txt)
+if [ "${PART:-A}" = A ]; then
+cuda_tests /tmp/s1 $D/cuda.test 'TestChunkedDeltaFragMatchesTF32|TestDeltaChunkKernelMatchesLauncher|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestGEMMWGModule|TestGEMMTilesFit' $O/tests.txt
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
+  -test.run 'TestOracleOnGPU/(defaults|delta=tf32frag|moefit=width|gemm=wgrs)$' > $O/oracle.txt 2>&1)
+echo "oracle: rc=$?"; grep -E '^ *--- ' $O/oracle.txt | head -6; grep -E 'top-1' $O/oracle.txt | sed 's/.*: seq/seq/; s/.*: chat/chat/' | cut -c1-150 | head -20
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run '^TestMeasureDeltaForms$' > $O/measure.txt 2>&1)
+echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | grep -E 'tf32|frag' | head -12
+for v in v0 v1 v2 v3; do
+  /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v $D/var/gemm_ws_$v.ptx -o /tmp/ws_$v.cubin > $O/ptxas-ws-$v.txt 2>&1
+  echo "gemm_ws $v: rc=$? C7513 notes $(grep -c C7513 $O/ptxas-ws-$v.txt); $(grep -A2 "gemm_dense_w256rs" $O/ptxas-ws-$v.txt | grep -E 'registers' | tr '\n' ' ')"
+done
+echo "tests: $(( $(date +%s) - start )) s"
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs timeout 200 \
+  $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
+echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
+for spec in gemm_dense_w256rp:23 gemm_gateup_w160rp:140; do
+  k=${spec%%:*} skip=${spec#*:}
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 100 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+    $D/cuda.test -test.run '^TestMeasureGEMM$' > $O/sass-stalls-$k.csv 2>&1)
+  echo "ncu source $k: rc=$? $(wc -l < $O/sass-stalls-$k.csv) lines"
+done
+else
+PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs
+fi
+echo "all: $(( $(date +%s) - start )) s"
+pack_out "$O"
