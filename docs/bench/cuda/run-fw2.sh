@@ -14,6 +14,7 @@
 # PART=B: the cubins; prefill of 512 / 4K / 16K tokens, three runs a
 #   length, under the defaults, each form and all three, two alternating
 #   rounds (run-fw1.sh's second part).
+# PART=AB: both in one call, A without Nsight Compute (NCU=0).
 # From the repository root; $CARRY (default devrun/fw) as run-fw1.sh's.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
@@ -26,7 +27,9 @@ new_cubin /tmp/s1 gemm_fitw $O
 new_cubin /tmp/s1 gemm_ws $O
 cubin_into /tmp/s1 phase engine/cuda/kernels/phase.ptx && echo "phase cubin remade"
 (cd /tmp && tar czf $O/sass.tgz s1/gdn_chunk_frag.sm_90.cubin.gz s1/gemm_fitw.sm_90a.cubin.gz s1/gemm_ws.sm_90a.cubin.gz s1/phase.sm_90.cubin.gz s1/manifest.txt)
-if [ "${PART:-A}" = A ]; then
+PART=${PART:-A}
+[ "$PART" = AB ] && NCU=${NCU:-0}
+if [ "$PART" != B ]; then
 cuda_tests /tmp/s1 $D/cuda.test 'TestChunkedDeltaFragMatchesTF32|TestDeltaChunkKernelMatchesLauncher|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestGEMMWGModule|TestGEMMTilesFit' $O/tests.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
   -test.run 'TestOracleOnGPU/(defaults|delta=tf32frag|moefit=width|gemm=wgrs)$' > $O/oracle.txt 2>&1)
@@ -42,13 +45,16 @@ echo "tests: $(( $(date +%s) - start )) s"
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
 for spec in gemm_dense_w256rp:23 gemm_gateup_w160rp:140; do
+  [ "${NCU:-1}" = 0 ] && break
   k=${spec%%:*} skip=${spec#*:}
   (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 100 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 \
     --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
     $D/cuda.test -test.run '^TestMeasureGEMM$' > $O/sass-stalls-$k.csv 2>&1)
   echo "ncu source $k: rc=$? $(wc -l < $O/sass-stalls-$k.csv) lines"
 done
-else
+echo "part A: $(( $(date +%s) - start )) s"
+fi
+if [ "$PART" != A ]; then
 PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs
 fi
 echo "all: $(( $(date +%s) - start )) s"
