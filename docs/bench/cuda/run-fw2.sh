@@ -1,14 +1,11 @@
 #!/bin/bash
 # run-fw2.sh: run-fw1.sh's forms again after its failures were mended
 # (9f7fe38: delta=tf32frag's prep with gdn_chunk_prep's 3xTF32 products,
-# w160rw's 144-row width reading its code words in place, w256rs a dense
-# tile only), in two calls on the same build:
+# w256rs a dense tile only; then w256rs's consumers arriving at the empty
+# barrier without a branch, for which ptxas had serialised its wgmma), in
+# one call or two on the same build:
 # PART=A: the cubins; the tests that failed in fw1 and the oracle under
-#   each form; TestMeasureDeltaForms; ptxas on four builds of gemm_ws.cu
-#   (CARRY/var/gemm_ws_v0..v3.ptx: as built; WS_WAIT_ASM, the mbarrier
-#   wait's loop inside one asm statement; WS_ARRIVE_ALL, every consumer
-#   thread arriving at the empty barrier, no branch; both), for which of
-#   them ptxas still serialises the wgmma (its C7513 note in fw1);
+#   each form; TestMeasureDeltaForms;
 #   TestMeasureGEMM of w160rp, w160rw, w256rp and w256rs; Nsight Compute's
 #   per-instruction stalls of the dense w256rp and gate/up on w160rp.
 # PART=B: the cubins; prefill of 512 / 4K / 16K tokens, three runs a
@@ -36,10 +33,6 @@ cuda_tests /tmp/s1 $D/cuda.test 'TestChunkedDeltaFragMatchesTF32|TestDeltaChunkK
 echo "oracle: rc=$?"; grep -E '^ *--- ' $O/oracle.txt | head -6; grep -E 'top-1' $O/oracle.txt | sed 's/.*: seq/seq/; s/.*: chat/chat/' | cut -c1-150 | head -20
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run '^TestMeasureDeltaForms$' > $O/measure.txt 2>&1)
 echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | grep -E 'tf32|frag' | head -12
-for v in v0 v1 v2 v3; do
-  /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v $D/var/gemm_ws_$v.ptx -o /tmp/ws_$v.cubin > $O/ptxas-ws-$v.txt 2>&1
-  echo "gemm_ws $v: rc=$? C7513 notes $(grep -c C7513 $O/ptxas-ws-$v.txt); $(grep -A2 "gemm_dense_w256rs" $O/ptxas-ws-$v.txt | grep -E 'registers' | tr '\n' ' ')"
-done
 echo "tests: $(( $(date +%s) - start )) s"
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs timeout 200 \
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)

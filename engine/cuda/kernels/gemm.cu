@@ -385,12 +385,11 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // AHEAD: the code words of k-step ks+1 read before k-step ks's wait,
     // so their latency is not on the path to the next product; not w160rp,
     // whose 80 accumulators leave no room at the 128 registers of two
-    // blocks a multiprocessor (ptxas 13.0 spilled 20 bytes), nor w160rw's
-    // 144-row width (72: its gate/up spilled 8 bytes, run fw1).
+    // blocks a multiprocessor (ptxas 13.0 spilled 20 bytes).
     // (Queueing a k-tile's copies after its first products, and four
     // fragment sets in the 256-row tiles with a wait for the products two
     // k-steps back, were within 1 % of this: docs/bench/cuda, deq2.)
-    constexpr bool AHEAD = BM != 160 && BM != 144;
+    constexpr bool AHEAD = BM != 160;
     u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
       cp_wait<PD - 1>();

@@ -10,7 +10,7 @@
 // it fills stage s of S and, once its copies have landed (a k-tile later,
 // the next one's copies in flight meanwhile) and are fenced to the async
 // proxy, completes the stage's "full" mbarrier; the two warpgroups wait for
-// that barrier alone, and each of their warps arrives at the stage's
+// that barrier alone, and each of their threads arrives at the stage's
 // "empty" mbarrier once the products that read it are done (after the
 // next k-tile's first wait), which is what the producer waits for before
 // it fills the stage again. No block-wide barrier after the start. The
@@ -46,15 +46,8 @@ static __device__ __forceinline__ void mbar_arrive_if(u32 bar, int on) {
                : "memory");
 }
 static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-#ifdef WS_WAIT_ASM
-  asm volatile(
-      "{\n.reg .pred p;\nWS_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WS_WAIT;\n}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#else
   while (!mbar_try(bar, parity)) {
   }
-#endif
 }
 
 #define WS_BM 256
@@ -88,11 +81,7 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
   if (tid == 0) {
     for (int s = 0; s < WS_S; s++) {
       mbar_init(fullb + 8 * s, 32);                   // the producer's lanes, once their copies land
-#ifdef WS_ARRIVE_ALL
-      mbar_init(emptyb + 8 * s, WS_CONSUMERS);
-#else
-      mbar_init(emptyb + 8 * s, WS_CONSUMERS / 32);  // each consumer warp, once done with the stage
-#endif
+      mbar_init(emptyb + 8 * s, WS_CONSUMERS);  // each consumer thread, once done with the stage
     }
   }
   __syncthreads();
@@ -171,16 +160,11 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
       wg_commit();
       wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
       wg_keep4(a[(ks + 1) & 1]);
-#ifdef WS_ARRIVE_ALL
+      // k-tile kt-1's products are all done (only this k-step's is left):
+      // its stage is free. Every thread arrives, predicated on kt > 0
+      // rather than branched around: with a branch (a warp's lane 0
+      // arriving) ptxas serialised the wgmma (C7513, run fw1).
       if (ks == 0) mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0);
-#else
-      if (ks == 0 && kt > 0) {
-        // k-tile kt-1's products are all done (only this k-step's is
-        // left): its stage is free, and so are this warp's reads of it
-        __syncwarp();
-        if (lane == 0) mbar_arrive(emptyb + 8 * ((kt - 1) % WS_S));
-      }
-#endif
     }
   }
   wg_wait0();
