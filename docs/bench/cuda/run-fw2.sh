@@ -7,11 +7,12 @@
 # PART=A: the cubins; the tests that failed in fw1 and the oracle under
 #   each form; TestMeasureDeltaForms;
 #   TestMeasureGEMM of w160rp, w160rw, w256rp and w256rs; Nsight Compute's
-#   per-instruction stalls of the dense w256rp and gate/up on w160rp.
+#   per-instruction stalls of the dense w256rp and w256rs and gate/up on
+#   w160rp.
 # PART=B: the cubins; prefill of 512 / 4K / 16K tokens, three runs a
 #   length, under the defaults, each form and all three, two alternating
 #   rounds (run-fw1.sh's second part).
-# PART=AB: both in one call, A without Nsight Compute (NCU=0).
+# PART=AB: both in one call, Nsight Compute only with NCU=1 (then last).
 # From the repository root; $CARRY (default devrun/fw) as run-fw1.sh's.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
@@ -37,18 +38,23 @@ echo "tests: $(( $(date +%s) - start )) s"
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs timeout 200 \
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
-for spec in gemm_dense_w256rp:23 gemm_gateup_w160rp:140; do
-  [ "${NCU:-1}" = 0 ] && break
-  k=${spec%%:*} skip=${spec#*:}
-  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 100 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-    $D/cuda.test -test.run '^TestMeasureGEMM$' > $O/sass-stalls-$k.csv 2>&1)
-  echo "ncu source $k: rc=$? $(wc -l < $O/sass-stalls-$k.csv) lines"
-done
 echo "part A: $(( $(date +%s) - start )) s"
 fi
 if [ "$PART" != A ]; then
 PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs
 fi
-echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"
+# Nsight Compute last (NCU=1; under PART=AB too when set), its CSVs in a
+# tarball of their own, so that a run cut short keeps the logs above.
+if [ "${NCU:-1}" = 1 ] && [ "$PART" != B ]; then
+mkdir -p $O/ncu
+for spec in gemm_dense_w256rp:23 gemm_dense_w256rs:23 gemm_gateup_w160rp:140; do
+  k=${spec%%:*} skip=${spec#*:}
+  (cd engine/cuda && PETAL_CUDA_BENCH=1 timeout 80 ncu --kill yes --kernel-name $k --launch-skip $skip --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+    $D/cuda.test -test.run '^TestMeasureGEMM$' > $O/ncu/sass-stalls-$k.csv 2>&1)
+  echo "ncu source $k: rc=$? $(wc -l < $O/ncu/sass-stalls-$k.csv) lines"
+done
+(cd $O && tar czf ncu.tgz ncu && rm -rf ncu)
+fi
+echo "all: $(( $(date +%s) - start )) s"
