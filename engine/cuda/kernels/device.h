@@ -163,6 +163,20 @@ static __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool
 static __device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
 }
+// cp_async16_if and cp_async4_if are cp_async16 and cp_async4 issued only
+// where issue is set, predicated in the instruction rather than branched
+// around (a branch between a wgmma and its wait makes ptxas serialise the
+// wgmma: C7513).
+static __device__ __forceinline__ void cp_async16_if(u32 dst, const void* src, bool issue, bool valid) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0), "r"((int)issue)
+               : "memory");
+}
+static __device__ __forceinline__ void cp_async4_if(u32 dst, const void* src, bool issue, bool valid) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p cp.async.ca.shared.global [%0], [%1], 4, %2;\n}" ::"r"(dst), "l"(src),
+               "r"(valid ? 4 : 0), "r"((int)issue)
+               : "memory");
+}
 static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 static __device__ __forceinline__ void cp_wait() {

@@ -139,6 +139,13 @@ struct __attribute__((aligned(8))) U32x2 {
   u32 x, y;
 };
 
+// GEMM_RA_LATE_LOAD (a build switch, 0 in the built families): the
+// register-A tiles queue a k-tile's copies after its first products
+// instead of right after the barrier.
+#ifndef GEMM_RA_LATE_LOAD
+#define GEMM_RA_LATE_LOAD 0
+#endif
+
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
@@ -337,6 +344,28 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     cp_commit();
   };
 
+  // load_late is load without a branch (each copy predicated), for the
+  // register-A tiles to queue a k-tile's copies between their first
+  // products and the wait for them (GEMM_RA_LATE_LOAD).
+  auto load_late = [&](int kt) __attribute__((always_inline)) {
+    const bool live = kt0 + kt < kt1;
+    const u32 st = sbase + (kt % S) * STAGE;
+#pragma unroll
+    for (int j = 0; j < A_PER; j++)
+      cp_async16_if(st + adst[j], asrc[j] + (kt0 + kt) * 64, live && tid + j * NTHREADS < BM * 8, aval[j]);
+#pragma unroll
+    for (int j = 0; j < C_PER; j++) {
+      const int i = tid + j * NTHREADS;
+      cp_async16_if(st + A_BYTES + i * 16, csrc[j] + (kt0 + kt) * 8, live && i < BN * 2, cval[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < S_PER; j++) {
+      const int row = tid + j * NTHREADS;
+      cp_async4_if(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt0 + kt, live && row < BN, sval[j]);
+    }
+    cp_commit();
+  };
+
   constexpr int AM = WG ? 1 : MT, AN = WG ? 1 : NT;  // mma.sync's accumulators (one unused tile under WG)
   float acc[AM][AN][4];
 #pragma unroll
@@ -390,12 +419,15 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // fragment sets in the 256-row tiles with a wait for the products two
     // k-steps back, were within 1 % of this: docs/bench/cuda, deq2.)
     constexpr bool AHEAD = BM != 160;
+    // LATE: GEMM_RA_LATE_LOAD where ptxas 12.4 keeps the wgmma pipelined
+    // with it (the 64- and 128- to 256-row tiles; w32r and w80rp: C7513)
+    constexpr bool LATE = GEMM_RA_LATE_LOAD && WG == 4 && (BM == 64 || BM >= 128);
     u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
       cp_wait<PD - 1>();
       fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
       __syncthreads();
-      load(kt + PD);
+      if constexpr (!LATE) load(kt + PD);
       const u32 st = sbase + (kt % S) * STAGE;
       const u32* cw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES);
       const u32* sbw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES + C_BYTES);
@@ -439,6 +471,11 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         else
           wg_mma_n16_ra(wacc[0], f, wg_desc(st + ks * 32));
         wg_commit();
+        // GEMM_RA_LATE_LOAD: the next copies queued once this k-tile's
+        // first products are, so that the tensor cores get work sooner
+        // after the barrier (branch-free: deq2's form, with branches, was
+        // serialised by ptxas and measured so)
+        if (LATE && ks == 0) load_late(kt + PD);
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);
       }
