@@ -11,7 +11,10 @@
 #   w160rp.
 # PART=B: the cubins; prefill of 512 / 4K / 16K tokens, three runs a
 #   length, under the defaults, each form and all three, two alternating
-#   rounds (run-fw1.sh's second part).
+#   rounds (run-fw1.sh's second part); and, where CARRY has petal-late and
+#   ptx-late.txz, the build with GEMM_RA_LATE_LOAD set (the register-A
+#   tiles' copies queued after a k-tile's first products, branch-free) on
+#   cubins of its own PTX, in each round.
 # PART=AB: both in one call, Nsight Compute only with NCU=1 (then last).
 # From the repository root; $CARRY (default devrun/fw) as run-fw1.sh's.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
@@ -41,7 +44,32 @@ echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=409
 echo "part A: $(( $(date +%s) - start )) s"
 fi
 if [ "$PART" != A ]; then
-PETAL_CUDA_SASS=/tmp/s1 prefill_rounds $D/petal $O cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs
+# petal-late (where CARRY has it): the build with GEMM_RA_LATE_LOAD set, on
+# cubins of its own PTX (CARRY/ptx-late.txz: the five families that
+# include gemm.cu's tiles) in /tmp/s2
+late=0
+if [ -x $D/petal-late ] && [ -f $D/ptx-late.txz ]; then
+  (cd $D && tar xJf ptx-late.txz)
+  rm -rf /tmp/s2 && cp -r /tmp/s1 /tmp/s2
+  for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
+    ptx=$D/ptx-late/$fam.ptx
+    sed -i "/^$fam /d" /tmp/s2/manifest.txt && rm -f /tmp/s2/$fam.*.cubin.gz
+    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $O/ptxas-late-$fam.txt 2>&1 &&
+      gzip -9 -n -f /tmp/s2/$fam.sm_90a.cubin &&
+      echo "$fam sm_90a $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s2/manifest.txt
+    echo "late $fam: rc=$? C7513 $(grep -c C7513 $O/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $O/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
+  done
+  late=1
+fi
+for round in 1 2; do
+  for be in cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs; do
+    PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of "$be")" "$be" --max-context 17000 \
+      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
+  done
+  [ $late = 1 ] && PETAL_CUDA_SASS=/tmp/s2 BENCH_LIMIT=60 bench_run $D/petal-late $O "$round-late" cuda --max-context 17000 \
+      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
+done
+echo "benches: $(( $(date +%s) - start )) s"
 fi
 pack_out "$O"
 # Nsight Compute last (NCU=1; under PART=AB too when set), its CSVs in a
