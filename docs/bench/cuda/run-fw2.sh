@@ -42,6 +42,7 @@ echo "tests: $(( $(date +%s) - start )) s"
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
 echo "part A: $(( $(date +%s) - start )) s"
+pack_out "$O" && mv $O/logs.tgz $O/logs-a.tgz  # kept should part B be cut short
 fi
 if [ "$PART" != A ]; then
 # petal-late (where CARRY has it): the build with GEMM_RA_LATE_LOAD set, on
