@@ -15,7 +15,10 @@
 #   ptx-late.txz, the build with GEMM_RA_LATE_LOAD set (the register-A
 #   tiles' copies queued after a k-tile's first products, branch-free) on
 #   cubins of its own PTX, in each round.
-# PART=AB: both in one call, Nsight Compute only with NCU=1 (then last).
+# PART=AB: both in one call, without Nsight Compute.
+# PART=AL: A without Nsight Compute, then the GEMM_RA_LATE_LOAD build's
+#   test binary (CARRY/cuda-late.test.xz) on cubins of its own PTX: its
+#   GEMM tests and TestMeasureGEMM of w128rp, w160rp and w256rp.
 # From the repository root; $CARRY (default devrun/fw) as run-fw1.sh's.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
@@ -28,8 +31,23 @@ new_cubin /tmp/s1 gemm_fitw $O
 new_cubin /tmp/s1 gemm_ws $O
 cubin_into /tmp/s1 phase engine/cuda/kernels/phase.ptx && echo "phase cubin remade"
 (cd /tmp && tar czf $O/sass.tgz s1/gdn_chunk_frag.sm_90.cubin.gz s1/gemm_fitw.sm_90a.cubin.gz s1/gemm_ws.sm_90a.cubin.gz s1/phase.sm_90.cubin.gz s1/manifest.txt)
+# late_cubins: /tmp/s2, /tmp/s1 with the five families that include
+# gemm.cu's tiles made from the GEMM_RA_LATE_LOAD build's PTX
+# (CARRY/ptx-late.txz)
+late_cubins() {
+  (cd $D && tar xJf ptx-late.txz)
+  rm -rf /tmp/s2 && cp -r /tmp/s1 /tmp/s2
+  for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
+    ptx=$D/ptx-late/$fam.ptx
+    sed -i "/^$fam /d" /tmp/s2/manifest.txt && rm -f /tmp/s2/$fam.*.cubin.gz
+    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $O/ptxas-late-$fam.txt 2>&1 &&
+      gzip -9 -n -f /tmp/s2/$fam.sm_90a.cubin &&
+      echo "$fam sm_90a $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s2/manifest.txt
+    echo "late $fam: rc=$? C7513 $(grep -c C7513 $O/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $O/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
+  done
+}
 PART=${PART:-A}
-[ "$PART" = AB ] && NCU=${NCU:-0}
+[ "$PART" != A ] && NCU=0
 if [ "$PART" != B ]; then
 cuda_tests /tmp/s1 $D/cuda.test 'TestChunkedDeltaFragMatchesTF32|TestDeltaChunkKernelMatchesLauncher|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestGEMMWGModule|TestGEMMTilesFit' $O/tests.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
@@ -44,24 +62,19 @@ echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=409
 echo "part A: $(( $(date +%s) - start )) s"
 pack_out "$O" && mv $O/logs.tgz $O/logs-a.tgz  # kept should part B be cut short
 fi
-if [ "$PART" != A ]; then
-# petal-late (where CARRY has it): the build with GEMM_RA_LATE_LOAD set, on
-# cubins of its own PTX (CARRY/ptx-late.txz: the five families that
-# include gemm.cu's tiles) in /tmp/s2
-late=0
-if [ -x $D/petal-late ] && [ -f $D/ptx-late.txz ]; then
-  (cd $D && tar xJf ptx-late.txz)
-  rm -rf /tmp/s2 && cp -r /tmp/s1 /tmp/s2
-  for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
-    ptx=$D/ptx-late/$fam.ptx
-    sed -i "/^$fam /d" /tmp/s2/manifest.txt && rm -f /tmp/s2/$fam.*.cubin.gz
-    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $O/ptxas-late-$fam.txt 2>&1 &&
-      gzip -9 -n -f /tmp/s2/$fam.sm_90a.cubin &&
-      echo "$fam sm_90a $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s2/manifest.txt
-    echo "late $fam: rc=$? C7513 $(grep -c C7513 $O/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $O/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
-  done
-  late=1
+if [ "$PART" = AL ]; then
+# the GEMM_RA_LATE_LOAD build (CARRY/cuda-late.test.xz) on its own cubins:
+# its GEMM tests, then TestMeasureGEMM of the tiles it changes
+xz -dc $D/cuda-late.test.xz > $D/cuda-late.test && chmod +x $D/cuda-late.test && late_cubins
+cuda_tests /tmp/s2 $D/cuda-late.test 'TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestTensorCoreOpsMatchReferences' $O/tests-late.txt
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w128rp,w160rp,w256rp timeout 200 \
+  $D/cuda-late.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm-late.txt 2>&1)
+echo "TestMeasureGEMM (late): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm-late.txt | cut -c1-220 | head -20
+echo "late: $(( $(date +%s) - start )) s"
 fi
+if [ "$PART" = B ] || [ "$PART" = AB ]; then
+late=0
+[ -x $D/petal-late ] && [ -f $D/ptx-late.txz ] && late_cubins && late=1
 for round in 1 2; do
   for be in cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of "$be")" "$be" --max-context 17000 \
@@ -73,9 +86,9 @@ done
 echo "benches: $(( $(date +%s) - start )) s"
 fi
 pack_out "$O"
-# Nsight Compute last (NCU=1; under PART=AB too when set), its CSVs in a
+# Nsight Compute last (PART=A with NCU=1, the default), its CSVs in a
 # tarball of their own, so that a run cut short keeps the logs above.
-if [ "${NCU:-1}" = 1 ] && [ "$PART" != B ]; then
+if [ "${NCU:-1}" = 1 ] && [ "$PART" = A ]; then
 mkdir -p $O/ncu
 for spec in gemm_dense_w256rp:23 gemm_dense_w256rs:23 gemm_gateup_w160rp:140; do
   k=${spec%%:*} skip=${spec#*:}
