@@ -35,17 +35,18 @@ cubin_into /tmp/s1 phase engine/cuda/kernels/phase.ptx && echo "phase cubin rema
 # gemm.cu's tiles made from the GEMM_RA_LATE_LOAD build's PTX
 # (CARRY/ptx-late.txz)
 late_cubins() {
-  (cd $D && tar xJf ptx-late.txz)
+  (cd $D && tar xJf ptx-late.txz) && mkdir -p $LO
   rm -rf /tmp/s2 && cp -r /tmp/s1 /tmp/s2
   for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
     ptx=$D/ptx-late/$fam.ptx
     sed -i "/^$fam /d" /tmp/s2/manifest.txt && rm -f /tmp/s2/$fam.*.cubin.gz
-    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $O/ptxas-late-$fam.txt 2>&1 &&
+    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $LO/ptxas-late-$fam.txt 2>&1 &&
       gzip -9 -n -f /tmp/s2/$fam.sm_90a.cubin &&
       echo "$fam sm_90a $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s2/manifest.txt
-    echo "late $fam: rc=$? C7513 $(grep -c C7513 $O/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $O/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
+    echo "late $fam: rc=$? C7513 $(grep -c C7513 $LO/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $LO/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
   done
 }
+LO=$O/late  # the late build's logs, packed as late.tgz
 PART=${PART:-A}
 [ "$PART" != A ] && NCU=0
 if [ "$PART" != B ]; then
@@ -66,11 +67,12 @@ if [ "$PART" = AL ]; then
 # the GEMM_RA_LATE_LOAD build (CARRY/cuda-late.test.xz) on its own cubins:
 # its GEMM tests, then TestMeasureGEMM of the tiles it changes
 xz -dc $D/cuda-late.test.xz > $D/cuda-late.test && chmod +x $D/cuda-late.test && late_cubins
-cuda_tests /tmp/s2 $D/cuda-late.test 'TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestTensorCoreOpsMatchReferences' $O/tests-late.txt
+cuda_tests /tmp/s2 $D/cuda-late.test 'TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestTensorCoreOpsMatchReferences' $LO/tests-late.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w128rp,w160rp,w256rp timeout 200 \
-  $D/cuda-late.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm-late.txt 2>&1)
+  $D/cuda-late.test -test.v -test.run '^TestMeasureGEMM$' > $LO/measure-gemm-late.txt 2>&1)
 echo "TestMeasureGEMM (late): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm-late.txt | cut -c1-220 | head -20
 echo "late: $(( $(date +%s) - start )) s"
+(cd $O && tar czf late.tgz late && rm -rf late)
 fi
 if [ "$PART" = B ] || [ "$PART" = AB ]; then
 late=0
@@ -85,6 +87,7 @@ for round in 1 2; do
 done
 echo "benches: $(( $(date +%s) - start )) s"
 fi
+[ -d $LO ] && (cd $O && tar czf late.tgz late && rm -rf late)
 pack_out "$O"
 # Nsight Compute last (PART=A with NCU=1, the default), its CSVs in a
 # tarball of their own, so that a run cut short keeps the logs above.
