@@ -84,7 +84,7 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit && o.MoEFitWidth {
 		fams = append(fams, "gemm_fitw")
 	}
-	if o.WGProducer {
+	if o.WGProducer || o.WGThree {
 		fams = append(fams, "gemm_ws")
 	}
 	if o.MoEYsBF16 {
@@ -282,11 +282,11 @@ func (b *Backend) init() error {
 			if b.o.WGUndrained {
 				b.gemm.UndrainedTiles()
 			}
-			if b.o.WGProducer && b.o.WGRegA && b.o.WGUndrained {
-				if err := b.addModule(LoadGEMMWSModule, b.gemm.AddProducerTiles); err != nil {
+			if (b.o.WGProducer || b.o.WGThree) && b.o.WGRegA && b.o.WGUndrained {
+				if err := b.addModule(LoadGEMMWSModule, b.gemm.AddDenseOnlyTiles); err != nil {
 					return err
 				}
-				b.gemm.ProducerDense(true)
+				b.gemm.DenseIn256(map[bool]string{true: "w256rs", false: "w256r3"}[b.o.WGProducer])
 			}
 			if b.o.MoEFit && b.o.WGRegA && b.o.WGUndrained {
 				if err := b.addModule(LoadGEMMFitModule, b.gemm.AddFitTiles); err != nil {

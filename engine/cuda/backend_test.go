@@ -77,7 +77,7 @@ func TestParseOptions(t *testing.T) {
 	if o, _ := ParseOptions([]backend.Option{{Key: "gemm", Value: "tc"}}); !o.TensorCores || !DefaultOptions().TensorCores {
 		t.Errorf("gemm=tc gives %+v; the defaults %+v", o, DefaultOptions())
 	}
-	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgrs|wgr|wg|tc|plain") {
+	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
 	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8} {

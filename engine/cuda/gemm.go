@@ -28,15 +28,18 @@ import (
 // undrained twin): the weights dequantised into wgmma's A
 // fragments in registers, X the B operand from shared memory, no W tile.
 //
-// A tile with Producer (gemm_ws.cu's) has a warp of its own issuing the
-// copies, its stages handed over by mbarriers (two a stage after them in
-// shared memory), and no block-wide barrier in its loop.
+// A tile with Producer (gemm_ws.cu's w256rs) has a warp of its own issuing
+// the copies, its stages handed over by mbarriers (two a stage after them
+// in shared memory), and no block-wide barrier in its loop.
+//
+// A tile with DenseOnly (gemm_ws.cu's) has dense and grouped dense kernels
+// only: the MoE does not take it.
 type GEMMTile struct {
 	Name                    string
 	BM, BN, Threads, Stages int
 	Reg, Stream, WG, RegA   bool
 	Blocks                  int
-	Producer                bool
+	Producer, DenseOnly     bool
 }
 
 // GEMMTiles are the tile shapes compiled in gemm.cu (GEMM_ENTRIES).
@@ -95,11 +98,15 @@ var WidthTiles = []GEMMTile{
 	{Name: "w160rw", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 }
 
-// ProducerTiles are gemm_ws.cu's: w256rs, w256rp's dense GEMM with a ninth
-// warp issuing its copies (Producer), taken in w256rp's place under
-// gemm=wgrs. A module of its own (LoadGEMMWSModule, AddProducerTiles).
-var ProducerTiles = []GEMMTile{
-	{Name: "w256rs", BM: 256, BN: 128, Threads: 288, Stages: 5, WG: true, RegA: true, Blocks: 1, Producer: true},
+// DenseOnlyTiles are gemm_ws.cu's, w256rp's dense GEMM in two other
+// forms, each taken in w256rp's place by DenseIn256 (a module of its own:
+// LoadGEMMWSModule, AddDenseOnlyTiles):
+//   - w256rs (gemm=wgrs): a ninth warp issuing the copies (Producer);
+//   - w256r3 (gemm=wgr3): three warpgroups of 64 weight rows, 192 a block,
+//     against the 256 X rows (384 threads, one block a multiprocessor).
+var DenseOnlyTiles = []GEMMTile{
+	{Name: "w256rs", BM: 256, BN: 128, Threads: 288, Stages: 5, WG: true, RegA: true, Blocks: 1, Producer: true, DenseOnly: true},
+	{Name: "w256r3", BM: 256, BN: 192, Threads: 384, Stages: 5, WG: true, RegA: true, Blocks: 1, DenseOnly: true},
 }
 
 // MoERegTiles are gemm.cu's grouped MoE GEMMs at a few rows an expert
@@ -161,7 +168,7 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 // (Lowering asks for tiles by name many times a program: the lists are
 // walked in place, nothing allocated.)
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles, ProducerTiles} {
+	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles, DenseOnlyTiles} {
 		for _, t := range tiles {
 			if t.Name == name {
 				return t, nil
@@ -268,17 +275,18 @@ func (g *GEMM) AddWidthTiles(mod *driver.Module) error {
 	return nil
 }
 
-// LoadGEMMWSModule loads gemm_ws.cu's kernels (ProducerTiles; sm_90a PTX).
+// LoadGEMMWSModule loads gemm_ws.cu's kernels (DenseOnlyTiles; sm_90a PTX).
 func LoadGEMMWSModule(c *driver.Context) (*driver.Module, error) {
 	return loadWGMMAFamily(c, "gemm_ws")
 }
 
-// AddProducerTiles finds ProducerTiles' kernels in mod (LoadGEMMWSModule).
-func (g *GEMM) AddProducerTiles(mod *driver.Module) error { return g.addTiles(mod, ProducerTiles) }
+// AddDenseOnlyTiles finds DenseOnlyTiles' kernels in mod (LoadGEMMWSModule).
+func (g *GEMM) AddDenseOnlyTiles(mod *driver.Module) error { return g.addTiles(mod, DenseOnlyTiles) }
 
-// ProducerDense makes DenseTile take w256rs where it would take w256rp
-// (gemm=wgrs), once AddProducerTiles has added it.
-func (g *GEMM) ProducerDense(on bool) { g.producer = on }
+// DenseIn256 makes DenseTile take the tile named (w256rs under gemm=wgrs,
+// w256r3 under gemm=wgr3) where it would take w256rp, once
+// AddDenseOnlyTiles has added it; "" for w256rp itself.
+func (g *GEMM) DenseIn256(name string) { g.dense256 = name }
 
 // WidthMoETiles makes MoETile take w160rw where it would take w160rp
 // (moefit=width), once AddWidthTiles has added it.
@@ -362,6 +370,9 @@ func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 		dst  **driver.Function
 		name string
 	}{{&k.dense, "gemm_dense_"}, {&k.group, "gemm_group_"}, {&k.gateUp, "gemm_gateup_"}, {&k.down, "gemm_down_"}} {
+		if t.DenseOnly && (f.dst == &k.gateUp || f.dst == &k.down) {
+			continue
+		}
 		fn, err := mod.Function(f.name + t.Name)
 		if err != nil {
 			return gemmKernels{}, err
@@ -376,10 +387,9 @@ func tileKernels(mod *driver.Module, t GEMMTile) (gemmKernels, error) {
 func (g *GEMM) DenseTiles() []GEMMTile { return slices.Concat(GEMMTiles, g.wg) }
 
 // AllTiles are every tile of the grouped MoE GEMMs here: allGEMMTiles, and
-// the sm_90a tiles once added but ProducerTiles (dense only: their MoE
-// entries are w256rp's, of another thread count).
+// the sm_90a tiles once added but the DenseOnly ones.
 func (g *GEMM) AllTiles() []GEMMTile {
-	return slices.Concat(allGEMMTiles(), slices.DeleteFunc(slices.Clone(g.wg), func(t GEMMTile) bool { return t.Producer }))
+	return slices.Concat(allGEMMTiles(), slices.DeleteFunc(slices.Clone(g.wg), func(t GEMMTile) bool { return t.DenseOnly }))
 }
 
 type gemmKernels struct {
@@ -401,7 +411,7 @@ type GEMM struct {
 	undrained               bool             // UndrainedTiles
 	fit, fitAll             bool             // FitMoETiles
 	fitWidth                bool             // WidthMoETiles
-	producer                bool             // ProducerDense
+	dense256                string           // DenseIn256
 	groupCount, groupScan   *driver.Function // moe_group.cu's (AddMoEGroup)
 	groupPlace              *driver.Function
 	routeBlocks             bool                        // RouteBlocks
@@ -503,9 +513,9 @@ func (g *GEMM) StreamFits(t GEMMTile, hidden, inter int) bool {
 }
 
 // checkStream is StreamFits as an error naming the shape, nil for a tile
-// that is not a Stream tile; and an error for a dense-only (Producer) tile.
+// that is not a Stream tile; and an error for a DenseOnly tile.
 func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
-	if t.Producer {
+	if t.DenseOnly {
 		return fmt.Errorf("cuda: GEMM tile %s is for dense GEMMs only, not the MoE's", t)
 	}
 	max := g.c.Device().SharedOptIn
@@ -520,7 +530,7 @@ func (g *GEMM) checkStream(t GEMMTile, hidden, inter int) error {
 func (g *GEMM) Prepare() error {
 	for _, t := range slices.Concat(allGEMMTiles(), g.wg) {
 		for _, kind := range []string{"dense", "group", "gateup", "down"} {
-			if t.Reg && (kind == "dense" || kind == "group") || t.Producer && (kind == "gateup" || kind == "down") {
+			if t.Reg && (kind == "dense" || kind == "group") || t.DenseOnly && (kind == "gateup" || kind == "down") {
 				continue
 			}
 			if err := g.ready(g.Function(t, kind), t); err != nil {
@@ -585,8 +595,8 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
 	t := g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA))
-	if g.producer && t.Name == "w256rp" && g.tiles["w256rs"].dense != nil {
-		t, _ = GEMMTileByName("w256rs")
+	if g.dense256 != "" && t.Name == "w256rp" && g.tiles[g.dense256].dense != nil {
+		t, _ = GEMMTileByName(g.dense256)
 	}
 	return t
 }

@@ -28,7 +28,7 @@ func TestGEMMTilesFit(t *testing.T) {
 			t.Errorf("tile %s takes %d bytes of shared memory: two blocks do not fit", tile, s)
 		}
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, ProducerTiles, MoERegTiles, MoEStreamTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, DenseOnlyTiles, MoERegTiles, MoEStreamTiles) {
 		if s := tile.shared(); tile.Blocks*s > 227<<10 {
 			t.Errorf("tile %s takes %d bytes of shared memory: %d blocks do not fit", tile, s, tile.Blocks)
 		}
@@ -84,13 +84,11 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgrp, moefit=on", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w128rp", 1024: "w64r", 512: "w32r"})
 	g.FitMoETiles(true, true)
 	moeTiles("gemm=wgrp, moefit=all", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
-	// gemm=wgrs: w256rs in w256rp's place for the dense GEMMs, once its
-	// kernels are there
-	g.producer = true
+	// gemm=wgrs and wgr3: w256rs or w256r3 in w256rp's place for the dense
+	// GEMMs, once its kernels are there
 	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
 		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
 	}
-	g.producer = false
 	// moefit=width: w160rw in w160rp's place, once its kernels are there
 	g.FitMoETiles(true, false)
 	g.WidthMoETiles(true)
@@ -268,7 +266,7 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 		if err := g.AddWidthTiles(loadModule(t, LoadGEMMFitWModule, c)); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.AddProducerTiles(loadModule(t, LoadGEMMWSModule, c)); err != nil {
+		if err := g.AddDenseOnlyTiles(loadModule(t, LoadGEMMWSModule, c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,15 +318,12 @@ var gemmDenseShapes = []struct {
 var gemmMs = []int{1, 7, 100, 513, 4096}
 
 // TestGEMMProducerMatchesUndrained: gemm=wgrs's w256rs (a producer warp,
-// mbarriers a stage) gives w256rp's bits, dense, split over K and grouped,
-// on shapes off the tiles' boundaries, outputs poisoned before each run.
+// mbarriers a stage) and gemm=wgr3's w256r3 (three warpgroups, 192 weight
+// rows a block) give w256rp's bits, dense, split over K and grouped, on
+// shapes off the tiles' boundaries, outputs poisoned before each run.
 func TestGEMMProducerMatchesUndrained(t *testing.T) {
 	c, s, g, rng, up := gemmHarness(t, gpu(t))
-	ws, err := GEMMTileByName("w256rs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := g.tiles[ws.Name]; !ok {
+	if _, ok := g.tiles["w256rs"]; !ok {
 		t.Skip("no wgmma tiles on this GPU")
 	}
 	rp, _ := GEMMTileByName("w256rp")
@@ -343,38 +338,40 @@ func TestGEMMProducerMatchesUndrained(t *testing.T) {
 	qa, qb := uploadGEMMWeights(t, c, up, &ma, "a"), uploadGEMMWeights(t, c, up, &mb, "b")
 	ya, yb := newBuf(t, c, s, maxM*4160, "ya"), newBuf(t, c, s, maxM*520, "yb")
 	parts := newBuf(t, c, s, 3*maxM*(4160+520), "partials")
-	for _, M := range []int{1, 100, 300, 4096} {
-		for _, kind := range []string{"dense", "grouped", "split 3"} {
-			var out [2][]uint32
-			for i, tile := range []GEMMTile{ws, rp} {
-				ya.Poison(t, s)
-				yb.Poison(t, s)
-				parts.Poison(t, s)
-				var err error
-				switch kind {
-				case "dense":
-					err = g.Dense(s, tile, qa, xh.P, ya.P, M)
-				case "grouped":
-					err = g.DenseGroup(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, xh.P, M)
-				default:
-					err = g.DenseSplit(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, parts.P, xh.P, M, 3)
+	for _, ws := range DenseOnlyTiles {
+		for _, M := range []int{1, 100, 300, 4096} {
+			for _, kind := range []string{"dense", "grouped", "split 3"} {
+				var out [2][]uint32
+				for i, tile := range []GEMMTile{ws, rp} {
+					ya.Poison(t, s)
+					yb.Poison(t, s)
+					parts.Poison(t, s)
+					var err error
+					switch kind {
+					case "dense":
+						err = g.Dense(s, tile, qa, xh.P, ya.P, M)
+					case "grouped":
+						err = g.DenseGroup(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, xh.P, M)
+					default:
+						err = g.DenseSplit(s, tile, []*QMatrix{qa, qb}, []driver.Ptr{ya.P, yb.P}, parts.P, xh.P, M, 3)
+					}
+					if err != nil {
+						t.Fatalf("%s M=%d %s: %v", tile, M, kind, err)
+					}
+					what := fmt.Sprintf("%s M=%d %s", tile, M, kind)
+					a := ya.Words(t, s, "ya")
+					checkWritten(t, what, a, M*4160)
+					out[i] = a[:M*4160]
+					if kind != "dense" {
+						b := yb.Words(t, s, "yb")
+						checkWritten(t, what+", second matrix", b, M*520)
+						out[i] = append(out[i], b[:M*520]...)
+					}
 				}
-				if err != nil {
-					t.Fatalf("%s M=%d %s: %v", tile, M, kind, err)
-				}
-				what := fmt.Sprintf("%s M=%d %s", tile, M, kind)
-				a := ya.Words(t, s, "ya")
-				checkWritten(t, what, a, M*4160)
-				out[i] = a[:M*4160]
-				if kind != "dense" {
-					b := yb.Words(t, s, "yb")
-					checkWritten(t, what+", second matrix", b, M*520)
-					out[i] = append(out[i], b[:M*520]...)
-				}
-			}
-			for j := range out[0] {
-				if out[0][j] != out[1][j] {
-					t.Fatalf("M=%d %s, element %d: %#x with w256rs, %#x with w256rp", M, kind, j, out[0][j], out[1][j])
+				for j := range out[0] {
+					if out[0][j] != out[1][j] {
+						t.Fatalf("M=%d %s, element %d: %#x with %s, %#x with w256rp", M, kind, j, out[0][j], ws, out[1][j])
+					}
 				}
 			}
 		}
@@ -1312,15 +1309,24 @@ func TestGEMMWGModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tile := range ProducerTiles {
-		for _, kind := range []string{"dense", "group", "gateup", "down"} {
+	for _, tile := range DenseOnlyTiles {
+		for _, kind := range []string{"dense", "group"} {
 			if name := "gemm_" + kind + "_" + tile.Name + "("; !strings.Contains(string(ws), ".entry "+name) {
 				t.Errorf("gemm_%s_%s: not in gemm_ws.ptx", kind, tile.Name)
 			}
 		}
-		if !tile.Producer || tile.Threads != 288 || tile.shared() != tile.Stages*((tile.BM*128+tile.BN*36+1023)/1024*1024)+16*tile.Stages {
+		stages := tile.Stages * ((tile.BM*128 + tile.BN*36 + 1023) / 1024 * 1024)
+		switch {
+		case !tile.DenseOnly:
+			t.Errorf("tile %s: not DenseOnly", tile)
+		case tile.Producer && (tile.Threads != 288 || tile.BN != 128 || tile.shared() != stages+16*tile.Stages):
 			t.Errorf("tile %s: %+v, shared %d: want a producer warp beside two warpgroups, and its mbarriers' 16 bytes a stage", tile, tile, tile.shared())
+		case !tile.Producer && (tile.Threads != 384 || tile.BN != 192 || tile.shared() != stages):
+			t.Errorf("tile %s: %+v, shared %d: want three warpgroups of 64 weight rows and their stages", tile, tile, tile.shared())
 		}
+	}
+	if !strings.Contains(string(ws), "@p cp.async.cg.shared.global") {
+		t.Error("gemm_ws.ptx: w256r3's copies are not predicated in their instructions")
 	}
 	for _, want := range []string{".target sm_90a", "mbarrier.try_wait.parity", "cp.async.wait_group 1", "fence.proxy.async", "m64n256k16"} {
 		if !strings.Contains(string(ws), want) {
@@ -1336,7 +1342,7 @@ func TestGEMMWGModule(t *testing.T) {
 	if !strings.Contains(string(fitw), ".target sm_90a") {
 		t.Error("gemm_fitw.ptx is not sm_90a PTX")
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, ProducerTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, DenseOnlyTiles) {
 		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
 			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}

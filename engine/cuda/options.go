@@ -55,6 +55,14 @@ type Options struct {
 	// docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp. Not
 	// yet run on a GPU; off by default.
 	WGProducer bool
+	// WGThree (gemm=wgr3) is gemm=wgrp with the dense GEMMs of 256-row
+	// tiles on gemm_ws.cu's w256r3: three warpgroups of 64 weight rows
+	// against the 256 X rows, so that each warp's instruction stream (some
+	// 1,600 cycles a k-tile in w256rp, ncu2) has half again as many
+	// products to keep the tensor cores busy for, and each X tile read
+	// serves 192 weight rows. The same bits as wgrp. Not yet run on a GPU;
+	// off by default.
+	WGThree bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
 	// MoESmem, through the bf16 W tile in shared memory that the larger
@@ -344,7 +352,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
-	`gemm=wgrp|wgrs|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, not yet measured; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, not yet measured; default on), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
@@ -418,14 +426,15 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.FastQMV = !first
 		case "gemm":
 			switch kv.Value {
-			case "wg", "wgr", "wgrp", "wgrs", "tc":
+			case "wg", "wgr", "wgrp", "wgrs", "wgr3", "tc":
+				undrained := kv.Value == "wgrp" || kv.Value == "wgrs" || kv.Value == "wgr3"
 				o.TensorCores, o.WGMMA = true, kv.Value != "tc"
-				o.WGRegA, o.WGUndrained = kv.Value == "wgr" || kv.Value == "wgrp" || kv.Value == "wgrs", kv.Value == "wgrp" || kv.Value == "wgrs"
-				o.WGProducer = kv.Value == "wgrs"
+				o.WGRegA, o.WGUndrained = kv.Value == "wgr" || undrained, undrained
+				o.WGProducer, o.WGThree = kv.Value == "wgrs", kv.Value == "wgr3"
 			case "plain":
-				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained, o.WGProducer = false, false, false, false, false
+				o.TensorCores, o.WGMMA, o.WGRegA, o.WGUndrained, o.WGProducer, o.WGThree = false, false, false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgrs, wgr, wg, tc or plain", kv.Value)
+				err = fmt.Errorf("cuda: gemm=%q: want wgrp, wgrs, wgr3, wgr, wg, tc or plain", kv.Value)
 			}
 		case "moe":
 			switch k := MoEKernel(kv.Value); k {

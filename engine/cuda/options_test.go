@@ -64,8 +64,11 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrs"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGProducer || DefaultOptions().WGProducer {
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgrs"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGProducer || o.WGThree || DefaultOptions().WGProducer {
 		t.Errorf("gemm=wgrs: WGRegA %v, WGUndrained %v, WGProducer %v (default %v), %v", o.WGRegA, o.WGUndrained, o.WGProducer, DefaultOptions().WGProducer, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr3"}}); err != nil || !o.WGRegA || !o.WGUndrained || !o.WGThree || o.WGProducer || DefaultOptions().WGThree {
+		t.Errorf("gemm=wgr3: WGRegA %v, WGUndrained %v, WGThree %v (default %v), %v", o.WGRegA, o.WGUndrained, o.WGThree, DefaultOptions().WGThree, err)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "gemm", Value: "wgr"}}); err != nil || !o.WGRegA || o.WGUndrained {
 		t.Errorf("gemm=wgr: WGRegA %v, WGUndrained %v, %v", o.WGRegA, o.WGUndrained, err)

@@ -1,6 +1,7 @@
-// gemm_ws.cu: w256rs, w256rp's dense GEMM (the weights as wgmma's A
-// operand from registers, two warpgroups of 64 weight rows against 256 X
-// rows) with its copies issued by a producer warp. gen.sh: sm_90a
+// gemm_ws.cu: w256rp's dense GEMM (the weights as wgmma's A operand from
+// registers, two warpgroups of 64 weight rows against 256 X rows) in two
+// other forms, dense tiles only: w256rs, its copies issued by a producer
+// warp, and w256r3 (below), three warpgroups of weight rows. gen.sh: sm_90a
 //
 // In w256rp every thread issues its share of a k-tile's copies and the
 // block meets at a barrier each k-tile; Nsight Compute had its warps
@@ -15,8 +16,8 @@
 // next k-tile's first wait), which is what the producer waits for before
 // it fills the stage again. No block-wide barrier after the start. The
 // same products in the same order as w256rp: the same bits.
-// A module of its own (gemm=wgrs), so that gemm_wg.ptx and its machine
-// code stay as they are.
+// A module of its own (gemm=wgrs, gemm=wgr3), so that gemm_wg.ptx and its
+// machine code stay as they are.
 #define GEMM_WG_MODULE
 #include "gemm.cu"
 
@@ -214,3 +215,161 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) gemm_group_w256rs(co
   ws_dense_tile(X, W, SB, Y, M, N, K, lx);
 }
 GEMM_MOE_ENTRIES(w256rs, 256, 128, 4, 2, 5, 1, 4)
+
+// w256r3: w256rp's dense GEMM with three warpgroups of 64 weight rows, 192
+// a block, against its 256 X rows (384 threads, one block a
+// multiprocessor). In w256rp (two warpgroups) Nsight Compute had each warp
+// take about 7 cycles an issued instruction, some 1,600 cycles a k-tile,
+// against the 1,024 its products keep the tensor cores busy (ncu2); a third
+// warpgroup adds half again as many products a k-tile to the same per-warp
+// stream, and each X tile read from L2 serves 192 weight rows, not 128.
+// The same k-steps and products in the same order as w256rp: the same
+// bits. Copies by every thread, each predicated (no branch between a
+// k-tile's products and their wait), then w256rp's barrier a k-tile.
+#define W3_BM 256
+#define W3_BN 192
+#define W3_S 5
+#define W3_THREADS 384  // three warpgroups
+
+// w3_dense_tile computes Y[r0 .., n0 .. n0+191] (+ z·M·N under split-K) of
+// block (bx, blockIdx.y, blockIdx.z). Dynamic shared memory: W3_S stages
+// of the X tile (256 rows of 128 bytes, swizzled), the codes (192 rows of
+// 32 bytes) and the scale/bias words (192), each 1024-byte aligned.
+static __device__ __forceinline__ void w3_dense_tile(const u16* __restrict__ X, const u32* __restrict__ W,
+                                                     const u32* __restrict__ SB, float* __restrict__ Y, int M, int N,
+                                                     int K, int bx) {
+  constexpr int A_BYTES = W3_BM * 128, C_BYTES = W3_BN * 32;
+  constexpr int STAGE = (A_BYTES + W3_BN * 36 + 1023) / 1024 * 1024;
+  constexpr int PD = W3_S - 2;  // k-tiles the copies run ahead (undrained, as w256rp)
+  constexpr int A_PER = (W3_BM * 8 + W3_THREADS - 1) / W3_THREADS;
+  static_assert(W3_BN * 2 == W3_THREADS && W3_BN <= W3_THREADS && W3_THREADS % 8 == 0 && W3_THREADS / 8 == 48,
+                "a code chunk a thread, a scale/bias word a thread, a thread's X chunks 48 rows apart");
+  extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
+  const u32 sbase = smem_u32(gsm);
+  if (sbase & 1023) __builtin_trap();  // the descriptors assume the swizzle's alignment
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+
+  const int r0 = G_BID_Y() * W3_BM, rend = M, n0 = bx * W3_BN;
+  const int z = G_BID_Z(), splits = G_NBID_Z();
+  const int kt0 = z * (K / 64) / splits, kt1 = (z + 1) * (K / 64) / splits, nk = kt1 - kt0;
+  Y += (long long)z * M * N;
+  const long long wpr = K / 8, gpr = K / 64;
+
+  // load queues k-tile kt's copies into stage kt % W3_S (none past nk)
+  // A thread's X chunks are rows tid/8 + 48j of the tile, the same chunk
+  // ch = tid % 8 of each (384 is a multiple of 8), so one source pointer
+  // and a stride serve them, and one destination (the swizzle depends on
+  // row % 8, which 48j keeps). Rows past rend copy zeros from row 0. The
+  // rest is worked out again each k-tile from t (tid, hidden from the
+  // compiler so that it does not hold every source across the loop: six
+  // row pointers spilled 92 bytes at the 168 registers of 384 threads).
+  const int xrow = tid >> 3, xch = tid & 7;
+  const u16* xsrc = X + (long long)(r0 + xrow) * K + xch * 8;
+  const u32 xdst = (u32)(xrow * 128 + ((xch ^ (xrow & 7)) << 4));
+  const int xlive = rend - r0 - xrow;  // rows xrow + 48j live for 48j < xlive
+  auto load = [&](int kt) __attribute__((always_inline)) {
+    int t = tid;
+    asm volatile("" : "+r"(t));
+    const bool live = kt < nk;
+    const u32 st = sbase + (kt % W3_S) * STAGE;
+    const int k0 = (kt0 + kt) * 64;
+#pragma unroll
+    for (int j = 0; j < A_PER; j++) {  // X: 256 rows of 8 chunks, swizzled as gemm_tile's
+      const bool in = 48 * j < xlive;
+      cp_async16_if(st + xdst + j * 48 * 128, in ? xsrc + (long long)(48 * j) * K + k0 : X,
+                    live && xrow + 48 * j < W3_BM, in);
+    }
+    const int nc = n0 + (t >> 1), ns = n0 + t;  // this thread's code chunk's row, its scale/bias row
+    cp_async16_if(st + A_BYTES + t * 16, W + (long long)(nc < N ? nc : 0) * wpr + (kt0 + kt) * 8 + (t & 1) * 4,
+                  live, nc < N);
+    cp_async4_if(st + A_BYTES + C_BYTES + t * 4, SB + (long long)(ns < N ? ns : 0) * gpr + kt0 + kt,
+                 live && t < W3_BN, ns < N);
+    cp_commit();
+  };
+#pragma unroll
+  for (int kt = 0; kt < PD; kt++) load(kt);
+
+  const int g = lane >> 2, c = lane & 3;
+  const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;  // this thread's weight rows: wrow, wrow + 8
+  const u32 sel = (u32)c * 0x1111u + 0x4400u;               // dequant_pair2's selector of byte c
+  float wacc[W3_BM / 2];
+#pragma unroll
+  for (int i = 0; i < W3_BM / 2; i++) wacc[i] = 0.f;
+  u32 a[2][4];
+  for (int kt = 0; kt < nk; kt++) {
+    cp_wait<PD - 1>();
+    fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
+    __syncthreads();      // k-tile kt staged; every warp's products of k-tile kt-2 done (its stage is the next load's)
+    load(kt + PD);
+    const u32 st = sbase + (kt % W3_S) * STAGE;
+    const u32* cw = (const u32*)(gsm + (kt % W3_S) * STAGE + A_BYTES);
+    const u32* sbw = (const u32*)(gsm + (kt % W3_S) * STAGE + A_BYTES + C_BYTES);
+    const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
+    const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
+    const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
+    U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+      u32* f = a[ks & 1];
+      f[0] = dequant_pair2(q0.x, sel, s0, b0);
+      f[1] = dequant_pair2(q1.x, sel, s1, b1);
+      f[2] = dequant_pair2(q0.y, sel, s0, b0);
+      f[3] = dequant_pair2(q1.y, sel, s1, b1);
+      if (ks < 3) {
+        q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
+        q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
+      }
+      wg_fence();
+      wg_mma_n256_ra(wacc, f, wg_desc(st + ks * 32));
+      wg_commit();
+      wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
+      wg_keep4(a[(ks + 1) & 1]);
+    }
+  }
+  cp_wait<0>();
+  wg_wait0();
+  wg_keep4(a[0]);
+  wg_keep4(a[1]);
+  wg_keep<W3_BM / 2>(wacc);
+  // wacc[4j + i]: weight row wrow (+8 for i >= 2), X row 8j + 2c + (i & 1)
+#pragma unroll
+  for (int j = 0; j < W3_BM / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int r = r0 + 8 * j + 2 * c + e;
+      if (r >= rend) continue;
+      float* y = Y + (long long)r * N + n0;
+      if (n0 + wrow < N) y[wrow] = wacc[4 * j + e];
+      if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[4 * j + 2 + e];
+    }
+}
+
+// gemm_dense_w256r3 and gemm_group_w256r3 take gemm_dense_ and
+// gemm_group_w256rp's arguments, W3_THREADS threads, 192 weight rows a
+// block (the grid's x) and their stages' dynamic shared memory; no MoE
+// entries (a dense tile only).
+extern "C" __global__ void __launch_bounds__(W3_THREADS, 1)
+    gemm_dense_w256r3(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) {
+  pdl_begin();
+  w3_dense_tile(X, W, SB, Y, M, N, K, PETAL_BID_X());
+}
+extern "C" __global__ void __launch_bounds__(W3_THREADS, 1) gemm_group_w256r3(const QMVGroup g, const u16* X, int M, int K) {
+  pdl_begin();
+  const int bx = PETAL_BID_X();
+  int b0 = 0, at = -1, N = 0, lx = 0;
+#pragma unroll
+  for (int i = 0; i < QMV_GROUP; i++) {
+    if (i < g.n) {
+      const int ni = g.start[i + 1] - g.start[i], nb = (ni + W3_BN - 1) / W3_BN;
+      if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;
+      b0 += nb;
+    }
+  }
+  const u32 *W = g.words[0], *SB = g.sb[0];
+  float* Y = g.y[0];
+#pragma unroll
+  for (int i = 1; i < QMV_GROUP; i++)
+    if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];
+  if (at < 0) return;
+  w3_dense_tile(X, W, SB, Y, M, N, K, lx);
+}
