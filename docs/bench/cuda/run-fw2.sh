@@ -3,7 +3,8 @@
 # (9f7fe38: delta=tf32frag's prep with gdn_chunk_prep's 3xTF32 products,
 # w256rs a dense tile only; then w256rs's consumers arriving at the empty
 # barrier without a branch, for which ptxas had serialised its wgmma), in
-# one call or two on the same build:
+# one call or two on the same build; gemm=wgr3 (w256r3, three warpgroups
+# of weight rows) beside them:
 # PART=A: the cubins; the tests that failed in fw1 and the oracle under
 #   each form; TestMeasureDeltaForms;
 #   TestMeasureGEMM of w160rp, w160rw, w256rp and w256rs; Nsight Compute's
@@ -52,12 +53,12 @@ PART=${PART:-A}
 if [ "$PART" != B ]; then
 cuda_tests /tmp/s1 $D/cuda.test 'TestChunkedDeltaFragMatchesTF32|TestDeltaChunkKernelMatchesLauncher|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestGEMMWGModule|TestGEMMTilesFit' $O/tests.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
-  -test.run 'TestOracleOnGPU/(defaults|delta=tf32frag|moefit=width|gemm=wgrs)$' > $O/oracle.txt 2>&1)
+  -test.run 'TestOracleOnGPU/(defaults|delta=tf32frag|moefit=width|gemm=wgrs|gemm=wgr3)$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^ *--- ' $O/oracle.txt | head -6; grep -E 'top-1' $O/oracle.txt | sed 's/.*: seq/seq/; s/.*: chat/chat/' | cut -c1-150 | head -20
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run '^TestMeasureDeltaForms$' > $O/measure.txt 2>&1)
 echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | grep -E 'tf32|frag' | head -12
 echo "tests: $(( $(date +%s) - start )) s"
-(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs timeout 200 \
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs,w256r3 timeout 200 \
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
 echo "part A: $(( $(date +%s) - start )) s"
@@ -78,7 +79,7 @@ if [ "$PART" = B ] || [ "$PART" = AB ]; then
 late=0
 [ -x $D/petal-late ] && [ -f $D/ptx-late.txz ] && late_cubins && late=1
 for round in 1 2; do
-  for be in cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:delta=tf32frag,moefit=width,gemm=wgrs; do
+  for be in cuda cuda:delta=tf32frag cuda:moefit=width cuda:gemm=wgrs cuda:gemm=wgr3 cuda:delta=tf32frag,moefit=width,gemm=wgrs; do
     PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of "$be")" "$be" --max-context 17000 \
       --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
   done
