@@ -58,6 +58,7 @@ echo "oracle: rc=$?"; grep -E '^ *--- ' $O/oracle.txt | head -6; grep -E 'top-1'
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 timeout 150 $D/cuda.test -test.v -test.run '^TestMeasureDeltaForms$' > $O/measure.txt 2>&1)
 echo "measure: rc=$?"; grep -E 'delta rule' $O/measure.txt | sed 's/.*delta rule, //' | grep -E 'tf32|frag' | head -12
 echo "tests: $(( $(date +%s) - start )) s"
+pack_out "$O" && mv $O/logs.tgz $O/logs-tests.tgz  # kept should the rest be cut short
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w160rp,w160rw,w256rp,w256rs,w256r3 timeout 200 \
   $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm.txt | cut -c1-220 | head -20
