@@ -286,7 +286,11 @@ func (b *Backend) init() error {
 				if err := b.addModule(LoadGEMMWSModule, b.gemm.AddDenseOnlyTiles); err != nil {
 					return err
 				}
-				b.gemm.DenseIn256(map[bool]string{true: "w256rs", false: "w256r3"}[b.o.WGProducer])
+				if b.o.WGProducer {
+					b.gemm.DenseIn256("w256rs")
+				} else {
+					b.gemm.DenseIn256("w256r3")
+				}
 			}
 			if b.o.MoEFit && b.o.WGRegA && b.o.WGUndrained {
 				if err := b.addModule(LoadGEMMFitModule, b.gemm.AddFitTiles); err != nil {
