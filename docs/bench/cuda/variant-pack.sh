@@ -3,7 +3,7 @@
 # set, for a GPU call's carry beside HEAD's (run-fw2.sh's petal-late): a
 # worktree of COMMIT with `#define SWITCH 0` turned to 1 and its PTX
 # regenerated (clang-19), committed there (not on any branch; the commit's
-# name goes into DIR/BUILT_FROM), then
+# name goes into DIR/BUILT_FROM.NAME, which devrun-pack.sh leaves), then
 #   DIR/ptx-NAME.txz       that build's gemm_wg, gemm_fit, gemm_downbf,
 #                          gemm_fitw and gemm_ws PTX (the families that
 #                          include gemm.cu's tiles), as ptx-NAME/*.ptx
@@ -13,7 +13,7 @@
 # Usage: variant-pack.sh DIR NAME SWITCH [COMMIT]
 #   e.g. variant-pack.sh devrun/fw late GEMM_RA_LATE_LOAD
 #   then TEST=HEAD devrun-pack.sh devrun/fw petal=HEAD petal-late=<printed commit>
-#   (devrun-pack.sh rewrites BUILT_FROM: run it first, or note the variant again)
+
 set -eu
 dir=$1 name=$2 switch=$3 commit=${4:-HEAD}
 root=$(git rev-parse --show-toplevel)
@@ -32,5 +32,5 @@ mkdir -p "ptx-$name" && cp engine/cuda/kernels/{gemm_wg,gemm_fit,gemm_downbf,gem
 tar cJf "$dir/ptx-$name.txz" "ptx-$name"
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -o "$wt/cuda-$name.test" ./engine/cuda
 xz -9e -T0 -c "$wt/cuda-$name.test" > "$dir/cuda-$name.test.xz"
-echo "cuda-$name.test, ptx-$name.txz: $variant ($switch=1 on $(git -C "$root" rev-parse --short "$commit"))" >> "$dir/BUILT_FROM"
+echo "cuda-$name.test, ptx-$name.txz: $variant ($switch=1 on $(git -C "$root" rev-parse --short "$commit"))" > "$dir/BUILT_FROM.$name"
 echo "$variant"
