@@ -51,6 +51,89 @@ static __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   }
 }
 
+// The two tiles' shared parts. A consumer thread's weight rows are wrow
+// and wrow + 8 of its block's (wrow = 64·(warp/4) + 16·(warp%4) + lane/4),
+// its accumulators wacc[4j + i] weight row wrow (+8 for i >= 2), X row 8j
+// + 2c + (i & 1), c = lane % 4: w256rp's.
+
+// ra_ktile runs one k-tile's four k-steps of a warpgroup's register-A
+// products (gemm_tile's with WG = 4: the fragments alternate between a[0]
+// and a[1], each k-step waiting for the one before), from the stage at st
+// (its X tile), cw (its codes) and sbw (its scale/bias words). at_first
+// runs after the first k-step's products are issued and the ones before
+// them waited for (the k-tile before is then done).
+template <typename F>
+static __device__ __forceinline__ void ra_ktile(float (&wacc)[128], u32 (&a)[2][4], u32 st, const u32* cw,
+                                                const u32* sbw, int wrow, u32 sel, F at_first) {
+  const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
+  const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
+  const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
+  U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) {
+    u32* f = a[ks & 1];
+    f[0] = dequant_pair2(q0.x, sel, s0, b0);
+    f[1] = dequant_pair2(q1.x, sel, s1, b1);
+    f[2] = dequant_pair2(q0.y, sel, s0, b0);
+    f[3] = dequant_pair2(q1.y, sel, s1, b1);
+    if (ks < 3) {
+      q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
+      q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
+    }
+    wg_fence();
+    wg_mma_n256_ra(wacc, f, wg_desc(st + ks * 32));
+    wg_commit();
+    wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
+    wg_keep4(a[(ks + 1) & 1]);
+    if (ks == 0) at_first();
+  }
+}
+
+// ra_store waits for the last products and writes the tile's outputs at
+// Y[r0 .. rend, n0 ..] (row stride N, columns from N on dropped).
+static __device__ __forceinline__ void ra_store(float (&wacc)[128], u32 (&a)[2][4], float* __restrict__ Y, int N,
+                                                int r0, int rend, int n0, int wrow, int c) {
+  wg_wait0();
+  wg_keep4(a[0]);
+  wg_keep4(a[1]);
+  wg_keep<128>(wacc);
+#pragma unroll
+  for (int j = 0; j < 32; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int r = r0 + 8 * j + 2 * c + e;
+      if (r >= rend) continue;
+      float* y = Y + (long long)r * N + n0;
+      if (n0 + wrow < N) y[wrow] = wacc[4 * j + e];
+      if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[4 * j + 2 + e];
+    }
+}
+
+// group_member finds block bx's matrix in a grouped launch of BN-row
+// blocks (GEMM_DENSE_ENTRIES' gemm_group walk, which keeps its own copy
+// inline so that gemm.cu's families and their built machine code stay as
+// they are): its words, scale/bias words, output and rows, and the block
+// within it; false for a block past the group.
+template <int BN>
+static __device__ __forceinline__ bool group_member(const QMVGroup& g, int bx, const u32*& W, const u32*& SB,
+                                                    float*& Y, int& N, int& lx) {
+  int b0 = 0, at = -1;
+  N = 0, lx = 0;
+#pragma unroll
+  for (int i = 0; i < QMV_GROUP; i++) {
+    if (i < g.n) {
+      const int ni = g.start[i + 1] - g.start[i], nb = (ni + BN - 1) / BN;
+      if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;
+      b0 += nb;
+    }
+  }
+  W = g.words[0], SB = g.sb[0], Y = g.y[0];
+#pragma unroll
+  for (int i = 1; i < QMV_GROUP; i++)
+    if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];
+  return at >= 0;
+}
+
 #define WS_BM 256
 #define WS_BN 128
 #define WS_S 5
@@ -138,57 +221,21 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
   for (int kt = 0; kt < nk; kt++) {
     const int s = kt % WS_S;
     mbar_wait(fullb + 8 * s, (kt / WS_S) & 1);
-    const u32 st = sbase + s * STAGE;
-    const u32* cw = (const u32*)(gsm + s * STAGE + A_BYTES);
-    const u32* sbw = (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES);
-    const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
-    const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
-    const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
-    U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-      u32* f = a[ks & 1];
-      f[0] = dequant_pair2(q0.x, sel, s0, b0);
-      f[1] = dequant_pair2(q1.x, sel, s1, b1);
-      f[2] = dequant_pair2(q0.y, sel, s0, b0);
-      f[3] = dequant_pair2(q1.y, sel, s1, b1);
-      if (ks < 3) {
-        q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
-        q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
-      }
-      wg_fence();
-      wg_mma_n256_ra(wacc, f, wg_desc(st + ks * 32));
-      wg_commit();
-      wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
-      wg_keep4(a[(ks + 1) & 1]);
-      // k-tile kt-1's products are all done (only this k-step's is left):
-      // its stage is free. Every thread arrives, predicated on kt > 0
-      // rather than branched around: with a branch (a warp's lane 0
-      // arriving) ptxas serialised the wgmma (C7513, run fw1).
-      if (ks == 0) mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0);
-    }
+    // after the first k-step, k-tile kt-1's products are all done: its
+    // stage is free. Every thread arrives, predicated on kt > 0 rather
+    // than branched around: with a branch (a warp's lane 0 arriving)
+    // ptxas serialised the wgmma (C7513, run fw1).
+    ra_ktile(wacc, a, sbase + s * STAGE, (const u32*)(gsm + s * STAGE + A_BYTES),
+             (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES), wrow, sel,
+             [&]() __attribute__((always_inline)) { mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0); });
   }
-  wg_wait0();
-  wg_keep4(a[0]);
-  wg_keep4(a[1]);
-  wg_keep<WS_BM / 2>(wacc);
-  // wacc[4j + i]: weight row wrow (+8 for i >= 2), X row 8j + 2c + (i & 1)
-#pragma unroll
-  for (int j = 0; j < WS_BM / 8; j++)
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      const int r = r0 + 8 * j + 2 * c + e;
-      if (r >= rend) continue;
-      float* y = Y + (long long)r * N + n0;
-      if (n0 + wrow < N) y[wrow] = wacc[4 * j + e];
-      if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[4 * j + 2 + e];
-    }
+  ra_store(wacc, a, Y, N, r0, rend, n0, wrow, c);
 }
 
 // gemm_dense_w256rs and gemm_group_w256rs take gemm_dense_ and
 // gemm_group_w256rp's arguments and grids, WS_THREADS threads and w256rp's
-// dynamic shared memory and 16·WS_S bytes more; gemm_gateup_ and
-// gemm_down_w256rs are w256rp's (the MoE does not take 256-row tiles).
+// dynamic shared memory and 16·WS_S bytes more; no MoE entries (a dense
+// tile only).
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
     gemm_dense_w256rs(const u16* X, const u32* W, const u32* SB, float* Y, int M, int N, int K) {
   pdl_begin();
@@ -196,25 +243,11 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 }
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) gemm_group_w256rs(const QMVGroup g, const u16* X, int M, int K) {
   pdl_begin();
-  const int bx = PETAL_BID_X();
-  int b0 = 0, at = -1, N = 0, lx = 0;
-#pragma unroll
-  for (int i = 0; i < QMV_GROUP; i++) {
-    if (i < g.n) {
-      const int ni = g.start[i + 1] - g.start[i], nb = (ni + WS_BN - 1) / WS_BN;
-      if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;
-      b0 += nb;
-    }
-  }
-  const u32 *W = g.words[0], *SB = g.sb[0];
-  float* Y = g.y[0];
-#pragma unroll
-  for (int i = 1; i < QMV_GROUP; i++)
-    if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];
-  if (at < 0) return;
-  ws_dense_tile(X, W, SB, Y, M, N, K, lx);
+  const u32 *W, *SB;
+  float* Y;
+  int N, lx;
+  if (group_member<WS_BN>(g, PETAL_BID_X(), W, SB, Y, N, lx)) ws_dense_tile(X, W, SB, Y, M, N, K, lx);
 }
-GEMM_MOE_ENTRIES(w256rs, 256, 128, 4, 2, 5, 1, 4)
 
 // w256r3: w256rp's dense GEMM with three warpgroups of 64 weight rows, 192
 // a block, against its 256 X rows (384 threads, one block a
@@ -230,6 +263,7 @@ GEMM_MOE_ENTRIES(w256rs, 256, 128, 4, 2, 5, 1, 4)
 #define W3_BN 192
 #define W3_S 5
 #define W3_THREADS 384  // three warpgroups
+static_assert(WS_BM == 256 && W3_BM == 256, "ra_ktile and ra_store: 256 X rows, 128 accumulators a thread");
 
 // w3_dense_tile computes Y[r0 .., n0 .. n0+191] (+ z·M·N under split-K) of
 // block (bx, blockIdx.y, blockIdx.z). Dynamic shared memory: W3_S stages
@@ -301,47 +335,12 @@ static __device__ __forceinline__ void w3_dense_tile(const u16* __restrict__ X, 
     fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
     __syncthreads();      // k-tile kt staged; every warp's products of k-tile kt-2 done (its stage is the next load's)
     load(kt + PD);
-    const u32 st = sbase + (kt % W3_S) * STAGE;
-    const u32* cw = (const u32*)(gsm + (kt % W3_S) * STAGE + A_BYTES);
-    const u32* sbw = (const u32*)(gsm + (kt % W3_S) * STAGE + A_BYTES + C_BYTES);
-    const u32 sb0 = sbw[wrow], sb1 = sbw[wrow + 8];
-    const u32 s0 = prmt(sb0, sb0, 0x1010u), b0 = prmt(sb0, sb0, 0x3232u);
-    const u32 s1 = prmt(sb1, sb1, 0x1010u), b1 = prmt(sb1, sb1, 0x3232u);
-    U32x2 q0 = *(const U32x2*)(cw + wrow * 8), q1 = *(const U32x2*)(cw + (wrow + 8) * 8);
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-      u32* f = a[ks & 1];
-      f[0] = dequant_pair2(q0.x, sel, s0, b0);
-      f[1] = dequant_pair2(q1.x, sel, s1, b1);
-      f[2] = dequant_pair2(q0.y, sel, s0, b0);
-      f[3] = dequant_pair2(q1.y, sel, s1, b1);
-      if (ks < 3) {
-        q0 = *(const U32x2*)(cw + wrow * 8 + 2 * (ks + 1));
-        q1 = *(const U32x2*)(cw + (wrow + 8) * 8 + 2 * (ks + 1));
-      }
-      wg_fence();
-      wg_mma_n256_ra(wacc, f, wg_desc(st + ks * 32));
-      wg_commit();
-      wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
-      wg_keep4(a[(ks + 1) & 1]);
-    }
+    const int s = kt % W3_S;
+    ra_ktile(wacc, a, sbase + s * STAGE, (const u32*)(gsm + s * STAGE + A_BYTES),
+             (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES), wrow, sel, []() __attribute__((always_inline)) {});
   }
   cp_wait<0>();
-  wg_wait0();
-  wg_keep4(a[0]);
-  wg_keep4(a[1]);
-  wg_keep<W3_BM / 2>(wacc);
-  // wacc[4j + i]: weight row wrow (+8 for i >= 2), X row 8j + 2c + (i & 1)
-#pragma unroll
-  for (int j = 0; j < W3_BM / 8; j++)
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      const int r = r0 + 8 * j + 2 * c + e;
-      if (r >= rend) continue;
-      float* y = Y + (long long)r * N + n0;
-      if (n0 + wrow < N) y[wrow] = wacc[4 * j + e];
-      if (n0 + wrow + 8 < N) y[wrow + 8] = wacc[4 * j + 2 + e];
-    }
+  ra_store(wacc, a, Y, N, r0, rend, n0, wrow, c);
 }
 
 // gemm_dense_w256r3 and gemm_group_w256r3 take gemm_dense_ and
@@ -355,21 +354,8 @@ extern "C" __global__ void __launch_bounds__(W3_THREADS, 1)
 }
 extern "C" __global__ void __launch_bounds__(W3_THREADS, 1) gemm_group_w256r3(const QMVGroup g, const u16* X, int M, int K) {
   pdl_begin();
-  const int bx = PETAL_BID_X();
-  int b0 = 0, at = -1, N = 0, lx = 0;
-#pragma unroll
-  for (int i = 0; i < QMV_GROUP; i++) {
-    if (i < g.n) {
-      const int ni = g.start[i + 1] - g.start[i], nb = (ni + W3_BN - 1) / W3_BN;
-      if (bx >= b0 && bx < b0 + nb) at = i, N = ni, lx = bx - b0;
-      b0 += nb;
-    }
-  }
-  const u32 *W = g.words[0], *SB = g.sb[0];
-  float* Y = g.y[0];
-#pragma unroll
-  for (int i = 1; i < QMV_GROUP; i++)
-    if (at == i) W = g.words[i], SB = g.sb[i], Y = g.y[i];
-  if (at < 0) return;
-  w3_dense_tile(X, W, SB, Y, M, N, K, lx);
+  const u32 *W, *SB;
+  float* Y;
+  int N, lx;
+  if (group_member<W3_BN>(g, PETAL_BID_X(), W, SB, Y, N, lx)) w3_dense_tile(X, W, SB, Y, M, N, K, lx);
 }
