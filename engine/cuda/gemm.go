@@ -594,7 +594,12 @@ func (g *GEMM) ToBF16(s *driver.Stream, x, y driver.Ptr, n int) error {
 // but the 512 x 512 x 2048 one, where m16 (split, as chosen) was 4 % faster
 // than w64o.
 func (g *GEMM) DenseTile(M, N int) GEMMTile {
-	t := g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA))
+	return g.in256(g.undrain(denseTile(M, N, g.c.Device().SMs, g.useWG, g.regA)))
+}
+
+// in256 is t, or DenseIn256's tile where t is w256rp and that tile's
+// kernels are loaded.
+func (g *GEMM) in256(t GEMMTile) GEMMTile {
 	if g.dense256 != "" && t.Name == "w256rp" && g.tiles[g.dense256].dense != nil {
 		t, _ = GEMMTileByName(g.dense256)
 	}

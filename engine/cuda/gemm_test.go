@@ -86,9 +86,23 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgrp, moefit=all", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rp", 3072: "w128rp", 2048: "w80rp", 1024: "w64r", 512: "w32r"})
 	// gemm=wgrs and wgr3: w256rs or w256r3 in w256rp's place for the dense
 	// GEMMs, once its kernels are there
-	if got := g.undrain(denseTile(4096, 8192, 132, true, true)); got.Name != "w256rp" {
-		t.Errorf("dense tile of 4096x8192 (gemm=wgrp): %v, want w256rp", got)
+	rp, _ := GEMMTileByName("w256rp")
+	rp128, _ := GEMMTileByName("w128rp")
+	for _, name := range []string{"w256rs", "w256r3"} {
+		g.DenseIn256(name)
+		if got := g.in256(rp); got.Name != "w256rp" {
+			t.Errorf("DenseIn256(%q) before its kernels are loaded: %v, want w256rp", name, got)
+		}
+		g.tiles = map[string]gemmKernels{name: {dense: &driver.Function{}}}
+		if got := g.in256(rp); got.Name != name {
+			t.Errorf("DenseIn256(%q): %v in w256rp's place, want %s", name, got, name)
+		}
+		if got := g.in256(rp128); got.Name != "w128rp" {
+			t.Errorf("DenseIn256(%q): %v in w128rp's place, want w128rp", name, got)
+		}
+		g.tiles = nil
 	}
+	g.DenseIn256("")
 	// moefit=width: w160rw in w160rp's place, once its kernels are there
 	g.FitMoETiles(true, false)
 	g.WidthMoETiles(true)
