@@ -81,19 +81,20 @@ cubin_into() {
 		sed -i "s/^$2 sm_90 [0-9a-f]* /$2 sm_90 $(sha256sum "$3" | cut -d' ' -f1) /" "$1/manifest.txt"
 }
 
-# new_cubin DIR FAMILY OUT: DIR (a copy of engine/cuda/kernels/sass) gets
-# the cubin of FAMILY, a family without one there, made by ptxas from
-# engine/cuda/kernels/FAMILY.ptx for its PTX's target (its -v report in
-# OUT/ptxas-FAMILY.txt),
-# and a manifest line with that PTX's sha256 and ptxas's version; the
-# registers and spills printed.
+# new_cubin DIR FAMILY OUT [PTX]: DIR (a copy of engine/cuda/kernels/sass)
+# gets the cubin of FAMILY made by ptxas from PTX (default
+# engine/cuda/kernels/FAMILY.ptx) for its PTX's target (its -v report in
+# OUT/ptxas-FAMILY.txt), in place of any FAMILY had there, and a manifest
+# line with that PTX's sha256 and ptxas's version; the registers, spills
+# and notes of serialised wgmma (C75xx) printed.
 new_cubin() {
-	local dir=$1 fam=$2 out=$3 ptx=engine/cuda/kernels/$2.ptx tgt
+	local dir=$1 fam=$2 out=$3 ptx=${4:-engine/cuda/kernels/$2.ptx} tgt
 	tgt=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$ptx" | head -1) # sm_90, or sm_90a for wgmma
+	sed -i "/^$fam /d" "$dir/manifest.txt" && rm -f "$dir/$fam".*.cubin.gz
 	/usr/local/cuda/bin/ptxas -arch=$tgt -O3 -v "$ptx" -o "$dir/$fam.$tgt.cubin" > "$out/ptxas-$fam.txt" 2>&1 &&
 		gzip -9 -n -f "$dir/$fam.$tgt.cubin" &&
 		echo "$fam $tgt $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> "$dir/manifest.txt"
-	echo "$fam cubin: rc=$?; $(grep -E 'registers|spill' "$out/ptxas-$fam.txt" | tr '\n' ' ' | cut -c1-300)"
+	echo "$fam cubin: rc=$?; C75xx notes $(grep -c 'C75[0-9][0-9]' "$out/ptxas-$fam.txt"); $(grep -E 'registers|spill' "$out/ptxas-$fam.txt" | tr '\n' ' ' | cut -c1-300)"
 }
 
 # cuda_tests SASS TESTBIN REGEX OUT: TESTBIN's tests matching REGEX on the

@@ -38,14 +38,7 @@ cubin_into /tmp/s1 phase engine/cuda/kernels/phase.ptx && echo "phase cubin rema
 late_cubins() {
   (cd $D && tar xJf ptx-late.txz) && mkdir -p $LO
   rm -rf /tmp/s2 && cp -r /tmp/s1 /tmp/s2
-  for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
-    ptx=$D/ptx-late/$fam.ptx
-    sed -i "/^$fam /d" /tmp/s2/manifest.txt && rm -f /tmp/s2/$fam.*.cubin.gz
-    /usr/local/cuda/bin/ptxas -arch=sm_90a -O3 -v "$ptx" -o /tmp/s2/$fam.sm_90a.cubin > $LO/ptxas-late-$fam.txt 2>&1 &&
-      gzip -9 -n -f /tmp/s2/$fam.sm_90a.cubin &&
-      echo "$fam sm_90a $(sha256sum "$ptx" | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s2/manifest.txt
-    echo "late $fam: rc=$? C7513 $(grep -c C7513 $LO/ptxas-late-$fam.txt), spills: $(grep -oE '[0-9]+ bytes spill stores' $LO/ptxas-late-$fam.txt | sort | uniq -c | tr '\n' ' ')"
-  done
+  for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do new_cubin /tmp/s2 $fam $LO $D/ptx-late/$fam.ptx; done
 }
 LO=$O/late  # the late build's logs, packed as late.tgz
 PART=${PART:-A}
