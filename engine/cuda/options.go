@@ -57,11 +57,11 @@ type Options struct {
 	WGProducer bool
 	// WGThree (gemm=wgr3) is gemm=wgrp with the dense GEMMs of 256-row
 	// tiles on gemm_ws.cu's w256r3: three warpgroups of 64 weight rows
-	// against the 256 X rows, so that each warp's instruction stream (some
-	// 1,600 cycles a k-tile in w256rp, ncu2) has half again as many
-	// products to keep the tensor cores busy for, and each X tile read
-	// serves 192 weight rows. The same bits as wgrp. Not yet run on a GPU;
-	// off by default.
+	// against the 256 X rows, so that each warp's instruction stream (an
+	// estimated 1,600 cycles a k-tile in w256rp, from ncu2's 7.05 cycles an
+	// instruction) has half again as many products to keep the tensor
+	// cores busy for, and each X tile read serves 192 weight rows. The
+	// same bits as wgrp. Not yet run on a GPU; off by default.
 	WGThree bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):

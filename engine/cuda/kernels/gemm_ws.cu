@@ -252,10 +252,13 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) gemm_group_w256rs(co
 // w256r3: w256rp's dense GEMM with three warpgroups of 64 weight rows, 192
 // a block, against its 256 X rows (384 threads, one block a
 // multiprocessor). In w256rp (two warpgroups) Nsight Compute had each warp
-// take about 7 cycles an issued instruction, some 1,600 cycles a k-tile,
-// against the 1,024 its products keep the tensor cores busy (ncu2); a third
-// warpgroup adds half again as many products a k-tile to the same per-warp
-// stream, and each X tile read from L2 serves 192 weight rows, not 128.
+// take 7.05 cycles an issued instruction (ncu2): with its k-tile loop's 227
+// instructions (CUDA 12.4's build), an estimated 1,600 cycles a k-tile,
+// where the tensor cores' peak rate would do its products in about 1,024.
+// A third warpgroup adds half again as many products a k-tile to about the
+// same per-warp stream (251 instructions), and each X tile read from L2
+// serves 192 weight rows, not 128. (Estimates, not measurements: run-fw2.sh
+// times it.)
 // The same k-steps and products in the same order as w256rp: the same
 // bits. Copies by every thread, each predicated (no branch between a
 // k-tile's products and their wait), then w256rp's barrier a k-tile.
