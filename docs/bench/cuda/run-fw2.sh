@@ -65,7 +65,7 @@ xz -dc $D/cuda-late.test.xz > $D/cuda-late.test && chmod +x $D/cuda-late.test &&
 cuda_tests /tmp/s2 $D/cuda-late.test 'TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestMoEGroupedMatchesReference|TestGEMMProducerMatchesUndrained|TestTensorCoreOpsMatchReferences' $LO/tests-late.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w128rp,w160rp,w256rp timeout 200 \
   $D/cuda-late.test -test.v -test.run '^TestMeasureGEMM$' > $LO/measure-gemm-late.txt 2>&1)
-echo "TestMeasureGEMM (late): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $O/measure-gemm-late.txt | cut -c1-220 | head -20
+echo "TestMeasureGEMM (late): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096)" $LO/measure-gemm-late.txt | cut -c1-220 | head -20
 echo "late: $(( $(date +%s) - start )) s"
 (cd $O && tar czf late.tgz late && rm -rf late)
 fi
