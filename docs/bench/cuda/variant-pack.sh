@@ -1,7 +1,8 @@
 #!/bin/bash
 # variant-pack.sh: a build of petal with one of gemm.cu's build switches
 # set, for a GPU call's carry beside HEAD's (run-fw2.sh's petal-late): a
-# worktree of COMMIT with `#define SWITCH 0` turned to 1 and its PTX
+# worktree of COMMIT with `#define SWITCH 0` turned to VALUE (1 unless
+# given as SWITCH=VALUE) and its PTX
 # regenerated (clang-19), committed there (not on any branch; the commit's
 # name goes into DIR/BUILT_FROM.NAME, which devrun-pack.sh leaves), then
 #   DIR/ptx-NAME.txz       that build's gemm_wg, gemm_fit, gemm_downbf,
@@ -10,12 +11,13 @@
 #   DIR/cuda-NAME.test.xz  its engine/cuda test binary
 # and prints the commit, for devrun-pack.sh's petal-NAME=COMMIT.
 #
-# Usage: variant-pack.sh DIR NAME SWITCH [COMMIT]
-#   e.g. variant-pack.sh devrun/fw late GEMM_RA_LATE_LOAD
+# Usage: variant-pack.sh DIR NAME SWITCH[=VALUE] [COMMIT]
+#   e.g. variant-pack.sh devrun/fw late GEMM_RA_LATE_LOAD=4
 #   then TEST=HEAD devrun-pack.sh devrun/fw petal=HEAD petal-late=<printed commit>
 
 set -eu
-dir=$1 name=$2 switch=$3 commit=${4:-HEAD}
+dir=$1 name=$2 switch=${3%%=*} value=1 commit=${4:-HEAD}
+case $3 in *=*) value=${3#*=} ;; esac
 root=$(git rev-parse --show-toplevel)
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -24,13 +26,13 @@ trap 'git -C "$root" worktree remove --force "$wt" 2>/dev/null || true' EXIT
 git -C "$root" worktree add -q --detach "$wt" "$commit"
 cd "$wt"
 grep -q "^#define $switch 0$" engine/cuda/kernels/gemm.cu || { echo "variant-pack.sh: no '#define $switch 0' in gemm.cu" >&2; exit 1; }
-sed -i "s/^#define $switch 0\$/#define $switch 1/" engine/cuda/kernels/gemm.cu
+sed -i "s/^#define $switch 0\$/#define $switch $value/" engine/cuda/kernels/gemm.cu
 sh engine/cuda/kernels/gen.sh
-git -c user.name=petal -c user.email=petal@localhost commit -qam "variant: $switch=1 (a measurement build, not for main)"
+git -c user.name=petal -c user.email=petal@localhost commit -qam "variant: $switch=$value (a measurement build, not for main)"
 variant=$(git rev-parse --short HEAD)
 mkdir -p "ptx-$name" && cp engine/cuda/kernels/{gemm_wg,gemm_fit,gemm_downbf,gemm_fitw,gemm_ws}.ptx "ptx-$name/"
 tar cJf "$dir/ptx-$name.txz" "ptx-$name"
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -o "$wt/cuda-$name.test" ./engine/cuda
 xz -9e -T0 -c "$wt/cuda-$name.test" > "$dir/cuda-$name.test.xz"
-echo "cuda-$name.test, ptx-$name.txz: $variant ($switch=1 on $(git -C "$root" rev-parse --short "$commit"))" > "$dir/BUILT_FROM.$name"
+echo "cuda-$name.test, ptx-$name.txz: $variant ($switch=$value on $(git -C "$root" rev-parse --short "$commit"))" > "$dir/BUILT_FROM.$name"
 echo "$variant"

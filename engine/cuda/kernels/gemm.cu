@@ -140,8 +140,9 @@ struct __attribute__((aligned(8))) U32x2 {
 };
 
 // GEMM_RA_LATE_LOAD (a build switch, 0 in the built families): the
-// register-A tiles queue a k-tile's copies after its first products
-// instead of right after the barrier.
+// register-A tiles of the heights it names queue a k-tile's copies after
+// its first products instead of right after the barrier; a bit set, 1 the
+// 64-row tiles, 2 the 128-row, 4 the 256-row, 8 the 144- and 160-row.
 #ifndef GEMM_RA_LATE_LOAD
 #define GEMM_RA_LATE_LOAD 0
 #endif
@@ -419,9 +420,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // fragment sets in the 256-row tiles with a wait for the products two
     // k-steps back, were within 1 % of this: docs/bench/cuda, deq2.)
     constexpr bool AHEAD = BM != 160;
-    // LATE: GEMM_RA_LATE_LOAD where ptxas 12.4 keeps the wgmma pipelined
-    // with it (the 64- and 128- to 256-row tiles; w32r and w80rp: C7513)
-    constexpr bool LATE = GEMM_RA_LATE_LOAD && WG == 4 && (BM == 64 || BM >= 128);
+    // LATE: GEMM_RA_LATE_LOAD's heights, of those where ptxas 12.4 keeps
+    // the wgmma pipelined with it (not w32r and w80rp: C7513)
+    constexpr int LATE_BIT = BM == 64 ? 1 : BM == 128 ? 2 : BM == 256 ? 4 : BM == 144 || BM == 160 ? 8 : 0;
+    constexpr bool LATE = WG == 4 && (GEMM_RA_LATE_LOAD & LATE_BIT) != 0;
     u32 a[2][4];  // the k-steps' fragments, alternately (WG = 4: across k-tiles too)
     for (int kt = 0; kt < kt1 - kt0; kt++) {
       cp_wait<PD - 1>();
