@@ -1,0 +1,59 @@
+#!/bin/bash
+# run-fw3.sh: the register-A tiles' late copies (GEMM_RA_LATE_LOAD) end to
+# end, after fw2 measured the 256-row tile 9-13 % faster with them and the
+# 160-row slower: HEAD's petal against two builds of it, `late` (the bit
+# set 4: the 256-row tiles only) and `lateall` (7: the 64-, 128- and
+# 256-row tiles), each on cubins of its own PTX (only the families whose
+# PTX differs from the tree's are remade); and delta=tf32frag (fw2: 586 µs
+# against tf32's 613 at 4096 tokens, bit for bit) on HEAD and on late.
+#   1. the cubins; TestMeasureGEMM of w64rp, w128rp and w256rp on HEAD's
+#      and on lateall's (same call, so before and after); TestCubinsLoad
+#      of lateall (its entries are the ones fw2's late build passed its
+#      GEMM tests and the oracle with, PTX compared entry by entry; the
+#      oracle's data left out of this call's carry for room);
+#   2. prefill of 512 / 4K / 16K tokens, three runs a length, of HEAD,
+#      HEAD with delta=tf32frag, late, late with delta=tf32frag, and
+#      lateall, in ROUNDS (default 3) alternating rounds.
+# From the repository root; $CARRY (default devrun/fw): petals.txz (petal,
+# petal-late, petal-lateall), cuda.test.xz, cuda-lateall.test.xz,
+# ptx-late.txz, ptx-lateall.txz (variant-pack.sh). About 5 minutes. Logs in $OUT: logs-1.tgz, logs.tgz, ptxas.tgz,
+# sass.tgz (the variants' cubin folders).
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
+. docs/bench/cuda/lib.sh
+unpack_devrun "$D" && (cd "$D" && tar xJf petals.txz)
+gpu_env "$O/env.txt"
+start=$(date +%s)
+rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
+# variant_cubins NAME: /tmp/s-NAME, the tree's cubins with each family
+# whose PTX in CARRY/ptx-NAME.txz differs from the tree's remade from it
+variant_cubins() {
+  local v=$1 fam
+  (cd $D && tar xJf ptx-$v.txz) && mkdir -p $O/$v && rm -rf /tmp/s-$v && cp -r /tmp/s1 /tmp/s-$v
+  for p in $D/ptx-$v/*.ptx; do
+    fam=$(basename $p .ptx)
+    cmp -s $p engine/cuda/kernels/$fam.ptx || new_cubin /tmp/s-$v $fam $O/$v $p
+  done
+  [ -f $D/cuda-$v.test.xz ] && xz -dc $D/cuda-$v.test.xz > $D/cuda-$v.test && chmod +x $D/cuda-$v.test
+}
+variant_cubins late
+variant_cubins lateall
+(cd /tmp && tar czf $O/sass.tgz s-late s-lateall) && (cd $O && tar czf ptxas.tgz late lateall && rm -rf late lateall)
+measure_gemm() {  # TESTBIN SASS LOG
+  (cd engine/cuda && PETAL_CUDA_SASS=$2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w64rp,w128rp,w256rp timeout 120 \
+    $1 -test.v -test.run '^TestMeasureGEMM$' > $3 2>&1)
+  echo "TestMeasureGEMM $(basename $1): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096 skew)" $3 | cut -c1-200 | head -16
+}
+measure_gemm $D/cuda.test /tmp/s1 $O/measure-gemm.txt
+measure_gemm $D/cuda-lateall.test /tmp/s-lateall $O/measure-gemm-lateall.txt
+cuda_tests /tmp/s-lateall $D/cuda-lateall.test 'TestCubinsLoad' $O/tests-lateall.txt
+echo "part 1: $(( $(date +%s) - start )) s"
+pack_out "$O" && mv $O/logs.tgz $O/logs-1.tgz  # kept should the rounds be cut short
+for round in $(seq 1 "${ROUNDS:-3}"); do
+  for run in petal:s1:cuda petal:s1:cuda:delta=tf32frag petal-late:s-late:cuda petal-late:s-late:cuda:delta=tf32frag petal-lateall:s-lateall:cuda; do
+    b=${run%%:*} rest=${run#*:}; s=${rest%%:*} be=${rest#*:}
+    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=50 bench_run $D/$b $O "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
+      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
+  done
+done
+echo "all: $(( $(date +%s) - start )) s"
+pack_out "$O"
