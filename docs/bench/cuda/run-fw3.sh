@@ -9,18 +9,21 @@
 #   1. the cubins; TestMeasureGEMM of w64rp, w128rp and w256rp on HEAD's
 #      and on lateall's (same call, so before and after); TestCubinsLoad
 #      of lateall (its entries are the ones fw2's late build passed its
-#      GEMM tests and the oracle with, PTX compared entry by entry; the
-#      oracle's data left out of this call's carry for room);
+#      GEMM tests with, PTX compared entry by entry); where CARRY has
+#      ref.txz, the oracle under lateall's defaults and delta=tf32frag
+#      (lateall's 256-row entries are late's);
 #   2. prefill of 512 / 4K / 16K tokens, three runs a length, of HEAD,
 #      HEAD with delta=tf32frag, late, late with delta=tf32frag, and
 #      lateall, in ROUNDS (default 3) alternating rounds.
 # From the repository root; $CARRY (default devrun/fw): petals.txz (petal,
 # petal-late, petal-lateall), cuda.test.xz, cuda-lateall.test.xz,
-# ptx-late.txz, ptx-lateall.txz (variant-pack.sh). About 5 minutes. Logs in $OUT: logs-1.tgz, logs.tgz, ptxas.tgz,
+# ptx-late.txz, ptx-lateall.txz (variant-pack.sh), ref.txz if the oracle
+# is to run. About 5 minutes. Logs in $OUT: logs-1.tgz, logs.tgz, ptxas.tgz,
 # sass.tgz (the variants' cubin folders).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/fw}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 unpack_devrun "$D" && (cd "$D" && tar xJf petals.txz)
+[ -f "$D/ref.txz" ] && unpack_oracle "$D" "$R"
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
@@ -46,6 +49,12 @@ measure_gemm() {  # TESTBIN SASS LOG
 measure_gemm $D/cuda.test /tmp/s1 $O/measure-gemm.txt
 measure_gemm $D/cuda-lateall.test /tmp/s-lateall $O/measure-gemm-lateall.txt
 cuda_tests /tmp/s-lateall $D/cuda-lateall.test 'TestCubinsLoad' $O/tests-lateall.txt
+if [ -d "$D/oracle" ]; then
+  (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s-lateall PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda-lateall.test -test.v \
+    -test.run 'TestOracleOnGPU/(defaults|delta=tf32frag)$' > $O/oracle-lateall.txt 2>&1)
+  echo "oracle (lateall): rc=$?"; grep -E '^ *--- ' $O/oracle-lateall.txt | head -12
+  grep -E 'top-1' $O/oracle-lateall.txt | sed 's/.*: seq/seq/; s/.*: chat/chat/' | cut -c1-150 | head -10
+fi
 echo "part 1: $(( $(date +%s) - start )) s"
 pack_out "$O" && mv $O/logs.tgz $O/logs-1.tgz  # kept should the rounds be cut short
 for round in $(seq 1 "${ROUNDS:-3}"); do
