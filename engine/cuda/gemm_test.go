@@ -1342,7 +1342,7 @@ func TestGEMMWGModule(t *testing.T) {
 	if !strings.Contains(string(ws), "@p cp.async.cg.shared.global") {
 		t.Error("gemm_ws.ptx: w256r3's copies are not predicated in their instructions")
 	}
-	for _, want := range []string{".target sm_90a", "mbarrier.try_wait.parity", "cp.async.wait_group 1", "fence.proxy.async", "m64n256k16"} {
+	for _, want := range []string{".target sm_90a", "mbarrier.try_wait.parity", "cp.async.wait_group 3", "fence.proxy.async", "m64n256k16"} {
 		if !strings.Contains(string(ws), want) {
 			t.Errorf("gemm_ws.ptx has no %q", want)
 		}

@@ -137,6 +137,11 @@ static __device__ __forceinline__ bool group_member(const QMVGroup& g, int bx, c
 #define WS_BM 256
 #define WS_BN 128
 #define WS_S 5
+// WS_LEAD: how many k-tiles the producer's copies run ahead of the k-tile it
+// marks full; at most WS_S - 2, or it would wait at an empty barrier for
+// products that wait for its own full one
+#define WS_LEAD 3
+static_assert(WS_LEAD >= 1 && WS_LEAD <= WS_S - 2, "WS_LEAD");
 #define WS_CONSUMERS 256  // two warpgroups
 #define WS_THREADS (WS_CONSUMERS + 32)
 
@@ -172,16 +177,25 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
 
   if (warp == WS_CONSUMERS / 32) {
     // The producer: k-tile kt into stage kt % WS_S, once the consumers are
-    // done with what it held (k-tile kt - WS_S).
+    // done with what it held (k-tile kt - WS_S); k-tile kt - WS_LEAD marked
+    // full once it has landed, so that WS_LEAD + 1 k-tiles' copies are in
+    // flight (fw2, with one k-tile ahead: w256rs at a third of w256rp's
+    // rate, each k-tile waiting out a copy's whole latency).
+    // This lane's X copies: rows lane/8 + 4j (j < 64), chunk lane % 8; the
+    // swizzle (ch ^ (row & 7)) takes two values, by j's parity.
+    const int xrow = lane >> 3, xch = lane & 7;
+    const u32 xdst0 = xrow * 128 + ((xch ^ xrow) << 4), xdst1 = (xrow + 4) * 128 + ((xch ^ (xrow + 4)) << 4);
     for (int kt = 0; kt < nk; kt++) {
       const int s = kt % WS_S;
       if (kt >= WS_S) mbar_wait(emptyb + 8 * s, (kt / WS_S - 1) & 1);
       const u32 st = sbase + s * STAGE;
       const long long k0 = (long long)(kt0 + kt) * 64;
       // X: 256 rows of 8 chunks of 16 bytes, swizzled as gemm_tile's
-      for (int i = lane; i < WS_BM * 8; i += 32) {
-        const int row = i >> 3, ch = i & 7, r = r0 + row;
-        cp_async16(st + row * 128 + ((ch ^ (row & 7)) << 4), X + (long long)(r < rend ? r : 0) * K + k0 + ch * 8, r < rend);
+      const u16* xs = X + (long long)r0 * K + k0 + xch * 8;
+#pragma unroll 8
+      for (int j = 0; j < WS_BM / 4; j++) {
+        const int r = r0 + xrow + 4 * j;
+        cp_async16(st + 512 * (j & ~1) + ((j & 1) ? xdst1 : xdst0), xs + (long long)(r < rend ? xrow + 4 * j : 0) * K, r < rend);
       }
       // the codes: 128 rows of 2 chunks; the scale/bias words: 128
       for (int i = lane; i < WS_BN * 2; i += 32) {
@@ -193,19 +207,18 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
         cp_async4(st + A_BYTES + C_BYTES + row * 4, SB + (n < N ? n : 0) * gpr + kt0 + kt, n < N);
       }
       cp_commit();
-      // k-tile kt-1's copies landed (kt's still in flight): to the async
-      // proxy that wgmma reads through, then its stage is full
-      if (kt > 0) {
-        cp_wait<1>();
+      // k-tile kt - WS_LEAD's copies landed (the later ones still in
+      // flight): to the async proxy that wgmma reads through, then its
+      // stage is full
+      if (kt >= WS_LEAD) {
+        cp_wait<WS_LEAD>();
         fence_proxy_async();
-        mbar_arrive(fullb + 8 * ((kt - 1) % WS_S));
+        mbar_arrive(fullb + 8 * ((kt - WS_LEAD) % WS_S));
       }
     }
-    if (nk > 0) {
-      cp_wait<0>();
-      fence_proxy_async();
-      mbar_arrive(fullb + 8 * ((nk - 1) % WS_S));
-    }
+    cp_wait<0>();
+    fence_proxy_async();
+    for (int kt = nk > WS_LEAD ? nk - WS_LEAD : 0; kt < nk; kt++) mbar_arrive(fullb + 8 * (kt % WS_S));
     return;
   }
 
