@@ -7,7 +7,8 @@
 # PTX differs from the tree's are remade); and delta=tf32frag (fw2: 586 µs
 # against tf32's 613 at 4096 tokens, bit for bit) on HEAD and on late.
 #   1. the cubins; TestMeasureGEMM of w64rp, w128rp and w256rp on HEAD's
-#      and on lateall's (same call, so before and after); TestCubinsLoad
+#      and on lateall's (same call, so before and after), and w256rs with
+#      its producer three k-tiles ahead (22bdac3) and its bit-for-bit test; TestCubinsLoad
 #      of lateall (its entries are the ones fw2's late build passed its
 #      GEMM tests with, PTX compared entry by entry); where CARRY has
 #      ref.txz, the oracle under lateall's defaults and delta=tf32frag
@@ -27,6 +28,11 @@ unpack_devrun "$D" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
+# a family of the five whose committed cubin is not of the tree's PTX (w256rs's
+# producer three k-tiles ahead, 22bdac3) remade into /tmp/s1
+for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
+  grep -q "^$fam [a-z0-9_]* $(sha256sum engine/cuda/kernels/$fam.ptx | cut -d' ' -f1) " /tmp/s1/manifest.txt || new_cubin /tmp/s1 $fam $O
+done
 # variant_cubins NAME: /tmp/s-NAME, the tree's cubins with each family
 # whose PTX in CARRY/ptx-NAME.txz differs from the tree's remade from it
 variant_cubins() {
@@ -41,12 +47,13 @@ variant_cubins() {
 variant_cubins late
 variant_cubins lateall
 (cd /tmp && tar czf $O/sass.tgz s-late s-lateall) && (cd $O && tar czf ptxas.tgz late lateall && rm -rf late lateall)
-measure_gemm() {  # TESTBIN SASS LOG
-  (cd engine/cuda && PETAL_CUDA_SASS=$2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w64rp,w128rp,w256rp timeout 120 \
+measure_gemm() {  # TESTBIN SASS LOG [TILES]
+  (cd engine/cuda && PETAL_CUDA_SASS=$2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=${4:-w64rp,w128rp,w256rp} timeout 120 \
     $1 -test.v -test.run '^TestMeasureGEMM$' > $3 2>&1)
   echo "TestMeasureGEMM $(basename $1): rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: (dense|moe T=4096 skew)" $3 | cut -c1-200 | head -16
 }
-measure_gemm $D/cuda.test /tmp/s1 $O/measure-gemm.txt
+measure_gemm $D/cuda.test /tmp/s1 $O/measure-gemm.txt w64rp,w128rp,w256rp,w256rs
+cuda_tests /tmp/s1 $D/cuda.test 'TestGEMMProducerMatchesUndrained' $O/tests-ws.txt
 measure_gemm $D/cuda-lateall.test /tmp/s-lateall $O/measure-gemm-lateall.txt
 cuda_tests /tmp/s-lateall $D/cuda-lateall.test 'TestCubinsLoad' $O/tests-lateall.txt
 if [ -d "$D/oracle" ]; then
