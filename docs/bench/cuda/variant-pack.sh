@@ -1,7 +1,7 @@
 #!/bin/bash
 # variant-pack.sh: a build of petal with one of gemm.cu's build switches
 # set, for a GPU call's carry beside HEAD's (run-fw2.sh's petal-late): a
-# worktree of COMMIT with `#define SWITCH 0` turned to VALUE (1 unless
+# worktree of COMMIT with `#define SWITCH N` turned to VALUE (1 unless
 # given as SWITCH=VALUE) and its PTX
 # regenerated (clang-19), committed there (not on any branch; the commit's
 # name goes into DIR/BUILT_FROM.NAME, which devrun-pack.sh leaves), then
@@ -25,8 +25,8 @@ wt=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$wt" 2>/dev/null || true' EXIT
 git -C "$root" worktree add -q --detach "$wt" "$commit"
 cd "$wt"
-grep -q "^#define $switch 0$" engine/cuda/kernels/gemm.cu || { echo "variant-pack.sh: no '#define $switch 0' in gemm.cu" >&2; exit 1; }
-sed -i "s/^#define $switch 0\$/#define $switch $value/" engine/cuda/kernels/gemm.cu
+grep -q "^#define $switch [0-9]*$" engine/cuda/kernels/gemm.cu || { echo "variant-pack.sh: no '#define $switch N' in gemm.cu" >&2; exit 1; }
+sed -i "s/^#define $switch [0-9]*\$/#define $switch $value/" engine/cuda/kernels/gemm.cu
 sh engine/cuda/kernels/gen.sh
 git -c user.name=petal -c user.email=petal@localhost commit -qam "variant: $switch=$value (a measurement build, not for main)"
 variant=$(git rev-parse --short HEAD)

@@ -139,12 +139,16 @@ struct __attribute__((aligned(8))) U32x2 {
   u32 x, y;
 };
 
-// GEMM_RA_LATE_LOAD (a build switch, 0 in the built families): the
-// register-A tiles of the heights it names queue a k-tile's copies after
-// its first products instead of right after the barrier; a bit set, 1 the
-// 64-row tiles, 2 the 128-row, 4 the 256-row, 8 the 144- and 160-row.
+// GEMM_RA_LATE_LOAD: the register-A tiles of the heights it names queue a
+// k-tile's copies after its first products instead of right after the
+// barrier; a bit set, 1 the 64-row tiles, 2 the 128-row, 4 the 256-row, 8
+// the 144- and 160-row. 4 in the built families: on an H100 the 256-row
+// tile took 9-13 % less time with it at 4096 rows, prefill at 4K and 16K
+// 1.5-1.7 % faster; the 160-row tile was slower (an 8-byte spill), the
+// 64-row slower at 4096 rows, the 128-row 3-6 % faster but not yet
+// measured alone end to end (docs/bench/cuda, fw2 and fw3).
 #ifndef GEMM_RA_LATE_LOAD
-#define GEMM_RA_LATE_LOAD 0
+#define GEMM_RA_LATE_LOAD 4
 #endif
 
 #define MODE_DENSE 0
@@ -416,9 +420,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // so their latency is not on the path to the next product; not w160rp,
     // whose 80 accumulators leave no room at the 128 registers of two
     // blocks a multiprocessor (ptxas 13.0 spilled 20 bytes).
-    // (Queueing a k-tile's copies after its first products, and four
-    // fragment sets in the 256-row tiles with a wait for the products two
-    // k-steps back, were within 1 % of this: docs/bench/cuda, deq2.)
+    // (Four fragment sets in the 256-row tiles with a wait for the products
+    // two k-steps back were within 1 % of this: docs/bench/cuda, deq2.)
     constexpr bool AHEAD = BM != 160;
     // LATE: GEMM_RA_LATE_LOAD's heights, of those where ptxas 12.4 keeps
     // the wgmma pipelined with it (not w32r and w80rp: C7513)
