@@ -29,8 +29,9 @@ import (
 // would be 2e-3.
 const deltaChunkBar = 5e-5
 
-// TestDeltaOption: delta=tf32|chunked|sequential parse, tf32 is the
-// default, a bad value is named, and the help says which is the default.
+// TestDeltaOption: delta=tf32|tf32frag|chunked|sequential parse, tf32frag
+// is the default, a bad value is named, and the help says which is the
+// default.
 func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "chunked"}}); err != nil || !o.ChunkedDelta || o.DeltaTF32 {
 		t.Errorf("delta=chunked: %+v, %v", o, err)
@@ -44,7 +45,7 @@ func TestDeltaOption(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "delta", Value: "blocked"}}); err == nil || !strings.Contains(err.Error(), "delta") {
 		t.Errorf("delta=blocked: error %v, want one naming delta", err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 {
+	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 || o.DeltaFrag {
 		t.Errorf("delta=tf32: %+v, %v", o, err)
 	}
 	if !DefaultOptions().DeltaTF32 {
@@ -53,10 +54,10 @@ func TestDeltaOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "tf32frag"}}); err != nil || !o.ChunkedDelta || !o.DeltaTF32 || !o.DeltaFrag {
 		t.Errorf("delta=tf32frag: %+v, %v", o, err)
 	}
-	if DefaultOptions().DeltaFrag {
-		t.Error("delta=tf32frag, not yet measured, is the default")
+	if !DefaultOptions().DeltaFrag {
+		t.Error("the default is delta=tf32's workspace, not tf32frag's fragment order")
 	}
-	if !strings.Contains(OptionsHelp, "delta=tf32|tf32frag|chunked|sequential") || !strings.Contains(OptionsHelp, "default tf32") {
+	if !strings.Contains(OptionsHelp, "delta=tf32|tf32frag|chunked|sequential") || !strings.Contains(OptionsHelp, "default tf32frag)") {
 		t.Errorf("the help does not describe delta: %s", OptionsHelp)
 	}
 }

@@ -214,7 +214,7 @@ type Options struct {
 	// gdn_chunk.cu, blocks of 32 tokens on the tensor cores; off, the
 	// sequential kernel of ops.cu steps through the tokens one at a time.
 	ChunkedDelta bool
-	// DeltaTF32 (delta=tf32, the default) takes the chunked form with the
+	// DeltaTF32 (delta=tf32; the default's products) takes the chunked form with the
 	// state pass of gdn_chunk_tf32.cu: one tf32 product a pair of operands
 	// (about 2^-11 relative) where gdn_chunk.cu's (delta=chunked) take
 	// three (about 2^-21); the state itself stays float32. The rule's inputs
@@ -226,15 +226,19 @@ type Options struct {
 	// faster in two rounds on an H100 (docs/bench/cuda/2026-12-07-walk2;
 	// delta1 measured 2.9-3.8 %).
 	DeltaTF32 bool
-	// DeltaFrag (delta=tf32frag) is delta=tf32 with its workspace laid
+	// DeltaFrag (delta=tf32frag, the default) is delta=tf32 with its workspace laid
 	// out for the state pass's fragments (gdn_chunk_frag.cu): the prep
 	// writes W, γ·Q and the masked q·k rounded to tf32 in the order of the
 	// tensor cores' A fragments and the decayed K in the B fragments', so
 	// that the state pass reads a fragment with one 16- or 8-byte load
 	// where it took four or two loads and roundings (a quarter of its
 	// instructions; Nsight Compute had the pass bound by issue and shared
-	// memory, docs/bench/cuda/2026-12-07-ncu2). The same bits as delta=tf32.
-	// Not yet run on a GPU; off by default.
+	// memory, docs/bench/cuda/2026-12-07-ncu2). The same bits as delta=tf32
+	// (TestChunkedDeltaFragMatchesTF32, fw2 on an H100), the oracle's
+	// figures the same to the digit. The delta rule with its prep 586
+	// against 613 us at 4096 tokens (fw2); prefill at 16K 0.4-0.9 % faster,
+	// at 4K -0.03 to +0.8 %, in two rounds each with and without the late
+	// copies (docs/bench/cuda/2026-12-07-fw3).
 	DeltaFrag bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
@@ -338,7 +342,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -362,7 +366,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
 	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
-	`delta=tf32|tf32frag|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; tf32frag, tf32 with its workspace in the tensor cores' fragment order, the same bits, not yet measured; or token by token; default tf32), ` +
+	`delta=tf32|tf32frag|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; tf32frag, tf32 with its workspace in the tensor cores' fragment order, the same bits, its delta rule 4 % faster at 4K tokens; or token by token; default tf32frag), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
 	`kvshadow=on|off (a bf16 copy of an f32 KV cache kept beside it, which decode's attention and prefill's flash attention read: half the bytes a decoded token reads from the cache, the f32 cache still the saved state, half its memory again; decode at 32K / 128K 8 / 24 % faster on an H100, the oracle's figures unchanged; default on), ` +
 	`pool=on|off (the state's buffers, the caches' shadows and the scratch from the device's memory pool in stream order, up to 2 GiB of freed memory kept mapped and 2 GiB mapped once the weights are in, so that a new prompt length's first run waits on no allocation; off, each allocated and freed by the driver as asked; default on), ` +
