@@ -52,8 +52,10 @@ type Options struct {
 	// products never wait at a block-wide barrier (Nsight Compute had
 	// w256rp's warps stalled at its barrier 0.90 and on memory 0.74 of the
 	// 7.05 cycles between their issued instructions,
-	// docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp. Not
-	// yet run on a GPU; off by default.
+	// docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp, but
+	// slower: 285-293 TFLOP/s at 4096 rows against w256rp's 455-480 on an
+	// H100 with the producer three k-tiles ahead (fw3; one ahead, fw2:
+	// 158-164). Off by default.
 	WGProducer bool
 	// WGThree (gemm=wgr3) is gemm=wgrp with the dense GEMMs of 256-row
 	// tiles on gemm_ws.cu's w256r3: three warpgroups of 64 weight rows
@@ -61,7 +63,10 @@ type Options struct {
 	// estimated 1,600 cycles a k-tile in w256rp, from ncu2's 7.05 cycles an
 	// instruction) has half again as many products to keep the tensor
 	// cores busy for, and each X tile read serves 192 weight rows. The
-	// same bits as wgrp. Not yet run on a GPU; off by default.
+	// same bits as wgrp, but no faster than w256rp at 4096 rows (304 against
+	// 298 us at q_proj's shape on an H100, fw2) and slower at smaller
+	// outputs, whose 192-row blocks leave multiprocessors idle. Off by
+	// default.
 	WGThree bool
 	// MoE is the kernel of prefill's grouped MoE GEMMs at up to 16 rows an
 	// expert on average (prompts of up to 512 tokens on 256 experts):
@@ -91,8 +96,10 @@ type Options struct {
 	// place (gemm_fitw.cu): each tile's products as wide as its live rows,
 	// 64 to 160 in steps of 16 or 32, chosen once a block. An expert of
 	// 128 rows takes a 128-row tile's products, not a 160-row one's: at
-	// 4096 tokens the 160-row tiles are 80 % full on average. Not yet run
-	// on a GPU; off by default.
+	// 4096 tokens the 160-row tiles are 80 % full on average. The same
+	// oracle figures; the MoE at 4096 tokens routed evenly 717.7 against
+	// 733.6 us on an H100 (gate/up 344.9 against 358.4, fw2), prefill not
+	// yet measured end to end, so off by default.
 	MoEFitWidth bool
 	// MoEYsBF16 (moeys=bf16, the default) has prefill's MoE down GEMM
 	// write each expert's output row in bf16 (gemm_downbf.cu) and the
@@ -356,8 +363,8 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
-	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, not yet measured; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, not yet measured; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, not yet measured; default on), ` +
+	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 285-293 TFLOP/s at 4096 rows against wgrp's 455-480 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill not yet measured; default on), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`normbf=on|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; default on), ` +
