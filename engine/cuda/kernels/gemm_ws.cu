@@ -11,7 +11,7 @@
 // it fills stage s of S and, once its copies have landed (a k-tile later,
 // the next one's copies in flight meanwhile) and are fenced to the async
 // proxy, completes the stage's "full" mbarrier; the two warpgroups wait for
-// that barrier alone, and each of their threads arrives at the stage's
+// that barrier alone, and each of their warps arrives at the stage's
 // "empty" mbarrier once the products that read it are done (after the
 // next k-tile's first wait), which is what the producer waits for before
 // it fills the stage again. No block-wide barrier after the start. The
@@ -170,7 +170,7 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
   if (tid == 0) {
     for (int s = 0; s < WS_S; s++) {
       mbar_init(fullb + 8 * s, 32);                   // the producer's lanes, once their copies land
-      mbar_init(emptyb + 8 * s, WS_CONSUMERS);  // each consumer thread, once done with the stage
+      mbar_init(emptyb + 8 * s, WS_CONSUMERS / 32);  // each consumer warp's lane 0, once done with the stage
     }
   }
   __syncthreads();
@@ -235,12 +235,15 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
     const int s = kt % WS_S;
     mbar_wait(fullb + 8 * s, (kt / WS_S) & 1);
     // after the first k-step, k-tile kt-1's products are all done: its
-    // stage is free. Every thread arrives, predicated on kt > 0 rather
-    // than branched around: with a branch (a warp's lane 0 arriving)
-    // ptxas serialised the wgmma (C7513, run fw1).
+    // stage is free. Each warp's lane 0 arrives (its lanes are past the
+    // same aligned wgmma wait, their reads of the stage done), predicated
+    // in the instruction rather than branched around: with a branch ptxas
+    // serialised the wgmma (C7513, run fw1). One arrival a warp, not 256
+    // a k-tile on one shared-memory word, which would be atomics in
+    // series (fw3: every thread arriving, w256rs at 285-293 TFLOP/s).
     ra_ktile(wacc, a, sbase + s * STAGE, (const u32*)(gsm + s * STAGE + A_BYTES),
              (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES), wrow, sel,
-             [&]() __attribute__((always_inline)) { mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0); });
+             [&]() __attribute__((always_inline)) { mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0 && lane == 0); });
   }
   ra_store(wacc, a, Y, N, r0, rend, n0, wrow, c);
 }
