@@ -1,7 +1,9 @@
 #!/bin/bash
 # run-fw4.sh: the oracle under the defaults since fw3 (the 256-row
 # register-A tiles' late copies and delta=tf32frag, never yet run together)
-# and under delta=tf32, with TestCubinsLoad, on the tree's cubins; then
+# and under delta=tf32, with TestCubinsLoad, on the tree's cubins; w256rs
+# (gemm=wgrs) with one empty-barrier arrival a warp, its bits and its
+# time beside w256rp; then
 # prefill of 512 / 1K / 4K / 16K tokens under main, main with moefit=width
 # (fw2: the MoE of 4096 tokens 2 % faster, prefill not yet timed) and the
 # variant `late6` (GEMM_RA_LATE_LOAD=6: the 128-row tiles' copies late
@@ -22,11 +24,19 @@ unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
 start=$(date +%s)
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
+# gemm_ws's committed cubin is older than its PTX (w256rs's producer and
+# arrivals since fw3): remade for the measurement below
+grep -q "^gemm_ws [a-z0-9_]* $(sha256sum engine/cuda/kernels/gemm_ws.ptx | cut -d' ' -f1) " /tmp/s1/manifest.txt || new_cubin /tmp/s1 gemm_ws $O
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 120 $D/cuda.test -test.v \
   -test.run 'TestOracleOnGPU/(defaults|delta=tf32)$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^ *--- ' $O/oracle.txt | head -12
 grep -E 'top-1' $O/oracle.txt | sed 's/.*: seq/seq/; s/.*: chat/chat/' | cut -c1-150 | head -10
-cuda_tests /tmp/s1 $D/cuda.test 'TestCubinsLoad|TestDefaultsHaveCubins' $O/tests.txt
+cuda_tests /tmp/s1 $D/cuda.test 'TestCubinsLoad|TestDefaultsHaveCubins|TestGEMMProducerMatchesUndrained' $O/tests.txt
+# w256rs with one arrival a consumer warp at the empty barriers (fw3: one a
+# thread, 285-293 TFLOP/s against w256rp's 455-480)
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s1 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=w256rp,w256rs timeout 100 \
+  $D/cuda.test -test.v -test.run '^TestMeasureGEMM$' > $O/measure-gemm.txt 2>&1)
+echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: dense" $O/measure-gemm.txt | cut -c1-160 | head -14
 echo "part 1: $(( $(date +%s) - start )) s"
 pack_out "$O" && mv $O/logs.tgz $O/logs-1.tgz  # kept should the rounds be cut short
 # late6's cubins: the tree's with each family whose PTX differs remade
