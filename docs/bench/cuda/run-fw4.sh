@@ -8,14 +8,16 @@
 # (fw2: the MoE of 4096 tokens 2 % faster, prefill not yet timed) and the
 # variant `late6` (GEMM_RA_LATE_LOAD=6: the 128-row tiles' copies late
 # too, 3-4 % less time in fw3's TestMeasureGEMM) on cubins of its own PTX,
-# in ROUNDS (default 2) alternating rounds.
+# in ROUNDS (default 2) alternating rounds; then (RCL=1, the default)
+# routenorm=cluster's tests and decode at 4K and 32K against the default,
+# three rounds (run-rcl1.sh's, on the same binary).
 # From the repository root; $CARRY (default devrun/f4): cuda.test.xz and
 # petals.txz (petal, petal-late6) of main, ptx-late6.txz, ref.txz:
 #   c=$(bash docs/bench/cuda/variant-pack.sh devrun/f4 late6 GEMM_RA_LATE_LOAD=6 | tail -1)
 #   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/f4 petal=HEAD petal-late6=$c
 #   rm devrun/f4/cuda-late6.test.xz; cp <the oracle's ref.txz> devrun/f4/
 # and the tree's PTX left out of the call but gemm_wg, gemm_fit,
-# gemm_downbf, gemm_fitw and gemm_ws.ptx. About 3 minutes. Logs in $OUT:
+# gemm_downbf, gemm_fitw and gemm_ws.ptx. About 5 minutes. Logs in $OUT:
 # logs-1.tgz (the oracle), logs.tgz (the rounds), ptxas.tgz, sass.tgz
 # (late6's cubin folder).
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/f4}; mkdir -p "$O"
@@ -53,5 +55,18 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       --prompt-lengths 512,1K,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
   done
 done
+echo "prefill rounds: $(( $(date +%s) - start )) s"
+# routenorm=cluster (route_cl.cu, run-rcl1.sh's, never yet run beyond its
+# cubin) against the default ticket form, same binary: its tests, then
+# decode at 4K and 32K in three alternating rounds, where time is left
+if [ "${RCL:-1}" = 1 ] && [ $(( $(date +%s) - start )) -lt 330 ]; then
+  cuda_tests /tmp/s1 $D/cuda.test 'TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestRouteMatchesReference' $O/tests-rcl.txt
+  for round in 1 2 3; do
+    for be in cuda cuda:routenorm=cluster; do
+      PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=40 bench_run $D/petal $O "rcl-$round-$(tag_of $be)" $be --max-context 40000 \
+        --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
+    done
+  done
+fi
 echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"
