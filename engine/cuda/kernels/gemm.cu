@@ -144,8 +144,8 @@ struct __attribute__((aligned(8))) U32x2 {
 // barrier; a bit set, 1 the 64-row tiles, 2 the 128-row, 4 the 256-row, 8
 // the 144- and 160-row. 4 in the built families: on an H100 the 256-row
 // tile took 9-13 % less time with it at 4096 rows, prefill at 4K and 16K
-// 1.5-1.7 % faster; the 160-row tile was slower (an 8-byte spill), the
-// 64-row slower at 4096 rows, the 128-row 3-6 % faster but not yet
+// 1.5-1.9 % faster; the 160-row tile was slower (an 8-byte spill), the
+// 64-row slower at 4096 rows, the 128-row 3-4 % faster but not yet
 // measured alone end to end (docs/bench/cuda, fw2 and fw3).
 #ifndef GEMM_RA_LATE_LOAD
 #define GEMM_RA_LATE_LOAD 4
