@@ -134,3 +134,16 @@ prefill_rounds() {
 		done
 	done
 }
+
+# routenorm_rounds SASS PETAL OUT ROUNDS: decode at 4K and 32K (and prefill
+# of 512 tokens) under routenorm=ticket (the default) and routenorm=cluster,
+# same binary, in ROUNDS alternating rounds, on the cubins of SASS.
+routenorm_rounds() {
+	local sass=$1 petal=$2 out=$3 round be
+	for round in $(seq 1 "$4"); do
+		for be in cuda cuda:routenorm=cluster; do
+			PETAL_CUDA_SASS=$sass BENCH_LIMIT=50 bench_run "$petal" "$out" "rcl-$round-$(tag_of $be)" $be --max-context 40000 \
+				--prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
+		done
+	done
+}

@@ -61,12 +61,7 @@ echo "prefill rounds: $(( $(date +%s) - start )) s"
 # decode at 4K and 32K in three alternating rounds, where time is left
 if [ "${RCL:-1}" = 1 ] && [ $(( $(date +%s) - start )) -lt 330 ]; then
   cuda_tests /tmp/s1 $D/cuda.test 'TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestRouteMatchesReference' $O/tests-rcl.txt
-  for round in 1 2 3; do
-    for be in cuda cuda:routenorm=cluster; do
-      PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=40 bench_run $D/petal $O "rcl-$round-$(tag_of $be)" $be --max-context 40000 \
-        --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
-    done
-  done
+  routenorm_rounds /tmp/s1 $D/petal $O 3
 fi
 echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"

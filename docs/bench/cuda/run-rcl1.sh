@@ -24,12 +24,7 @@ P=/tmp/route_cl.ptx; (cd engine/cuda/kernels && cp route_cl.ptx $P)
   echo "route_cl sm_90 $(sha256sum $P | cut -d' ' -f1) $(/usr/local/cuda/bin/ptxas --version | grep -oE 'V[0-9.]+' | head -1)" >> /tmp/s1/manifest.txt
 echo "cubin: rc=$?; $(grep -E 'registers|spill' $O/ptxas.txt | tr '\n' ' ' | cut -c1-300)"
 cuda_tests /tmp/s1 $D/cuda.test 'TestRouteNormClusterMatchesTicket|TestNormRouteMatchesApart|TestConformance|TestCubinsLoad|TestRouteMatchesReference' $O/tests.txt
-for round in 1 2 3; do
-  for be in cuda cuda:routenorm=cluster; do
-    PETAL_CUDA_SASS=/tmp/s1 BENCH_LIMIT=50 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 40000 \
-      --prompt-lengths 512 --context-lengths 4K,32K --decode-tokens 64 --floors=false
-  done
-done
+routenorm_rounds /tmp/s1 $D/petal $O 3
 echo "tests and rounds: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt 400 ]; then  # the traces only where the call's time leaves room
   for be in cuda cuda:routenorm=cluster; do
