@@ -147,3 +147,17 @@ routenorm_rounds() {
 		done
 	done
 }
+
+# variant_cubins CARRY NAME OUT: /tmp/s-NAME, a copy of /tmp/s1 (the tree's
+# cubins) with each family whose PTX in CARRY/ptx-NAME.txz (variant-pack.sh)
+# differs from the tree's remade from it (ptxas logs in OUT/NAME), and
+# CARRY/cuda-NAME.test unpacked where the carry has it.
+variant_cubins() {
+	local d=$1 v=$2 out=$3 p fam
+	(cd "$d" && tar xJf "ptx-$v.txz") && mkdir -p "$out/$v" && rm -rf "/tmp/s-$v" && cp -r /tmp/s1 "/tmp/s-$v"
+	for p in "$d/ptx-$v"/*.ptx; do
+		fam=$(basename "$p" .ptx)
+		cmp -s "$p" "engine/cuda/kernels/$fam.ptx" || new_cubin "/tmp/s-$v" "$fam" "$out/$v" "$p"
+	done
+	if [ -f "$d/cuda-$v.test.xz" ]; then xz -dc "$d/cuda-$v.test.xz" > "$d/cuda-$v.test" && chmod +x "$d/cuda-$v.test"; fi
+}

@@ -33,19 +33,8 @@ rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
 for fam in gemm_wg gemm_fit gemm_downbf gemm_fitw gemm_ws; do
   grep -q "^$fam [a-z0-9_]* $(sha256sum engine/cuda/kernels/$fam.ptx | cut -d' ' -f1) " /tmp/s1/manifest.txt || new_cubin /tmp/s1 $fam $O
 done
-# variant_cubins NAME: /tmp/s-NAME, the tree's cubins with each family
-# whose PTX in CARRY/ptx-NAME.txz differs from the tree's remade from it
-variant_cubins() {
-  local v=$1 fam
-  (cd $D && tar xJf ptx-$v.txz) && mkdir -p $O/$v && rm -rf /tmp/s-$v && cp -r /tmp/s1 /tmp/s-$v
-  for p in $D/ptx-$v/*.ptx; do
-    fam=$(basename $p .ptx)
-    cmp -s $p engine/cuda/kernels/$fam.ptx || new_cubin /tmp/s-$v $fam $O/$v $p
-  done
-  [ -f $D/cuda-$v.test.xz ] && xz -dc $D/cuda-$v.test.xz > $D/cuda-$v.test && chmod +x $D/cuda-$v.test
-}
-variant_cubins late
-variant_cubins lateall
+variant_cubins $D late $O
+variant_cubins $D lateall $O
 (cd /tmp && tar czf $O/sass.tgz s-late s-lateall) && (cd $O && tar czf ptxas.tgz late lateall && rm -rf late lateall)
 measure_gemm() {  # TESTBIN SASS LOG [TILES]
   (cd engine/cuda && PETAL_CUDA_SASS=$2 PETAL_CUDA_BENCH=1 PETAL_MEASURE_TILES=${4:-w64rp,w128rp,w256rp} timeout 120 \

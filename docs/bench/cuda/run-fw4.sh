@@ -41,12 +41,7 @@ cuda_tests /tmp/s1 $D/cuda.test 'TestCubinsLoad|TestDefaultsHaveCubins|TestGEMMP
 echo "TestMeasureGEMM: rc=$?"; grep -E "^ *gemm_test.go:[0-9]+: dense" $O/measure-gemm.txt | cut -c1-160 | head -14
 echo "part 1: $(( $(date +%s) - start )) s"
 pack_out "$O" && mv $O/logs.tgz $O/logs-1.tgz  # kept should the rounds be cut short
-# late6's cubins: the tree's with each family whose PTX differs remade
-(cd $D && tar xJf ptx-late6.txz) && mkdir -p $O/late6 && rm -rf /tmp/s-late6 && cp -r /tmp/s1 /tmp/s-late6
-for p in $D/ptx-late6/*.ptx; do
-  fam=$(basename $p .ptx)
-  cmp -s $p engine/cuda/kernels/$fam.ptx || new_cubin /tmp/s-late6 $fam $O/late6 $p
-done
+variant_cubins $D late6 $O
 (cd /tmp && tar czf $O/sass.tgz s-late6) && (cd $O && tar czf ptxas.tgz late6 && rm -rf late6)
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for run in petal:s1:cuda petal:s1:cuda:moefit=width petal-late6:s-late6:cuda; do
