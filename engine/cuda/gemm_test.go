@@ -1093,12 +1093,13 @@ func measuredTiles(tiles []GEMMTile) []GEMMTile {
 // tokens over 256 experts, in TFLOP/s (PETAL_CUDA_BENCH=1).
 func TestMeasureGEMM(t *testing.T) {
 	c, s, g, rng, up := gemmHarness(t, benchOnly(t))
-	if len(g.wg) > 0 { // "default" and "chosen" below: the tiles the defaults choose (gemm=wgrp, moefit=on)
+	if len(g.wg) > 0 { // "default" and "chosen" below: the tiles the defaults choose (gemm=wgrp, moefit=width)
 		if err := g.UseWGMMA(true); err != nil {
 			t.Fatal(err)
 		}
 		g.UndrainedTiles()
 		g.FitMoETiles(true, false)
+		g.WidthMoETiles(true)
 	}
 	allTiles, denseTiles := measuredTiles(g.AllTiles()), measuredTiles(g.DenseTiles())
 	for _, tile := range allTiles {

@@ -81,10 +81,10 @@ type Options struct {
 	// s16 at 512 tokens routed evenly, 7-12 % skewed (2026-12-06-host1).
 	// The same products and float32 sums, in another order.
 	MoE MoEKernel
-	// MoEFit (moefit=on, the default) sizes prefill's MoE tiles to the
-	// rows an expert gets where a 128-row tile leaves about half the
-	// experts a second, nearly empty, tile: w160rp from 97 to 144 rows an
-	// expert on average (4K tokens), under gemm=wgrp. The MoE at 4096
+	// MoEFit (moefit=on, and under moefit=width, the default) sizes
+	// prefill's MoE tiles to the rows an expert gets where a 128-row tile
+	// leaves about half the experts a second, nearly empty, tile: w160rp
+	// from 97 to 144 rows an expert on average (4K tokens), under gemm=wgrp. The MoE at 4096
 	// tokens routed evenly 773 against 891 µs on an H100, prefill of 4K
 	// tokens +0.3 / +2.2 / +1.3 % in three pairs of runs (2026-12-06-
 	// deltacl1: the synthetic model's router sends an expert more uneven
@@ -92,14 +92,16 @@ type Options struct {
 	// tokens): its MoE 519 against 579 µs routed evenly, but prefill of 2K
 	// tokens -1.3 / +0.4 / -1.8 %, so not by default.
 	MoEFit, MoEFitAll bool
-	// MoEFitWidth (moefit=width) is moefit=on with w160rw in w160rp's
-	// place (gemm_fitw.cu): each tile's products as wide as its live rows,
-	// 64 to 160 in steps of 16 or 32, chosen once a block. An expert of
-	// 128 rows takes a 128-row tile's products, not a 160-row one's: at
-	// 4096 tokens the 160-row tiles are 80 % full on average. The same
-	// oracle figures; the MoE at 4096 tokens routed evenly 717.7 against
-	// 733.6 us on an H100 (gate/up 344.9 against 358.4, fw2), prefill not
-	// yet measured end to end, so off by default.
+	// MoEFitWidth (moefit=width, the default) is moefit=on with w160rw in
+	// w160rp's place (gemm_fitw.cu): each tile's products as wide as its
+	// live rows, 64 to 160 in steps of 16 or 32, chosen once a block. An
+	// expert of 128 rows takes a 128-row tile's products, not a 160-row
+	// one's: at 4096 tokens the 160-row tiles are 80 % full on average.
+	// The same oracle figures; the MoE at 4096 tokens routed evenly 717.7
+	// against 733.6 us on an H100 (gate/up 344.9 against 358.4, fw2);
+	// prefill of 4K tokens 44,396 / 44,242 tok/s against moefit=on's
+	// 43,314 / 43,375, 16K +0.8 / -0.2 %, 512 and 1K within their noise
+	// (fw4, two rounds, an H100).
 	MoEFitWidth bool
 	// MoEYsBF16 (moeys=bf16, the default) has prefill's MoE down GEMM
 	// write each expert's output row in bf16 (gemm_downbf.cu) and the
@@ -349,7 +351,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -364,7 +366,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 276-293 TFLOP/s at 4096 rows against wgrp's 446-480 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill not yet measured; default on), ` +
+	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`normbf=on|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; default on), ` +

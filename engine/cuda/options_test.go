@@ -53,8 +53,8 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "cluster"}}); err == nil {
 		t.Errorf("delta=cluster: took %+v, want an error (removed after measurement)", o)
 	}
-	if d := DefaultOptions(); d.Router != RouterI8 || !d.MoEFit || d.MoEFitAll || d.MoEFitWidth {
-		t.Errorf("defaults: router %v, moefit %v, all %v, width %v; want router=i8, moefit=on", d.Router, d.MoEFit, d.MoEFitAll, d.MoEFitWidth)
+	if d := DefaultOptions(); d.Router != RouterI8 || !d.MoEFit || d.MoEFitAll || !d.MoEFitWidth {
+		t.Errorf("defaults: router %v, moefit %v, all %v, width %v; want router=i8, moefit=width", d.Router, d.MoEFit, d.MoEFitAll, d.MoEFitWidth)
 	}
 	for v, want := range map[string][3]bool{"on": {true, false, false}, "all": {true, true, false}, "width": {true, false, true}, "off": {false, false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [3]bool{o.MoEFit, o.MoEFitAll, o.MoEFitWidth} != want {
