@@ -72,9 +72,6 @@ func noticeFamilies(o Options) []string {
 	if o.GDNCluster {
 		fams = append(fams, "gdn_cl")
 	}
-	if o.RouteCluster {
-		fams = append(fams, "route_cl")
-	}
 	if fam, ok := routerFamilies[o.Router]; ok {
 		fams = append(fams, fam)
 	}
@@ -230,20 +227,13 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	// The cluster forms are modules of their own (gdn_cl.cu, route_cl.cu),
-	// so that gdn.ptx and route.ptx stay as they were; each is loaded only
-	// under its option.
+	// The cluster form is a module of its own (gdn_cl.cu), so that gdn.ptx
+	// stays as it was; it is loaded only under its option.
 	if b.o.GDNCluster {
 		if err := b.addModule(LoadGDNClusterModule, b.gdn.AddClusterForms); err != nil {
 			return err
 		}
 		b.gdn.Cluster = true
-	}
-	if b.o.RouteCluster {
-		if err := b.addModule(LoadRouteClusterModule, b.route.AddClusterForms); err != nil {
-			return err
-		}
-		b.route.Cluster = true
 	}
 	if b.o.TensorCores {
 		// loaded only where used: the driver's first compile of its PTX

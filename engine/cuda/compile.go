@@ -102,8 +102,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			steps = []step{st}
 		} else if st, ok := b.moeLayerStep(p, i); ok {
 			steps = []step{st}
-		} else if st, ok, rerr := b.normRouteStep(p, i); ok || rerr != nil {
-			steps, err = []step{st}, rerr
+		} else if st, ok := b.normRouteStep(p, i); ok {
+			steps = []step{st}
 		} else if st, ok := b.normGroupStep(p, i); ok {
 			steps = []step{st}
 		} else {
@@ -125,7 +125,7 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		if len(steps) == 1 && (steps[0].name == gdnKernel || steps[0].name == moeLayerKernel) {
 			i += 2 // the step runs the two ops after this one too
 		}
-		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normRouteClusterKernel || steps[0].name == normGroupKernel) {
+		if len(steps) == 1 && (steps[0].name == normRouteKernel || steps[0].name == normGroupKernel) {
 			i++ // the step runs the op after this AddRMSNorm too
 		}
 	}

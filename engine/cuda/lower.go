@@ -659,39 +659,33 @@ func (b *Backend) logprobsOp(c *checks, o *backend.Logprobs) ([]step, error) {
 }
 
 // normRouteKernel names the add-and-norm and router of one token in one
-// launch (route.cu's route_norm); normRouteClusterKernel the same in
-// route_cl.cu's cluster form (routenorm=cluster).
-const (
-	normRouteKernel        = "route_norm"
-	normRouteClusterKernel = "route_norm_cl"
-)
+// launch (route.cu's route_norm).
+const normRouteKernel = "route_norm"
 
 // normRouteStep lowers ops[i:i+2] to route_norm when they are an
 // AddRMSNorm of one row and the Route of one token that reads its output
 // (the post-attention norm and the MoE's router), with the router's
 // shapes the decode kernel takes and Options.FusedNorms on. The kernel
 // writes all that both ops write, the normed row bit for bit as
-// add_rmsnorm does, so no later op can tell. Under routenorm=cluster a
-// router the cluster form does not take is an error, not a quiet fall
-// back to the ticket form.
-func (b *Backend) normRouteStep(p *program, i int) (step, bool, error) {
+// add_rmsnorm does, so no later op can tell.
+func (b *Backend) normRouteStep(p *program, i int) (step, bool) {
 	if !b.o.Fused || !b.o.FusedNorms || i+1 >= len(p.ops) {
-		return step{}, false, nil
+		return step{}, false
 	}
 	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
 	r, ok2 := p.ops[i+1].(*backend.Route)
 	if !ok1 || !ok2 || n.Rows != 1 || r.Rows != 1 || n.Out != r.X {
-		return step{}, false, nil
+		return step{}, false
 	}
 	ch := &checks{b: b}
 	w := ch.mat("the router", r.Router)
 	if w == nil {
-		return step{}, false, nil
+		return step{}, false
 	}
 	q := w.q
 	E, C := q.Rows, q.Cols
 	if !routeFits(q, r.TopK) || n.Dim != C {
-		return step{}, false, nil
+		return step{}, false
 	}
 	rn := RouteNorm{H: ch.buf("h", n.H, backend.F32, C), W: ch.buf("the weight", n.Weight, backend.F32, C),
 		Out: ch.buf("the output", n.Out, backend.F32, C), Eps: n.Eps}
@@ -701,22 +695,15 @@ func (b *Backend) normRouteStep(p *program, i int) (step, bool, error) {
 	idx := ch.buf("the expert ids", r.Idx, backend.I32, r.TopK)
 	wts := ch.buf("the weights", r.Weights, backend.F32, r.TopK)
 	if ch.err != nil {
-		return step{}, false, nil // the plain lowering says what is wrong
-	}
-	name := normRouteKernel
-	if b.o.RouteCluster {
-		if err := routeClusterFits(q); err != nil {
-			return step{}, false, err
-		}
-		name = normRouteClusterKernel
+		return step{}, false // the plain lowering says what is wrong
 	}
 	var off int64
 	lOff := p.reserve(&off, 4*int64(E))
 	topK, normalize := r.TopK, r.Normalize
-	return step{kernels: 1, name: name, launch: func(s *driver.Stream) error {
+	return step{kernels: 1, name: normRouteKernel, launch: func(s *driver.Stream) error {
 		bufs := RouteBuffers{Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
 		return b.route.LaunchNorm(s, q, bufs, rn, topK, normalize)
-	}}, true, nil
+	}}, true
 }
 
 // moeLayerKernel names the add-and-norm, router and experts of one token in

@@ -256,15 +256,6 @@ type Options struct {
 	// outputs back. Decode 0.3-0.6 % faster at 256 / 4K / 16K in two
 	// rounds on an H100 (2026-12-06-deltacl1), the same outputs.
 	GDNCluster bool
-	// RouteCluster (routenorm=cluster) takes route_cl.cu's form of
-	// route_norm (the post-attention add-and-norm and the router of a
-	// decoded token, FusedNorms): one thread-block cluster of 8 blocks,
-	// rank 0 reading the others' logits from their shared memory after the
-	// cluster barrier, instead of route.cu's blocks meeting by a fence and
-	// a ticket, the last reading the logits back from device memory. The
-	// same bits; written, not yet measured, so off (routenorm=ticket) by
-	// default.
-	RouteCluster bool
 	// KV is the element type of the KV caches: F32 (also 0) or BF16.
 	KV backend.DType
 	// KVShadow (kvshadow=on) keeps a bf16 shadow of each float32 KV cache
@@ -362,7 +353,6 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
-	`routenorm=cluster|ticket (a decoded token's post-attention norm and router in one launch: one thread-block cluster of 8 blocks whose first reads the others' logits from their shared memory, or blocks meeting by a ticket, the last reading the logits back from device memory; the same bits; cluster is written and not yet measured; default ticket), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 276-293 TFLOP/s at 4096 rows against wgrp's 446-480 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
@@ -431,7 +421,16 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "gdnnorm":
 			o.GDNCluster, err = kv.Is("cuda", "cluster", "ticket")
 		case "routenorm":
-			o.RouteCluster, err = kv.Is("cuda", "cluster", "ticket")
+			// ticket, the only form left, is still taken so that older
+			// command lines run; cluster says why it went
+			switch kv.Value {
+			case "ticket":
+			case "cluster":
+				err = fmt.Errorf("cuda: routenorm=cluster was removed after measurement: decode about 4 %% slower " +
+					"than the ticket form at 4K and 32K on an H100 (docs/bench/cuda/2026-12-07-fw4)")
+			default:
+				err = fmt.Errorf("cuda: routenorm=%q: want ticket", kv.Value)
+			}
 		case "moelayer":
 			o.MoELayer, err = kv.Is("cuda", "one", "three")
 		case "qmv":

@@ -1,8 +1,7 @@
 package cuda
 
 import (
-	"fmt"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -120,53 +119,24 @@ func TestParseMoELayer(t *testing.T) {
 	}
 }
 
-// TestParseRouteNorm: routenorm=cluster and ticket choose route_norm's
-// cluster form or the ticket form, ticket the default (the cluster form is
-// not yet measured); the backend names route_cl among the families it
-// loads only under cluster; another value is refused naming the option.
+// TestParseRouteNorm: routenorm=cluster (route_cl.cu) was removed after
+// fw4 measured its decode slower than the ticket form's, so asking for it
+// is an error that says so; routenorm=ticket, the only form, is still
+// taken and changes nothing; another value is refused naming the option;
+// the help no longer lists routenorm.
 func TestParseRouteNorm(t *testing.T) {
-	for value, want := range map[string]bool{"cluster": true, "ticket": false} {
-		o, err := ParseOptions([]backend.Option{{Key: "routenorm", Value: value}})
-		if err != nil {
-			t.Fatalf("routenorm=%s: %v", value, err)
-		}
-		if o.RouteCluster != want {
-			t.Errorf("routenorm=%s: RouteCluster %v", value, o.RouteCluster)
-		}
-		if got := slices.Contains(noticeFamilies(o), "route_cl"); got != want {
-			t.Errorf("routenorm=%s: route_cl among the families loaded %v, want %v", value, got, want)
-		}
+	if o, err := ParseOptions([]backend.Option{{Key: "routenorm", Value: "cluster"}}); err == nil ||
+		!strings.Contains(err.Error(), "routenorm=cluster") || !strings.Contains(err.Error(), "removed after measurement") {
+		t.Errorf("routenorm=cluster: took %+v, %v; want an error saying it was removed after measurement", o, err)
 	}
-	if DefaultOptions().RouteCluster {
-		t.Error("the default is routenorm=cluster; want ticket until the cluster form is measured")
+	if o, err := ParseOptions([]backend.Option{{Key: "routenorm", Value: "ticket"}}); err != nil || !reflect.DeepEqual(o, DefaultOptions()) {
+		t.Errorf("routenorm=ticket: %+v, %v; want the defaults", o, err)
 	}
 	if _, err := ParseOptions([]backend.Option{{Key: "routenorm", Value: "grid"}}); err == nil || !strings.Contains(err.Error(), "routenorm=") {
 		t.Errorf("routenorm=grid: error %v, want one naming routenorm", err)
 	}
-	if !strings.Contains(OptionsHelp, "routenorm=cluster|ticket") {
-		t.Error("the options' help does not list routenorm")
-	}
-}
-
-// TestRouteClusterFits: the cluster form takes the model's router (256
-// experts of 2048 columns: 2176 floats of x, 512 of logits and candidates,
-// 32 of a block's logits) and 1024 experts, and refuses experts not a
-// multiple of 8 or over 1024, naming the shape.
-func TestRouteClusterFits(t *testing.T) {
-	if got := routeClusterShared(2048, 256); got != 4*(2176+512+32) {
-		t.Errorf("shared memory at 256 x 2048: %d bytes", got)
-	}
-	for _, c := range []struct {
-		experts, cols int
-		ok            bool
-	}{{256, 2048, true}, {1024, 2048, true}, {8, 2112, true}, {5, 128, false}, {77, 192, false}, {1032, 64, false}} {
-		err := routeClusterFits(&QMatrix{Rows: c.experts, Cols: c.cols, Bits: 8, GroupSize: 64})
-		if c.ok && err != nil {
-			t.Errorf("%d x %d: %v", c.experts, c.cols, err)
-		}
-		if want := fmt.Sprintf("%d experts x %d columns", c.experts, c.cols); !c.ok && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("%d x %d: %v, want an error naming %q", c.experts, c.cols, err, want)
-		}
+	if strings.Contains(OptionsHelp, "routenorm") {
+		t.Error("the options' help lists routenorm, which has one form left")
 	}
 }
 

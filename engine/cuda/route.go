@@ -13,23 +13,12 @@ func LoadRouteModule(c *driver.Context) (*driver.Module, error) {
 	return loadFamily(c, "route")
 }
 
-// LoadRouteClusterModule loads route_cl.cu's cluster form of route_norm
-// (routenorm=cluster).
-func LoadRouteClusterModule(c *driver.Context) (*driver.Module, error) {
-	return loadFamily(c, "route_cl")
-}
-
 // Route launches the MoE router of one token (spec 2.8 steps 1-2): the
 // router mat-vec, the top-k experts (the lower id first on ties) and their
 // softmax weights, in one kernel whose last block selects.
 type Route struct {
 	fn4, fn8     *driver.Function
 	norm4, norm8 *driver.Function // route_norm4/8: the add-and-norm first
-	// norm4cl, norm8cl are route_cl.cu's route_norm4_cl/8_cl
-	// (AddClusterForms), which LaunchNorm takes while Cluster is set: one
-	// cluster of routeClusterBlocks blocks, no ticket.
-	norm4cl, norm8cl *driver.Function
-	Cluster          bool
 }
 
 // NewRoute finds the router kernels in mod.
@@ -52,17 +41,6 @@ func NewRoute(mod *driver.Module) (*Route, error) {
 	return r, nil
 }
 
-// AddClusterForms finds route_cl.cu's kernels in mod
-// (LoadRouteClusterModule).
-func (k *Route) AddClusterForms(mod *driver.Module) error {
-	var err error
-	if k.norm4cl, err = mod.Function("route_norm4_cl"); err != nil {
-		return err
-	}
-	k.norm8cl, err = mod.Function("route_norm8_cl")
-	return err
-}
-
 // RouteNorm is the add-and-norm LaunchNorm does before routing (an
 // AddRMSNorm of one row): H += Delta (Delta 0: none), X = H/rms(H)·W
 // written to Out, Eps in the rms.
@@ -73,16 +51,11 @@ type RouteNorm struct {
 
 // LaunchNorm is Launch with the add-and-norm of n first, in the same
 // kernel: x is computed from n (bit for bit what add_rmsnorm writes) and
-// written to n.Out with the sum to n.H; b.X is not read. With Cluster set
-// it launches the cluster form (b.Counter is not used), which refuses a
-// router it does not take (routeClusterFits) rather than fall back.
+// written to n.Out with the sum to n.H; b.X is not read.
 func (k *Route) LaunchNorm(s *driver.Stream, router *QMatrix, b RouteBuffers, n RouteNorm, topK int, normalize bool) error {
 	fn, grid, norm, err := k.shape(router, topK, normalize)
 	if err != nil {
 		return err
-	}
-	if k.Cluster {
-		return k.launchNormCluster(s, router, b, n, topK, norm)
 	}
 	fn = k.norm4
 	if router.Bits == 8 {
@@ -93,48 +66,6 @@ func (k *Route) LaunchNorm(s *driver.Stream, router *QMatrix, b RouteBuffers, n 
 	a.Ptr(router.Words).Ptr(router.Scales).Ptr(router.Biases).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).Ptr(n.Out).F32(n.Eps).
 		Ptr(b.Logits).Ptr(b.IDs).Ptr(b.Weights).Ptr(b.Counter).I32(int32(E)).I32(int32(C)).I32(int32(topK)).I32(norm)
 	return s.Launch(fn, driver.D1(grid), driver.D1(routeWarps*32), routeShared(C, E), &a)
-}
-
-// launchNormCluster queues route_norm4_cl or route_norm8_cl: one cluster
-// of routeClusterBlocks blocks.
-func (k *Route) launchNormCluster(s *driver.Stream, router *QMatrix, b RouteBuffers, n RouteNorm, topK int, norm int32) error {
-	if err := routeClusterFits(router); err != nil {
-		return err
-	}
-	fn := k.norm4cl
-	if router.Bits == 8 {
-		fn = k.norm8cl
-	}
-	if fn == nil {
-		return fmt.Errorf("cuda: routenorm=cluster: route_cl.cu's kernels are not loaded")
-	}
-	E, C := router.Rows, router.Cols
-	var a driver.Args
-	a.Ptr(router.Words).Ptr(router.Scales).Ptr(router.Biases).Ptr(n.H).Ptr(n.Delta).Ptr(n.W).Ptr(n.Out).F32(n.Eps).
-		Ptr(b.Logits).Ptr(b.IDs).Ptr(b.Weights).I32(int32(E)).I32(int32(C)).I32(int32(topK)).I32(norm)
-	return s.LaunchCluster(fn, driver.D1(routeClusterBlocks), driver.D1(routeWarps*32), driver.D1(routeClusterBlocks),
-		routeClusterShared(C, E), &a)
-}
-
-// routeClusterBlocks is ROUTE_CL_BLOCKS in route_cl.cu: the cluster form's
-// cluster and grid, each block an eighth of the experts.
-const routeClusterBlocks = 8
-
-// routeClusterShared is the dynamic shared memory of the cluster form:
-// routeShared's, and the logits of a block's experts, which rank 0 reads.
-func routeClusterShared(C, E int) int { return routeShared(C, E) + 4*(E/routeClusterBlocks) }
-
-// routeClusterFits says why the cluster form does not take a router (nil
-// where it does): experts a multiple of routeClusterBlocks, at most 1024,
-// and its shared memory within 48 KB (the rest as routeFits).
-func routeClusterFits(router *QMatrix) error {
-	E, C := router.Rows, router.Cols
-	if E%routeClusterBlocks != 0 || E > 1024 || routeClusterShared(C, E) > 48<<10 {
-		return fmt.Errorf("cuda: routenorm=cluster does not take a router of %d experts x %d columns "+
-			"(experts a multiple of %d, at most 1024, and its %d bytes of shared memory at most %d)",
-			E, C, routeClusterBlocks, routeClusterShared(C, E), 48<<10)
-	}
-	return nil
 }
 
 // RouteBuffers are the device vectors of one routing: the input X [Cols],

@@ -1,11 +1,8 @@
 package cuda
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
 
 	"petal/engine/backend/backendtest"
@@ -133,90 +130,6 @@ func routeMatrix(rng *rand.Rand, sh routeShape) quant.Matrix {
 		backendtest.PairRows(&m)
 	}
 	return m
-}
-
-// TestRouteNormClusterMatchesTicket: route_norm's cluster form
-// (route_norm4_cl, route_norm8_cl: one cluster of 8 blocks, Route.Cluster)
-// leaves h, x, the logits, the expert ids and their weights bit for bit
-// as the ticket form does, at the shapes of routeShapes whose experts are
-// a multiple of 8 (ties in equal pairs among them) and at 8 experts of 33
-// groups a row (one row a block, two groups a lane) and 1024 (16 rows a
-// warp), with and without a delta, each launched twice. A router of
-// experts not a multiple of 8 is refused, its shape named.
-func TestRouteNormClusterMatchesTicket(t *testing.T) {
-	c, s, up, k, counter := routeRig(t)
-	if err := k.AddClusterForms(loadModule(t, LoadRouteClusterModule, c)); err != nil {
-		t.Fatal(err)
-	}
-	rng := freshRNG(t)
-	shapes := append(slices.Clone(routeShapes), routeShape{"8x2112 4-bit top-5 unnormalised", 8, 2112, 4, 5, false, false},
-		routeShape{"1024x2048 8-bit", 1024, 2048, 8, 8, true, false})
-	for _, sh := range shapes {
-		m := routeMatrix(rng, sh)
-		qm, err := UploadQMatrix(c, up, &m, sh.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sh.experts%routeClusterBlocks != 0 {
-			k.Cluster = true
-			err := k.LaunchNorm(s, qm, RouteBuffers{}, RouteNorm{}, sh.k, sh.normalize)
-			if want := fmt.Sprintf("%d experts", sh.experts); err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("%s: cluster form: %v, want an error naming %s", sh.name, err, want)
-			}
-			qm.Free()
-			continue
-		}
-		h, delta, w := randomVector(rng, sh.cols), randomVector(rng, sh.cols), randomVector(rng, sh.cols)
-		hb, db, wb := upBuf(t, c, s, h, "h"), upBuf(t, c, s, delta, "delta"), upBuf(t, c, s, w, "w")
-		out, logits := newBuf(t, c, s, sh.cols, "x"), newBuf(t, c, s, sh.experts, "logits")
-		ids, wts := newBuf(t, c, s, sh.k, "ids"), newBuf(t, c, s, sh.k, "weights")
-		for _, withDelta := range []bool{true, false} {
-			type result struct {
-				h, x, logits, wts []float32
-				ids               []int32
-			}
-			var got [2]result
-			for form, cluster := range []bool{false, true} {
-				k.Cluster = cluster
-				n := RouteNorm{H: hb.P, W: wb.P, Out: out.P, Eps: 1e-6}
-				if withDelta {
-					n.Delta = db.P
-				}
-				for run := range 2 {
-					hb.Set(t, s, h)
-					for _, b := range []devBuf{out, logits, ids, wts} {
-						b.Poison(t, s)
-					}
-					b := RouteBuffers{Logits: logits.P, Counter: counter.P, IDs: ids.P, Weights: wts.P}
-					if err := k.LaunchNorm(s, qm, b, n, sh.k, sh.normalize); err != nil {
-						t.Fatal(err)
-					}
-					r := result{hb.Floats(t, s, "h"), out.Floats(t, s, "x"), logits.Floats(t, s, "logits"),
-						wts.Floats(t, s, "weights"), ids.Ints(t, s, "ids")}
-					if cnt := counter.Words(t, s, "counter"); cnt[0] != 0 {
-						t.Fatalf("%s: block counter left at %d", sh.name, cnt[0])
-					}
-					if run == 0 {
-						got[form] = r
-						continue
-					}
-					sameBits(t, sh.name+": h, launched again", r.h, got[form].h)
-					sameBits(t, sh.name+": the logits, launched again", r.logits, got[form].logits)
-				}
-			}
-			what := fmt.Sprintf("%s delta=%v: the cluster form's ", sh.name, withDelta)
-			tk, cl := got[0], got[1]
-			sameBits(t, what+"h", cl.h, tk.h)
-			sameBits(t, what+"x", cl.x, tk.x)
-			sameBits(t, what+"logits", cl.logits, tk.logits)
-			sameBits(t, what+"weights", cl.wts, tk.wts)
-			if !slices.Equal(cl.ids, tk.ids) {
-				t.Errorf("%sexperts %v, the ticket form's %v", what, cl.ids, tk.ids)
-			}
-		}
-		qm.Free()
-	}
-	k.Cluster = false
 }
 
 // routeRig is what a router kernel test needs: the context, a stream, an

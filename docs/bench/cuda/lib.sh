@@ -135,6 +135,7 @@ prefill_rounds() {
 	done
 }
 
+# routenorm=cluster was removed after fw4; this stays for run-fw4.sh, that run's command.
 # routenorm_rounds SASS PETAL OUT ROUNDS: decode at 4K and 32K (and prefill
 # of 512 tokens) under routenorm=ticket (the default) and routenorm=cluster,
 # same binary, in ROUNDS alternating rounds, on the cubins of SASS.

@@ -14,14 +14,13 @@ import (
 // NUL, and defines the entry points the Go launchers look up.
 func TestEmbeddedPTX(t *testing.T) {
 	want := map[string][]string{
-		"qmatvec":  {"qmatvec4_r4u1", "qmatvec4_r2u2_b4", "qmatvec4_p2", "qmatvec4_p4_b3"},
-		"probe":    {"empty", "add_f32", "read_xor"},
-		"qmv":      {"qmv_f32_r4", "qmv_f16_r4_sb", "qmv_i8x2_r4_sb", "qmv_i8x3_r2_sb", "qmv_group_i8x3_r2", "qmv_group_i8x2_r2"},
-		"moe":      {"moe_gate_up_f32", "moe_down_f32", "moe_gate_up_i8x2_sb", "moe_down_i8x3_sb"},
-		"route":    {"route4", "route8"},
-		"route_cl": {"route_norm4_cl", "route_norm8_cl"},
-		"gdn":      {"gdn_step_s1", "gdn_step_s4", "gdn_step_s16"},
-		"attn":     {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
+		"qmatvec": {"qmatvec4_r4u1", "qmatvec4_r2u2_b4", "qmatvec4_p2", "qmatvec4_p4_b3"},
+		"probe":   {"empty", "add_f32", "read_xor"},
+		"qmv":     {"qmv_f32_r4", "qmv_f16_r4_sb", "qmv_i8x2_r4_sb", "qmv_i8x3_r2_sb", "qmv_group_i8x3_r2", "qmv_group_i8x2_r2"},
+		"moe":     {"moe_gate_up_f32", "moe_down_f32", "moe_gate_up_i8x2_sb", "moe_down_i8x3_sb"},
+		"route":   {"route4", "route8"},
+		"gdn":     {"gdn_step_s1", "gdn_step_s4", "gdn_step_s16"},
+		"attn":    {"qk_prep_f32", "qk_prep_bf16", "attn_split_f32", "attn_split_bf16", "attn_combine"},
 		"ops": {"embed_rows", "add_rmsnorm", "qgemm", "qgemm_s", "qgemm_f64", "qgemm_rows", "conv_silu", "delta_rule", "gated_rmsnorm", "qk_prep_rows_f32",
 			"qk_prep_rows_bf16", "attn_rows_f32_j8", "attn_rows_bf16_j16", "route_select", "experts_gate_up", "experts_down",
 			"advance", "convert"},

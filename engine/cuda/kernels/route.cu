@@ -11,9 +11,6 @@
 // replayed in a graph) reads them all back and selects. Selecting on the
 // logits, not on float32 probabilities, keeps the order of the float64
 // reference: exp is monotonic, but float32 exp of two close logits can tie.
-//
-// route_cl.cu builds route_norm's cluster form from this file
-// (ROUTE_CL_MODULE): the parts under that macro are its.
 #include "rowmath.h"
 #include "route.h"
 
@@ -36,8 +33,6 @@ struct RouteNorm {
 
 // route: grid of any size, topk <= 32, experts <= 1024, ROUTE_WARPS*32 threads, cols/64·68 + 2·experts floats
 // of dynamic shared memory; counter a u32 the host zeroes once. With NORM, x is computed from nrm.
-// Under ROUTE_CL_MODULE: one cluster of ROUTE_CL_BLOCKS blocks (the grid), experts a multiple of it,
-// experts/ROUTE_CL_BLOCKS floats more of shared memory, counter unused.
 template <int BITS, bool NORM>
 static __device__ __forceinline__ void route(const u32* __restrict__ words, const u16* __restrict__ scales,
                                              const u16* __restrict__ biases, const float* __restrict__ x,
@@ -47,11 +42,7 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   float* xs = rsm;  // x, 68 floats a group of 64 (route_logits' XS)
   float* ls = rsm + cols / 64 * 68;
   int* ks = (int*)(ls + experts);  // the candidates of the selection
-#ifdef ROUTE_CL_MODULE
-  float* bl = (float*)(ks + experts);  // this block's logits, which rank 0 reads
-#else
   __shared__ int last;
-#endif
   const int tid = PETAL_TID_X();
   // PETAL_MARK's points (clock builds): 0 start, 1 x staged (normed), 2 the
   // logits written, 3 the ticket taken, 4 the selection done (the last
@@ -105,23 +96,6 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   }
   __syncthreads();
   PETAL_MARK(1);
-#ifdef ROUTE_CL_MODULE
-  route_logits_part<BITS, 68, ROUTE_CL_RPW>(words, scales, biases, xs, bl, experts, cols, cluster_rank(), ROUTE_CL_BLOCKS);
-  PETAL_MARK(2);
-  pdl_trigger();  // the selection by rank 0 is all that is left
-
-  // Every block's logits are in its shared memory once the cluster meets;
-  // rank 0 reads them all, then meets the others a second time so that
-  // none exits (its shared memory gone) before those reads are done.
-  cluster_sync();
-  PETAL_MARK(3);
-  if (cluster_rank() != 0) {
-    cluster_sync();
-    return;
-  }
-  route_cl_gather(bl, ls, logits, experts);
-  cluster_sync();
-#else
   route_logits<BITS, 68>(words, scales, biases, xs, logits, experts, cols, PETAL_BID_X(), PETAL_NCTAID_X());
   PETAL_MARK(2);
   pdl_trigger();  // the selection by the last block is all that is left
@@ -134,7 +108,6 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
   PETAL_MARK(3);
   if (!last) return;
   fence_gpu();
-#endif
   if (NORM) {
     // every block has read h: the sum (kept in hv) and the normed x go back
 #pragma unroll
@@ -149,18 +122,12 @@ static __device__ __forceinline__ void route(const u32* __restrict__ words, cons
       nrm.out[i] = xs[rpad(i)];
     }
   }
-#ifdef ROUTE_CL_MODULE
-  route_select(ls, ls, ks, ids, wts, experts, topk, normalize);  // the logits already in ls
-#else
   route_select(logits, ls, ks, ids, wts, experts, topk, normalize);
-#endif
 #ifdef PETAL_CLOCK
   __syncthreads();
   PETAL_MARK(4);
 #endif
 }
-
-#ifndef ROUTE_CL_MODULE  // route_cl.cu has entry points of its own
 
 // Entry points route4 and route8, by the router's bits. The router's rows
 // do not depend on the kernel before: each warp asks L2 for its row
@@ -193,4 +160,3 @@ ROUTE(8, route8)
   }
 ROUTE_NORM(4, route_norm4)
 ROUTE_NORM(8, route_norm8)
-#endif  // ROUTE_CL_MODULE

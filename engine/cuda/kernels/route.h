@@ -14,24 +14,15 @@ static __device__ __forceinline__ float route_exp(float x) {
   return r;
 }
 
-// group_load loads one group of 64 of a row's codes at p, 8 words of
-// 4-bit codes or 16 of 8-bit ones, 16 bytes at a time, into w: apart from
-// their products (group_dot_words) so that a warp can ask for several rows'
-// groups before it waits for the first.
+// group_dot is s*sum(q*x) + b*sum(x) over one group of 64 of a row: 8 words
+// of 4-bit codes or 16 of 8-bit ones at p, x the matching 64 inputs (16-byte
+// aligned, read 16 bytes at a time; the sums in element order).
 template <int BITS>
-static __device__ __forceinline__ void group_load(const u32* __restrict__ p, u32x4* w) {
-#pragma unroll
-  for (int i = 0; i < BITS / 2; i++) w[i] = ld_stream_16(p + 4 * i);
-}
-
-// group_dot_words is s*sum(q*x) + b*sum(x) over one group of 64 of a row:
-// w its codes (group_load), x the matching 64 inputs (16-byte aligned, read 16 bytes at
-// a time; the sums in element order).
-template <int BITS>
-static __device__ __forceinline__ float group_dot_words(const u32x4* w, const float* x, float s, float b) {
+static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
   const float4v* x4 = (const float4v*)x;
   float acc = 0.f, xs = 0.f;
   if (BITS == 8) {
+    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
@@ -49,6 +40,7 @@ static __device__ __forceinline__ float group_dot_words(const u32x4* w, const fl
       }
     }
   } else {
+    u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const u32 ws[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
@@ -66,17 +58,6 @@ static __device__ __forceinline__ float group_dot_words(const u32x4* w, const fl
     }
   }
   return s * acc + b * xs;
-}
-
-// group_dot is group_dot_words of the group of codes at p.
-template <int BITS>
-static __device__ __forceinline__ float group_dot(const u32* __restrict__ p, const float* x, float s, float b) {
-  if (BITS == 8) {
-    u32x4 w[4] = {ld_stream_16(p), ld_stream_16(p + 4), ld_stream_16(p + 8), ld_stream_16(p + 12)};
-    return group_dot_words<BITS>(w, x, s, b);
-  }
-  u32x4 w[2] = {ld_stream_16(p), ld_stream_16(p + 4)};
-  return group_dot_words<BITS>(w, x, s, b);
 }
 
 // route_key orders logits as ints: nan_low_key's order (rowmath.h) as a
@@ -119,63 +100,6 @@ static __device__ __forceinline__ void route_prefetch(const u32* __restrict__ wo
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int r = vb * ROUTE_WARPS + warp, wpg = BITS * 2;
   for (int g = lane; r < experts && g < cols / 64; g += 32) prefetch_l2(words + (long long)r * (cols / 64) * wpg + g * wpg);
-}
-
-// route_prefetch_part asks L2 for the router rows of part `part` of
-// `parts` (experts/parts consecutive rows, a warp its own: those
-// route_logits_part reads), before the wait for the kernel before.
-template <int BITS>
-static __device__ __forceinline__ void route_prefetch_part(const u32* __restrict__ words, int experts, int cols,
-                                                          int part, int parts) {
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int per = experts / parts, r0 = part * per, groups = cols / 64, wpg = BITS * 2;
-  for (int j = warp; j < per; j += ROUTE_WARPS) {
-    for (int g = lane; g < groups; g += 32) prefetch_l2(words + (long long)(r0 + j) * groups * wpg + g * wpg);
-  }
-}
-
-// route_logits_part writes to bl[j] the logit of router row r0 + j for the
-// rows j < experts/parts of part `part` (r0 = part·that): route_logits'
-// sums in its order (a lane's groups, then warp_sum), RPW rows a warp at a
-// time, every row's codes, scales and biases loaded before the first
-// product. A row past the part loads row j0 instead (loads kept
-// unconditional, in registers) and is not written. xs as route_logits'.
-template <int BITS, int XS, int RPW>
-static __device__ __forceinline__ void route_logits_part(const u32* __restrict__ words, const u16* __restrict__ scales,
-                                                         const u16* __restrict__ biases, const float* xs, float* bl,
-                                                         int experts, int cols, int part, int parts) {
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int per = experts / parts, r0 = part * per;
-  const int groups = cols / 64;
-  const int wpg = BITS * 2;  // words per group
-  const long long wpr = (long long)groups * wpg;
-  for (int j0 = warp; j0 < per; j0 += RPW * ROUTE_WARPS) {
-    float acc[RPW];
-#pragma unroll
-    for (int i = 0; i < RPW; i++) acc[i] = 0.f;
-    for (int g = lane; g < groups; g += 32) {
-      u32x4 w[RPW][BITS / 2];
-      u16 s[RPW], b[RPW];
-#pragma unroll
-      for (int i = 0; i < RPW; i++) {
-        const int j = j0 + i * ROUTE_WARPS;
-        const int r = r0 + (j < per ? j : j0);
-        const long long gi = (long long)r * groups + g;
-        group_load<BITS>(words + r * wpr + g * wpg, w[i]);
-        s[i] = scales[gi];
-        b[i] = biases[gi];
-      }
-      asm volatile("" ::: "memory");  // keeps the scales' and biases' loads here, not sunk to their products
-#pragma unroll
-      for (int i = 0; i < RPW; i++) acc[i] += group_dot_words<BITS>(w[i], xs + XS * g, bf16_to_f32(s[i]), bf16_to_f32(b[i]));
-    }
-#pragma unroll
-    for (int i = 0; i < RPW; i++) {
-      const float v = warp_sum(acc[i]);
-      const int j = j0 + i * ROUTE_WARPS;
-      if (lane == 0 && j < per) bl[j] = v;
-    }
-  }
 }
 
 // route_rank_key orders experts for the choice: a larger logit first (NaN
