@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -64,6 +65,8 @@ func TestMeasurePhases(t *testing.T) {
 	runFence, runAcqRel, runAcqRelPre := fn("phase_run_fence"), fn("phase_run_acqrel"), fn("phase_run_acqrel_pre")
 	stepPreEarly, stepReg, stepSmem := fn("phase_step_pre_early"), fn("phase_step_reg"), fn("phase_step_smem")
 	runAcqRelReg, runCountReg := fn("phase_run_acqrel_reg"), fn("phase_run_count_reg")
+	stepRegV4, runFlagsReg := fn("phase_step_reg_v4"), fn("phase_run_flags_reg")
+	runClFlagsReg, runClCountReg, runClFlagsRegV4 := fn("phase_run_clflags_reg"), fn("phase_run_clcount_reg"), fn("phase_run_clflags_reg_v4")
 
 	const n, phases = 2048, 64
 	rng := rand.New(rand.NewPCG(5, 8))
@@ -83,11 +86,14 @@ func TestMeasurePhases(t *testing.T) {
 	// w's spread is sqrt(17.5) = 4.18: a phase keeps the vector's size
 	scale := float32(1 / (math.Sqrt(17.5) * math.Sqrt(n)))
 	alloc := func(bytes int64, label string) driver.Ptr { return allocFor(t, c, bytes, label) }
-	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(16, "barrier")
+	// bar: the barriers' words (phase.cu: four, then a word a block from
+	// 64, a word a cluster from 64 + 1024)
+	const barWords = 64 + 2*1024
+	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(4*barWords, "barrier")
 	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fill32(bar, 0, 4); err != nil {
+	if err := s.Fill32(bar, 0, barWords); err != nil {
 		t.Fatal(err)
 	}
 	blocks := 2 * c.Device().SMs // the decode mat-vecs' grid; 256 threads and 8 KB a block fit two a multiprocessor
@@ -120,6 +126,24 @@ func TestMeasurePhases(t *testing.T) {
 		return capturedGraph(t, s, func() error { return kernelPhases(f, shared) })
 	}
 	graph := func(f *driver.Function, programmatic bool) func() error { return graphShared(f, programmatic, shared) }
+	// persistentClusters: the persistent launch in clusters of k blocks, a
+	// warp a row (n/8 blocks), nil where the GPU cannot hold them all at once
+	persistentClusters := func(f *driver.Function, k int) func() error {
+		clusters := n / 8 / k
+		fit, err := f.MaxActiveClusters(256, k, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fit < clusters {
+			t.Logf("%s in clusters of %d left out: %d clusters fit at once, %d wanted", f.Name, k, fit, clusters)
+			return nil
+		}
+		return func() error {
+			var args driver.Args
+			args.Ptr(wd).Ptr(a).Ptr(b).I32(n).F32(scale).I32(phases).Ptr(bar)
+			return s.LaunchCluster(f, driver.D1(clusters*k), block, driver.D1(k), shared, &args)
+		}
+	}
 	variants := []struct {
 		name string
 		run  func() error
@@ -142,7 +166,24 @@ func TestMeasurePhases(t *testing.T) {
 			{"the same, rows in shared memory", graphShared(stepSmem, true, shared+8*n)},
 			{"one launch, acq/rel, next row in regs", persistent(runAcqRelReg)},
 			{"one launch, counter, next row in regs", persistent(runCountReg)},
+			{"pdl, rows in regs, x in 16-byte loads", graph(stepRegV4, true)},
+			{"one launch, a flag a block, row in regs", persistent(runFlagsReg)},
 		}...)
+		for _, k := range []int{4, 8} {
+			for _, v := range []struct {
+				name string
+				f    *driver.Function
+			}{
+				{"leaders' flags", runClFlagsReg}, {"leaders' counter", runClCountReg}, {"leaders' flags, x in 16 B", runClFlagsRegV4},
+			} {
+				if run := persistentClusters(v.f, k); run != nil {
+					variants = append(variants, struct {
+						name string
+						run  func() error
+					}{fmt.Sprintf("clusters of %d, %s", k, v.name), run})
+				}
+			}
+		}
 	} else {
 		t.Logf("the register forms left out: %d warps for %d rows", blocks*256/32, n)
 	}

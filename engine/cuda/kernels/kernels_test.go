@@ -97,7 +97,7 @@ var earlyLoads = map[string]string{
 // let the next kernel launch before their wait: what they measure. The
 // chain stays ordered: each waits before it reads the vector the one before
 // wrote or writes its own, and the one before waited likewise.
-var earlyTriggers = map[string]bool{"phase_step_pre_early": true, "phase_step_reg": true, "phase_step_smem": true}
+var earlyTriggers = map[string]bool{"phase_step_pre_early": true, "phase_step_reg": true, "phase_step_reg_v4": true, "phase_step_smem": true}
 
 func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 	for _, family := range Families() {

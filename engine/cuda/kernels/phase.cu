@@ -14,7 +14,7 @@
 // barrier): what a decode kernel could do with weights that do not depend
 // on the phase before. Whether a persistent decode kernel can beat kernel
 // boundaries starts with these numbers.
-#include "device.h"
+#include "cluster.h"
 
 #define PHASE_THREADS 256
 
@@ -102,13 +102,34 @@ static __device__ __forceinline__ void phase_row_load(const signed char* __restr
 
 // phase_once_reg is phase_once on a row already in registers: the same
 // products in the same order, so the same bits.
+// V4 stages x in 16-byte loads, all of a thread's issued before any is
+// stored (n = 2048: two a thread), where the plain form loads and stores
+// four bytes at a time: how much of a phase is x's staging.
+template <bool V4 = false>
 static __device__ __forceinline__ void phase_once_reg(const u32x4 (&q)[PHASE_ROW_LOADS], const float* x, float* y,
                                                       int n, float scale, float* xs) {
   const int tid = PETAL_TID_X();
-  for (int i = tid; i < n; i += PHASE_THREADS) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(x + i));
-    xs[i] = v;
+  if constexpr (V4) {
+    constexpr int PER = 2;  // n / 4 / PHASE_THREADS at n = 2048
+    u32x4 v[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+      const int i = 4 * (tid + j * PHASE_THREADS);
+      asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
+                   : "l"(x + (i < n ? i : 0)));
+    }
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+      const int i = 4 * (tid + j * PHASE_THREADS);
+      if (i < n) *(u32x4*)(xs + i) = v[j];
+    }
+  } else {
+    for (int i = tid; i < n; i += PHASE_THREADS) {
+      float v;
+      asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(x + i));
+      xs[i] = v;
+    }
   }
   __syncthreads();
   const int lane = tid & 31, r = PETAL_BID_X() * (PHASE_THREADS / 32) + (tid >> 5);
@@ -286,6 +307,126 @@ PHASE_RUN(phase_run_acqrel, phase_sync_acqrel, false)
 PHASE_RUN(phase_run_acqrel_pre, phase_sync_acqrel, true)
 PHASE_RUN_REG(phase_run_acqrel_reg, false)
 PHASE_RUN_REG(phase_run_count_reg, true)
+
+// phase_step_reg_v4: phase_step_reg with x staged in 16-byte loads.
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_reg_v4(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  u32x4 q[PHASE_ROW_LOADS];
+  phase_row_load(w, n, q);
+  pdl_trigger();
+  pdl_begin();
+  extern __shared__ float xs[];
+  phase_once_reg<true>(q, x, y, n, scale, xs);
+}
+
+// Barriers without one word every block adds to (phase_sync_count's 264
+// atomics on one address arrive in series): PHASE_SPIN polls at most, then
+// the block gives up waiting for the rest of the launch, so that a grid
+// whose blocks are not all resident fails the test's check instead of
+// hanging.
+#define PHASE_SPIN (1 << 20)
+
+// warp_all: whether p holds in every lane of the (whole) warp.
+static __device__ __forceinline__ bool warp_all(bool p) {
+  int r;
+  asm volatile("{\n.reg .pred a, b;\nsetp.ne.b32 a, %1, 0;\nvote.sync.all.pred b, a, 0xffffffff;\nselp.s32 %0, 1, 0, b;\n}"
+               : "=r"(r)
+               : "r"((int)p));
+  return r != 0;
+}
+
+// phase_watch_flags: warp 0 polls the nflags words at flags (acquire
+// loads) until each is at least target (a wrapping compare); false if it
+// gave up.
+static __device__ __forceinline__ bool phase_watch_flags(const u32* flags, int nflags, u32 target) {
+  const int lane = PETAL_TID_X() & 31;
+  for (int spin = 0; spin < PHASE_SPIN; spin++) {
+    bool ok = true;
+    for (int i = lane; i < nflags; i += 32) {
+      u32 v;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + i) : "memory");
+      ok = ok && (int)(v - target) >= 0;
+    }
+    if (warp_all(ok)) return true;
+  }
+  return false;
+}
+
+static __device__ __forceinline__ u32 phase_ld_relaxed(const u32* p) {
+  u32 v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// phase_run_flags_reg: phase_run_count_reg's launch with a word a block:
+// after its part of a phase, a block's thread 0 stores the phase's number
+// there (release), and its warp 0 watches every block's word (acquire).
+// The words only grow: a launch reads its block's word first and counts
+// from it (every word the same when a launch ends). flags: a word a block,
+// zero before the first launch.
+//
+// phase_run_clflags_reg: the same between the leaders of thread-block
+// clusters (launched with Stream.LaunchCluster): a cluster's blocks meet at
+// the cluster barrier, its leader (rank 0) stores and watches a word a
+// cluster, and the cluster meets again. phase_run_clcount_reg: the leaders
+// add to phase_sync_count's counter instead (bar + 2, reset at the end as
+// phase_run_count_reg's). The cluster barrier's release and acquire carry
+// the blocks' writes to their leader's release and from its acquire.
+template <int FORM, bool V4>
+static __device__ __forceinline__ void phase_run_watched(const signed char* __restrict__ w, float* a, float* b, int n,
+                                                         float scale, int phases, u32* bar, float* xs) {
+  constexpr int ALL = 0, CLUSTER_FLAGS = 1, CLUSTER_COUNT = 2;
+  const int tid = PETAL_TID_X();
+  const bool cl = FORM != ALL;
+  const u32 csize = cl ? cluster_blocks() : 1, me = cl ? PETAL_BID_X() / csize : PETAL_BID_X();
+  const u32 members = PETAL_NCTAID_X() / csize;
+  const bool leader = !cl || cluster_rank() == 0;
+  u32* flags = bar + 64 + (cl ? 1024 : 0);
+  pdl_wait();
+  u32x4 q[PHASE_ROW_LOADS];
+  phase_row_load(w, n, q);
+  const u32 base = FORM == CLUSTER_COUNT ? 0 : phase_ld_relaxed(flags + me);
+  bool live = true;  // warp 0 of a leader: not yet given up
+  for (int p = 0; p < phases; p++) {
+    if (p > 0) {
+      if (cl)
+        cluster_sync();
+      else
+        __syncthreads();
+      if (leader && tid < 32) {
+        if (FORM == CLUSTER_COUNT) {
+          if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar + 2) : "memory");
+          for (int spin = 0; live && spin < PHASE_SPIN; spin++) {
+            if (warp_all(phase_ld_relaxed(bar + 2) >= (u32)p * members)) break;
+            if (spin == PHASE_SPIN - 1) live = false;
+          }
+          asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        } else {
+          if (tid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + me), "r"(base + p) : "memory");
+          if (live) live = phase_watch_flags(flags, members, base + p);
+        }
+      }
+      if (cl)
+        cluster_sync();
+      else
+        __syncthreads();
+    }
+    phase_once_reg<V4>(q, p & 1 ? b : a, p & 1 ? a : b, n, scale, xs);
+    if (p + 1 < phases) phase_row_load(w + (long long)(p + 1) * n * n, n, q);
+  }
+  if (FORM == CLUSTER_COUNT) phase_run_end(bar);
+}
+
+#define PHASE_RUN_WATCHED(NAME, FORM, V4)                                                                    \
+  extern "C" __global__ void __launch_bounds__(PHASE_THREADS)                                                \
+      NAME(const signed char* __restrict__ w, float* a, float* b, int n, float scale, int phases, u32* bar) { \
+    extern __shared__ float xs[];                                                                            \
+    phase_run_watched<FORM, V4>(w, a, b, n, scale, phases, bar, xs);                                         \
+  }
+PHASE_RUN_WATCHED(phase_run_flags_reg, 0, false)
+PHASE_RUN_WATCHED(phase_run_clflags_reg, 1, false)
+PHASE_RUN_WATCHED(phase_run_clcount_reg, 2, false)
+PHASE_RUN_WATCHED(phase_run_clflags_reg_v4, 1, true)
 
 // What a reduction of partial vectors across blocks costs without a
 // barrier (TestMeasureSplitReduce): a launch that splits a mat-vec over its
