@@ -151,6 +151,15 @@ struct __attribute__((aligned(8))) U32x2 {
 #define GEMM_RA_LATE_LOAD 4
 #endif
 
+// Branched and Predicated name gemm_tile's two forms of a k-tile's copies
+// past the last k-tile: branched around, or each predicated (load, below).
+struct Branched {
+  static constexpr bool predicated = false;
+};
+struct Predicated {
+  static constexpr bool predicated = true;
+};
+
 #define MODE_DENSE 0
 #define MODE_GATEUP 1
 #define MODE_DOWN 2
@@ -328,45 +337,39 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     ssrc[j] = base + (sval[j] ? (wbase + n) * gpr : 0);
   }
 
-  // load queues the copies of k-tile kt0 + kt into stage kt % S.
-  auto load = [&](int kt) {
-    if (kt0 + kt < kt1) {
+  // load queues the copies of k-tile kt0 + kt into stage kt % S, none past
+  // the last k-tile: branched around, or under Predicated (the register-A
+  // tiles' late copies, GEMM_RA_LATE_LOAD, queued between their first
+  // products and the wait for them) each copy predicated in its
+  // instruction, because a branch between a wgmma and its wait makes ptxas
+  // serialise the wgmma (C7513).
+  auto load = [&](int kt, auto form) __attribute__((always_inline)) {
+    constexpr bool PRED = decltype(form)::predicated;
+    const bool live = kt0 + kt < kt1;
+    if (PRED || live) {
       const u32 st = sbase + (kt % S) * STAGE;
+      auto copy16 = [&](u32 dst, const void* src, bool mine, bool valid) __attribute__((always_inline)) {
+        if constexpr (PRED)
+          cp_async16_if(dst, src, live && mine, valid);
+        else if (mine)
+          cp_async16(dst, src, valid);
+      };
 #pragma unroll
-      for (int j = 0; j < A_PER; j++)
-        if (tid + j * NTHREADS < BM * 8) cp_async16(st + adst[j], asrc[j] + (kt0 + kt) * 64, aval[j]);
+      for (int j = 0; j < A_PER; j++) copy16(st + adst[j], asrc[j] + (kt0 + kt) * 64, tid + j * NTHREADS < BM * 8, aval[j]);
 #pragma unroll
       for (int j = 0; j < C_PER; j++) {
         const int i = tid + j * NTHREADS;
-        if (i < BN * 2) cp_async16(st + A_BYTES + i * 16, csrc[j] + (kt0 + kt) * 8, cval[j]);
+        copy16(st + A_BYTES + i * 16, csrc[j] + (kt0 + kt) * 8, i < BN * 2, cval[j]);
       }
 #pragma unroll
       for (int j = 0; j < S_PER; j++) {
         const int row = tid + j * NTHREADS;
-        if (row < BN) cp_async4(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt0 + kt, sval[j]);
+        const u32 dst = st + A_BYTES + C_BYTES + row * 4;
+        if constexpr (PRED)
+          cp_async4_if(dst, ssrc[j] + kt0 + kt, live && row < BN, sval[j]);
+        else if (row < BN)
+          cp_async4(dst, ssrc[j] + kt0 + kt, sval[j]);
       }
-    }
-    cp_commit();
-  };
-
-  // load_late is load without a branch (each copy predicated), for the
-  // register-A tiles to queue a k-tile's copies between their first
-  // products and the wait for them (GEMM_RA_LATE_LOAD).
-  auto load_late = [&](int kt) __attribute__((always_inline)) {
-    const bool live = kt0 + kt < kt1;
-    const u32 st = sbase + (kt % S) * STAGE;
-#pragma unroll
-    for (int j = 0; j < A_PER; j++)
-      cp_async16_if(st + adst[j], asrc[j] + (kt0 + kt) * 64, live && tid + j * NTHREADS < BM * 8, aval[j]);
-#pragma unroll
-    for (int j = 0; j < C_PER; j++) {
-      const int i = tid + j * NTHREADS;
-      cp_async16_if(st + A_BYTES + i * 16, csrc[j] + (kt0 + kt) * 8, live && i < BN * 2, cval[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < S_PER; j++) {
-      const int row = tid + j * NTHREADS;
-      cp_async4_if(st + A_BYTES + C_BYTES + row * 4, ssrc[j] + kt0 + kt, live && row < BN, sval[j]);
     }
     cp_commit();
   };
@@ -405,7 +408,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   };
 
 #pragma unroll
-  for (int kt = 0; kt < PD; kt++) load(kt);
+  for (int kt = 0; kt < PD; kt++) load(kt, Branched{});
 
   if constexpr (RA) {
     // Per k-tile: its copies landed and every warpgroup done with the
@@ -432,7 +435,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
       cp_wait<PD - 1>();
       fence_proxy_async();  // this thread's copies of the X tile to the async proxy, before the barrier
       __syncthreads();
-      if constexpr (!LATE) load(kt + PD);
+      if constexpr (!LATE) load(kt + PD, Branched{});
       const u32 st = sbase + (kt % S) * STAGE;
       const u32* cw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES);
       const u32* sbw = (const u32*)(gsm + (kt % S) * STAGE + A_BYTES + C_BYTES);
@@ -480,7 +483,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         // first products are, so that the tensor cores get work sooner
         // after the barrier (branch-free: deq2's form, with branches, was
         // serialised by ptxas and measured so)
-        if (LATE && ks == 0) load_late(kt + PD);
+        if (LATE && ks == 0) load(kt + PD, Predicated{});
         wg_wait1();  // k-step ks-1's products: its fragment registers are rewritten next
         wg_keep4(a[(ks + 1) & 1]);
       }
@@ -511,7 +514,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
       for (int m = 0; m < WS; m++) wg_keep(wacc[m]);
       __syncthreads();
-      load(kt + S - 1);
+      load(kt + S - 1, Branched{});
       wg_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ks++)
@@ -528,7 +531,7 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     // Every thread's copies of tile kt have landed, and every warp is done
     // with tile kt-1 (its stage and the W tile are free).
     __syncthreads();
-    load(kt + S - 1);
+    load(kt + S - 1, Branched{});
     const u32 st = sbase + (kt % S) * STAGE;
     dequant_tile(kt, bsm);
     __syncthreads();
