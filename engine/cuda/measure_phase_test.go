@@ -87,8 +87,8 @@ func TestMeasurePhases(t *testing.T) {
 	scale := float32(1 / (math.Sqrt(17.5) * math.Sqrt(n)))
 	alloc := func(bytes int64, label string) driver.Ptr { return allocFor(t, c, bytes, label) }
 	// bar: the barriers' words (phase.cu: four, then a word a block from
-	// 64, a word a cluster from 64 + 1024)
-	const barWords = 64 + 2*1024
+	// 64, a word a cluster of 4 from 64 + 1024 and of 8 from 64 + 2048)
+	const barWords = 64 + 3*1024
 	wd, a, b, bar := alloc(phases*n*n, "w"), alloc(4*n, "a"), alloc(4*n, "b"), alloc(4*barWords, "barrier")
 	if err := s.CopyToDevice(wd, bytesOf(w)); err != nil {
 		t.Fatal(err)

@@ -362,13 +362,14 @@ static __device__ __forceinline__ u32 phase_ld_relaxed(const u32* p) {
 // after its part of a phase, a block's thread 0 stores the phase's number
 // there (release), and its warp 0 watches every block's word (acquire).
 // The words only grow: a launch reads its block's word first and counts
-// from it (every word the same when a launch ends). flags: a word a block,
-// zero before the first launch.
+// from it (every word the same when a launch ends). bar + 64: a word a
+// block, zero before the first launch.
 //
 // phase_run_clflags_reg: the same between the leaders of thread-block
 // clusters (launched with Stream.LaunchCluster): a cluster's blocks meet at
 // the cluster barrier, its leader (rank 0) stores and watches a word a
-// cluster, and the cluster meets again. phase_run_clcount_reg: the leaders
+// cluster (from bar + 64 + 1024 for clusters of 4, + 2048 for 8), and the
+// cluster meets again. phase_run_clcount_reg: the leaders
 // add to phase_sync_count's counter instead (bar + 2, reset at the end as
 // phase_run_count_reg's). The cluster barrier's release and acquire carry
 // the blocks' writes to their leader's release and from its acquire.
@@ -381,7 +382,7 @@ static __device__ __forceinline__ void phase_run_watched(const signed char* __re
   const u32 csize = cl ? cluster_blocks() : 1, me = cl ? PETAL_BID_X() / csize : PETAL_BID_X();
   const u32 members = PETAL_NCTAID_X() / csize;
   const bool leader = !cl || cluster_rank() == 0;
-  u32* flags = bar + 64 + (cl ? 1024 : 0);
+  u32* flags = bar + 64 + (cl ? 1024 * (csize == 8 ? 2 : 1) : 0);  // a region a cluster size: each launch's words start equal
   pdl_wait();
   u32x4 q[PHASE_ROW_LOADS];
   phase_row_load(w, n, q);
