@@ -1076,6 +1076,12 @@ func randomMoEMatrices(rng *rand.Rand, E, H, I, routerBits int) []quant.Matrix {
 // the Experts, outputs poisoned.
 func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w []float32) (*backend.AddRMSNorm, *backend.Route, *backend.Experts) {
 	t.Helper()
+	return newMoEBlockRows(t, b, ms, I, 1, h, delta, w)
+}
+
+// newMoEBlockRows is newMoEBlock over rows rows: h and delta [rows, H], w [H].
+func newMoEBlockRows(t *testing.T, b *Backend, ms []quant.Matrix, I, rows int, h, delta, w []float32) (*backend.AddRMSNorm, *backend.Route, *backend.Experts) {
+	t.Helper()
 	var u []backend.Matrix
 	for _, m := range ms {
 		x, err := b.Upload(m)
@@ -1084,15 +1090,15 @@ func newMoEBlock(t *testing.T, b *Backend, ms []quant.Matrix, I int, h, delta, w
 		}
 		u = append(u, x)
 	}
-	H, K := len(h), MoETopK
-	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(H)), Rows: 1, Dim: H, Eps: 1e-6}
+	H, K := len(w), MoETopK
+	n := &backend.AddRMSNorm{H: floats(b, h), Weight: floats(b, w), Out: floats(b, nans(rows*H)), Rows: rows, Dim: H, Eps: 1e-6}
 	if delta != nil {
 		n.Delta = floats(b, delta)
 	}
-	r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, K)), Weights: floats(b, nans(K)), Rows: 1, TopK: K, Normalize: true}
+	r := &backend.Route{X: n.Out, Router: u[0], Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
 	e := &backend.Experts{X: n.Out, Idx: r.Idx, Weights: r.Weights, Gate: u[1], Up: u[2], Down: u[3],
-		SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(H)),
-		Rows: 1, TopK: K, Inter: I, SharedInter: I}
+		SharedGate: u[4], SharedUp: u[5], SharedDown: u[6], SharedExpertGate: u[7], Out: floats(b, nans(rows*H)),
+		Rows: rows, TopK: K, Inter: I, SharedInter: I}
 	return n, r, e
 }
 

@@ -98,6 +98,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		fused := 0 // the ops after this one that its steps run too
 		if st, ok := b.normLinearsSteps(p, i); ok {
 			steps, fused = st, 1
+		} else if st, ok := b.normMoESteps(p, i); ok {
+			steps, fused = st, 2
 		} else if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
 		} else if st, ok := b.moeLayerStep(p, i); ok {

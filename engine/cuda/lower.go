@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"petal/engine/backend"
@@ -363,6 +364,12 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 }
 
 func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, error) {
+	return b.routeOpFrom(p, c, o, 0)
+}
+
+// routeOpFrom is routeOp with the scratch's first off bytes taken (a norm's
+// bf16 copy for the experts after it: normMoESteps).
+func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64) ([]step, error) {
 	w := c.mat("the router", o.Router)
 	if w == nil {
 		return nil, c.err
@@ -375,7 +382,6 @@ func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, erro
 	if c.err != nil || o.Rows == 0 {
 		return nil, c.err
 	}
-	var off int64
 	q := w.q
 	if b.o.Fused && o.Rows == 1 && routeFits(q, o.TopK) && x%16 == 0 {
 		lOff := p.reserve(&off, 4*int64(E))
@@ -499,6 +505,17 @@ func routerSplits(tiles, groups, sms int) int {
 }
 
 func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, error) {
+	return b.expertsFrom(p, c, o, false)
+}
+
+// errNoBF16Copy: expertsFrom was given a bf16 copy of x that its lowering
+// does not take (not the tensor-core path); normMoESteps then leaves the
+// ops to be lowered apart.
+var errNoBF16Copy = errors.New("cuda: the experts' x in bf16, but not on the tensor-core path")
+
+// expertsFrom is experts where xbMade says a norm already wrote x's bf16
+// copy at the scratch's start, where the tensor-core path reads it.
+func (b *Backend) expertsFrom(p *program, c *checks, o *backend.Experts, xbMade bool) ([]step, error) {
 	names := []string{"gate", "up", "shared gate", "shared up", "shared expert gate", "down", "shared down"}
 	var ws []*matrix
 	for i, m := range []backend.Matrix{o.Gate, o.Up, o.SharedGate, o.SharedUp, o.SharedExpertGate, o.Down, o.SharedDown} {
@@ -527,8 +544,11 @@ func (b *Backend) experts(p *program, c *checks, o *backend.Experts) ([]step, er
 	if c.err != nil || o.Rows == 0 {
 		return nil, c.err
 	}
-	if steps, ok := b.expertsTC(p, o, gate, up, down, sg, su, seg, sd, x, idx, wts, out); ok {
+	if steps, ok := b.expertsTC(p, o, gate, up, down, sg, su, seg, sd, x, idx, wts, out, xbMade); ok {
 		return steps, nil
+	}
+	if xbMade {
+		return nil, errNoBF16Copy
 	}
 	var off int64
 	if mw, ok := b.decodeMoE(o, ws, x); ok {

@@ -55,6 +55,17 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); d.Router != RouterI8 || !d.MoEFit || d.MoEFitAll || !d.MoEFitWidth {
 		t.Errorf("defaults: router %v, moefit %v, all %v, width %v; want router=i8, moefit=width", d.Router, d.MoEFit, d.MoEFitAll, d.MoEFitWidth)
 	}
+	for v, want := range map[string][2]bool{"on": {true, false}, "true": {true, false}, "moe": {true, true}, "off": {false, false}, "0": {false, false}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "normbf", Value: v}}); err != nil || [2]bool{o.NormBF16, o.NormBF16MoE} != want {
+			t.Errorf("normbf=%s: %v %v (%v), want %v", v, o.NormBF16, o.NormBF16MoE, err, want)
+		}
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "normbf", Value: "all"}}); err == nil || !strings.Contains(err.Error(), "want on, moe or off") {
+		t.Errorf("normbf=all: %v, want an error naming the values", err)
+	}
+	if d := DefaultOptions(); !d.NormBF16 || d.NormBF16MoE {
+		t.Errorf("defaults: normbf %v, moe %v; want normbf=on", d.NormBF16, d.NormBF16MoE)
+	}
 	for v, want := range map[string][3]bool{"on": {true, false, false}, "all": {true, true, false}, "width": {true, false, true}, "off": {false, false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [3]bool{o.MoEFit, o.MoEFitAll, o.MoEFitWidth} != want {
 			t.Errorf("moefit=%s: %v %v %v (%v), want %v", v, o.MoEFit, o.MoEFitAll, o.MoEFitWidth, err, want)

@@ -187,7 +187,7 @@ func groupTable(ws []*matrix, ys []driver.Ptr) (table []byte, rows, cols int, ok
 // shared expert runs through the dense GEMM with its sigmoid gate folded
 // into its activations, its down projection writing out; the combine adds
 // the routed experts in slot order.
-func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, su, seg, sd *matrix, x, idx, wts, out driver.Ptr) ([]step, bool) {
+func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, su, seg, sd *matrix, x, idx, wts, out driver.Ptr, xbMade bool) ([]step, bool) {
 	rows, E, H, I, SI := o.Rows, max(gate.shape.Experts, 1), gate.q.Cols, o.Inter, o.SharedInter
 	if b.gemm == nil || rows < 2 || o.TopK != MoETopK || E < MoETopK || E > 1024 || x%16 != 0 || out%16 != 0 ||
 		H%64 != 0 || I%64 != 0 || SI%64 != 0 {
@@ -206,7 +206,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	maxTiles := ceil(pairs, tile.BM) + E
 	var off int64
 	res := func(n int) int64 { return p.reserve(&off, int64(n)) }
-	xb := res(2 * rows * H)
+	xb := res(2 * rows * H) // at 0: where normMoESteps' norm writes it (xbMade)
 	counts, offsets, pos, rowTok := res(4*E), res(4*(E+1)), res(4*pairs), res(4*pairs)
 	tiles, ntiles, status, hist := res(8*maxTiles), res(4), res(4), res(4*groupHistInts(rows, E))
 	// the expert outputs: bf16 under moeys=bf16 where the tile has the
@@ -231,14 +231,16 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	if rowsKernelFits(seg.q) {
 		segGemm, segGrid = "qgemm_rows", driver.D1(ceil(rows, 8))
 	}
-	head := []step{
-		one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }),
+	var head []step
+	if !xbMade {
+		head = append(head, one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }))
+	}
+	head = append(head,
 		one(segGemm, func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
 			var a driver.Args
 			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
 			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
-		}),
-	}
+		}))
 	var shared []step // the shared expert's gate and up: one launch, or one each
 	if b.o.GroupGEMM {
 		tileS := g.DenseTile(rows, 2*SI)
@@ -373,6 +375,58 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	steps := []step{norm(xb)}
 	for _, st := range b.linearsFrom(p, ws, xp, xb, off, ys, rows) {
 		st.op = 1
+		steps = append(steps, st)
+	}
+	return steps, true
+}
+
+// normMoESteps lowers ops[i:i+3], a prompt chunk's post-attention norm, its
+// router and its experts reading the norm's output (normbf=moe): the norm
+// (norm_bf.cu) writes the float32 row the router reads and the bf16 copy
+// the experts' GEMMs read, at the scratch's start, so that the experts
+// need no gemm_to_bf16; the router's scratch follows the copy. Otherwise
+// false (and the ops are lowered one by one).
+func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
+	if !b.o.NormBF16MoE || b.gemm == nil || i+2 >= len(p.ops) {
+		return nil, false
+	}
+	n, ok1 := p.ops[i].(*backend.AddRMSNorm)
+	r, ok2 := p.ops[i+1].(*backend.Route)
+	e, ok3 := p.ops[i+2].(*backend.Experts)
+	if !ok1 || !ok2 || !ok3 || n.Rows < 2 || r.Rows != n.Rows || e.Rows != n.Rows || r.X != n.Out || e.X != n.Out {
+		return nil, false
+	}
+	ch := &checks{b: b}
+	rows, dim := n.Rows, n.Dim
+	h, w := ch.buf("h", n.H, backend.F32, rows*dim), ch.buf("the weight", n.Weight, backend.F32, dim)
+	out := ch.buf("the output", n.Out, backend.F32, rows*dim)
+	var delta driver.Ptr
+	if n.Delta.Mem != nil {
+		delta = ch.buf("the delta", n.Delta, backend.F32, rows*dim)
+	}
+	if ch.err != nil || out%16 != 0 {
+		return nil, false // the plain lowering says what is wrong
+	}
+	var off int64
+	xb := p.reserve(&off, 2*int64(rows*dim))
+	experts, err := b.expertsFrom(p, &checks{b: b}, e, true)
+	if err != nil || xb != 0 {
+		return nil, false // not the tensor-core path, or a bad op the plain lowering names
+	}
+	route, err := b.routeOpFrom(p, &checks{b: b}, r, off)
+	if err != nil {
+		return nil, false
+	}
+	eps := n.Eps
+	steps := []step{b.launch("add_rmsnorm_bf", driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
+		a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
+	})}
+	for _, st := range route {
+		st.op = 1
+		steps = append(steps, st)
+	}
+	for _, st := range experts {
+		st.op = 2
 		steps = append(steps, st)
 	}
 	return steps, true

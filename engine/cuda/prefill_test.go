@@ -502,3 +502,57 @@ func TestNormBF16MatchesApart(t *testing.T) {
 		})
 	}
 }
+
+// TestNormBF16MoEMatchesApart: under normbf=moe a prompt chunk's
+// post-attention norm, router and experts run as norm_bf.cu's norm
+// (writing the experts' bf16 copy of its output too), the router and the
+// experts without their gemm_to_bf16, and h, the normed rows, the expert
+// ids and weights and the MoE's output are bit for bit what normbf=on
+// gives (the norm apart, the conversion in the experts), outputs poisoned
+// first, at the 35B shape and a small one, with a delta and without, over
+// two runs of the program.
+func TestNormBF16MoEMatchesApart(t *testing.T) {
+	on, moe := DefaultOptions(), DefaultOptions()
+	moe.NormBF16MoE = true
+	bOn, bMoE := testBackend(t, on), testBackend(t, moe)
+	type shape struct{ E, H, I, rows int }
+	for _, sh := range []shape{{256, 2048, 512, 300}, {16, 256, 128, 37}} {
+		for _, withDelta := range []bool{true, false} {
+			t.Run(fmt.Sprintf("E=%d H=%d I=%d rows=%d delta=%v", sh.E, sh.H, sh.I, sh.rows, withDelta), func(t *testing.T) {
+				rng := freshRNG(t)
+				ms := randomMoEMatrices(rng, sh.E, sh.H, sh.I, 8)
+				h, delta, w := randoms(rng, sh.rows*sh.H, 2), randoms(rng, sh.rows*sh.H, 1), randoms(rng, sh.H, 1)
+				if !withDelta {
+					delta = nil
+				}
+				type result struct {
+					h, a, wts, out []float32
+					ids            []int32
+					names          [][]string
+				}
+				run := func(b *Backend) result {
+					n, r, e := newMoEBlockRows(t, b, ms, sh.I, sh.rows, h, delta, w)
+					p, err := b.Compile([]backend.Op{n, r, e})
+					if err != nil {
+						t.Fatal(err)
+					}
+					runWith(t, b, p, 2, map[backend.Buffer][]float32{n.H: h, n.Out: nans(sh.rows * sh.H), e.Out: nans(sh.rows * sh.H)})
+					return result{read(t, b, n.H), read(t, b, n.Out), read(t, b, r.Weights), read(t, b, e.Out), readInts(t, b, r.Idx),
+						p.(*program).kernelNames()}
+				}
+				f, a := run(bMoE), run(bOn)
+				if len(f.names) != 3 || !slices.Contains(f.names[0], "add_rmsnorm_bf") || slices.Contains(f.names[2], "gemm_to_bf16") ||
+					!slices.Contains(a.names[2], "gemm_to_bf16") {
+					t.Fatalf("kernels %v under normbf=moe, %v under normbf=on", f.names, a.names)
+				}
+				sameBits(t, "h", f.h, a.h)
+				sameBits(t, "the normed rows", f.a, a.a)
+				sameBits(t, "the weights", f.wts, a.wts)
+				if !slices.Equal(f.ids, a.ids) {
+					t.Errorf("expert ids differ under normbf=moe and normbf=on")
+				}
+				sameBits(t, "the output", f.out, a.out)
+			})
+		}
+	}
+}
