@@ -93,6 +93,9 @@ func noticeFamilies(o Options) []string {
 	if o.NormBF16 {
 		fams = append(fams, "norm_bf")
 	}
+	if o.NormBF16 && o.NormF32Lean {
+		fams = append(fams, "norm_bfo")
+	}
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
@@ -226,6 +229,11 @@ func (b *Backend) init() error {
 		if err := b.loadFamilyKernels("norm_bf"); err != nil {
 			return err
 		}
+		if b.o.NormF32Lean {
+			if err := b.loadFamilyKernels("norm_bfo"); err != nil {
+				return err
+			}
+		}
 	}
 	// The cluster form is a module of its own (gdn_cl.cu), so that gdn.ptx
 	// stays as it was; it is loaded only under its option.
@@ -319,6 +327,7 @@ var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8"}
 // memory, into the backend's table of functions.
 var familyKernels = map[string]map[string]int{
 	"norm_bf":     {"add_rmsnorm_bf": 0, "gated_rmsnorm_bf": 0},
+	"norm_bfo":    {"add_rmsnorm_bfo": 0, "gated_rmsnorm_bfo": 0},
 	"route_i8":    {"qgemm_i8": qiShared},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }

@@ -63,6 +63,17 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "normbf", Value: "all"}}); err == nil || !strings.Contains(err.Error(), "want on, moe or off") {
 		t.Errorf("normbf=all: %v, want an error naming the values", err)
 	}
+	for v, want := range map[string]bool{"lean": true, "full": false} {
+		if o, err := ParseOptions([]backend.Option{{Key: "normf32", Value: v}}); err != nil || o.NormF32Lean != want {
+			t.Errorf("normf32=%s: %v (%v), want %v", v, o.NormF32Lean, err, want)
+		}
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "normf32", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "want lean or full") {
+		t.Errorf("normf32=on: %v, want an error naming the values", err)
+	}
+	if d := DefaultOptions(); d.NormF32Lean {
+		t.Error("the default is normf32=full")
+	}
 	if d := DefaultOptions(); !d.NormBF16 || d.NormBF16MoE {
 		t.Errorf("defaults: normbf %v, moe %v; want normbf=on", d.NormBF16, d.NormBF16MoE)
 	}

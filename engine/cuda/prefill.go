@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
@@ -327,8 +328,9 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 			ys[j] = yp.Add(4 * int64(offs[j]))
 		}
 	}
-	var norm func(xb int64) step // its step, the bf16 copy at xb in the scratch
+	var norm func(xb int64, lean bool) step // its step, the bf16 copy at xb in the scratch; lean: no float32 output
 	var xp driver.Ptr
+	var outBuf backend.Buffer
 	switch n := p.ops[i].(type) {
 	case *backend.AddRMSNorm:
 		if n.Out != x || n.Rows != rows || n.Dim != cols {
@@ -340,9 +342,11 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 		if n.Delta.Mem != nil {
 			delta = ch.buf("the delta", n.Delta, backend.F32, rows*n.Dim)
 		}
-		out, dim, eps := xp, n.Dim, n.Eps
-		norm = func(xb int64) step {
-			return b.launch("add_rmsnorm_bf", driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
+		dim, eps := n.Dim, n.Eps
+		outBuf = n.Out
+		norm = func(xb int64, lean bool) step {
+			name, out := normKernel("add_rmsnorm_bf", xp, lean)
+			return b.launch(name, driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
 				a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
 			})
 		}
@@ -353,9 +357,11 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 		size := rows * cols
 		xs, z, w := ch.buf("x", n.X, backend.F32, size), ch.buf("z", n.Z, backend.F32, size), ch.buf("the weight", n.Weight, backend.F32, n.Dim)
 		xp = ch.buf("the output", n.Out, backend.F32, size)
-		out, count, dim, eps := xp, rows*n.Heads, n.Dim, n.Eps
-		norm = func(xb int64) step {
-			return b.launch("gated_rmsnorm_bf", driver.D1(ceil(count, 8)), driver.D1(256), 0, func(a *driver.Args) {
+		count, dim, eps := rows*n.Heads, n.Dim, n.Eps
+		outBuf = n.Out
+		norm = func(xb int64, lean bool) step {
+			name, out := normKernel("gated_rmsnorm_bf", xp, lean)
+			return b.launch(name, driver.D1(ceil(count, 8)), driver.D1(256), 0, func(a *driver.Args) {
 				a.Ptr(xs).Ptr(z).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(count)).I32(int32(dim)).F32(eps)
 			})
 		}
@@ -372,12 +378,28 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	}
 	var off int64
 	xb := p.reserve(&off, 2*int64(rows*cols))
-	steps := []step{norm(xb)}
-	for _, st := range b.linearsFrom(p, ws, xp, xb, off, ys, rows) {
+	linears := b.linearsFrom(p, ws, xp, xb, off, ys, rows)
+	// normf32=lean: the float32 output left unwritten where only the GEMMs
+	// (which read the bf16 copy) come before the program writes over it
+	lean := b.o.NormF32Lean && backend.Overwritten(p.ops, i, outBuf, i+1)
+	for _, st := range linears {
+		lean = lean && strings.HasPrefix(st.name, "gemm_")
+	}
+	steps := []step{norm(xb, lean)}
+	for _, st := range linears {
 		st.op = 1
 		steps = append(steps, st)
 	}
 	return steps, true
+}
+
+// normKernel is norm_bf.cu's kernel name and its float32 output, or under
+// lean norm_bfo.cu's, which takes a null output (writes only the bf16 copy).
+func normKernel(name string, out driver.Ptr, lean bool) (string, driver.Ptr) {
+	if lean {
+		return name + "o", 0
+	}
+	return name, out
 }
 
 // normMoESteps lowers ops[i:i+3], a prompt chunk's post-attention norm, its

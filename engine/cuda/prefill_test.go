@@ -556,3 +556,70 @@ func TestNormBF16MoEMatchesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestNormF32LeanMatchesFull: under normf32=lean a prompt chunk's norm
+// whose float32 output the program writes over before any op but its GEMM
+// reads it (a norm, its GEMM, then a second norm into the same output and
+// its GEMM) runs as norm_bfo.cu's, without that output, and the second,
+// whose output is still there at the end, as norm_bf.cu's; both GEMMs'
+// outputs, h and the last norm's output are bit for bit normf32=full's,
+// outputs poisoned first.
+func TestNormF32LeanMatchesFull(t *testing.T) {
+	lean, full := DefaultOptions(), DefaultOptions()
+	lean.NormF32Lean = true
+	bLean, bFull := testBackend(t, lean), testBackend(t, full)
+	for _, gated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gated=%v", gated), func(t *testing.T) {
+			rng := freshRNG(t)
+			const rows, heads, dim, outs = 45, 4, 64, 136
+			cols := heads * dim
+			if !gated {
+				cols = dim * 4
+			}
+			m1, m2 := quant.RandomMatrix(rng, 1, outs, cols, 4, 64), quant.RandomMatrix(rng, 1, outs, cols, 4, 64)
+			x, z, d := randoms(rng, rows*cols, 1), randoms(rng, rows*cols, 1), randoms(rng, rows*cols, 1)
+			w1, w2 := randoms(rng, cols, 1), randoms(rng, cols, 1)
+			var got [2][][]float32
+			var names [2][][]string
+			for k, b := range []*Backend{bLean, bFull} {
+				u1, err := b.Upload(m1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u2, err := b.Upload(m2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, out := floats(b, x), floats(b, nans(rows*cols))
+				y1, y2 := floats(b, nans(rows*outs)), floats(b, nans(rows*outs))
+				zb, db := floats(b, z), floats(b, d)
+				norm := func(w []float32) backend.Op {
+					if gated {
+						return &backend.GatedRMSNorm{X: h, Z: zb, Weight: floats(b, w[:dim]), Out: out, Rows: rows, Heads: heads, Dim: dim, Eps: 1e-6}
+					}
+					return &backend.AddRMSNorm{H: h, Delta: db, Weight: floats(b, w), Out: out, Rows: rows, Dim: cols, Eps: 1e-6}
+				}
+				ops := []backend.Op{norm(w1), &backend.QLinear{X: out, W: u1, Y: y1, Rows: rows},
+					norm(w2), &backend.QLinear{X: out, W: u2, Y: y2, Rows: rows}}
+				p, err := b.Compile(ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names[k] = p.(*program).kernelNames()
+				if err := p.Run(); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = [][]float32{read(t, b, y1), read(t, b, y2), read(t, b, h), read(t, b, out)}
+			}
+			suffix := func(ns []string, s string) bool {
+				return slices.ContainsFunc(ns, func(n string) bool { return strings.HasSuffix(n, s) })
+			}
+			if !suffix(names[0][0], "_bfo") || !suffix(names[0][2], "_bf") || suffix(names[1][0], "_bfo") || suffix(names[1][2], "_bfo") {
+				t.Fatalf("kernels %v under normf32=lean, %v under full", names[0], names[1])
+			}
+			for j, what := range []string{"the first GEMM's output", "the second GEMM's output", "h", "the last norm's output"} {
+				sameBits(t, what, got[0][j], got[1][j])
+			}
+		})
+	}
+}

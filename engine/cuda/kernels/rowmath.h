@@ -237,7 +237,10 @@ static __device__ __forceinline__ float qrow_dot(const QDesc& d, long long r, co
 // which also write each output rounded to bf16 to outb (nullptr: not).
 static __device__ __forceinline__ void norm_store(float* __restrict__ out, u16* __restrict__ outb,
                                                   long long i, float o) {
-  out[i] = o;
+#ifdef NORM_OUT_OPTIONAL  // norm_bfo.cu: out null, the bf16 copy alone
+  if (out)
+#endif
+    out[i] = o;
   if (outb) {
     u16 r;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(o));
