@@ -71,6 +71,9 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "normf32", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "want lean or full") {
 		t.Errorf("normf32=on: %v, want an error naming the values", err)
 	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attnprep", Value: "on"}}); err != nil || !o.AttnPrep || DefaultOptions().AttnPrep {
+		t.Errorf("attnprep=on: %v (%v); the default %v, want off", o.AttnPrep, err, DefaultOptions().AttnPrep)
+	}
 	if d := DefaultOptions(); d.NormF32Lean {
 		t.Error("the default is normf32=full")
 	}

@@ -154,3 +154,62 @@ func shadowOf(t *testing.T, b *Backend, kc, vc backend.Buffer) *kvShadow {
 	}
 	return b.shadows[[2]driver.Ptr{k, v}]
 }
+
+// TestAttnPrepMatchesApart: under attnprep=on a decoded token's QKPrep and
+// Attention run as attn_prep.cu's split (the queries and the new K and V
+// row made by the split's blocks) and attn_combine, and the queries, both
+// float32 caches, their bf16 shadows and the attention's output are bit
+// for bit what qk_prep_f32_shadow, attn_split_bf16 and attn_combine give,
+// outputs poisoned first, at positions from the first row to past one
+// chunk a block, over two runs of the program (the second writing the
+// same row again).
+func TestAttnPrepMatchesApart(t *testing.T) {
+	o := DefaultOptions()
+	o.AttnPrep = true
+	on := testBackend(t, o)
+	apart := testBackend(t, DefaultOptions())
+	const QH, KVH, D, rot, maxPos = 16, 2, 256, 64, 4200
+	kvW := KVH * D
+	for _, pos := range []int{0, 1, 63, 64, 1000, 4100} {
+		t.Run(fmt.Sprintf("pos=%d", pos), func(t *testing.T) {
+			rng := freshRNG(t)
+			kc0 := append(randoms(rng, pos*kvW, 3), nans((maxPos-pos)*kvW)...)
+			vc0 := append(randoms(rng, pos*kvW, 1), nans((maxPos-pos)*kvW)...)
+			qn, kn := randoms(rng, D, 1), randoms(rng, D, 1)
+			qg, k, v := randoms(rng, QH*2*D, 2), randoms(rng, kvW, 2), randoms(rng, kvW, 1)
+			type result struct {
+				q, out, kc, vc, ks, vs []float32
+				names                  [][]string
+			}
+			run := func(b *Backend) result {
+				kc, vc := floats(b, kc0), floats(b, vc0)
+				prep := &backend.QKPrep{QG: floats(b, qg), K: floats(b, k), V: floats(b, v), QNorm: floats(b, qn), KNorm: floats(b, kn),
+					Q: floats(b, nans(QH*D)), KCache: kc, VCache: vc, Pos: ints(b, []int32{int32(pos)}), Rows: 1,
+					QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: 1e7, Eps: 1e-6}
+				att := &backend.Attention{Q: prep.Q, QG: prep.QG, KCache: kc, VCache: vc, Out: floats(b, nans(QH*D)), Pos: prep.Pos,
+					Rows: 1, QHeads: QH, KVHeads: KVH, HeadDim: D}
+				p, err := b.Compile([]backend.Op{prep, att})
+				if err != nil {
+					t.Fatal(err)
+				}
+				runWith(t, b, p, 2, nil)
+				sh := shadowOf(t, b, kc, vc)
+				if sh == nil {
+					t.Fatal("no shadow of the caches")
+				}
+				ks, vs := readShadow(t, b, sh, pos+1)
+				return result{read(t, b, prep.Q), read(t, b, att.Out), read(t, b, kc), read(t, b, vc), ks, vs, p.(*program).kernelNames()}
+			}
+			f, a := run(on), run(apart)
+			if fmt.Sprint(f.names) != "[["+attnPrepKernel+"+attn_combine] []]" || fmt.Sprint(a.names) != "[[qk_prep_f32_shadow] [attn_split+attn_combine]]" {
+				t.Fatalf("kernels %v under attnprep=on, %v apart", f.names, a.names)
+			}
+			sameBits(t, "the queries", f.q, a.q)
+			sameBits(t, "the K cache", f.kc, a.kc)
+			sameBits(t, "the V cache", f.vc, a.vc)
+			sameBits(t, "the K shadow", f.ks, a.ks)
+			sameBits(t, "the V shadow", f.vs, a.vs)
+			sameBits(t, "the output", f.out, a.out)
+		})
+	}
+}

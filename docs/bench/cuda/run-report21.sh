@@ -1,11 +1,13 @@
 #!/bin/bash
 # run-report21.sh: the report on today's defaults in one short call (the
 # late copies, delta=tf32frag, moefit=width and gemm.cu's copies in one
-# body since the thirteenth), with normbf=moe and normf32=lean measured
-# among its ablations: first TestDefaultsHaveCubins, conformance under the defaults,
-# TestNormBF16MatchesApart, TestNormBF16MoEMatchesApart and
-# TestNormF32LeanMatchesFull (tests.txt), the oracle under the defaults,
-# moefit=on, normbf=moe and normf32=lean (oracle.txt); then
+# body since the thirteenth), with normbf=moe, normf32=lean and
+# attnprep=on, written and not yet run, measured among its ablations:
+# first TestDefaultsHaveCubins, conformance under the defaults,
+# TestNormBF16MatchesApart, TestNormBF16MoEMatchesApart,
+# TestNormF32LeanMatchesFull and TestAttnPrepMatchesApart (tests.txt), the
+# oracle under the defaults, moefit=on, normbf=moe, normf32=lean and
+# attnprep=on (oracle.txt); then
 # run-report.sh (report.tgz). No peer repeats and no long-context decode
 # runs (run-report18.sh's): the report's own rows stand for them. From the
 # repository root; $CARRY (default devrun/r21): cuda.test.xz and petals.txz
@@ -16,14 +18,14 @@ start=$(date +%s)
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env-tests.txt"
 (cd engine/cuda && PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v \
-  -test.run 'TestDefaultsHaveCubins|TestConformance/default$|TestNormBF16MatchesApart|TestNormBF16MoEMatchesApart|TestNormF32LeanMatchesFull' > $O/tests.txt 2>&1)
+  -test.run 'TestDefaultsHaveCubins|TestConformance/default$|TestNormBF16MatchesApart|TestNormBF16MoEMatchesApart|TestNormF32LeanMatchesFull|TestAttnPrepMatchesApart' > $O/tests.txt 2>&1)
 echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
 echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
 (cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
-  -test.run 'TestOracleOnGPU/(defaults|moefit=on|normbf=moe|normf32=lean)$' > $O/oracle.txt 2>&1)
+  -test.run 'TestOracleOnGPU/(defaults|moefit=on|normbf=moe|normf32=lean|attnprep=on)$' > $O/oracle.txt 2>&1)
 echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -12; grep -E 'top-1' $O/oracle.txt | cut -c1-200 | head -15
 echo "tests: $(( $(date +%s) - start )) s"
-PETAL=$D/petal LIMIT=${LIMIT:-220} ABLATE=${ABLATE-moefit=on,delta=tf32,normbf=moe,normf32=lean} ABLATE_REPEATS=${ABLATE_REPEATS:-2} OUT=/tmp/rep \
+PETAL=$D/petal LIMIT=${LIMIT:-220} ABLATE=${ABLATE-moefit=on,delta=tf32,normbf=moe,normf32=lean,attnprep=on} ABLATE_REPEATS=${ABLATE_REPEATS:-2} OUT=/tmp/rep \
   bash docs/bench/cuda/run-report.sh | tail -40
 tar czf $O/report.tgz -C /tmp rep
 echo "all: $(( $(date +%s) - start )) s"
