@@ -46,6 +46,18 @@ func checkShadow(t *testing.T, b *Backend, sh *kvShadow, kc, vc backend.Buffer, 
 	}
 }
 
+// decodeAttention is a decoded token's QKPrep and Attention at pos over
+// the caches kc and vc (heads of 256), their outputs poisoned.
+func decodeAttention(b *Backend, qg, k, v, qn, kn []float32, kc, vc backend.Buffer, pos, QH, KVH, rot int) (*backend.QKPrep, *backend.Attention) {
+	const D = AttnHeadDim
+	prep := &backend.QKPrep{QG: floats(b, qg), K: floats(b, k), V: floats(b, v), QNorm: floats(b, qn), KNorm: floats(b, kn),
+		Q: floats(b, nans(QH*D)), KCache: kc, VCache: vc, Pos: ints(b, []int32{int32(pos)}), Rows: 1,
+		QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: 1e7, Eps: 1e-6}
+	att := &backend.Attention{Q: prep.Q, QG: prep.QG, KCache: kc, VCache: vc, Out: floats(b, nans(QH*D)), Pos: prep.Pos,
+		Rows: 1, QHeads: QH, KVHeads: KVH, HeadDim: D}
+	return prep, att
+}
+
 // TestKVShadow: under kvshadow=on a decoded token's QKPrep writes its row
 // to the float32 caches and their bf16 shadows, and its attention reads the
 // shadows (attn.cu's bf16 kernels: the reference over the caches rounded to
@@ -70,11 +82,7 @@ func TestKVShadow(t *testing.T) {
 	t.Run("decode", func(t *testing.T) {
 		qg, k, v := randoms(rng, QH*2*D, 2), randoms(rng, kvW, 2), randoms(rng, kvW, 1)
 		kc, vc := floats(b, kc0), floats(b, vc0)
-		prep := &backend.QKPrep{QG: floats(b, qg), K: floats(b, k), V: floats(b, v), QNorm: floats(b, qn), KNorm: floats(b, kn),
-			Q: floats(b, nans(QH*D)), KCache: kc, VCache: vc, Pos: ints(b, []int32{pos}), Rows: 1,
-			QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: 1e7, Eps: 1e-6}
-		att := &backend.Attention{Q: prep.Q, QG: prep.QG, KCache: kc, VCache: vc, Out: floats(b, nans(QH*D)), Pos: prep.Pos,
-			Rows: 1, QHeads: QH, KVHeads: KVH, HeadDim: D}
+		prep, att := decodeAttention(b, qg, k, v, qn, kn, kc, vc, pos, QH, KVH, rot)
 		p, err := b.Compile([]backend.Op{prep, att})
 		if err != nil {
 			t.Fatal(err)
@@ -183,11 +191,7 @@ func TestAttnPrepMatchesApart(t *testing.T) {
 			}
 			run := func(b *Backend) result {
 				kc, vc := floats(b, kc0), floats(b, vc0)
-				prep := &backend.QKPrep{QG: floats(b, qg), K: floats(b, k), V: floats(b, v), QNorm: floats(b, qn), KNorm: floats(b, kn),
-					Q: floats(b, nans(QH*D)), KCache: kc, VCache: vc, Pos: ints(b, []int32{int32(pos)}), Rows: 1,
-					QHeads: QH, KVHeads: KVH, HeadDim: D, RotaryDim: rot, RopeTheta: 1e7, Eps: 1e-6}
-				att := &backend.Attention{Q: prep.Q, QG: prep.QG, KCache: kc, VCache: vc, Out: floats(b, nans(QH*D)), Pos: prep.Pos,
-					Rows: 1, QHeads: QH, KVHeads: KVH, HeadDim: D}
+				prep, att := decodeAttention(b, qg, k, v, qn, kn, kc, vc, pos, QH, KVH, rot)
 				p, err := b.Compile([]backend.Op{prep, att})
 				if err != nil {
 					t.Fatal(err)

@@ -105,6 +105,23 @@ cuda_tests() {
 	echo "top-level: $(grep -c '^--- PASS' "$4") passed, $(grep -c '^--- FAIL' "$4") failed"
 }
 
+# builtin_tests TESTBIN REGEX OUT: cuda_tests on the binary's built-in
+# cubins (no PETAL_CUDA_SASS), every family required to have one.
+builtin_tests() {
+	(cd engine/cuda && PETAL_CUDA_REQUIRE=1 timeout 150 "$1" -test.v -test.run "$2" > "$3" 2>&1)
+	echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$3" | head -12
+	echo "top-level: $(grep -c '^--- PASS' "$3") passed, $(grep -c '^--- FAIL' "$3") failed"
+}
+
+# oracle_specs DIR SPECS OUT: TestOracleOnGPU under SPECS (a regexp of
+# its specs, e.g. 'defaults|moefit=on') with DIR's test binary and oracle
+# (unpack_oracle), the log in OUT, the figures printed.
+oracle_specs() {
+	(cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE="$1/oracle" timeout 100 "$1/cuda.test" -test.v \
+		-test.run "TestOracleOnGPU/($2)\$" > "$3" 2>&1)
+	echo "oracle: rc=$?"; grep -E '^ *--- |panic' "$3" | head -12; grep -E 'top-1' "$3" | cut -c1-200 | head -15
+}
+
 # variant_rounds DIR OUT N: DIR/petal (its own cubins) and DIR/petal-v1 ..
 # petal-vN (on /tmp/s1 .. /tmp/sN) in ROUNDS (default 2) alternating
 # rounds: prefill of 512 tokens, decode at 4K and 32K, 64 tokens.

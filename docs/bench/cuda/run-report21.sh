@@ -17,13 +17,9 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/r21}; mkdir -p "$O"
 start=$(date +%s)
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env-tests.txt"
-(cd engine/cuda && PETAL_CUDA_REQUIRE=1 timeout 150 $D/cuda.test -test.v \
-  -test.run 'TestDefaultsHaveCubins|TestConformance/default$|TestNormBF16MatchesApart|TestNormBF16MoEMatchesApart|TestNormF32LeanMatchesFull|TestAttnPrepMatchesApart' > $O/tests.txt 2>&1)
-echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' $O/tests.txt | head -12
-echo "top-level: $(grep -c '^--- PASS' $O/tests.txt) passed, $(grep -c '^--- FAIL' $O/tests.txt) failed"
-(cd engine/cuda && PETAL_CUDA_REQUIRE=1 PETAL_TEST_ORACLE=$D/oracle timeout 100 $D/cuda.test -test.v \
-  -test.run 'TestOracleOnGPU/(defaults|moefit=on|normbf=moe|normf32=lean|attnprep=on)$' > $O/oracle.txt 2>&1)
-echo "oracle: rc=$?"; grep -E '^ *--- |panic' $O/oracle.txt | head -12; grep -E 'top-1' $O/oracle.txt | cut -c1-200 | head -15
+builtin_tests $D/cuda.test \
+  'TestDefaultsHaveCubins|TestConformance/default$|TestNormBF16MatchesApart|TestNormBF16MoEMatchesApart|TestNormF32LeanMatchesFull|TestAttnPrepMatchesApart' $O/tests.txt
+oracle_specs $D 'defaults|moefit=on|normbf=moe|normf32=lean|attnprep=on' $O/oracle.txt
 echo "tests: $(( $(date +%s) - start )) s"
 PETAL=$D/petal LIMIT=${LIMIT:-220} ABLATE=${ABLATE-moefit=on,delta=tf32,normbf=moe,normf32=lean,attnprep=on} ABLATE_REPEATS=${ABLATE_REPEATS:-2} OUT=/tmp/rep \
   bash docs/bench/cuda/run-report.sh | tail -40
