@@ -144,10 +144,11 @@ func TestMeasurePhases(t *testing.T) {
 			return s.LaunchCluster(f, driver.D1(clusters*k), block, driver.D1(k), shared, &args)
 		}
 	}
-	variants := []struct {
+	type variant struct {
 		name string
 		run  func() error
-	}{
+	}
+	variants := []variant{
 		{"a kernel a phase, graph", graph(step, false)},
 		{"a kernel a phase, graph, pdl", graph(step, true)},
 		{"the same, rows to L2 before the wait", graph(stepPre, true)},
@@ -158,10 +159,7 @@ func TestMeasurePhases(t *testing.T) {
 	}
 	// the register forms take a warp a row, 64 bytes of it a lane (phase.cu's PHASE_ROW_LOADS)
 	if blocks*256/32 >= n && n == 32*16*4 {
-		variants = append(variants, []struct {
-			name string
-			run  func() error
-		}{
+		variants = append(variants, []variant{
 			{"the same, rows in registers", graph(stepReg, true)},
 			{"the same, rows in shared memory", graphShared(stepSmem, true, shared+8*n)},
 			{"one launch, acq/rel, next row in regs", persistent(runAcqRelReg)},
@@ -177,10 +175,7 @@ func TestMeasurePhases(t *testing.T) {
 				{"leaders' flags", runClFlagsReg}, {"leaders' counter", runClCountReg}, {"leaders' flags, x in 16 B", runClFlagsRegV4},
 			} {
 				if run := persistentClusters(v.f, k); run != nil {
-					variants = append(variants, struct {
-						name string
-						run  func() error
-					}{fmt.Sprintf("clusters of %d, %s", k, v.name), run})
+					variants = append(variants, variant{fmt.Sprintf("clusters of %d, %s", k, v.name), run})
 				}
 			}
 		}

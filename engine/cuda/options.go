@@ -53,9 +53,10 @@ type Options struct {
 	// w256rp's warps stalled at its barrier 0.90 and on memory 0.74 of the
 	// 7.05 cycles between their issued instructions,
 	// docs/bench/cuda/2026-12-07-ncu2). The same bits as wgrp, but
-	// slower: 276-293 TFLOP/s at 4096 rows against w256rp's 446-480 on an
-	// H100 with the producer three k-tiles ahead (fw3; one ahead, fw2:
-	// 159-164). Off by default.
+	// slower: 273-287 TFLOP/s at 4096 rows against w256rp's 489-549 on an
+	// H100 with the producer three k-tiles ahead and one arrival a
+	// consumer warp (fw4; fw3, every thread arriving: 276-293; fw2, one
+	// k-tile ahead: 159-164). Off by default.
 	WGProducer bool
 	// WGThree (gemm=wgr3) is gemm=wgrp with the dense GEMMs of 256-row
 	// tiles on gemm_ws.cu's w256r3: three warpgroups of 64 weight rows
@@ -378,7 +379,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
-	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 276-293 TFLOP/s at 4096 rows against wgrp's 446-480 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
+	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 273-287 TFLOP/s at 4096 rows against wgrp's 489-549 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
 	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
@@ -494,12 +495,7 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "attnprep":
 			o.AttnPrep, err = kv.On("cuda")
 		case "normf32":
-			switch kv.Value {
-			case "lean", "full":
-				o.NormF32Lean = kv.Value == "lean"
-			default:
-				err = fmt.Errorf("cuda: normf32=%q: want lean or full", kv.Value)
-			}
+			o.NormF32Lean, err = kv.Is("cuda", "lean", "full")
 		case "normbf":
 			if kv.Value == "moe" {
 				o.NormBF16, o.NormBF16MoE = true, true

@@ -336,20 +336,8 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 		if n.Out != x || n.Rows != rows || n.Dim != cols {
 			return nil, false
 		}
-		h, w := ch.buf("h", n.H, backend.F32, rows*n.Dim), ch.buf("the weight", n.Weight, backend.F32, n.Dim)
-		xp = ch.buf("the output", n.Out, backend.F32, rows*n.Dim)
-		var delta driver.Ptr
-		if n.Delta.Mem != nil {
-			delta = ch.buf("the delta", n.Delta, backend.F32, rows*n.Dim)
-		}
-		dim, eps := n.Dim, n.Eps
+		xp, norm = b.addNormBF(p, ch, n)
 		outBuf = n.Out
-		norm = func(xb int64, lean bool) step {
-			name, out := normKernel("add_rmsnorm_bf", xp, lean)
-			return b.launch(name, driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
-				a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
-			})
-		}
 	case *backend.GatedRMSNorm:
 		if n.Out != x || n.Rows != rows || n.Heads*n.Dim != cols {
 			return nil, false
@@ -393,6 +381,26 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	return steps, true
 }
 
+// addNormBF is n, a prompt chunk's AddRMSNorm, as normbf's step: its
+// float32 output xp and norm, the launch of add_rmsnorm_bf writing the
+// bf16 copy at xb in the scratch too (lean: norm_bfo.cu's form, without
+// the float32 output). ch collects what is wrong with n's buffers.
+func (b *Backend) addNormBF(p *program, ch *checks, n *backend.AddRMSNorm) (xp driver.Ptr, norm func(xb int64, lean bool) step) {
+	rows, dim, eps := n.Rows, n.Dim, n.Eps
+	h, w := ch.buf("h", n.H, backend.F32, rows*dim), ch.buf("the weight", n.Weight, backend.F32, dim)
+	xp = ch.buf("the output", n.Out, backend.F32, rows*dim)
+	var delta driver.Ptr
+	if n.Delta.Mem != nil {
+		delta = ch.buf("the delta", n.Delta, backend.F32, rows*dim)
+	}
+	return xp, func(xb int64, lean bool) step {
+		name, out := normKernel("add_rmsnorm_bf", xp, lean)
+		return b.launch(name, driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
+			a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
+		})
+	}
+}
+
 // normKernel is norm_bf.cu's kernel name and its float32 output, or under
 // lean norm_bfo.cu's, which takes a null output (writes only the bf16 copy).
 func normKernel(name string, out driver.Ptr, lean bool) (string, driver.Ptr) {
@@ -419,30 +427,21 @@ func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
 		return nil, false
 	}
 	ch := &checks{b: b}
-	rows, dim := n.Rows, n.Dim
-	h, w := ch.buf("h", n.H, backend.F32, rows*dim), ch.buf("the weight", n.Weight, backend.F32, dim)
-	out := ch.buf("the output", n.Out, backend.F32, rows*dim)
-	var delta driver.Ptr
-	if n.Delta.Mem != nil {
-		delta = ch.buf("the delta", n.Delta, backend.F32, rows*dim)
-	}
+	out, norm := b.addNormBF(p, ch, n)
 	if ch.err != nil || out%16 != 0 {
 		return nil, false // the plain lowering says what is wrong
 	}
 	var off int64
-	xb := p.reserve(&off, 2*int64(rows*dim))
+	xb := p.reserve(&off, 2*int64(n.Rows*n.Dim)) // at 0, where expertsTC reads it
 	experts, err := b.expertsFrom(p, &checks{b: b}, e, true)
-	if err != nil || xb != 0 {
+	if err != nil {
 		return nil, false // not the tensor-core path, or a bad op the plain lowering names
 	}
 	route, err := b.routeOpFrom(p, &checks{b: b}, r, off)
 	if err != nil {
 		return nil, false
 	}
-	eps := n.Eps
-	steps := []step{b.launch("add_rmsnorm_bf", driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
-		a.Ptr(h).Ptr(delta).Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
-	})}
+	steps := []step{norm(xb, false)}
 	for _, st := range route {
 		st.op = 1
 		steps = append(steps, st)

@@ -98,19 +98,12 @@ new_cubin() {
 }
 
 # cuda_tests SASS TESTBIN REGEX OUT: TESTBIN's tests matching REGEX on the
-# cubins of SASS, from engine/cuda, the log in OUT, a summary printed.
+# cubins of SASS ('': the binary's built-in ones), from engine/cuda, the log
+# in OUT, a summary printed.
 cuda_tests() {
 	(cd engine/cuda && PETAL_CUDA_SASS=$1 PETAL_CUDA_REQUIRE=1 timeout 150 "$2" -test.v -test.run "$3" > "$4" 2>&1)
 	echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$4" | head -12
 	echo "top-level: $(grep -c '^--- PASS' "$4") passed, $(grep -c '^--- FAIL' "$4") failed"
-}
-
-# builtin_tests TESTBIN REGEX OUT: cuda_tests on the binary's built-in
-# cubins (no PETAL_CUDA_SASS), every family required to have one.
-builtin_tests() {
-	(cd engine/cuda && PETAL_CUDA_REQUIRE=1 timeout 150 "$1" -test.v -test.run "$2" > "$3" 2>&1)
-	echo "tests: rc=$?"; grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$3" | head -12
-	echo "top-level: $(grep -c '^--- PASS' "$3") passed, $(grep -c '^--- FAIL' "$3") failed"
 }
 
 # oracle_specs DIR SPECS OUT: TestOracleOnGPU under SPECS (a regexp of

@@ -17,7 +17,7 @@ R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/r21}; mkdir -p "$O"
 start=$(date +%s)
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env-tests.txt"
-builtin_tests $D/cuda.test \
+cuda_tests '' $D/cuda.test \
   'TestDefaultsHaveCubins|TestConformance/default$|TestNormBF16MatchesApart|TestNormBF16MoEMatchesApart|TestNormF32LeanMatchesFull|TestAttnPrepMatchesApart' $O/tests.txt
 oracle_specs $D 'defaults|moefit=on|normbf=moe|normf32=lean|attnprep=on' $O/oracle.txt
 echo "tests: $(( $(date +%s) - start )) s"

@@ -239,8 +239,8 @@ static __device__ __forceinline__ void ws_dense_tile(const u16* __restrict__ X, 
     // same aligned wgmma wait, their reads of the stage done), predicated
     // in the instruction rather than branched around: with a branch ptxas
     // serialised the wgmma (C7513, run fw1). One arrival a warp, not 256
-    // a k-tile on one shared-memory word, which would be atomics in
-    // series (fw3: every thread arriving, w256rs at 276-293 TFLOP/s).
+    // a k-tile on one shared-memory word (fw3, every thread arriving,
+    // 276-293 TFLOP/s; fw4, one a warp, 273-287: not what holds it).
     ra_ktile(wacc, a, sbase + s * STAGE, (const u32*)(gsm + s * STAGE + A_BYTES),
              (const u32*)(gsm + s * STAGE + A_BYTES + C_BYTES), wrow, sel,
              [&]() __attribute__((always_inline)) { mbar_arrive_if(emptyb + 8 * ((kt + WS_S - 1) % WS_S), kt > 0 && lane == 0); });

@@ -166,15 +166,24 @@ extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
 
 // phase_step_reg: its row in registers before the wait, the next phase let
 // launch at its start (four blocks a multiprocessor: two phases' blocks fit
-// at once).
-extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
-    phase_step_reg(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+// at once); phase_step_reg_v4 the same with x staged in 16-byte loads.
+template <bool V4>
+static __device__ __forceinline__ void phase_step_in_regs(const signed char* __restrict__ w, const float* x, float* y,
+                                                          int n, float scale) {
   u32x4 q[PHASE_ROW_LOADS];
   phase_row_load(w, n, q);
   pdl_trigger();
   pdl_begin();
   extern __shared__ float xs[];
-  phase_once_reg(q, x, y, n, scale, xs);
+  phase_once_reg<V4>(q, x, y, n, scale, xs);
+}
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_reg(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  phase_step_in_regs<false>(w, x, y, n, scale);
+}
+extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
+    phase_step_reg_v4(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
+  phase_step_in_regs<true>(w, x, y, n, scale);
 }
 
 // phase_step_smem: phase_step_reg with its rows copied into shared memory
@@ -307,17 +316,6 @@ PHASE_RUN(phase_run_acqrel, phase_sync_acqrel, false)
 PHASE_RUN(phase_run_acqrel_pre, phase_sync_acqrel, true)
 PHASE_RUN_REG(phase_run_acqrel_reg, false)
 PHASE_RUN_REG(phase_run_count_reg, true)
-
-// phase_step_reg_v4: phase_step_reg with x staged in 16-byte loads.
-extern "C" __global__ void __launch_bounds__(PHASE_THREADS, 4)
-    phase_step_reg_v4(const signed char* __restrict__ w, const float* x, float* y, int n, float scale) {
-  u32x4 q[PHASE_ROW_LOADS];
-  phase_row_load(w, n, q);
-  pdl_trigger();
-  pdl_begin();
-  extern __shared__ float xs[];
-  phase_once_reg<true>(q, x, y, n, scale, xs);
-}
 
 // Barriers without one word every block adds to (phase_sync_count's 264
 // atomics on one address arrive in series): PHASE_SPIN polls at most, then
