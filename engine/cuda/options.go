@@ -139,23 +139,28 @@ type Options struct {
 	// in place of the conversion at the start of the experts: the router
 	// still reads the float32 row. One launch and about 48 MB of traffic
 	// fewer a layer at 4K tokens; the same bits (TestNormBF16MoEMatchesApart).
-	// Written, not yet run on a GPU, so off by default.
+	// The default (normbf=moe): with normf32=lean, prefill of 4K / 16K
+	// tokens 1.5-2.3 / 0.6-1.9 % faster than neither on an H100 in three
+	// alternating rounds, lean alone 0.6-1.9 / 0.5-1.3 % (2026-12-07-norms1);
+	// the oracle's figures those of the defaults (2026-12-07-report21).
 	NormBF16MoE bool
 	// NormF32Lean (normf32=lean) has normbf's norms leave their float32
 	// output unwritten where the GEMMs after them, which read the bf16
 	// copy, are its only readers before the program writes over it
 	// (backend.Overwritten): norm_bfo.cu's kernels, a pass of 4 bytes an
 	// element fewer (the gated norm's 64 MB and the input norm's 32 MB a
-	// layer at 4K tokens). The same bits everywhere read; written, not yet
-	// run on a GPU, so off by default (normf32=full).
+	// layer at 4K tokens). The same bits everywhere read
+	// (TestNormF32LeanMatchesFull); the default (normf32=lean), measured
+	// with normbf=moe above.
 	NormF32Lean bool
 	// AttnPrep (attnprep=on) folds a decoded token's qk_prep into its
 	// split attention under kvshadow=on (attn_prep.cu): each block
 	// prepares its group's queries, the last chunk's block the new K and V
 	// row, which it writes to both caches and reads from shared memory.
-	// One launch fewer in each attention layer, the same bits
-	// (TestAttnPrepMatchesApart). Written, not yet run on a GPU, so off by
-	// default.
+	// One launch fewer in each attention layer. Off by default: on an H100
+	// its queries and new K row differ from qk_prep's in the last bit
+	// (TestAttnPrepMatchesApart fails), and decode was no faster (-0.8 /
+	// -0.7 / +0.3 % at 512 / 4K / 16K, 2026-12-07-report21).
 	AttnPrep bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
@@ -366,7 +371,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, MoEYsBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, NormBF16MoE: true, NormF32Lean: true, MoEYsBF16: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -383,9 +388,9 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
-	`attnprep=on|off (a decoded token's q/k norms, RoPE and KV write folded into its split attention under kvshadow=on: one launch fewer an attention layer, the same bits; not yet measured; default off), ` +
-	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; not yet measured; default full), ` +
-	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, not yet measured; default on), ` +
+	`attnprep=on|off (a decoded token's q/k norms, RoPE and KV write folded into its split attention under kvshadow=on: one launch fewer an attention layer; its queries and new K row an ulp off qk_prep's, decode no faster on an H100; default off), ` +
+	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.6-1.9 % faster on an H100; default lean), ` +
+	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.3 % faster than neither on an H100; default moe), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +

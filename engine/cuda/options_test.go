@@ -74,11 +74,11 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "attnprep", Value: "on"}}); err != nil || !o.AttnPrep || DefaultOptions().AttnPrep {
 		t.Errorf("attnprep=on: %v (%v); the default %v, want off", o.AttnPrep, err, DefaultOptions().AttnPrep)
 	}
-	if d := DefaultOptions(); d.NormF32Lean {
-		t.Error("the default is normf32=full")
+	if d := DefaultOptions(); !d.NormF32Lean {
+		t.Error("the default is normf32=lean")
 	}
-	if d := DefaultOptions(); !d.NormBF16 || d.NormBF16MoE {
-		t.Errorf("defaults: normbf %v, moe %v; want normbf=on", d.NormBF16, d.NormBF16MoE)
+	if d := DefaultOptions(); !d.NormBF16 || !d.NormBF16MoE {
+		t.Errorf("defaults: normbf %v, moe %v; want normbf=moe", d.NormBF16, d.NormBF16MoE)
 	}
 	for v, want := range map[string][3]bool{"on": {true, false, false}, "all": {true, true, false}, "width": {true, false, true}, "off": {false, false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [3]bool{o.MoEFit, o.MoEFitAll, o.MoEFitWidth} != want {

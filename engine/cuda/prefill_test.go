@@ -513,7 +513,7 @@ func TestNormBF16MatchesApart(t *testing.T) {
 // two runs of the program.
 func TestNormBF16MoEMatchesApart(t *testing.T) {
 	on, moe := DefaultOptions(), DefaultOptions()
-	moe.NormBF16MoE = true
+	on.NormBF16MoE, moe.NormBF16MoE = false, true
 	bOn, bMoE := testBackend(t, on), testBackend(t, moe)
 	type shape struct{ E, H, I, rows int }
 	for _, sh := range []shape{{256, 2048, 512, 300}, {16, 256, 128, 37}} {
@@ -566,7 +566,7 @@ func TestNormBF16MoEMatchesApart(t *testing.T) {
 // outputs poisoned first.
 func TestNormF32LeanMatchesFull(t *testing.T) {
 	lean, full := DefaultOptions(), DefaultOptions()
-	lean.NormF32Lean = true
+	lean.NormF32Lean, full.NormF32Lean = true, false
 	bLean, bFull := testBackend(t, lean), testBackend(t, full)
 	for _, gated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gated=%v", gated), func(t *testing.T) {
