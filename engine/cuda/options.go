@@ -140,8 +140,8 @@ type Options struct {
 	// still reads the float32 row. One launch and about 48 MB of traffic
 	// fewer a layer at 4K tokens; the same bits (TestNormBF16MoEMatchesApart).
 	// The default (normbf=moe): with normf32=lean, prefill of 4K / 16K
-	// tokens 1.5-2.3 / 0.6-1.9 % faster than neither on an H100 in three
-	// alternating rounds, lean alone 0.6-1.9 / 0.5-1.3 % (2026-12-07-norms1);
+	// tokens 1.5-2.4 / 0.6-1.9 % faster than neither on an H100 in three
+	// alternating rounds, lean alone 0.7-1.9 / 0.4-1.2 % (2026-12-07-norms1);
 	// the oracle's figures those of the defaults (2026-12-07-report21).
 	NormBF16MoE bool
 	// NormF32Lean (normf32=lean) has normbf's norms leave their float32
@@ -389,8 +389,8 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`attnprep=on|off (a decoded token's q/k norms, RoPE and KV write folded into its split attention under kvshadow=on: one launch fewer an attention layer; its queries and new K row an ulp off qk_prep's, decode no faster on an H100; default off), ` +
-	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.6-1.9 % faster on an H100; default lean), ` +
-	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.3 % faster than neither on an H100; default moe), ` +
+	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
+	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
