@@ -834,6 +834,75 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
+// TestRouterShapesMatchI8: router=i8t, i8w and i8n (qgemm_i8 in
+// route_i8w.cu's block shapes) choose the experts qgemm_i8 chooses and give
+// the same weights bit for bit, so the same logits: for 8- and 4-bit
+// routers at the 35B and small widths, rows off every tile, in one split
+// of the columns and in as many as routerSplits makes at 8 blocks a
+// multiprocessor, the weights poisoned first.
+func TestRouterShapesMatchI8(t *testing.T) {
+	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
+	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N}
+	backends := map[RouterKernel]*Backend{}
+	for _, k := range kernels {
+		o := DefaultOptions()
+		o.Router = k
+		backends[k] = testBackend(t, o)
+	}
+	const K = 8
+	for _, sh := range []struct{ E, C int }{{256, 2048}, {40, 320}} {
+		for _, bits := range []int{8, 4} {
+			for _, rows := range []int{7, 100, 555, 4096} {
+				for _, per := range []int{0, 8} {
+					E, C := sh.E, sh.C
+					t.Run(fmt.Sprintf("%dx%d %d-bit %d rows %d blocks an SM", E, C, bits, rows, per), func(t *testing.T) {
+						routerBlocks = func(sms int) int { return per * sms }
+						rng := freshRNG(t)
+						m := quant.RandomMatrix(rng, 1, E, C, bits, 64)
+						x := randoms(rng, rows*C, 1)
+						var ids [][]int32
+						var wts [][]float32
+						for _, k := range kernels {
+							b := backends[k]
+							w, err := b.Upload(m)
+							if err != nil {
+								t.Fatal(err)
+							}
+							r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
+								Rows: rows, TopK: K, Normalize: true}
+							p, err := b.Compile([]backend.Op{r})
+							if err != nil {
+								t.Fatal(err)
+							}
+							if got, want := p.(*program).kernelNames()[0][0], qiShapes[k].kernel; got != want {
+								t.Fatalf("kernel %s, want %s", got, want)
+							}
+							if err := p.Run(); err != nil {
+								t.Fatal(err)
+							}
+							if err := b.Sync(); err != nil {
+								t.Fatal(err)
+							}
+							ids, wts = append(ids, readInts(t, b, r.Idx)), append(wts, read(t, b, r.Weights))
+						}
+						for i, k := range kernels[1:] {
+							if !slices.Equal(ids[i+1], ids[0]) {
+								t.Errorf("%s: experts differ from qgemm_i8's", qiShapes[k].kernel)
+							}
+							for j := range wts[0] {
+								if math.Float32bits(wts[i+1][j]) != math.Float32bits(wts[0][j]) {
+									t.Errorf("%s: weight %d %v, qgemm_i8's %v", qiShapes[k].kernel, j, wts[i+1][j], wts[0][j])
+									break
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestMeasureRouter: the Route of several tokens (qgemm_f64 or, 64 x 64
 // blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 under router=i8, then
 // route_select) at the 35B router's shape, its
@@ -858,11 +927,11 @@ func TestMeasureRouter(t *testing.T) {
 		b    *Backend
 		w    backend.Matrix
 	}
-	var i8s []i8Backend
+	var i8s []i8Backend // qgemm_i8's shapes, in the order their launches come (ncu's --launch-skip)
 	for _, c := range []struct {
 		name string
 		k    RouterKernel
-	}{{"qgemm_i8", RouterI8}} {
+	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}} {
 		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
 		wi, err := bi.Upload(m)
 		if err != nil {
@@ -883,8 +952,9 @@ func TestMeasureRouter(t *testing.T) {
 					t.Fatal(err)
 				}
 				d := timeLaunches(t, bi.ctx, bi.s, 20, p.Run)
-				splits := routerSplits(qiWeight*ceil(E, qiRows)*ceil(rows, qiTokens), C/64, bi.ctx.Device().SMs)
-				t.Logf("router %4d rows, %-12s %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, ib.name, qiTokens, qiRows, per, splits, d.Seconds()*1e6)
+				sh := qiShapes[bi.o.Router]
+				splits := routerSplits(sh.weight*ceil(E, sh.rows)*ceil(rows, sh.tokens), C/64, bi.ctx.Device().SMs)
+				t.Logf("router %4d rows, %-12s %dx%d blocks, %2d blocks an SM: %2d splits, %7.1f µs", rows, ib.name, sh.tokens, sh.rows, per, splits, d.Seconds()*1e6)
 			}
 		}
 		for _, kernel := range append([]string{"qgemm_f64"}, routerWideKernels...) {

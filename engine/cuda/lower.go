@@ -400,14 +400,15 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64
 	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
 	switch {
-	case exact && b.o.Router == RouterI8:
+	case exact && b.o.Router.isI8():
 		// exact integer products of x's 8-bit parts, float64 sums
-		tiles := ceil(E, qiRows) * ceil(rows, qiTokens)
-		if splits = routerSplits(qiWeight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
+		sh := qiShapes[b.o.Router]
+		tiles := ceil(E, sh.rows) * ceil(rows, sh.tokens)
+		if splits = routerSplits(sh.weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(&off, 8*int64(splits*rows*E))
 		}
-		grid = driver.Dim3{X: ceil(E, qiRows), Y: ceil(rows, qiTokens), Z: splits}
-		f64, gemm, threads, shared = true, "qgemm_i8", 256, qiShared
+		grid = driver.Dim3{X: ceil(E, sh.rows), Y: ceil(rows, sh.tokens), Z: splits}
+		f64, gemm, threads, shared = true, sh.kernel, sh.threads, sh.shared()
 	case exact && b.o.Router != RouterPlain:
 		// the logits in float64 on the tensor cores, the columns split
 		// where the tiles are too few to fill the GPU
@@ -474,14 +475,28 @@ const qfWideShared = 2 * 64 * 68 * 8
 // rule was from a third, 1024 rows: 512 rows took 51 us against 50.)
 var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
 
-// qgemm_i8's tile (QI_BM tokens x QI_BN rows), its dynamic shared memory
-// (QI_SHARED) and what a block counts for in routerSplits: twice a
-// qgemm_f64 block (two a multiprocessor, not four).
-const (
-	qiTokens, qiRows = 32, 128
-	qiShared         = 3*(qiTokens*64*4+qiRows*80) + 4*qiTokens*80 + qiTokens*16 + qiRows*16
-	qiWeight         = 2
-)
+// qiShape is a shape of qgemm_i8's block (route_i8.cu, route_i8w.cu): its
+// kernel, tokens and weight rows, threads, and what a block counts for in
+// routerSplits (a qgemm_f64 block, four a multiprocessor, counts 1).
+type qiShape struct {
+	kernel                        string
+	tokens, rows, threads, weight int
+}
+
+// shared is the block's dynamic shared memory (route_i8.cu's QI_SHARED_OF).
+func (s qiShape) shared() int {
+	return 3*(s.tokens*64*4+s.rows*80) + 4*s.tokens*80 + s.tokens*16 + s.rows*16
+}
+
+// qiShapes are qgemm_i8's shapes by router: its own (QI_BM tokens x QI_BN
+// rows, two blocks a multiprocessor, so twice a qgemm_f64 block) and
+// route_i8w.cu's.
+var qiShapes = map[RouterKernel]qiShape{
+	RouterI8:  {"qgemm_i8", 32, 128, 256, 2},
+	RouterI8T: {"qgemm_i8_t", 32, 128, 256, 2},
+	RouterI8W: {"qgemm_i8_w", 32, 256, 512, 4}, // one a multiprocessor
+	RouterI8N: {"qgemm_i8_n", 32, 64, 256, 1},  // three a multiprocessor, a quarter of the work each
+}
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits
 // (four times a qgemm_f64 block's work): at two, its best split counts

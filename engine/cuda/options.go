@@ -348,7 +348,21 @@ const (
 	// second form a later call; prefill 1-3 % faster against router=f64 in
 	// the same runs (2026-12-06-deltacl1, -routeri8).
 	RouterI8
+	// RouterI8T, RouterI8W and RouterI8N are qgemm_i8 in other block
+	// shapes (route_i8w.cu, router=i8t|i8w|i8n): its shape through the
+	// template the others share; 32 tokens x 256 rows in 16 warps, x split
+	// once for every expert; 32 x 64 in 8 warps of 16 x 16, three blocks a
+	// multiprocessor. The same bits as qgemm_i8 (TestRouterShapesMatchI8).
+	// Written, not yet run on a GPU.
+	RouterI8T
+	RouterI8W
+	RouterI8N
 )
+
+// isI8 says whether k is qgemm_i8 in one of its shapes.
+func (k RouterKernel) isI8() bool {
+	return k == RouterI8 || k == RouterI8T || k == RouterI8W || k == RouterI8N
+}
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
 // an expert (the value of moe=).
@@ -378,7 +392,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each decode step and prompt chunk of up to 16 tokens as a CUDA graph; longer chunks run their kernels one by one either way, as fast as a replay; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); float64 on the tensor cores; or the float32 kernels; default i8), ` +
+	`router=i8|i8t|i8w|i8n|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8t, i8w, i8n: the same in other block shapes (qgemm_i8's through a template, 32 tokens x 256 experts, 32 x 64), the same bits, not yet measured; float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
@@ -442,8 +456,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Router = RouterPlain
 			case "i8":
 				o.Router = RouterI8
+			case "i8t":
+				o.Router = RouterI8T
+			case "i8w":
+				o.Router = RouterI8W
+			case "i8n":
+				o.Router = RouterI8N
 			default:
-				err = fmt.Errorf("cuda: router=%q: want i8, f64 or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want i8, i8t, i8w, i8n, f64 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")

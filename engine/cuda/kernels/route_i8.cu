@@ -67,7 +67,7 @@ static __device__ __forceinline__ u32 qi_nibbles(u32 h) {
   return (h & 0xFu) | ((h & 0xF0u) << 4) | ((h & 0xF00u) << 8) | ((h & 0xF000u) << 12);
 }
 
-#ifndef ROUTE_I8P_MODULE
+#ifndef QI_HELPERS_ONLY
 extern "C" __global__ void __launch_bounds__(256, 2)
     qgemm_i8(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
              double* __restrict__ part, int T, int ldy) {
@@ -241,4 +241,4 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         part[((long long)split * T + m) * ldy + n] = acc[j][e];
     }
 }
-#endif  // ROUTE_I8P_MODULE
+#endif  // QI_HELPERS_ONLY
