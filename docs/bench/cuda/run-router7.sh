@@ -8,8 +8,9 @@
 # every shape at 16 to 16384 rows); prefill of 512 / 4K / 16K tokens under
 # the defaults, router=i8w and router=i8n in ROUNDS (default 2) alternating
 # rounds (rounds.tgz); then, while the call has time, Nsight Compute on
-# qgemm_i8 and qgemm_i8_w at 4096 rows with the warps' stall reasons
-# (ncu.tgz). From the repository root; $CARRY (default devrun/r22):
+# qgemm_i8, qgemm_i8_w and route_select at 4096 rows with the warps' stall
+# reasons (ncu.tgz): what of the router's 126-142 µs a layer is the
+# logits' kernel and what the selection. From the repository root; $CARRY (default devrun/r22):
 # cuda.test.xz and petals.txz (petal) of main, the oracle's ref.txz; the
 # tree's logs, results, tokenizer test data and PTX left out of the call
 # but route_i8w.ptx. About 4 minutes.
@@ -37,8 +38,10 @@ done
 (cd $O && tar czf rounds.tgz bench-* && rm -f bench-*)
 echo "rounds: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt ${NCU_BEFORE:-300} ]; then
-  # qgemm_i8 and each shape: 5 splits x 23 launches a row count; 4096 rows is the fifth count
-  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter" STALLS=1 NTIME=60 CARRY=${CARRY:-devrun/r22} \
+  # qgemm_i8 and each shape: 5 splits x 23 launches a row count, 4096 rows the fifth count;
+  # route_select follows every router kernel: 4 shapes x 5 + 3 float64 kernels x 6, 23 launches each
+  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter route_select:3499:TestMeasureRouter" \
+    STALLS=1 NTIME=60 CARRY=${CARRY:-devrun/r22} \
     bash docs/bench/cuda/run-ncu2.sh 2>&1 | grep -v '^unpack' | head -60
 fi
 echo "all: $(( $(date +%s) - start )) s"
