@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"petal/engine/backend"
 	"petal/engine/cuda/driver"
 )
 
@@ -164,65 +163,4 @@ func (k *Attn) LaunchAttention(s *driver.Stream, sh AttnShape, b AttnBuffers) er
 	}
 	a.Reset().Ptr(b.PartO).Ptr(b.PartML).Ptr(b.QG).Ptr(b.Pos).Ptr(b.Out).I32(int32(k.MaxSplits)).I32(int32(k.MinChunk))
 	return s.Launch(k.combine, driver.D1(sh.QHeads), driver.D1(AttnHeadDim), 0, &a)
-}
-
-// attnPrepKernel is attn_prep.cu's split attention that does qk_prep's
-// work too (attnprep=on).
-const attnPrepKernel = "attn_split_prep_shadow"
-
-// attnPrepStep lowers ops[i:i+2], a decoded token's QKPrep and the
-// Attention reading its queries and caches, to attn_prep.cu's split (the
-// queries, the new row into both caches, the split over the bf16 shadows)
-// and attn_combine, where attnprep=on and the caches are float32 with
-// shadows; otherwise false (and each op is lowered as it is).
-func (b *Backend) attnPrepStep(p *program, i int) (step, bool) {
-	if !b.o.AttnPrep || !b.o.Fused || !b.KVShadowed() || b.attn == nil || b.fn[attnPrepKernel] == nil || i+1 >= len(p.ops) {
-		return step{}, false
-	}
-	qp, ok1 := p.ops[i].(*backend.QKPrep)
-	at, ok2 := p.ops[i+1].(*backend.Attention)
-	if !ok1 || !ok2 || qp.Rows != 1 || at.Rows != 1 || at.Q != qp.Q || at.QG != qp.QG || at.KCache != qp.KCache ||
-		at.VCache != qp.VCache || at.Pos != qp.Pos || at.QHeads != qp.QHeads || at.KVHeads != qp.KVHeads || at.HeadDim != qp.HeadDim {
-		return step{}, false
-	}
-	QH, KVH, D, rot := qp.QHeads, qp.KVHeads, qp.HeadDim, qp.RotaryDim
-	if D != AttnHeadDim || KVH < 1 || QH != AttnGroup*KVH || rot < 2 || rot%2 != 0 || rot > D ||
-		qp.KCache.Type != backend.F32 || qp.VCache.Type != backend.F32 {
-		return step{}, false
-	}
-	c := &checks{b: b}
-	kvW := KVH * D
-	qg, k, v := c.buf("qg", qp.QG, backend.F32, QH*2*D), c.buf("k", qp.K, backend.F32, kvW), c.buf("v", qp.V, backend.F32, kvW)
-	qn, kn := c.buf("the q norm", qp.QNorm, backend.F32, D), c.buf("the k norm", qp.KNorm, backend.F32, D)
-	q, out := c.buf("q", qp.Q, backend.F32, QH*D), c.buf("the output", at.Out, backend.F32, QH*D)
-	kc, vc := c.kv("the K cache", qp.KCache, 0), c.kv("the V cache", qp.VCache, qp.KCache.Len)
-	pos := c.buf("the position", qp.Pos, backend.I32, 1)
-	if c.err != nil || q%16 != 0 {
-		return step{}, false // the plain lowerings say what is wrong
-	}
-	maxPos := qp.KCache.Len / kvW
-	inv, err := b.ropeTable(rot, qp.RopeTheta)
-	if err != nil {
-		return step{}, false
-	}
-	shadow, err := b.cacheShadow(qp.KCache, qp.VCache, kc, vc, maxPos, kvW)
-	if err != nil || shadow == nil || shadow.ks%16 != 0 || shadow.vs%16 != 0 {
-		return step{}, false
-	}
-	sh := AttnShape{QHeads: QH, KVHeads: KVH, RotaryDim: rot, KV: KVBF16}
-	po, pml := b.attn.PartialsBytes(sh)
-	var off int64
-	oOff, mlOff := p.reserve(&off, po), p.reserve(&off, pml)
-	splits, minChunk, eps := b.attn.MaxSplits, b.attn.MinChunk, qp.Eps
-	return step{kernels: 2, name: attnPrepKernel + "+attn_combine", launch: func(s *driver.Stream) error {
-		var a driver.Args
-		a.Ptr(q).Ptr(shadow.ks).Ptr(shadow.vs).Ptr(pos).Ptr(p.scratch.Add(oOff)).Ptr(p.scratch.Add(mlOff)).I32(int32(KVH)).
-			I32(int32(splits)).I32(int32(minChunk)).Ptr(qg).Ptr(k).Ptr(v).Ptr(qn).Ptr(kn).Ptr(inv).Ptr(kc).Ptr(vc).
-			I32(int32(maxPos)).I32(int32(rot)).F32(eps)
-		if err := s.Launch(b.fn[attnPrepKernel], driver.D1(KVH*splits), driver.D1(attnWarps*32), attnSplitSmem, &a); err != nil {
-			return err
-		}
-		a.Reset().Ptr(p.scratch.Add(oOff)).Ptr(p.scratch.Add(mlOff)).Ptr(qg).Ptr(pos).Ptr(out).I32(int32(splits)).I32(int32(minChunk))
-		return s.Launch(b.attn.combine, driver.D1(QH), driver.D1(AttnHeadDim), 0, &a)
-	}}, true
 }

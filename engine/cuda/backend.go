@@ -99,9 +99,6 @@ func noticeFamilies(o Options) []string {
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
-	if o.kvShadowed() && o.AttnPrep {
-		fams = append(fams, "attn_prep")
-	}
 	if o.ChunkedDelta && o.DeltaTF32 {
 		fams = append(fams, "gdn_chunk_tf32")
 	}
@@ -227,11 +224,6 @@ func (b *Backend) init() error {
 		if err := b.loadFamilyKernels("attn_shadow"); err != nil {
 			return err
 		}
-		if b.o.AttnPrep {
-			if err := b.loadFamilyKernels("attn_prep"); err != nil {
-				return err
-			}
-		}
 	}
 	if b.o.NormBF16 && b.o.TensorCores {
 		if err := b.loadFamilyKernels("norm_bf"); err != nil {
@@ -339,7 +331,6 @@ var familyKernels = map[string]map[string]int{
 	"route_i8":    {"qgemm_i8": qiShapes[RouterI8].shared()},
 	"route_i8w":   {"qgemm_i8_t": qiShapes[RouterI8T].shared(), "qgemm_i8_w": qiShapes[RouterI8W].shared(), "qgemm_i8_n": qiShapes[RouterI8N].shared()},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
-	"attn_prep":   {attnPrepKernel: attnSplitSmem},
 }
 
 // addModule loads a module with load, keeps it for Close and hands it to

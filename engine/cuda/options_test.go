@@ -71,8 +71,14 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "normf32", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "want lean or full") {
 		t.Errorf("normf32=on: %v, want an error naming the values", err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "attnprep", Value: "on"}}); err != nil || !o.AttnPrep || DefaultOptions().AttnPrep {
-		t.Errorf("attnprep=on: %v (%v); the default %v, want off", o.AttnPrep, err, DefaultOptions().AttnPrep)
+	if o, err := ParseOptions([]backend.Option{{Key: "attnprep", Value: "on"}}); err == nil || !strings.Contains(err.Error(), "removed after measurement") {
+		t.Errorf("attnprep=on: took %+v, %v; want an error saying it was removed after measurement", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attnprep", Value: "off"}}); err != nil || !reflect.DeepEqual(o, DefaultOptions()) {
+		t.Errorf("attnprep=off: %+v, %v; want the defaults", o, err)
+	}
+	if strings.Contains(OptionsHelp, "attnprep") {
+		t.Error("the options' help lists attnprep, which has one form left")
 	}
 	if d := DefaultOptions(); !d.NormF32Lean {
 		t.Error("the default is normf32=lean")
