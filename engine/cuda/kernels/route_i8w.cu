@@ -20,7 +20,8 @@
 
 // qi_gemm is qgemm_i8's body for a block of WM x WN warps, each 16 tokens
 // x NT·8 rows: BM = 16·WM tokens and BN = 8·NT·WN weight rows a block,
-// QI_SHARED_OF(BM, BN) bytes of dynamic shared memory.
+// QI_SHARED's layout for BM and BN in dynamic shared memory (qiShape.shared
+// in lower.go).
 template <int WM, int WN, int NT>
 static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
                                                float* __restrict__ y, double* __restrict__ part, int T, int ldy) {
@@ -197,7 +198,6 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
         part[((long long)split * T + m) * ldy + n] = acc[j][e];
     }
 }
-
 
 #define QI_KERNEL(name, wm, wn, nt, minb)                                                                  \
   extern "C" __global__ void __launch_bounds__(32 * (wm) * (wn), minb)                                     \
