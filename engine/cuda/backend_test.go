@@ -834,7 +834,7 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
-// TestRouterShapesMatchI8: router=i8t, i8w and i8n (qgemm_i8 in
+// TestRouterShapesMatchI8: router=i8t, i8w, i8n and i8g (qgemm_i8 in
 // route_i8w.cu's block shapes) choose the experts qgemm_i8 chooses and give
 // the same weights bit for bit, so the same logits: for 8- and 4-bit
 // routers at the 35B and small widths, rows off every tile, in one split
@@ -842,7 +842,7 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 // multiprocessor, the weights poisoned first.
 func TestRouterShapesMatchI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
-	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N}
+	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N, RouterI8G2}
 	backends := map[RouterKernel]*Backend{}
 	for _, k := range kernels {
 		o := DefaultOptions()
@@ -931,7 +931,7 @@ func TestMeasureRouter(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		k    RouterKernel
-	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}} {
+	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}, {"qgemm_i8_g2", RouterI8G2}} {
 		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
 		wi, err := bi.Upload(m)
 		if err != nil {

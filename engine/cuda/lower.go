@@ -481,21 +481,25 @@ var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
 type qiShape struct {
 	kernel                        string
 	tokens, rows, threads, weight int
+	groups, stages                int // groups of 64 columns a stage of copies, stages
 }
 
-// shared is the block's dynamic shared memory (route_i8.cu's QI_SHARED_OF).
+// shared is the block's dynamic shared memory (route_i8.cu's QI_SHARED,
+// route_i8w.cu's qi_gemm): the stages of x's rows and the codes, then for
+// each group of a stage x's four parts, two float64 a token and two a row.
 func (s qiShape) shared() int {
-	return 3*(s.tokens*64*4+s.rows*80) + 4*s.tokens*80 + s.tokens*16 + s.rows*16
+	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(4*s.tokens*80+s.tokens*16+s.rows*16)
 }
 
 // qiShapes are qgemm_i8's shapes by router: its own (QI_BM tokens x QI_BN
 // rows, two blocks a multiprocessor, so twice a qgemm_f64 block) and
 // route_i8w.cu's.
 var qiShapes = map[RouterKernel]qiShape{
-	RouterI8:  {"qgemm_i8", 32, 128, 256, 2},
-	RouterI8T: {"qgemm_i8_t", 32, 128, 256, 2},
-	RouterI8W: {"qgemm_i8_w", 32, 256, 512, 4}, // one a multiprocessor
-	RouterI8N: {"qgemm_i8_n", 32, 64, 256, 1},  // three a multiprocessor, a quarter of the work each
+	RouterI8:   {"qgemm_i8", 32, 128, 256, 2, 1, 3},
+	RouterI8T:  {"qgemm_i8_t", 32, 128, 256, 2, 1, 3},
+	RouterI8W:  {"qgemm_i8_w", 32, 256, 512, 4, 1, 3},  // one a multiprocessor
+	RouterI8N:  {"qgemm_i8_n", 32, 64, 256, 1, 1, 3},   // three a multiprocessor, a quarter of the work each
+	RouterI8G2: {"qgemm_i8_g2", 32, 128, 256, 2, 2, 2}, // two groups between a pair of barriers
 }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits

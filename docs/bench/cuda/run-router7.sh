@@ -1,13 +1,14 @@
 #!/bin/bash
 # run-router7.sh: qgemm_i8 in route_i8w.cu's block shapes (router=i8t, i8w,
-# i8n) on their first run, and today's defaults on their cubins:
+# i8n, i8g) on their first run, and today's defaults on their cubins:
 # TestDefaultsHaveCubins, conformance under the defaults,
 # TestRouterShapesMatchI8 and TestRouterTensorCoresMatchReference
 # (tests.txt); the oracle under the defaults (oracle.txt); route_i8w's
 # cubin (sass.tgz, ptxas-route_i8w.txt); TestMeasureRouter (router.txt:
 # every shape at 16 to 16384 rows); prefill of 512 / 4K / 16K tokens under
-# the defaults, router=i8w and router=i8n in ROUNDS (default 2) alternating
-# rounds (rounds.tgz); then, while the call has time, Nsight Compute on
+# the defaults and ROUTERS (default router=i8w and router=i8g) in ROUNDS
+# (default 2) alternating rounds (rounds.tgz); then, while the call has
+# time, Nsight Compute on
 # qgemm_i8, qgemm_i8_w and route_select at 4096 rows with the warps' stall
 # reasons (ncu.tgz): what of the router's 126-142 µs a layer is the
 # logits' kernel and what the selection. From the repository root; $CARRY (default devrun/r22):
@@ -30,7 +31,7 @@ oracle_specs $D 'defaults' $O/oracle.txt
 echo "TestMeasureRouter: rc=$?"; grep -E 'router +(512|4096|16384) rows, qgemm_i8' $O/router.txt | sed 's/.*: router/router/' | head -60
 echo "tests: $(( $(date +%s) - start )) s"
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  for be in cuda cuda:router=i8w cuda:router=i8n; do
+  for be in cuda ${ROUTERS:-cuda:router=i8w cuda:router=i8g}; do
     BENCH_LIMIT=40 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 17000 \
       --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
   done
@@ -39,8 +40,8 @@ done
 echo "rounds: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt ${NCU_BEFORE:-300} ]; then
   # qgemm_i8 and each shape: 5 splits x 23 launches a row count, 4096 rows the fifth count;
-  # route_select follows every router kernel: 4 shapes x 5 + 3 float64 kernels x 6, 23 launches each
-  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter route_select:3499:TestMeasureRouter" \
+  # route_select follows every router kernel: 5 shapes x 5 + 3 float64 kernels x 6, 23 launches each
+  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter route_select:3959:TestMeasureRouter" \
     STALLS=1 NTIME=60 CARRY=${CARRY:-devrun/r22} \
     bash docs/bench/cuda/run-ncu2.sh 2>&1 | grep -v '^unpack' | head -60
 fi

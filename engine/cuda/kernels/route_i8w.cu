@@ -1,5 +1,5 @@
 // route_i8w.cu: qgemm_i8 (route_i8.cu) in other block shapes, for
-// router=i8t|i8w|i8n: the same arithmetic for every logit (each group's
+// router=i8t|i8w|i8n|i8g: the same arithmetic for every logit (each group's
 // exact int32 sums, the same float64 terms added in the same order of
 // groups), so the same bits, with more or fewer float64 sums a thread and
 // x split into its parts once for more or fewer weight rows. qgemm_i8
@@ -13,29 +13,33 @@
 //               the reads of x (the split is most of a group's issued
 //               instructions)
 //   qgemm_i8_n  32 x 64 in 8 warps of 16 x 16, three blocks a
-//               multiprocessor: 8 float64 sums a thread, no spills
+//               multiprocessor: 8 float64 sums a thread
+//   qgemm_i8_g2 qgemm_i8's shape with two groups of 64 columns a stage of
+//               copies, two stages: one pair of barriers for two groups
 // A module of its own, so that route_i8.ptx and its cubin stay as they are.
 #define QI_HELPERS_ONLY
 #include "route_i8.cu"
 
 // qi_gemm is qgemm_i8's body for a block of WM x WN warps, each 16 tokens
 // x NT·8 rows: BM = 16·WM tokens and BN = 8·NT·WN weight rows a block,
-// QI_SHARED's layout for BM and BN in dynamic shared memory (qiShape.shared
-// in lower.go).
-template <int WM, int WN, int NT>
+// G groups of 64 columns a stage of copies (one pair of barriers for G
+// groups) and S stages, QI_SHARED's layout for BM, BN, G and S in dynamic
+// shared memory (qiShape.shared in lower.go). The groups are added to
+// each float64 sum in their order whatever G is.
+template <int WM, int WN, int NT, int G = 1, int S = QI_S>
 static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
                                                float* __restrict__ y, double* __restrict__ part, int T, int ldy) {
   constexpr int BM = 16 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
-  constexpr int X_BYTES = BM * 64 * 4, STAGE = X_BYTES + BN * QI_LD;
+  constexpr int X_BYTES = BM * 64 * 4, GROUP = X_BYTES + BN * QI_LD, STAGE = G * GROUP;
   static_assert(BM * 16 % THREADS == 0 && BM % (2 * WM * WN) == 0, "x's chunks and rows spread evenly");
   pdl_begin();
   extern __shared__ __attribute__((aligned(16))) unsigned char qi_smem[];
   const QDesc d = *wd;
   const u32 sbase = smem_u32(qi_smem);
-  unsigned char* parts = qi_smem + QI_S * STAGE;  // [4][BM][QI_LD]
-  double* dsc = (double*)(parts + 4 * BM * QI_LD);  // per token: d·2^-24
-  double* psum = dsc + BM;                         // per token: P summed over the group (NaN: not finite)
-  double* sbs = psum + BM;                         // per weight row: scale, bias
+  unsigned char* parts = qi_smem + S * STAGE;          // [G][4][BM][QI_LD]
+  double* dsc = (double*)(parts + G * 4 * BM * QI_LD);  // [G][BM] per token: d·2^-24
+  double* psum = dsc + G * BM;                          // [G][BM] per token: P summed over the group (NaN: not finite)
+  double* sbs = psum + G * BM;                          // [G][BN] per weight row: scale, bias
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
   const int wm = (warp / WN) * 16, wn = (warp % WN) * (8 * NT);  // the warp's tokens and rows in the tile
@@ -45,11 +49,13 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
   const int groups = d.cols / 64, split = bid_z(), splits = nbid_z();
   const int g0 = split * groups / splits, g1 = (split + 1) * groups / splits;
 
-  // load queues group grp's x rows and codes into stage i % QI_S.
+  // load queues groups g0 + G·i .. + G-1's x rows and codes into stage i % S.
   auto load = [&](int i) __attribute__((always_inline)) {
-    const int grp = g0 + i;
-    if (grp < g1) {
-      const u32 st = sbase + (i % QI_S) * STAGE;
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+      const int grp = g0 + G * i + gg;
+      if (grp >= g1) break;
+      const u32 st = sbase + (i % S) * STAGE + gg * GROUP;
 #pragma unroll
       for (int j = 0; j < BM * 16 / THREADS; j++) {  // x: BM rows of 16 chunks
         const int ch = tid + THREADS * j, r = ch >> 4, k = ch & 15;
@@ -68,120 +74,140 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
     }
     cp_commit();
   };
-  // the next group's scale and bias of row n0 + tid (tid < BN)
-  u16 ns = 0, nb = 0;
-  auto fetch_sb = [&](int grp) __attribute__((always_inline)) {
-    if (tid < BN && grp < g1 && n0 + tid < d.rows) {
-      ns = d.s[(n0 + tid) * d.gpr + grp];
-      nb = d.b[(n0 + tid) * d.gpr + grp];
+  // the next stage's scales and biases of row n0 + tid (tid < BN)
+  u16 ns[G] = {}, nb[G] = {};
+  auto fetch_sb = [&](int i) __attribute__((always_inline)) {
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+      const int grp = g0 + G * i + gg;
+      if (tid < BN && grp < g1 && n0 + tid < d.rows) {
+        ns[gg] = d.s[(n0 + tid) * d.gpr + grp];
+        nb[gg] = d.b[(n0 + tid) * d.gpr + grp];
+      }
     }
   };
 #pragma unroll
-  for (int i = 0; i < QI_S - 1; i++) load(i);
-  fetch_sb(g0);
+  for (int i = 0; i < S - 1; i++) load(i);
+  fetch_sb(0);
 
   double acc[NT][4] = {};  // [n8 tile][fragment element]
-  for (int i = 0; g0 + i < g1; i++) {
-    cp_wait<QI_S - 2>();
-    __syncthreads();  // group i staged; every warp done with group i - 1
-    load(i + QI_S - 1);
-    const unsigned char* st = qi_smem + (i % QI_S) * STAGE;
+  for (int i = 0; g0 + G * i < g1; i++) {
+    cp_wait<S - 2>();
+    __syncthreads();  // stage i staged; every warp done with stage i - 1
+    load(i + S - 1);
+    const int live = imin(G, g1 - (g0 + G * i));  // the stage's groups (the last may have fewer)
     if (tid < BN) {
-      sbs[2 * tid] = (double)bf16_to_f32(ns);
-      sbs[2 * tid + 1] = (double)bf16_to_f32(nb);
-    }
-    fetch_sb(g0 + i + 1);
-    // x's rows to parts: a half-warp a row, four columns a lane
 #pragma unroll
-    for (int pass = 0; pass < BM / (2 * WM * WN); pass++) {
-      const int r = BM / (WM * WN) * warp + 2 * pass + (lane >> 4), l = lane & 15;
-      const float4v v = *(const float4v*)(st + r * 256 + 16 * l);
-      const float xv[4] = {v.x, v.y, v.z, v.w};
-      // the largest magnitude by its bits: a NaN or an infinity above every finite value
-      u32 mb = 0;
-#pragma unroll
-      for (int e = 0; e < 4; e++) mb = umax(mb, __float_as_uint(xv[e]) & 0x7FFFFFFFu);
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) mb = umax(mb, (u32)shfl_xor_int((int)mb, o));
-      // d = 2^(E-6) for the largest's exponent E (at least -120, so that
-      // 1/d is a float32 too): |x|/d < 128
-      const int E = imax((int)(mb >> 23) - 127, -120);
-      const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
-      u32 w[4] = {0, 0, 0, 0};
-      long long ps = 0;
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float f = xv[e] * inv;  // exact
-        int p[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const float t = floor_magic(f);
-          p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
-          f = (f - (t - 12582912.f)) * 256.f;  // exact
-          w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
-        }
-        ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+      for (int gg = 0; gg < G; gg++) {
+        sbs[2 * (gg * BN + tid)] = (double)bf16_to_f32(ns[gg]);
+        sbs[2 * (gg * BN + tid) + 1] = (double)bf16_to_f32(nb[gg]);
       }
+    }
+    fetch_sb(i + 1);
 #pragma unroll
-      for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
+    for (int gg = 0; gg < G; gg++) {
+      if (gg >= live) break;
+      const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
+      unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      // x's rows to parts: a half-warp a row, four columns a lane
 #pragma unroll
-      for (int k = 0; k < 4; k++) *(u32*)(parts + (k * BM + r) * QI_LD + 4 * l) = w[k];
-      if (l == 0) {
-        dsc[r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
-        psum[r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
+      for (int pass = 0; pass < BM / (2 * WM * WN); pass++) {
+        const int r = BM / (WM * WN) * warp + 2 * pass + (lane >> 4), l = lane & 15;
+        const float4v v = *(const float4v*)(st + r * 256 + 16 * l);
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+        // the largest magnitude by its bits: a NaN or an infinity above every finite value
+        u32 mb = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) mb = umax(mb, __float_as_uint(xv[e]) & 0x7FFFFFFFu);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) mb = umax(mb, (u32)shfl_xor_int((int)mb, o));
+        // d = 2^(E-6) for the largest's exponent E (at least -120, so that
+        // 1/d is a float32 too): |x|/d < 128
+        const int E = imax((int)(mb >> 23) - 127, -120);
+        const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
+        u32 w[4] = {0, 0, 0, 0};
+        long long ps = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float f = xv[e] * inv;  // exact
+          int p[4];
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            const float t = floor_magic(f);
+            p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
+            f = (f - (t - 12582912.f)) * 256.f;  // exact
+            w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
+          }
+          ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
+#pragma unroll
+        for (int k = 0; k < 4; k++) *(u32*)(gparts + (k * BM + r) * QI_LD + 4 * l) = w[k];
+        if (l == 0) {
+          dsc[gg * BM + r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
+          psum[gg * BM + r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
+        }
       }
     }
     __syncthreads();  // the parts and the scales written
-    // B fragments: the codes of rows wn + 8j + g, columns 32ks + 4c (+16)
-    u32 b[2][NT][2];
 #pragma unroll
-    for (int ks = 0; ks < 2; ks++)
+    for (int gg = 0; gg < G; gg++) {
+      if (gg >= live) break;
+      const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
+      const unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      const double* gsbs = sbs + 2 * gg * BN;
+      // B fragments: the codes of rows wn + 8j + g, columns 32ks + 4c (+16)
+      u32 b[2][NT][2];
 #pragma unroll
-      for (int j = 0; j < NT; j++) {
-        const unsigned char* cr = st + X_BYTES + (wn + 8 * j + g) * QI_LD;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int k = 32 * ks + 16 * h + 4 * c;
-          b[ks][j][h] = d.bits == 8 ? *(const u32*)(cr + k) : qi_nibbles(*(const u16*)(cr + k / 2));
-        }
-      }
-    int ca[NT][4] = {}, cb[NT][4] = {};
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-      if (p & 1) {
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            if (p == 1) ca[j][e] *= 256;
-            else cb[j][e] *= 256;
-          }
-      }
-#pragma unroll
-      for (int ks = 0; ks < 2; ks++) {
-        const unsigned char* pr = parts + (p * BM + wm + g) * QI_LD + 32 * ks + 4 * c;
-        const u32 a[4] = {*(const u32*)pr, *(const u32*)(pr + 8 * QI_LD), *(const u32*)(pr + 16),
-                          *(const u32*)(pr + 8 * QI_LD + 16)};
+      for (int ks = 0; ks < 2; ks++)
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-          if (p == 0)
-            mma_i8<true>(ca[j], a, b[ks][j][0], b[ks][j][1]);
-          else
-            mma_i8<false>(p == 1 ? ca[j] : cb[j], a, b[ks][j][0], b[ks][j][1]);
+          const unsigned char* cr = st + X_BYTES + (wn + 8 * j + g) * QI_LD;
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int k = 32 * ks + 16 * h + 4 * c;
+            b[ks][j][h] = d.bits == 8 ? *(const u32*)(cr + k) : qi_nibbles(*(const u16*)(cr + k / 2));
+          }
+        }
+      int ca[NT][4] = {}, cb[NT][4] = {};
+#pragma unroll
+      for (int p = 0; p < 4; p++) {
+        if (p & 1) {
+#pragma unroll
+          for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              if (p == 1) ca[j][e] *= 256;
+              else cb[j][e] *= 256;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++) {
+          const unsigned char* pr = gparts + (p * BM + wm + g) * QI_LD + 32 * ks + 4 * c;
+          const u32 a[4] = {*(const u32*)pr, *(const u32*)(pr + 8 * QI_LD), *(const u32*)(pr + 16),
+                            *(const u32*)(pr + 8 * QI_LD + 16)};
+#pragma unroll
+          for (int j = 0; j < NT; j++) {
+            if (p == 0)
+              mma_i8<true>(ca[j], a, b[ks][j][0], b[ks][j][1]);
+            else
+              mma_i8<false>(p == 1 ? ca[j] : cb[j], a, b[ks][j][0], b[ks][j][1]);
+          }
         }
       }
-    }
-    // the group's exact terms added to the float64 sums
+      // the group's exact terms added to the float64 sums
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int r = wm + g + 8 * (e >> 1);
-      const double ds = dsc[r], pp = psum[r];
+      for (int e = 0; e < 4; e++) {
+        const int r = wm + g + 8 * (e >> 1);
+        const double ds = dsc[gg * BM + r], pp = psum[gg * BM + r];
 #pragma unroll
-      for (int j = 0; j < NT; j++) {
-        const int n = wn + 8 * j + 2 * c + (e & 1);
-        const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
-        const double t = __builtin_fma(sbs[2 * n], v, sbs[2 * n + 1] * pp);
-        acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+        for (int j = 0; j < NT; j++) {
+          const int n = wn + 8 * j + 2 * c + (e & 1);
+          const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
+          const double t = __builtin_fma(gsbs[2 * n], v, gsbs[2 * n + 1] * pp);
+          acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+        }
       }
     }
   }
@@ -199,12 +225,13 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
     }
 }
 
-#define QI_KERNEL(name, wm, wn, nt, minb)                                                                  \
-  extern "C" __global__ void __launch_bounds__(32 * (wm) * (wn), minb)                                     \
-      name(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,               \
-           double* __restrict__ part, int T, int ldy) {                                                    \
-    qi_gemm<wm, wn, nt>(wd, x, y, part, T, ldy);                                                           \
+#define QI_KERNEL(name, threads, minb, ...)                                                       \
+  extern "C" __global__ void __launch_bounds__(threads, minb)                                     \
+      name(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,      \
+           double* __restrict__ part, int T, int ldy) {                                           \
+    qi_gemm<__VA_ARGS__>(wd, x, y, part, T, ldy);                                                 \
   }
-QI_KERNEL(qgemm_i8_t, 2, 4, 4, 2)
-QI_KERNEL(qgemm_i8_w, 2, 8, 4, 1)
-QI_KERNEL(qgemm_i8_n, 2, 4, 2, 3)
+QI_KERNEL(qgemm_i8_t, 256, 2, 2, 4, 4)
+QI_KERNEL(qgemm_i8_w, 512, 1, 2, 8, 4)
+QI_KERNEL(qgemm_i8_n, 256, 3, 2, 4, 2)
+QI_KERNEL(qgemm_i8_g2, 256, 2, 2, 4, 4, 2, 2)
