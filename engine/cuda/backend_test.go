@@ -770,28 +770,7 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 					m := quant.RandomMatrix(rand.New(rand.NewPCG(uint64(bits), uint64(rows))), 1, E, C, bits, 64)
 					x := randoms(rand.New(rand.NewPCG(uint64(rows), uint64(bits))), rows*C, 1)
 					ids, wts := backendtest.Route(backendtest.Dequantize(&m), E, C, x, rows, K, true)
-					route := func(b *Backend, kernel string) ([]int32, []float32) {
-						w, err := b.Upload(m)
-						if err != nil {
-							t.Fatal(err)
-						}
-						r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
-							Rows: rows, TopK: K, Normalize: true}
-						p, err := b.Compile([]backend.Op{r})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if got := p.(*program).kernelNames()[0]; got[0] != kernel {
-							t.Errorf("kernels %v, want %s first", got, kernel)
-						}
-						if err := p.Run(); err != nil {
-							t.Fatal(err)
-						}
-						if err := b.Sync(); err != nil {
-							t.Fatal(err)
-						}
-						return readInts(t, b, r.Idx), read(t, b, r.Weights)
-					}
+					route := func(b *Backend, kernel string) ([]int32, []float32) { return runRoute(t, b, m, x, rows, K, kernel) }
 					plainKernel, _ := backends[RouterPlain].qgemmShape(E, rows)
 					_, plainW := route(backends[RouterPlain], plainKernel)
 					// qgemm_f64, then the 64 x 64 kernels (their blocks forced)
@@ -834,6 +813,33 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
+// runRoute runs the Route of rows of x by the router m, top-k normalised,
+// on b, its weights poisoned first, and returns its expert ids and
+// weights; the program's first kernel must be kernel.
+func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int, kernel string) ([]int32, []float32) {
+	t.Helper()
+	w, err := b.Upload(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*k)), Weights: floats(b, nans(rows*k)),
+		Rows: rows, TopK: k, Normalize: true}
+	p, err := b.Compile([]backend.Op{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.(*program).kernelNames()[0]; got[0] != kernel {
+		t.Fatalf("kernels %v, want %s first", got, kernel)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return readInts(t, b, r.Idx), read(t, b, r.Weights)
+}
+
 // TestRouterShapesMatchI8: router=i8t, i8w, i8n and i8g (qgemm_i8 in
 // route_i8w.cu's block shapes) choose the experts qgemm_i8 chooses and give
 // the same weights bit for bit, so the same logits: for 8- and 4-bit
@@ -863,27 +869,8 @@ func TestRouterShapesMatchI8(t *testing.T) {
 						var ids [][]int32
 						var wts [][]float32
 						for _, k := range kernels {
-							b := backends[k]
-							w, err := b.Upload(m)
-							if err != nil {
-								t.Fatal(err)
-							}
-							r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
-								Rows: rows, TopK: K, Normalize: true}
-							p, err := b.Compile([]backend.Op{r})
-							if err != nil {
-								t.Fatal(err)
-							}
-							if got, want := p.(*program).kernelNames()[0][0], qiShapes[k].kernel; got != want {
-								t.Fatalf("kernel %s, want %s", got, want)
-							}
-							if err := p.Run(); err != nil {
-								t.Fatal(err)
-							}
-							if err := b.Sync(); err != nil {
-								t.Fatal(err)
-							}
-							ids, wts = append(ids, readInts(t, b, r.Idx)), append(wts, read(t, b, r.Weights))
+							id, w := runRoute(t, backends[k], m, x, rows, K, qiShapes[k].kernel)
+							ids, wts = append(ids, id), append(wts, w)
 						}
 						for i, k := range kernels[1:] {
 							if !slices.Equal(ids[i+1], ids[0]) {

@@ -16,7 +16,10 @@
 //               multiprocessor: 8 float64 sums a thread
 //   qgemm_i8_g2 qgemm_i8's shape with two groups of 64 columns a stage of
 //               copies, two stages: one pair of barriers for two groups
-// A module of its own, so that route_i8.ptx and its cubin stay as they are.
+// A module of its own, so that route_i8.ptx and its cubin stay as they are;
+// qi_gemm repeats qgemm_i8's body, generalised, until they are measured:
+// then qgemm_i8 becomes qi_gemm's instance of the shape that wins (its
+// cubin made again) and this file goes.
 #define QI_HELPERS_ONLY
 #include "route_i8.cu"
 
