@@ -57,8 +57,9 @@ func allocFor(t *testing.T, c *driver.Context, bytes int64, label string) driver
 // blocks add to and watch as the barrier), and as a kernel a phase letting
 // the next launch at its start, its rows asked of L2 or loaded into
 // registers before its wait. All must give the same
-// bits, within a float64 reference's bound: a barrier that let a block read
-// a vector before every block had written it would show. Then µs a phase.
+// bits, within a float64 reference's bound, before and again after their
+// timed runs: a barrier that let a block read a vector before every block
+// had written it would show. Then µs a phase.
 func TestMeasurePhases(t *testing.T) {
 	c, s, fn := phaseBench(t, "phases")
 	step, stepPre := fn("phase_step"), fn("phase_step_pre")
@@ -199,8 +200,12 @@ func TestMeasurePhases(t *testing.T) {
 		}
 		ref = next
 	}
+	// check runs v once from x0 and holds its result to the reference's
+	// bound and to the first variant's bits (after: the timed runs before
+	// it, each starting where the last ended and advancing the barriers'
+	// words)
 	var first []float32
-	for _, v := range variants {
+	check := func(v variant, after string) {
 		if err := s.CopyToDevice(a, bytesOf(x0)); err != nil {
 			t.Fatal(err)
 		}
@@ -208,14 +213,14 @@ func TestMeasurePhases(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := v.run(); err != nil {
-			t.Fatalf("%s: %v", v.name, err)
+			t.Fatalf("%s%s: %v", v.name, after, err)
 		}
 		got := make([]float32, n)
 		if err := s.CopyToHost(bytesOf(got), a); err != nil { // an even number of phases ends in a
 			t.Fatal(err)
 		}
 		if err := s.Sync(); err != nil {
-			t.Fatalf("%s: %v", v.name, err)
+			t.Fatalf("%s%s: %v", v.name, after, err)
 		}
 		var ss, worst float64
 		for i, r := range ref {
@@ -223,21 +228,25 @@ func TestMeasurePhases(t *testing.T) {
 			worst = max(worst, math.Abs(float64(got[i])-r))
 		}
 		if rms := math.Sqrt(ss / n); !(worst <= 1e-3*rms) {
-			t.Fatalf("%s: after %d phases the worst element is %.3g off the float64 reference, %.3g of its RMS %.3g", v.name, phases, worst, worst/rms, rms)
+			t.Fatalf("%s%s: after %d phases the worst element is %.3g off the float64 reference, %.3g of its RMS %.3g", v.name, after, phases, worst, worst/rms, rms)
 		}
 		if first == nil {
 			first = got
-		} else {
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
-					t.Fatalf("%s: element %d is %v, %v under %s", v.name, i, got[i], first[i], variants[0].name)
-				}
+			return
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("%s%s: element %d is %v, %v under %s", v.name, after, i, got[i], first[i], variants[0].name)
 			}
 		}
+	}
+	for _, v := range variants {
+		check(v, "")
 	}
 	t.Logf("%d phases, %d blocks of 256 threads, %.1f MB read a phase, a matrix of its own (%s)", phases, blocks, float64(n*n)/1e6, c.Device().Name)
 	for _, v := range variants {
 		d := timeLaunches(t, c, s, 20, v.run)
+		check(v, " after its timed runs")
 		us := float64(d.Nanoseconds()) / 1e3 / phases
 		t.Logf("%-38s %7.2f µs a phase, %6.0f GB/s", v.name, us, float64(n*n)/us/1e3)
 	}
