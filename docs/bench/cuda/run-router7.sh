@@ -7,8 +7,9 @@
 # cubin (sass.tgz, ptxas-route_i8w.txt); TestMeasureRouter (router.txt:
 # every shape at 16 to 16384 rows); prefill of 512 / 4K / 16K tokens under
 # the defaults and ROUTERS (default router=i8w and router=i8g) in ROUNDS
-# (default 2) alternating rounds (rounds.tgz); then, while the call has
-# time, Nsight Compute on
+# (default 2) alternating rounds and `petal bench --profile` at 4K under
+# today's defaults (rounds.tgz); then, while the call has time, Nsight
+# Compute on
 # qgemm_i8, qgemm_i8_w and route_select at 4096 rows with the warps' stall
 # reasons (ncu.tgz): what of the router's 126-142 µs a layer is the
 # logits' kernel and what the selection. From the repository root; $CARRY (default devrun/r22):
@@ -36,8 +37,11 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
   done
 done
+timeout 60 $D/petal bench --backend cuda --synthetic qwen3.6-35b-a3b --max-context 5000 \
+  --prompt-lengths 4K --context-lengths 4K --decode-tokens 16 --profile > $O/bench-profile.txt 2>&1
+echo "profile: rc=$?"; grep -A14 "^profile at 4K" $O/bench-profile.txt | cut -c1-110
 (cd $O && tar czf rounds.tgz bench-* && rm -f bench-*)
-echo "rounds: $(( $(date +%s) - start )) s"
+echo "rounds and profile: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt ${NCU_BEFORE:-300} ]; then
   # qgemm_i8 and each shape: 5 splits x 23 launches a row count, 4096 rows the fifth count;
   # route_select follows every router kernel: 5 shapes x 5 + 3 float64 kernels x 6, 23 launches each
