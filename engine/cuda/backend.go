@@ -320,7 +320,7 @@ func (b *Backend) init() error {
 
 // routerFamilies are the modules of the routers that have one of their own
 // (router=i8), loaded only under their option.
-var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8", RouterI8T: "route_i8w", RouterI8W: "route_i8w", RouterI8N: "route_i8w", RouterI8G2: "route_i8w"}
+var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8", RouterI8T: "route_i8w", RouterI8W: "route_i8w", RouterI8N: "route_i8w", RouterI8G2: "route_i8w", RouterI8WG: "route_i8w"}
 
 // familyKernels are the entry points of the modules only some options load
 // (the integer router's, kvshadow=on's), each with its dynamic shared
@@ -330,7 +330,7 @@ var familyKernels = map[string]map[string]int{
 	"norm_bfo": {"add_rmsnorm_bfo": 0, "gated_rmsnorm_bfo": 0},
 	"route_i8": {"qgemm_i8": qiShapes[RouterI8].shared()},
 	"route_i8w": {"qgemm_i8_t": qiShapes[RouterI8T].shared(), "qgemm_i8_w": qiShapes[RouterI8W].shared(), "qgemm_i8_n": qiShapes[RouterI8N].shared(),
-		"qgemm_i8_g2": qiShapes[RouterI8G2].shared()},
+		"qgemm_i8_g2": qiShapes[RouterI8G2].shared(), "qgemm_i8_wg2": qiShapes[RouterI8WG].shared()},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 }
 

@@ -840,7 +840,7 @@ func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int
 	return readInts(t, b, r.Idx), read(t, b, r.Weights)
 }
 
-// TestRouterShapesMatchI8: router=i8t, i8w, i8n and i8g (qgemm_i8 in
+// TestRouterShapesMatchI8: router=i8t, i8w, i8n, i8g and i8wg (qgemm_i8 in
 // route_i8w.cu's block shapes) choose the experts qgemm_i8 chooses and give
 // the same weights bit for bit, so the same logits: for 8- and 4-bit
 // routers at the 35B and small widths, rows off every tile, in one split
@@ -848,7 +848,7 @@ func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int
 // multiprocessor, the weights poisoned first.
 func TestRouterShapesMatchI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
-	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N, RouterI8G2}
+	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N, RouterI8G2, RouterI8WG}
 	backends := map[RouterKernel]*Backend{}
 	for _, k := range kernels {
 		o := DefaultOptions()
@@ -918,7 +918,7 @@ func TestMeasureRouter(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		k    RouterKernel
-	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}, {"qgemm_i8_g2", RouterI8G2}} {
+	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}, {"qgemm_i8_g2", RouterI8G2}, {"qgemm_i8_wg2", RouterI8WG}} {
 		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
 		wi, err := bi.Upload(m)
 		if err != nil {

@@ -500,6 +500,7 @@ var qiShapes = map[RouterKernel]qiShape{
 	RouterI8W:  {"qgemm_i8_w", 32, 256, 512, 4, 1, 3},  // one a multiprocessor
 	RouterI8N:  {"qgemm_i8_n", 32, 64, 256, 1, 1, 3},   // three a multiprocessor, a quarter of the work each
 	RouterI8G2: {"qgemm_i8_g2", 32, 128, 256, 2, 2, 2}, // two groups between a pair of barriers
+	RouterI8WG: {"qgemm_i8_wg2", 32, 256, 512, 4, 2, 2},
 }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits

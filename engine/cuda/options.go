@@ -352,11 +352,14 @@ const (
 	// columns a stage of copies, two stages: one pair of barriers for two
 	// groups, the same bits.
 	RouterI8G2
+	// RouterI8WG (router=i8wg) is RouterI8W's shape with RouterI8G2's
+	// stages.
+	RouterI8WG
 )
 
 // isI8 says whether k is qgemm_i8 in one of its shapes.
 func (k RouterKernel) isI8() bool {
-	return k == RouterI8 || k == RouterI8T || k == RouterI8W || k == RouterI8N || k == RouterI8G2
+	return k == RouterI8 || k == RouterI8T || k == RouterI8W || k == RouterI8N || k == RouterI8G2 || k == RouterI8WG
 }
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
@@ -387,7 +390,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each decode step and prompt chunk of up to 16 tokens as a CUDA graph; longer chunks run their kernels one by one either way, as fast as a replay; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|i8t|i8w|i8n|i8g|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8t, i8w, i8n, i8g: the same in other block shapes (qgemm_i8's through a template, 32 tokens x 256 experts, 32 x 64, qgemm_i8's with two groups of columns between a pair of barriers), the same bits, not yet measured; float64 on the tensor cores; or the float32 kernels; default i8), ` +
+	`router=i8|i8t|i8w|i8n|i8g|i8wg|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8t, i8w, i8n, i8g, i8wg: the same in other block shapes (qgemm_i8's through a template, 32 tokens x 256 experts, 32 x 64, qgemm_i8's with two groups of columns between a pair of barriers, and i8w's shape with i8g's stages), the same bits, not yet measured; float64 on the tensor cores; or the float32 kernels; default i8), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +
@@ -458,8 +461,10 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 				o.Router = RouterI8N
 			case "i8g":
 				o.Router = RouterI8G2
+			case "i8wg":
+				o.Router = RouterI8WG
 			default:
-				err = fmt.Errorf("cuda: router=%q: want i8, i8t, i8w, i8n, i8g, f64 or plain", kv.Value)
+				err = fmt.Errorf("cuda: router=%q: want i8, i8t, i8w, i8n, i8g, i8wg, f64 or plain", kv.Value)
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")

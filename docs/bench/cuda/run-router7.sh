@@ -1,6 +1,6 @@
 #!/bin/bash
 # run-router7.sh: qgemm_i8 in route_i8w.cu's block shapes (router=i8t, i8w,
-# i8n, i8g) on their first run, and today's defaults on their cubins:
+# i8n, i8g, i8wg) on their first run, and today's defaults on their cubins:
 # TestDefaultsHaveCubins, conformance under the defaults,
 # TestRouterShapesMatchI8 and TestRouterTensorCoresMatchReference
 # (tests.txt); the oracle under the defaults (oracle.txt); route_i8w's
@@ -44,8 +44,8 @@ echo "profile: rc=$?"; grep -A14 "^profile at 4K" $O/bench-profile.txt | cut -c1
 echo "rounds and profile: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt ${NCU_BEFORE:-300} ]; then
   # qgemm_i8 and each shape: 5 splits x 23 launches a row count, 4096 rows the fifth count;
-  # route_select follows every router kernel: 5 shapes x 5 + 3 float64 kernels x 6, 23 launches each
-  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter route_select:3959:TestMeasureRouter" \
+  # route_select follows every router kernel: 6 shapes x 5 + 3 float64 kernels x 6, 23 launches each
+  NCU="qgemm_i8:463:TestMeasureRouter qgemm_i8_w:463:TestMeasureRouter route_select:4419:TestMeasureRouter" \
     STALLS=1 NTIME=60 CARRY=${CARRY:-devrun/r22} \
     bash docs/bench/cuda/run-ncu2.sh 2>&1 | grep -v '^unpack' | head -60
 fi

@@ -1,5 +1,5 @@
 // route_i8w.cu: qgemm_i8 (route_i8.cu) in other block shapes, for
-// router=i8t|i8w|i8n|i8g: the same arithmetic for every logit (each group's
+// router=i8t|i8w|i8n|i8g|i8wg: the same arithmetic for every logit (each group's
 // exact int32 sums, the same float64 terms added in the same order of
 // groups), so the same bits, with more or fewer float64 sums a thread and
 // x split into its parts once for more or fewer weight rows. qgemm_i8
@@ -16,6 +16,7 @@
 //               multiprocessor: 8 float64 sums a thread
 //   qgemm_i8_g2 qgemm_i8's shape with two groups of 64 columns a stage of
 //               copies, two stages: one pair of barriers for two groups
+//   qgemm_i8_wg2  qgemm_i8_w with qgemm_i8_g2's stages
 // A module of its own, so that route_i8.ptx and its cubin stay as they are;
 // qi_gemm repeats qgemm_i8's body, generalised, until they are measured:
 // then qgemm_i8 becomes qi_gemm's instance of the shape that wins (its
@@ -238,3 +239,4 @@ QI_KERNEL(qgemm_i8_t, 256, 2, 2, 4, 4)
 QI_KERNEL(qgemm_i8_w, 512, 1, 2, 8, 4)
 QI_KERNEL(qgemm_i8_n, 256, 3, 2, 4, 2)
 QI_KERNEL(qgemm_i8_g2, 256, 2, 2, 4, 4, 2, 2)
+QI_KERNEL(qgemm_i8_wg2, 512, 1, 2, 8, 4, 2, 2)
