@@ -72,7 +72,7 @@ func noticeFamilies(o Options) []string {
 	if o.GDNCluster {
 		fams = append(fams, "gdn_cl")
 	}
-	if fam, ok := routerFamilies[o.Router]; ok {
+	if fam, ok := routerFamily(o.Router); ok {
 		fams = append(fams, fam)
 	}
 	if o.MoEFit {
@@ -186,7 +186,7 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
-	if fam, ok := routerFamilies[b.o.Router]; ok {
+	if fam, ok := routerFamily(b.o.Router); ok {
 		if err := b.loadFamilyKernels(fam); err != nil {
 			return err
 		}
@@ -318,20 +318,32 @@ func (b *Backend) init() error {
 	return b.s.Sync()
 }
 
-// routerFamilies are the modules of the routers that have one of their own
-// (router=i8), loaded only under their option.
-var routerFamilies = map[RouterKernel]string{RouterI8: "route_i8", RouterI8T: "route_i8w", RouterI8W: "route_i8w", RouterI8N: "route_i8w", RouterI8G2: "route_i8w", RouterI8WG: "route_i8w"}
+// routerFamily is the module of router k where it has one of its own
+// (qgemm_i8's shapes), loaded only under its option.
+func routerFamily(k RouterKernel) (string, bool) {
+	sh, ok := qiShapes[k]
+	return sh.family, ok
+}
 
 // familyKernels are the entry points of the modules only some options load
 // (the integer router's, kvshadow=on's), each with its dynamic shared
 // memory, into the backend's table of functions.
-var familyKernels = map[string]map[string]int{
-	"norm_bf":  {"add_rmsnorm_bf": 0, "gated_rmsnorm_bf": 0},
-	"norm_bfo": {"add_rmsnorm_bfo": 0, "gated_rmsnorm_bfo": 0},
-	"route_i8": {"qgemm_i8": qiShapes[RouterI8].shared()},
-	"route_i8w": {"qgemm_i8_t": qiShapes[RouterI8T].shared(), "qgemm_i8_w": qiShapes[RouterI8W].shared(), "qgemm_i8_n": qiShapes[RouterI8N].shared(),
-		"qgemm_i8_g2": qiShapes[RouterI8G2].shared(), "qgemm_i8_wg2": qiShapes[RouterI8WG].shared()},
+var familyKernels = withRouterKernels(map[string]map[string]int{
+	"norm_bf":     {"add_rmsnorm_bf": 0, "gated_rmsnorm_bf": 0},
+	"norm_bfo":    {"add_rmsnorm_bfo": 0, "gated_rmsnorm_bfo": 0},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
+})
+
+// withRouterKernels is fams with qgemm_i8's shapes' kernels added to their
+// modules.
+func withRouterKernels(fams map[string]map[string]int) map[string]map[string]int {
+	for _, sh := range qiShapes {
+		if fams[sh.family] == nil {
+			fams[sh.family] = map[string]int{}
+		}
+		fams[sh.family][sh.kernel] = sh.shared()
+	}
+	return fams
 }
 
 // addModule loads a module with load, keeps it for Close and hands it to

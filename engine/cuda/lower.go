@@ -400,7 +400,7 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64
 	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
 	switch {
-	case exact && b.o.Router.isI8():
+	case exact && b.o.Router.integer():
 		// exact integer products of x's 8-bit parts, float64 sums
 		sh := qiShapes[b.o.Router]
 		tiles := ceil(E, sh.rows) * ceil(rows, sh.tokens)
@@ -475,11 +475,11 @@ const qfWideShared = 2 * 64 * 68 * 8
 // rule was from a third, 1024 rows: 512 rows took 51 us against 50.)
 var routerWide = func(tiles64, sms int) bool { return 6*tiles64 >= sms }
 
-// qiShape is a shape of qgemm_i8's block (route_i8.cu, route_i8w.cu): its
-// kernel, tokens and weight rows, threads, and what a block counts for in
-// routerSplits (a qgemm_f64 block, four a multiprocessor, counts 1).
+// qiShape is a shape of qgemm_i8's block: its module and kernel, tokens
+// and weight rows, threads, and what a block counts for in routerSplits (a
+// qgemm_f64 block, four a multiprocessor, counts 1).
 type qiShape struct {
-	kernel                        string
+	family, kernel                string
 	tokens, rows, threads, weight int
 	groups, stages                int // groups of 64 columns a stage of copies, stages
 }
@@ -491,16 +491,17 @@ func (s qiShape) shared() int {
 	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(4*s.tokens*80+s.tokens*16+s.rows*16)
 }
 
-// qiShapes are qgemm_i8's shapes by router: its own (QI_BM tokens x QI_BN
-// rows, two blocks a multiprocessor, so twice a qgemm_f64 block) and
-// route_i8w.cu's.
+// qiShapes are qgemm_i8's shapes by router, the one list of them (the
+// routers that have a module of their own, its kernels, router='s
+// integer forms): its own (QI_BM tokens x QI_BN rows, two blocks a
+// multiprocessor, so twice a qgemm_f64 block) and route_i8w.cu's.
 var qiShapes = map[RouterKernel]qiShape{
-	RouterI8:   {"qgemm_i8", 32, 128, 256, 2, 1, 3},
-	RouterI8T:  {"qgemm_i8_t", 32, 128, 256, 2, 1, 3},
-	RouterI8W:  {"qgemm_i8_w", 32, 256, 512, 4, 1, 3},  // one a multiprocessor
-	RouterI8N:  {"qgemm_i8_n", 32, 64, 256, 1, 1, 3},   // three a multiprocessor, a quarter of the work each
-	RouterI8G2: {"qgemm_i8_g2", 32, 128, 256, 2, 2, 2}, // two groups between a pair of barriers
-	RouterI8WG: {"qgemm_i8_wg2", 32, 256, 512, 4, 2, 2},
+	RouterI8:   {"route_i8", "qgemm_i8", 32, 128, 256, 2, 1, 3},
+	RouterI8T:  {"route_i8w", "qgemm_i8_t", 32, 128, 256, 2, 1, 3},
+	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3},  // one a multiprocessor
+	RouterI8N:  {"route_i8w", "qgemm_i8_n", 32, 64, 256, 1, 1, 3},   // three a multiprocessor, a quarter of the work each
+	RouterI8G2: {"route_i8w", "qgemm_i8_g2", 32, 128, 256, 2, 2, 2}, // two groups between a pair of barriers
+	RouterI8WG: {"route_i8w", "qgemm_i8_wg2", 32, 256, 512, 4, 2, 2},
 }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits

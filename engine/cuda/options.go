@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"petal/engine/backend"
 )
@@ -357,9 +358,29 @@ const (
 	RouterI8WG
 )
 
-// isI8 says whether k is qgemm_i8 in one of its shapes.
-func (k RouterKernel) isI8() bool {
-	return k == RouterI8 || k == RouterI8T || k == RouterI8W || k == RouterI8N || k == RouterI8G2 || k == RouterI8WG
+// integer says whether k is qgemm_i8 in one of its shapes (qiShapes).
+func (k RouterKernel) integer() bool {
+	_, ok := qiShapes[k]
+	return ok
+}
+
+// routerValues are router='s values, in the order its error names them.
+var routerValues = []struct {
+	name string
+	k    RouterKernel
+}{{"i8", RouterI8}, {"i8t", RouterI8T}, {"i8w", RouterI8W}, {"i8n", RouterI8N}, {"i8g", RouterI8G2}, {"i8wg", RouterI8WG},
+	{"f64", RouterF64}, {"plain", RouterPlain}}
+
+// parseRouter is router=value's kernel.
+func parseRouter(value string) (RouterKernel, error) {
+	names := make([]string, len(routerValues))
+	for i, v := range routerValues {
+		if v.name == value {
+			return v.k, nil
+		}
+		names[i] = v.name
+	}
+	return 0, fmt.Errorf("cuda: router=%q: want %s or %s", value, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // MoEKernel chooses the kernel of prefill's grouped MoE GEMMs at a few rows
@@ -446,25 +467,9 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "verbose":
 			o.Verbose, err = kv.On("cuda")
 		case "router":
-			switch kv.Value {
-			case "f64":
-				o.Router = RouterF64
-			case "plain":
-				o.Router = RouterPlain
-			case "i8":
-				o.Router = RouterI8
-			case "i8t":
-				o.Router = RouterI8T
-			case "i8w":
-				o.Router = RouterI8W
-			case "i8n":
-				o.Router = RouterI8N
-			case "i8g":
-				o.Router = RouterI8G2
-			case "i8wg":
-				o.Router = RouterI8WG
-			default:
-				err = fmt.Errorf("cuda: router=%q: want i8, i8t, i8w, i8n, i8g, i8wg, f64 or plain", kv.Value)
+			var k RouterKernel
+			if k, err = parseRouter(kv.Value); err == nil {
+				o.Router = k
 			}
 		case "norms":
 			o.FusedNorms, err = kv.Is("cuda", "fused", "apart")
