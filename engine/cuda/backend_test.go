@@ -813,6 +813,18 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
+// integerRouters are qgemm_i8's shapes in router='s order, qgemm_i8's own
+// first.
+func integerRouters() []RouterKernel {
+	var ks []RouterKernel
+	for _, v := range routerValues {
+		if v.k.integer() {
+			ks = append(ks, v.k)
+		}
+	}
+	return ks
+}
+
 // runRoute runs the Route of rows of x by the router m, top-k normalised,
 // on b, its weights poisoned first, and returns its expert ids and
 // weights; the program's first kernel must be kernel.
@@ -848,7 +860,7 @@ func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int
 // multiprocessor, the weights poisoned first.
 func TestRouterShapesMatchI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
-	kernels := []RouterKernel{RouterI8, RouterI8T, RouterI8W, RouterI8N, RouterI8G2, RouterI8WG}
+	kernels := integerRouters() // qgemm_i8 first
 	backends := map[RouterKernel]*Backend{}
 	for _, k := range kernels {
 		o := DefaultOptions()
@@ -915,16 +927,13 @@ func TestMeasureRouter(t *testing.T) {
 		w    backend.Matrix
 	}
 	var i8s []i8Backend // qgemm_i8's shapes, in the order their launches come (ncu's --launch-skip)
-	for _, c := range []struct {
-		name string
-		k    RouterKernel
-	}{{"qgemm_i8", RouterI8}, {"qgemm_i8_t", RouterI8T}, {"qgemm_i8_w", RouterI8W}, {"qgemm_i8_n", RouterI8N}, {"qgemm_i8_g2", RouterI8G2}, {"qgemm_i8_wg2", RouterI8WG}} {
-		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = c.k; return o }())
+	for _, k := range integerRouters() {
+		bi := testBackend(t, func() Options { o := DefaultOptions(); o.Router = k; return o }())
 		wi, err := bi.Upload(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		i8s = append(i8s, i8Backend{c.name, bi, wi})
+		i8s = append(i8s, i8Backend{qiShapes[k].kernel, bi, wi})
 	}
 	for _, rows := range []int{16, 64, 512, 1024, 4096, 16384} {
 		x := floats(b, randoms(rng, rows*C, 1))
