@@ -151,6 +151,39 @@ struct __attribute__((aligned(8))) U32x2 {
 #define GEMM_RA_LATE_LOAD 4
 #endif
 
+// GEMM_RA_STAGED_OUT: the register-A tiles' bf16 outputs (gate/up's
+// SwiGLU, the down GEMM's bf16 expert outputs) written through shared
+// memory: each warp's accumulators stored transposed with stmatrix into a
+// padded [X row][output] tile in the stages' memory, then copied out in
+// 16-byte stores, a block's row of outputs contiguous. Otherwise each
+// output is its own 2-byte store with its own 64-bit address: in
+// gemm_downbf_w160rw's machine code 80 stores and about 710 instructions a
+// thread, against about 1,760 for the down GEMM's eight k-tiles. The same
+// values, the same roundings: the same bits.
+#ifndef GEMM_RA_STAGED_OUT
+#define GEMM_RA_STAGED_OUT 0
+#endif
+
+// stsm_x4_trans and stsm_x2_trans store four or two 8x8 bf16 matrices of
+// mma accumulator fragments (lane g·4 + c: row g, columns 2c, 2c+1, the low
+// half the lower column) transposed: row i of matrix m at the address lane
+// 8m + i gives, so that it holds column i of the fragment's matrix.
+static __device__ __forceinline__ void stsm_x4_trans(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b),
+               "r"(c), "r"(d)
+               : "memory");
+}
+static __device__ __forceinline__ void stsm_x2_trans(u32 addr, u32 a, u32 b) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+static __device__ __forceinline__ void ld_shared_v4(u32 addr, u32* v) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+}
+static __device__ __forceinline__ void st_global_v4(void* p, const u32* v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
 // Branched and Predicated name gemm_tile's two forms of a k-tile's copies
 // past the last k-tile: branched around, or each predicated (load, below).
 struct Branched {
@@ -558,7 +591,59 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   }
   cp_wait<0>();
   const int g = lane >> 2, c = lane & 3;
-  if constexpr (RA) {
+  constexpr bool STAGED_OUT = GEMM_RA_STAGED_OUT && RA && (MODE == MODE_GATEUP || MODE == MODE_DOWN_BF);
+  if constexpr (STAGED_OUT) {
+    // The tile's outputs as bf16 [BM X rows][OUT outputs] at the stages'
+    // start, rows PITCH bytes apart (16 more than a row: a matrix's eight
+    // rows in distinct banks); gate/up has 64 outputs a tile (weight rows
+    // g and g+8 of a warp are one output's gate and up), down 128.
+    constexpr int OUT = MODE == MODE_GATEUP ? 64 : 128, PITCH = OUT * 2 + 16;
+    static_assert(BM * PITCH <= S * STAGE, "the staged outputs fit the stages");
+    static_assert(BM % 16 == 0, "stmatrix: X rows in pairs of 8-row matrices");
+    __syncthreads();  // every warpgroup's products done reading the stages
+    const int mat = lane >> 3, q = lane & 7;
+    if constexpr (MODE == MODE_GATEUP) {
+      // j's 8 x 8 matrix: outputs 8·warp + g (gate/up's 64: warpgroup
+      // warp / 4 holds 32·(warp / 4) + 8·(warp % 4) .. +8) by X rows 8j ..
+      const u32 col = (u32)(32 * (warp >> 2) + 8 * (warp & 3)) * 2;
+      auto swiglu = [&](int j) __attribute__((always_inline)) {
+        float h[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const float gt = wacc[0][4 * j + e], up = wacc[0][4 * j + 2 + e];
+          h[e] = gt / (1.f + gexp(-gt)) * up;
+        }
+        return pack_bf16x2(h[0], h[1]);
+      };
+      // two matrices a store: four at once (x4) spilled at 128 registers
+#pragma unroll
+      for (int j = 0; j < BM / 8; j += 2)
+        stsm_x2_trans(sbase + (u32)(8 * (j + (mat & 1)) + q) * PITCH + col, swiglu(j), swiglu(j + 1));
+    } else {
+      // matrices (j, rows 0-7), (j, rows 8-15), (j+1, ..), (j+1, ..) of the
+      // warp's 16 weight rows 64·(warp / 4) + 16·(warp % 4) .. by X rows
+      const u32 col = (u32)(64 * (warp >> 2) + 16 * (warp & 3) + 8 * (mat & 1)) * 2;
+#pragma unroll
+      for (int j = 0; j < BM / 8; j += 2)
+        stsm_x4_trans(sbase + (u32)(8 * (j + (mat >> 1)) + q) * PITCH + col,
+                      pack_bf16x2(wacc[0][4 * j], wacc[0][4 * j + 1]), pack_bf16x2(wacc[0][4 * j + 2], wacc[0][4 * j + 3]),
+                      pack_bf16x2(wacc[0][4 * j + 4], wacc[0][4 * j + 5]),
+                      pack_bf16x2(wacc[0][4 * j + 6], wacc[0][4 * j + 7]));
+    }
+    __syncthreads();
+    // 16 bytes a thread: eight outputs of a row, a row's OUT / 8 chunks
+    // taken by consecutive threads
+    constexpr int CH = OUT / 8;
+#pragma unroll
+    for (int k = 0; k < (BM * CH + NTHREADS - 1) / NTHREADS; k++) {
+      const int i = tid + k * NTHREADS, row = i / CH, ch = i % CH, r = r0 + row, n = n0 + 8 * ch;
+      if (i < BM * CH && r < rend && n < N) {
+        u32 v[4];
+        ld_shared_v4(sbase + (u32)row * PITCH + ch * 16, v);
+        st_global_v4((u16*)Y + (long long)r * N + n, v);
+      }
+    }
+  } else if constexpr (RA) {
     // wacc[0][4j + i]: weight row 64·(warp / 4) + 16·(warp % 4) + g (+8
     // for i >= 2) of the tile, X row 8j + 2c + (i & 1); gate/up, rows g and
     // g+8 are the gate and the up row of output n0 + 32·(warp / 4) +
@@ -777,9 +862,6 @@ extern "C" __global__ void __launch_bounds__(256)
 #define RQ_STAGE(BM) (RQ_CODES + RQ_SBS + (BM) * RQ_XROW)
 #define RQ_SHARED(BM) (RQ_STAGES * RQ_STAGE(BM))
 
-static __device__ __forceinline__ void ld_shared_v4(u32 addr, u32* v) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
-}
 static __device__ __forceinline__ void ld_shared_v2(u32 addr, u32& a, u32& b) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(addr));
 }
