@@ -80,7 +80,7 @@ func TestParseOptions(t *testing.T) {
 	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
-	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8} {
+	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8, "i8w": RouterI8W, "i8wg": RouterI8WG} {
 		if o, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err != nil || o.Router != want {
 			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
 		}
@@ -852,8 +852,8 @@ func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int
 	return readInts(t, b, r.Idx), read(t, b, r.Weights)
 }
 
-// TestRouterShapesMatchI8: router=i8t, i8w, i8n, i8g and i8wg (qgemm_i8 in
-// route_i8w.cu's block shapes) choose the experts qgemm_i8 chooses and give
+// TestRouterShapesMatchI8: router=i8w and i8wg (qgemm_i8 in route_i8w.cu's
+// block shapes) choose the experts qgemm_i8 chooses and give
 // the same weights bit for bit, so the same logits: for 8- and 4-bit
 // routers at the 35B and small widths, rows off every tile, in one split
 // of the columns and in as many as routerSplits makes at 8 blocks a

@@ -497,10 +497,7 @@ func (s qiShape) shared() int {
 // multiprocessor, so twice a qgemm_f64 block) and route_i8w.cu's.
 var qiShapes = map[RouterKernel]qiShape{
 	RouterI8:   {"route_i8", "qgemm_i8", 32, 128, 256, 2, 1, 3},
-	RouterI8T:  {"route_i8w", "qgemm_i8_t", 32, 128, 256, 2, 1, 3},
-	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3},  // one a multiprocessor
-	RouterI8N:  {"route_i8w", "qgemm_i8_n", 32, 64, 256, 1, 1, 3},   // three a multiprocessor, a quarter of the work each
-	RouterI8G2: {"route_i8w", "qgemm_i8_g2", 32, 128, 256, 2, 2, 2}, // two groups between a pair of barriers
+	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3}, // one a multiprocessor
 	RouterI8WG: {"route_i8w", "qgemm_i8_wg2", 32, 256, 512, 4, 2, 2},
 }
 

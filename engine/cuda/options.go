@@ -188,8 +188,9 @@ type Options struct {
 	// tokens 12.3 ms against 14.2 unsplit on an H100 (2026-12-06-report6).
 	SplitK, SplitKGroups bool
 	// Router is the kernel of the router's logits of several tokens
-	// (prefill): RouterI8 (the default), exact integer products of x's
-	// 8-bit parts and float64 sums (route_i8.cu's qgemm_i8); RouterF64,
+	// (prefill): RouterI8WG (the default), RouterI8W and RouterI8, exact
+	// integer products of x's 8-bit parts and float64 sums (route_i8w.cu's
+	// qgemm_i8_wg2 and qgemm_i8_w, route_i8.cu's qgemm_i8); RouterF64,
 	// float64 on the tensor cores (ops.cu's qgemm_f64: every product
 	// exact, float64 sums); RouterPlain, the float32 kernels qgemm and
 	// qgemm_s.
@@ -333,28 +334,22 @@ type RouterKernel int
 const (
 	RouterF64 RouterKernel = iota
 	RouterPlain
-	// RouterI8 (the default) is route_i8.cu's qgemm_i8: the integer tensor
-	// cores on x in four 8-bit parts a group of 64 columns, exact int32
-	// products, float64 sums (as exact as qgemm_f64): at 4096 rows 142
-	// against qgemm_f64_h's 173 µs in one run on an H100, 126 in its
-	// second form a later call; prefill 1-3 % faster against router=f64 in
-	// the same runs (2026-12-06-deltacl1, -routeri8).
+	// RouterI8 is route_i8.cu's qgemm_i8: the integer tensor cores on x in
+	// four 8-bit parts a group of 64 columns, exact int32 products, float64
+	// sums (as exact as qgemm_f64): at 4096 rows 142 against qgemm_f64_h's
+	// 173 µs in one run on an H100, 126-128 in its second form; prefill 1-3
+	// % faster against router=f64 in the same runs (2026-12-06-deltacl1,
+	// -routeri8).
 	RouterI8
-	// RouterI8T, RouterI8W and RouterI8N are qgemm_i8 in other block
-	// shapes (route_i8w.cu, router=i8t|i8w|i8n): its shape through the
-	// template the others share; 32 tokens x 256 rows in 16 warps, x split
-	// once for every expert; 32 x 64 in 8 warps of 16 x 16, three blocks a
-	// multiprocessor. The same bits as qgemm_i8 (TestRouterShapesMatchI8).
-	// Written, not yet run on a GPU.
-	RouterI8T
+	// RouterI8W (router=i8w) is qgemm_i8 in blocks of 32 tokens x 256
+	// rows, 16 warps (route_i8w.cu's qgemm_i8_w): x split once for every
+	// expert. RouterI8WG (router=i8wg, the default) is that shape with two
+	// groups of 64 columns a stage of copies, one pair of barriers for
+	// both: at 4096 rows 115 µs against qgemm_i8_w's 117 and qgemm_i8's
+	// 128 on an H100, prefill at 4K and 16K 0.3-1 % faster than router=i8
+	// in three alternating rounds (2026-12-07-router7, -stout2). The same
+	// bits as qgemm_i8 (TestRouterShapesMatchI8).
 	RouterI8W
-	RouterI8N
-	// RouterI8G2 (router=i8g) is qgemm_i8's shape with two groups of 64
-	// columns a stage of copies, two stages: one pair of barriers for two
-	// groups, the same bits.
-	RouterI8G2
-	// RouterI8WG (router=i8wg) is RouterI8W's shape with RouterI8G2's
-	// stages.
 	RouterI8WG
 )
 
@@ -368,11 +363,15 @@ func (k RouterKernel) integer() bool {
 var routerValues = []struct {
 	name string
 	k    RouterKernel
-}{{"i8", RouterI8}, {"i8t", RouterI8T}, {"i8w", RouterI8W}, {"i8n", RouterI8N}, {"i8g", RouterI8G2}, {"i8wg", RouterI8WG},
+}{{"i8", RouterI8}, {"i8w", RouterI8W}, {"i8wg", RouterI8WG},
 	{"f64", RouterF64}, {"plain", RouterPlain}}
 
 // parseRouter is router=value's kernel.
 func parseRouter(value string) (RouterKernel, error) {
+	if value == "i8t" || value == "i8n" || value == "i8g" {
+		return 0, fmt.Errorf("cuda: router=%s was removed after measurement: no faster than router=i8 on an H100, "+
+			"router=i8wg (the default) and i8w 8-10 %% faster (docs/bench/cuda, router7)", value)
+	}
 	names := make([]string, len(routerValues))
 	for i, v := range routerValues {
 		if v.name == value {
@@ -404,14 +403,14 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, NormBF16MoE: true, NormF32Lean: true, MoEYsBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8WG, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, NormBF16MoE: true, NormF32Lean: true, MoEYsBF16: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each decode step and prompt chunk of up to 16 tokens as a CUDA graph; longer chunks run their kernels one by one either way, as fast as a replay; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|i8t|i8w|i8n|i8g|i8wg|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64, 142 against f64's 173 µs at 4096 rows in one run on an H100 (126 in its second form); i8t, i8w, i8n, i8g, i8wg: the same in other block shapes (qgemm_i8's through a template, 32 tokens x 256 experts, 32 x 64, qgemm_i8's with two groups of columns between a pair of barriers, and i8w's shape with i8g's stages), the same bits, not yet measured; float64 on the tensor cores; or the float32 kernels; default i8), ` +
+	`router=i8|i8w|i8wg|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64: i8wg in blocks of 32 tokens by all 256 experts with two groups of columns a stage, 115 µs at 4096 rows on an H100 against i8w's (one group a stage) 117, i8's (32 by 128) 128 and f64's 173, the same bits; float64 on the tensor cores; or the float32 kernels; default i8wg), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +

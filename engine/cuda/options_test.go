@@ -52,8 +52,13 @@ func TestParseOptionsChoices(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "delta", Value: "cluster"}}); err == nil {
 		t.Errorf("delta=cluster: took %+v, want an error (removed after measurement)", o)
 	}
-	if d := DefaultOptions(); d.Router != RouterI8 || !d.MoEFit || d.MoEFitAll || !d.MoEFitWidth {
-		t.Errorf("defaults: router %v, moefit %v, all %v, width %v; want router=i8, moefit=width", d.Router, d.MoEFit, d.MoEFitAll, d.MoEFitWidth)
+	for _, v := range []string{"i8t", "i8n", "i8g"} {
+		if _, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err == nil || !strings.Contains(err.Error(), "removed after measurement") {
+			t.Errorf("router=%s: %v, want an error saying it was removed", v, err)
+		}
+	}
+	if d := DefaultOptions(); d.Router != RouterI8WG || !d.MoEFit || d.MoEFitAll || !d.MoEFitWidth {
+		t.Errorf("defaults: router %v, moefit %v, all %v, width %v; want router=i8wg, moefit=width", d.Router, d.MoEFit, d.MoEFitAll, d.MoEFitWidth)
 	}
 	for v, want := range map[string][2]bool{"on": {true, false}, "true": {true, false}, "moe": {true, true}, "off": {false, false}, "0": {false, false}} {
 		if o, err := ParseOptions([]backend.Option{{Key: "normbf", Value: v}}); err != nil || [2]bool{o.NormBF16, o.NormBF16MoE} != want {
