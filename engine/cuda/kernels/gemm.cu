@@ -187,6 +187,16 @@ static __device__ __forceinline__ void st_global_v4(void* p, const u32* v) {
                : "memory");
 }
 
+// GEMM_RA_LEAN_OUT: the register-A tiles' float32 outputs (dense, and the
+// down GEMM's float32 expert outputs) stored through two pointers stepped
+// 8 rows at a time, each row checked against the tile's last by one
+// comparison, where each store had its own 64-bit row times N (about 18
+// instructions a pair of stores in gemm_dense_w160rw's machine code). The
+// same stores.
+#ifndef GEMM_RA_LEAN_OUT
+#define GEMM_RA_LEAN_OUT 0
+#endif
+
 // Branched and Predicated name gemm_tile's two forms of a k-tile's copies
 // past the last k-tile: branched around, or each predicated (load, below).
 struct Branched {
@@ -645,6 +655,28 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         ld_shared_v4(sbase + (u32)row * PITCH + ch * 16, v);
         st_global_v4((u16*)Y + (long long)r * N + n, v);
       }
+    }
+  } else if constexpr (GEMM_RA_LEAN_OUT && RA && (MODE == MODE_DENSE || MODE == MODE_DOWN)) {
+    // wacc[0][4j + i] as below; this thread's outputs are rows 8j + 2c
+    // (i even) and 8j + 2c + 1 (i odd) of the tile, columns wrow and
+    // wrow + 8: two pointers stepped 8 rows a j
+    const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;
+    const bool in0 = n0 + wrow < N, in1 = n0 + wrow + 8 < N;
+    const int live = rend - r0 - 2 * c;  // this thread's rows 8j + e that exist: 8j + e < live
+    float* ya = (float*)Y + (long long)(r0 + 2 * c) * N + n0 + wrow;
+    float* yb = ya + N;
+    const long long n8 = 8LL * N;
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++) {
+      if (8 * j < live) {
+        if (in0) ya[0] = wacc[0][4 * j];
+        if (in1) ya[8] = wacc[0][4 * j + 2];
+      }
+      if (8 * j + 1 < live) {
+        if (in0) yb[0] = wacc[0][4 * j + 1];
+        if (in1) yb[8] = wacc[0][4 * j + 3];
+      }
+      ya += n8, yb += n8;
     }
   } else if constexpr (RA) {
     // wacc[0][4j + i]: weight row 64·(warp / 4) + 16·(warp % 4) + g (+8
