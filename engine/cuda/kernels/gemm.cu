@@ -161,8 +161,8 @@ struct __attribute__((aligned(8))) U32x2 {
 // thread, against about 1,760 for the down GEMM's eight k-tiles. The same
 // values, the same roundings: the same bits. On an H100 the down GEMM with
 // bf16 outputs at 4096 tokens took 189.7 µs against 227.1, gate/up 353.7
-// against 366.0; prefill at 4K and 16K 0.6-2.1 % faster in five rounds of
-// five (docs/bench/cuda, stout1 and stout2).
+// against 366.0; prefill at 4K 0.3-2.1 % faster in five alternating
+// rounds, at 16K -0.04 to +1.8 % (docs/bench/cuda, stout1 and stout2).
 #ifndef GEMM_RA_STAGED_OUT
 #define GEMM_RA_STAGED_OUT 1
 #endif
