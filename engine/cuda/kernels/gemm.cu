@@ -294,10 +294,10 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   constexpr int NWG = NTHREADS / 128, WS = RA ? 1 : WG ? BM / 64 / NWG : 1;
   static_assert(WG != 1, "WG = 1 (each k-tile's products waited for, w128) was measured slower than 2 and removed");
   static_assert(!WG || RA || (NTHREADS % 128 == 0 && BM % (64 * NWG) == 0 && BN == 128), "wgmma: whole warpgroups, 64-row slabs, 128 weight rows");
-  static_assert(!RA || (NTHREADS == 256 && (BM == 16 || BM == 32 || BM == 64 || BM == 80 || BM == 96 || BM == 112 || BM == 128 || BM == 144 ||
-                                          BM == 160 || BM == 256) &&
-                                         BN == 128),
-                "register-A wgmma: two warpgroups, 128 weight rows, 16 to 256 X rows");
+  static_assert(!RA || (NTHREADS == 2 * BN && (BN == 128 || BN == 256) &&
+                         (BM == 16 || BM == 32 || BM == 64 || BM == 80 || BM == 96 || BM == 112 || BM == 128 || BM == 144 ||
+                          BM == 160 || BM == 256)),
+                "register-A wgmma: a warpgroup each 64 weight rows, 128 or 256 a tile, 16 to 256 X rows");
   extern __shared__ __attribute__((aligned(128))) unsigned char gsm[];
   const u32 sbase = smem_u32(gsm);
   // the descriptors assume the swizzle's alignment (the dynamic shared
@@ -608,9 +608,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   if constexpr (STAGED_OUT) {
     // The tile's outputs as bf16 [BM X rows][OUT outputs] at the stages'
     // start, rows PITCH bytes apart (16 more than a row: a matrix's eight
-    // rows in distinct banks); gate/up has 64 outputs a tile (weight rows
-    // g and g+8 of a warp are one output's gate and up), down 128.
-    constexpr int OUT = MODE == MODE_GATEUP ? 64 : 128, PITCH = OUT * 2 + 16;
+    // rows in distinct banks); gate/up has BN / 2 outputs a tile (weight
+    // rows g and g+8 of a warp are one output's gate and up), down BN.
+    constexpr int OUT = MODE == MODE_GATEUP ? BN / 2 : BN, PITCH = OUT * 2 + 16;
     static_assert(BM * PITCH <= S * STAGE, "the staged outputs fit the stages");
     static_assert(BM % 16 == 0, "stmatrix: X rows in pairs of 8-row matrices");
     __syncthreads();  // every warpgroup's products done reading the stages

@@ -15,15 +15,16 @@
 
 // fitw_tile runs MODE's tile of block (bx, tile t) at the width its live
 // rows need: w160rp's shape (two warpgroups of 64 weight rows, four stages,
-// k-tiles not drained) against 64 to 160 X rows.
-template <int MODE>
+// k-tiles not drained) against 64 to 160 X rows; gemm_fit4.cu's, BN weight
+// rows in WN warpgroups of 64 and S stages.
+template <int MODE, int BN = 128, int WN = 2, int S = 4>
 static __device__ __forceinline__ void fitw_tile(const u16* X, const int* rowTok, const u32* W, const u32* SB,
                                                  const u32* W2, const u32* SB2, void* Y, int N, int K,
                                                  const int* tiles, const int* offsets, const int* ntiles) {
   const int t = G_BID_Y();
   if (t >= ntiles[0]) return;
   const int live = offsets[tiles[2 * t] + 1] - tiles[2 * t + 1], bx = PETAL_BID_X();
-#define FITW(BM) gemm_tile<BM, 128, 4, 2, 4, MODE, 4>(X, rowTok, W, SB, W2, SB2, Y, 0, N, K, tiles, offsets, ntiles, bx)
+#define FITW(BM) gemm_tile<BM, BN, 4, WN, S, MODE, 4>(X, rowTok, W, SB, W2, SB2, Y, 0, N, K, tiles, offsets, ntiles, bx)
   if (live <= 64)
     FITW(64);
   else if (live <= 96)
@@ -39,6 +40,7 @@ static __device__ __forceinline__ void fitw_tile(const u16* X, const int* rowTok
 #undef FITW
 }
 
+#ifndef FITW_TILE_ONLY
 // gemm_dense_w160rw and gemm_group_w160rw are w160rp's (dense tiles are
 // full but the last); gemm_gateup_, gemm_down_ and gemm_downbf_w160rw fit
 // each tile's width.
@@ -61,3 +63,4 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   pdl_begin();
   fitw_tile<MODE_DOWN_BF>(Hs, 0, W, SB, 0, 0, Ys, N, K, tiles, offsets, ntiles);
 }
+#endif
