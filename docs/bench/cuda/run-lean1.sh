@@ -6,7 +6,8 @@
 # GEMM and MoE tests and conformance (tests-lean.txt), TestMeasureGEMM of
 # main and of the variant (gemm-main.txt, gemm-lean.txt: the dense shapes
 # at 512 to 4096 rows), and prefill of 512 / 4K / 16K tokens against main
-# in ROUNDS (default 3) alternating rounds.
+# in ROUNDS (default 3) alternating rounds. TESTS (a regexp) narrows the
+# tests.
 # From the repository root; $CARRY (default devrun/ln): cuda.test.xz and
 # petals.txz (petal, petal-lean) of main, ptx-lean.txz and
 # cuda-lean.test.xz:
@@ -25,7 +26,7 @@ variant_cubins $D lean $O
 (cd /tmp && tar czf $O/sass.tgz s-lean) && (cd $O && tar czf ptxas.tgz lean && rm -rf lean)
 echo "cubins: $(( $(date +%s) - start )) s"
 cuda_tests /tmp/s-lean $D/cuda-lean.test \
-  'TestMoEGroupedMatchesReference|TestMoEMatchesReference|TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestTensorCoreOpsMatchReferences|TestConformance/default$' \
+  "${TESTS:-TestMoEGroupedMatchesReference|TestMoEMatchesReference|TestGEMMDenseMatchesReference|TestGEMMGroupSplitMatchesReference|TestTensorCoreOpsMatchReferences|TestConformance/default\$}" \
   $O/tests-lean.txt
 for v in main lean; do
   if [ $v = main ]; then bin=$D/cuda.test sass=''; else bin=$D/cuda-lean.test sass=/tmp/s-lean; fi
