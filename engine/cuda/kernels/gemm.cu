@@ -163,6 +163,9 @@ struct __attribute__((aligned(8))) U32x2 {
 // bf16 outputs at 4096 tokens took 189.7 µs against 227.1, gate/up 353.7
 // against 366.0; prefill at 4K 0.3-2.1 % faster in five alternating
 // rounds, at 16K -0.04 to +1.8 % (docs/bench/cuda, stout1 and stout2).
+// GEMM_RA_STAGED_OUT = 2 stages the float32 outputs too (the dense GEMMs',
+// the float32 down GEMM's): each value one 4-byte shared store, then
+// 16-byte global stores (not yet measured).
 #ifndef GEMM_RA_STAGED_OUT
 #define GEMM_RA_STAGED_OUT 1
 #endif
@@ -181,6 +184,11 @@ static __device__ __forceinline__ void stsm_x2_trans(u32 addr, u32 a, u32 b) {
 }
 static __device__ __forceinline__ void ld_shared_v4(u32 addr, u32* v) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+}
+// g_cmin is the smaller of a and b, at compile time where they are.
+static constexpr int g_cmin(int a, int b) { return a < b ? a : b; }
+static __device__ __forceinline__ void st_shared_f32(u32 addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 static __device__ __forceinline__ void st_global_v4(void* p, const u32* v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
@@ -605,7 +613,39 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
   cp_wait<0>();
   const int g = lane >> 2, c = lane & 3;
   constexpr bool STAGED_OUT = GEMM_RA_STAGED_OUT && RA && (MODE == MODE_GATEUP || MODE == MODE_DOWN_BF);
-  if constexpr (STAGED_OUT) {
+  constexpr bool STAGED_F32 = GEMM_RA_STAGED_OUT >= 2 && RA && (MODE == MODE_DENSE || MODE == MODE_DOWN);
+  if constexpr (STAGED_F32) {
+    // GEMM_RA_STAGED_OUT = 2: the float32 outputs as [RB X rows][BN] at
+    // the stages' start, rows PITCH bytes apart (4 words more than a row:
+    // a store's lanes, rows 2c + e and columns g, in 32 distinct banks),
+    // then copied out in 16-byte stores along the rows; RB rows a pass, as
+    // many as the stages hold (all BM but in w256r's three stages)
+    constexpr int PITCH = BN * 4 + 16, RB = g_cmin(BM, S * STAGE / PITCH / 8 * 8), CH = BN / 4;
+    static_assert(RB >= 8, "the staged outputs fit the stages");
+    const u32 wcol = (u32)(64 * (warp >> 2) + 16 * (warp & 3) + g) * 4;
+#pragma unroll
+    for (int p0 = 0; p0 < BM; p0 += RB) {
+      __syncthreads();  // the products (first pass) or the last pass's copies done with the stages
+#pragma unroll
+      for (int j = p0 / 8; j < g_cmin(BM, p0 + RB) / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const u32 at = sbase + (u32)(8 * j - p0 + 2 * c + e) * PITCH + wcol;
+          st_shared_f32(at, wacc[0][4 * j + e]);
+          st_shared_f32(at + 32, wacc[0][4 * j + 2 + e]);
+        }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < (RB * CH + NTHREADS - 1) / NTHREADS; k++) {
+        const int i = tid + k * NTHREADS, row = i / CH, ch = i % CH, r = r0 + p0 + row, n = n0 + 4 * ch;
+        if (i < g_cmin(RB, BM - p0) * CH && r < rend && n < N) {
+          u32 v[4];
+          ld_shared_v4(sbase + (u32)row * PITCH + ch * 16, v);
+          st_global_v4((float*)Y + (long long)r * N + n, v);
+        }
+      }
+    }
+  } else if constexpr (STAGED_OUT) {
     // The tile's outputs as bf16 [BM X rows][OUT outputs] at the stages'
     // start, rows PITCH bytes apart (16 more than a row: a matrix's eight
     // rows in distinct banks); gate/up has BN / 2 outputs a tile (weight
