@@ -99,6 +99,9 @@ func noticeFamilies(o Options) []string {
 	if o.NormBF16 && o.NormF32Lean {
 		fams = append(fams, "norm_bfo")
 	}
+	if o.QKRowsWarp {
+		fams = append(fams, "qk_rows")
+	}
 	if o.kvShadowed() {
 		fams = append(fams, "attn_shadow")
 	}
@@ -228,6 +231,11 @@ func (b *Backend) init() error {
 			return err
 		}
 	}
+	if b.o.QKRowsWarp {
+		if err := b.loadFamilyKernels("qk_rows"); err != nil {
+			return err
+		}
+	}
 	if b.o.NormBF16 && b.o.TensorCores {
 		if err := b.loadFamilyKernels("norm_bf"); err != nil {
 			return err
@@ -340,6 +348,7 @@ func routerFamily(k RouterKernel) (string, bool) {
 var familyKernels = withRouterKernels(map[string]map[string]int{
 	"norm_bf":     {"add_rmsnorm_bf": 0, "gated_rmsnorm_bf": 0},
 	"norm_bfo":    {"add_rmsnorm_bfo": 0, "gated_rmsnorm_bfo": 0},
+	"qk_rows":     {"qk_rows_f32": 0, "qk_rows_bf16": 0, "qk_rows_f32_shadow": 0},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 })
 

@@ -291,6 +291,21 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 		}
 		return []step{{kernels: 1, name: "qk_prep", launch: func(s *driver.Stream) error { return b.attn.LaunchPrep(s, sh, bufs) }}}, nil
 	}
+	if b.o.QKRowsWarp && D == qkRowsD && rot == qkRowsRot {
+		// qk_rows.cu: a warp a row, the shadow's rows from the same registers
+		name := "qk_rows_f32"
+		ks, vs := driver.Ptr(0), driver.Ptr(0)
+		switch {
+		case o.KCache.Type == backend.BF16:
+			name = "qk_rows_bf16"
+		case shadow != nil:
+			name, ks, vs = "qk_rows_f32_shadow", shadow.ks, shadow.vs
+		}
+		return []step{b.launch(name, driver.D1(ceil(o.Rows, qkRowsWarps)), driver.D1(32*qkRowsWarps), 0, func(a *driver.Args) {
+			a.Ptr(qg).Ptr(k).Ptr(v).Ptr(qn).Ptr(kn).Ptr(q).Ptr(kc).Ptr(vc).Ptr(pos).I32(int32(maxPos)).Ptr(inv).
+				I32(int32(QH)).I32(int32(KVH)).I32(int32(o.Rows)).F32(o.Eps).Ptr(ks).Ptr(vs)
+		})}, nil
+	}
 	name := "qk_prep_rows_f32"
 	if o.KCache.Type == backend.BF16 {
 		name = "qk_prep_rows_bf16"
@@ -305,6 +320,14 @@ func (b *Backend) qkPrep(p *program, c *checks, o *backend.QKPrep) ([]step, erro
 	}
 	return steps, nil
 }
+
+// qk_rows.cu's shape (QR_D, QR_ROT: heads of 256 values, 64 of them
+// rotated) and its warps a block (QR_WARPS).
+const (
+	qkRowsD     = 256
+	qkRowsRot   = 64
+	qkRowsWarps = 8
+)
 
 func kvType(t backend.DType) KVType {
 	if t == backend.BF16 {

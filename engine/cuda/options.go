@@ -160,6 +160,14 @@ type Options struct {
 	// (TestNormF32LeanMatchesFull); the default (normf32=lean), measured
 	// with normbf=moe above.
 	NormF32Lean bool
+	// QKRowsWarp (qkrows=warp) prepares a prompt chunk's queries and keys
+	// (their norms, RoPE, the caches' rows) with qk_rows.cu's warp a row
+	// over every head, where ops.cu's qk_prep_rows takes a block of 256
+	// threads a (head, row) and a block-wide sum behind two barriers; the
+	// f32 cache's bf16 shadow written from the same registers. The same
+	// bits (block_sum's order of sums). Heads of 256 values with 64
+	// rotated only; written, not yet run on a GPU.
+	QKRowsWarp bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
 	// bf16 operands, float32 sums and softmax; off, the plain float32
@@ -426,6 +434,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moefit=on|all|width|wide|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; wide, width's tiles 256 weight rows deep in four warpgroups, one block a multiprocessor with seven stages, not yet measured; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
+	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp not yet measured; default block), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
@@ -540,6 +549,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "normf32":
 			o.NormF32Lean, err = kv.Is("cuda", "lean", "full")
+		case "qkrows":
+			o.QKRowsWarp, err = kv.Is("cuda", "warp", "block")
 		case "normbf":
 			if kv.Value == "moe" {
 				o.NormBF16, o.NormBF16MoE = true, true
