@@ -656,8 +656,8 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     __syncthreads();  // every warpgroup's products done reading the stages
     const int mat = lane >> 3, q = lane & 7;
     if constexpr (MODE == MODE_GATEUP) {
-      // j's 8 x 8 matrix: outputs 8·warp + g (gate/up's 64: warpgroup
-      // warp / 4 holds 32·(warp / 4) + 8·(warp % 4) .. +8) by X rows 8j ..
+      // j's 8 x 8 matrix: the warp's eight outputs 32·(warp / 4) +
+      // 8·(warp % 4) + g of the tile's BN / 2 by X rows 8j ..
       const u32 col = (u32)(32 * (warp >> 2) + 8 * (warp & 3)) * 2;
       auto swiglu = [&](int j) __attribute__((always_inline)) {
         float h[2];
