@@ -507,8 +507,8 @@ type qiShape struct {
 	groups, stages                int // groups of 64 columns a stage of copies, stages
 }
 
-// shared is the block's dynamic shared memory (route_i8.cu's QI_SHARED,
-// route_i8w.cu's qi_gemm): the stages of x's rows and the codes, then for
+// shared is the block's dynamic shared memory (route_i8.cu's qi_gemm):
+// the stages of x's rows and the codes, then for
 // each group of a stage x's four parts, two float64 a token and two a row.
 func (s qiShape) shared() int {
 	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(4*s.tokens*80+s.tokens*16+s.rows*16)
@@ -516,8 +516,9 @@ func (s qiShape) shared() int {
 
 // qiShapes are qgemm_i8's shapes by router, the one list of them (the
 // routers that have a module of their own, its kernels, router='s
-// integer forms): its own (QI_BM tokens x QI_BN rows, two blocks a
-// multiprocessor, so twice a qgemm_f64 block) and route_i8w.cu's.
+// integer forms), each an instance of route_i8.cu's qi_gemm: qgemm_i8 (32
+// tokens x 128 rows, two blocks a multiprocessor, so twice a qgemm_f64
+// block) and route_i8w.cu's wider ones.
 var qiShapes = map[RouterKernel]qiShape{
 	RouterI8:   {"route_i8", "qgemm_i8", 32, 128, 256, 2, 1, 3},
 	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3}, // one a multiprocessor

@@ -6,9 +6,14 @@
 # how it is built; its petal and cuda.test, of main, serve run-wide1.sh
 # too); the tree's logs, results,
 # tokenizer test data and PTX but the gemm families' (gemm_fit4.ptx among
-# them) and qk_rows.ptx left out of the call. About 8 minutes.
+# them), qk_rows.ptx and route_i8.ptx left out of the call. First
+# route_i8's cubin, stale since qgemm_i8 became route_i8.cu's qi_gemm
+# instance (route_i8.tgz). About 8 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
+. docs/bench/cuda/lib.sh
 start=$(date +%s)
+rm -rf /tmp/s26 && cp -r engine/cuda/kernels/sass /tmp/s26 && new_cubin /tmp/s26 route_i8 /tmp/s26
+(cd /tmp && tar czf "$O/route_i8.tgz" s26/route_i8.* s26/manifest.txt s26/ptxas-route_i8.txt)
 rm -rf /tmp/o-epi /tmp/o-wide
 OUT=/tmp/o-epi ROUNDS=${ROUNDS:-2} bash docs/bench/cuda/run-epi1.sh
 (cd /tmp && tar czf "$O/epi1.tgz" o-epi)

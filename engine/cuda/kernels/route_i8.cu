@@ -19,17 +19,12 @@
 // (8 significant bits of a bf16 times at most 45 and 37), so each group
 // adds one rounded float64 to float64 sums, as qgemm_f64's products do. A
 // group holding a NaN or an infinity gives NaN logits, as the float64 sums
-// would. Grid (ceil(R/QI_BN), ceil(T/QI_BM), S) with qgemm_f64's split of
-// the columns (its partials to part for route_select), block 256 (eight
-// warps of 16 tokens x 32 rows), QI_SHARED bytes of dynamic shared memory.
-#define QI_BM 32   // tokens a block
-#define QI_BN 128  // weight rows a block
+// would. Grid (ceil(R/BN), ceil(T/BM), S) for a block of BM tokens x BN
+// rows (qi_gemm, below) with qgemm_f64's split of the columns (its
+// partials to part for route_select), qiShape.shared (lower.go) bytes of
+// dynamic shared memory.
 #define QI_S 3     // stages of copies
 #define QI_LD 80   // bytes a staged row of codes or of parts: 16-byte aligned, the fragments' loads conflict-free
-#define QI_X_BYTES (QI_BM * 64 * 4)
-#define QI_C_BYTES (QI_BN * QI_LD)
-#define QI_STAGE (QI_X_BYTES + QI_C_BYTES)
-#define QI_SHARED (QI_S * QI_STAGE + 4 * QI_BM * QI_LD + QI_BM * 16 + QI_BN * 16)
 
 template <bool SA>
 static __device__ __forceinline__ void mma_i8(int* c, const u32 (&a)[4], u32 b0, u32 b1) {
@@ -67,169 +62,199 @@ static __device__ __forceinline__ u32 qi_nibbles(u32 h) {
   return (h & 0xFu) | ((h & 0xF0u) << 4) | ((h & 0xF00u) << 8) | ((h & 0xF000u) << 12);
 }
 
-#ifndef QI_HELPERS_ONLY
-extern "C" __global__ void __launch_bounds__(256, 2)
-    qgemm_i8(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,
-             double* __restrict__ part, int T, int ldy) {
+// qi_gemm is qgemm_i8 for a block of WM x WN warps, each 16 tokens
+// x NT·8 rows: BM = 16·WM tokens and BN = 8·NT·WN weight rows a block,
+// G groups of 64 columns a stage of copies (one pair of barriers for G
+// groups) and S stages, the layout of qiShape.shared (lower.go) in dynamic
+// shared memory. The groups are added to
+// each float64 sum in their order whatever G is.
+template <int WM, int WN, int NT, int G = 1, int S = QI_S>
+static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
+                                               float* __restrict__ y, double* __restrict__ part, int T, int ldy) {
+  constexpr int BM = 16 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
+  constexpr int X_BYTES = BM * 64 * 4, GROUP = X_BYTES + BN * QI_LD, STAGE = G * GROUP;
+  static_assert(BM * 16 % THREADS == 0 && BM % (2 * WM * WN) == 0, "x's chunks and rows spread evenly");
   pdl_begin();
   extern __shared__ __attribute__((aligned(16))) unsigned char qi_smem[];
   const QDesc d = *wd;
   const u32 sbase = smem_u32(qi_smem);
-  unsigned char* parts = qi_smem + QI_S * QI_STAGE;  // [4][QI_BM][QI_LD]
-  double* dsc = (double*)(parts + 4 * QI_BM * QI_LD);  // per token: d·2^-24
-  double* psum = dsc + QI_BM;                         // per token: P summed over the group (NaN: not finite)
-  double* sbs = psum + QI_BM;                         // per weight row: scale, bias
+  unsigned char* parts = qi_smem + S * STAGE;          // [G][4][BM][QI_LD]
+  double* dsc = (double*)(parts + G * 4 * BM * QI_LD);  // [G][BM] per token: d·2^-24
+  double* psum = dsc + G * BM;                          // [G][BM] per token: P summed over the group (NaN: not finite)
+  double* sbs = psum + G * BM;                          // [G][BN] per weight row: scale, bias
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
-  const int wm = (warp >> 2) * 16, wn = (warp & 3) * 32;  // the warp's tokens and rows in the tile
-  const long long n0 = (long long)PETAL_BID_X() * QI_BN;
-  const int m0 = bid_y() * QI_BM;
+  const int wm = (warp / WN) * 16, wn = (warp % WN) * (8 * NT);  // the warp's tokens and rows in the tile
+  const long long n0 = (long long)PETAL_BID_X() * BN;
+  const int m0 = bid_y() * BM;
   const int wpg = 2 * d.bits;  // code words a group of 64
   const int groups = d.cols / 64, split = bid_z(), splits = nbid_z();
   const int g0 = split * groups / splits, g1 = (split + 1) * groups / splits;
 
-  // load queues group grp's x rows and codes into stage i % QI_S.
+  // load queues groups g0 + G·i .. + G-1's x rows and codes into stage i % S.
   auto load = [&](int i) __attribute__((always_inline)) {
-    const int grp = g0 + i;
-    if (grp < g1) {
-      const u32 st = sbase + (i % QI_S) * QI_STAGE;
 #pragma unroll
-      for (int j = 0; j < 2; j++) {  // x: QI_BM rows of 16 chunks
-        const int ch = tid + 256 * j, r = ch >> 4, k = ch & 15;
+    for (int gg = 0; gg < G; gg++) {
+      const int grp = g0 + G * i + gg;
+      if (grp >= g1) break;
+      const u32 st = sbase + (i % S) * STAGE + gg * GROUP;
+#pragma unroll
+      for (int j = 0; j < BM * 16 / THREADS; j++) {  // x: BM rows of 16 chunks
+        const int ch = tid + THREADS * j, r = ch >> 4, k = ch & 15;
         const bool in = m0 + r < T;
         cp_async16(st + ch * 16, x + (long long)(in ? m0 + r : 0) * d.cols + grp * 64 + 4 * k, in);
       }
       const int per = d.bits / 2;  // chunks of 16 bytes a row's group: 4 (8-bit) or 2
 #pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const int ch = tid + 256 * j, r = ch / per, k = ch % per;
-        if (r < QI_BN) {
+      for (int j = 0; j < (BN * 4 + THREADS - 1) / THREADS; j++) {  // at most 4 chunks a row
+        const int ch = tid + THREADS * j, r = ch / per, k = ch % per;
+        if (r < BN) {
           const bool in = n0 + r < d.rows;
-          cp_async16(st + QI_X_BYTES + r * QI_LD + 16 * k, d.w + (in ? n0 + r : 0) * d.wpr + grp * wpg + 4 * k, in);
+          cp_async16(st + X_BYTES + r * QI_LD + 16 * k, d.w + (in ? n0 + r : 0) * d.wpr + grp * wpg + 4 * k, in);
         }
       }
     }
     cp_commit();
   };
-  // the next group's scale and bias of row n0 + tid (tid < QI_BN)
-  u16 ns = 0, nb = 0;
-  auto fetch_sb = [&](int grp) __attribute__((always_inline)) {
-    if (tid < QI_BN && grp < g1 && n0 + tid < d.rows) {
-      ns = d.s[(n0 + tid) * d.gpr + grp];
-      nb = d.b[(n0 + tid) * d.gpr + grp];
+  // the next stage's scales and biases of row n0 + tid (tid < BN)
+  u16 ns[G] = {}, nb[G] = {};
+  auto fetch_sb = [&](int i) __attribute__((always_inline)) {
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+      const int grp = g0 + G * i + gg;
+      if (tid < BN && grp < g1 && n0 + tid < d.rows) {
+        ns[gg] = d.s[(n0 + tid) * d.gpr + grp];
+        nb[gg] = d.b[(n0 + tid) * d.gpr + grp];
+      }
     }
   };
 #pragma unroll
-  for (int i = 0; i < QI_S - 1; i++) load(i);
-  fetch_sb(g0);
+  for (int i = 0; i < S - 1; i++) load(i);
+  fetch_sb(0);
 
-  double acc[4][4] = {};  // [n8 tile][fragment element]
-  for (int i = 0; g0 + i < g1; i++) {
-    cp_wait<QI_S - 2>();
-    __syncthreads();  // group i staged; every warp done with group i - 1
-    load(i + QI_S - 1);
-    const unsigned char* st = qi_smem + (i % QI_S) * QI_STAGE;
-    if (tid < QI_BN) {
-      sbs[2 * tid] = (double)bf16_to_f32(ns);
-      sbs[2 * tid + 1] = (double)bf16_to_f32(nb);
-    }
-    fetch_sb(g0 + i + 1);
-    // x's rows to parts: a half-warp a row, four columns a lane
+  double acc[NT][4] = {};  // [n8 tile][fragment element]
+  for (int i = 0; g0 + G * i < g1; i++) {
+    cp_wait<S - 2>();
+    __syncthreads();  // stage i staged; every warp done with stage i - 1
+    load(i + S - 1);
+    const int live = imin(G, g1 - (g0 + G * i));  // the stage's groups (the last may have fewer)
+    if (tid < BN) {
 #pragma unroll
-    for (int pass = 0; pass < 2; pass++) {
-      const int r = 4 * warp + 2 * pass + (lane >> 4), l = lane & 15;
-      const float4v v = *(const float4v*)(st + r * 256 + 16 * l);
-      const float xv[4] = {v.x, v.y, v.z, v.w};
-      // the largest magnitude by its bits: a NaN or an infinity above every finite value
-      u32 mb = 0;
-#pragma unroll
-      for (int e = 0; e < 4; e++) mb = umax(mb, __float_as_uint(xv[e]) & 0x7FFFFFFFu);
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) mb = umax(mb, (u32)shfl_xor_int((int)mb, o));
-      // d = 2^(E-6) for the largest's exponent E (at least -120, so that
-      // 1/d is a float32 too): |x|/d < 128
-      const int E = imax((int)(mb >> 23) - 127, -120);
-      const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
-      u32 w[4] = {0, 0, 0, 0};
-      long long ps = 0;
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float f = xv[e] * inv;  // exact
-        int p[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const float t = floor_magic(f);
-          p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
-          f = (f - (t - 12582912.f)) * 256.f;  // exact
-          w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
-        }
-        ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+      for (int gg = 0; gg < G; gg++) {
+        sbs[2 * (gg * BN + tid)] = (double)bf16_to_f32(ns[gg]);
+        sbs[2 * (gg * BN + tid) + 1] = (double)bf16_to_f32(nb[gg]);
       }
+    }
+    fetch_sb(i + 1);
 #pragma unroll
-      for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
+    for (int gg = 0; gg < G; gg++) {
+      if (gg >= live) break;
+      const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
+      unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      // x's rows to parts: a half-warp a row, four columns a lane
 #pragma unroll
-      for (int k = 0; k < 4; k++) *(u32*)(parts + (k * QI_BM + r) * QI_LD + 4 * l) = w[k];
-      if (l == 0) {
-        dsc[r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
-        psum[r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
+      for (int pass = 0; pass < BM / (2 * WM * WN); pass++) {
+        const int r = BM / (WM * WN) * warp + 2 * pass + (lane >> 4), l = lane & 15;
+        const float4v v = *(const float4v*)(st + r * 256 + 16 * l);
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+        // the largest magnitude by its bits: a NaN or an infinity above every finite value
+        u32 mb = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) mb = umax(mb, __float_as_uint(xv[e]) & 0x7FFFFFFFu);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) mb = umax(mb, (u32)shfl_xor_int((int)mb, o));
+        // d = 2^(E-6) for the largest's exponent E (at least -120, so that
+        // 1/d is a float32 too): |x|/d < 128
+        const int E = imax((int)(mb >> 23) - 127, -120);
+        const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
+        u32 w[4] = {0, 0, 0, 0};
+        long long ps = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float f = xv[e] * inv;  // exact
+          int p[4];
+#pragma unroll
+          for (int k = 0; k < 4; k++) {
+            const float t = floor_magic(f);
+            p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
+            f = (f - (t - 12582912.f)) * 256.f;  // exact
+            w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
+          }
+          ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+        }
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
+#pragma unroll
+        for (int k = 0; k < 4; k++) *(u32*)(gparts + (k * BM + r) * QI_LD + 4 * l) = w[k];
+        if (l == 0) {
+          dsc[gg * BM + r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
+          psum[gg * BM + r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
+        }
       }
     }
     __syncthreads();  // the parts and the scales written
-    // B fragments: the codes of rows wn + 8j + g, columns 32ks + 4c (+16)
-    u32 b[2][4][2];
 #pragma unroll
-    for (int ks = 0; ks < 2; ks++)
+    for (int gg = 0; gg < G; gg++) {
+      if (gg >= live) break;
+      const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
+      const unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      const double* gsbs = sbs + 2 * gg * BN;
+      // B fragments: the codes of rows wn + 8j + g, columns 32ks + 4c (+16)
+      u32 b[2][NT][2];
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const unsigned char* cr = st + QI_X_BYTES + (wn + 8 * j + g) * QI_LD;
+      for (int ks = 0; ks < 2; ks++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int k = 32 * ks + 16 * h + 4 * c;
-          b[ks][j][h] = d.bits == 8 ? *(const u32*)(cr + k) : qi_nibbles(*(const u16*)(cr + k / 2));
-        }
-      }
-    int ca[4][4] = {}, cb[4][4] = {};
+        for (int j = 0; j < NT; j++) {
+          const unsigned char* cr = st + X_BYTES + (wn + 8 * j + g) * QI_LD;
 #pragma unroll
-    for (int p = 0; p < 4; p++) {
-      if (p & 1) {
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            if (p == 1) ca[j][e] *= 256;
-            else cb[j][e] *= 256;
+          for (int h = 0; h < 2; h++) {
+            const int k = 32 * ks + 16 * h + 4 * c;
+            b[ks][j][h] = d.bits == 8 ? *(const u32*)(cr + k) : qi_nibbles(*(const u16*)(cr + k / 2));
           }
-      }
+        }
+      int ca[NT][4] = {}, cb[NT][4] = {};
 #pragma unroll
-      for (int ks = 0; ks < 2; ks++) {
-        const unsigned char* pr = parts + (p * QI_BM + wm + g) * QI_LD + 32 * ks + 4 * c;
-        const u32 a[4] = {*(const u32*)pr, *(const u32*)(pr + 8 * QI_LD), *(const u32*)(pr + 16),
-                          *(const u32*)(pr + 8 * QI_LD + 16)};
+      for (int p = 0; p < 4; p++) {
+        if (p & 1) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-          if (p == 0)
-            mma_i8<true>(ca[j], a, b[ks][j][0], b[ks][j][1]);
-          else
-            mma_i8<false>(p == 1 ? ca[j] : cb[j], a, b[ks][j][0], b[ks][j][1]);
+          for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              if (p == 1) ca[j][e] *= 256;
+              else cb[j][e] *= 256;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++) {
+          const unsigned char* pr = gparts + (p * BM + wm + g) * QI_LD + 32 * ks + 4 * c;
+          const u32 a[4] = {*(const u32*)pr, *(const u32*)(pr + 8 * QI_LD), *(const u32*)(pr + 16),
+                            *(const u32*)(pr + 8 * QI_LD + 16)};
+#pragma unroll
+          for (int j = 0; j < NT; j++) {
+            if (p == 0)
+              mma_i8<true>(ca[j], a, b[ks][j][0], b[ks][j][1]);
+            else
+              mma_i8<false>(p == 1 ? ca[j] : cb[j], a, b[ks][j][0], b[ks][j][1]);
+          }
         }
       }
-    }
-    // the group's exact terms added to the float64 sums
+      // the group's exact terms added to the float64 sums
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int r = wm + g + 8 * (e >> 1);
-      const double ds = dsc[r], pp = psum[r];
+      for (int e = 0; e < 4; e++) {
+        const int r = wm + g + 8 * (e >> 1);
+        const double ds = dsc[gg * BM + r], pp = psum[gg * BM + r];
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const int n = wn + 8 * j + 2 * c + (e & 1);
-        const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
-        const double t = __builtin_fma(sbs[2 * n], v, sbs[2 * n + 1] * pp);
-        acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+        for (int j = 0; j < NT; j++) {
+          const int n = wn + 8 * j + 2 * c + (e & 1);
+          const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
+          const double t = __builtin_fma(gsbs[2 * n], v, gsbs[2 * n + 1] * pp);
+          acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+        }
       }
     }
   }
 #pragma unroll
-  for (int j = 0; j < 4; j++)
+  for (int j = 0; j < NT; j++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const int m = m0 + wm + g + 8 * (e >> 1);
@@ -241,4 +266,14 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         part[((long long)split * T + m) * ldy + n] = acc[j][e];
     }
 }
+
+#define QI_KERNEL(name, threads, minb, ...)                                                       \
+  extern "C" __global__ void __launch_bounds__(threads, minb)                                     \
+      name(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y,      \
+           double* __restrict__ part, int T, int ldy) {                                           \
+    qi_gemm<__VA_ARGS__>(wd, x, y, part, T, ldy);                                                 \
+  }
+#ifndef QI_HELPERS_ONLY
+// qgemm_i8: eight warps of 16 tokens x 32 rows, 32 x 128 a block
+QI_KERNEL(qgemm_i8, 256, 2, 2, 4, 4)
 #endif  // QI_HELPERS_ONLY
