@@ -419,19 +419,6 @@ extern "C" __global__ void __launch_bounds__(256)
   gated_rmsnorm_task(x, z, w, out, nullptr, count, dim, eps);
 }
 
-template <typename T>
-static __device__ __forceinline__ void kv_put(T* p, float v);
-template <>
-__device__ __forceinline__ void kv_put<float>(float* p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void kv_put<u16>(u16* p, float v) {
-  u16 r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
-  *p = r;
-}
-static __device__ __forceinline__ float kv_get(const float* p) { return *p; }
-static __device__ __forceinline__ float kv_get(const u16* p) { return bf16_to_f32(*p); }
-
 // qk_prep_rows: grid (QH+KVH, rows), block 32·ceil(D/32) (D at most 1024),
 // dynamic shared memory D floats. Block (h, r) norms head h of row r (a
 // query head, or key head h-QH), rotates it at position *pos + r, and

@@ -20,18 +20,6 @@
 #define QR_ROT 64
 #define QR_WARPS 8
 
-static __device__ __forceinline__ u16 qr_bf16(float v) {
-  u16 r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
-  return r;
-}
-template <typename T>
-static __device__ __forceinline__ void qr_put(T* p, float v);
-template <>
-__device__ __forceinline__ void qr_put<float>(float* p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void qr_put<u16>(u16* p, float v) { *p = qr_bf16(v); }
-
 // qk_rows: grid ceil(rows / QR_WARPS), block 32·QR_WARPS; warp w of block
 // b prepares row b·QR_WARPS + w at position *pos + row. ks and vs (SHADOW)
 // are the bf16 shadows of a float32 cache.
@@ -79,11 +67,11 @@ static __device__ __forceinline__ void qk_rows(const float* __restrict__ qg, con
       for (int u = 0; u < U; u++) {
         const int d = lane + 32 * u;
         const float vv = vr[d];
-        qr_put<T>(kc + at + d, y[u]);
-        qr_put<T>(vc + at + d, vv);
+        kv_put<T>(kc + at + d, y[u]);
+        kv_put<T>(vc + at + d, vv);
         if (SHADOW) {
-          ks[at + d] = qr_bf16(y[u]);
-          vs[at + d] = qr_bf16(vv);
+          kv_put<u16>(ks + at + d, y[u]);
+          kv_put<u16>(vs + at + d, vv);
         }
       }
     }

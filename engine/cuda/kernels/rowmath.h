@@ -286,3 +286,18 @@ static __device__ __forceinline__ void gated_rmsnorm_task(const float* __restric
   const float inv = 1.f / __builtin_sqrtf(ss / dim + eps);
   for (int i = lane; i < dim; i += 32) norm_store(out, outb, base + i, x[base + i] * inv * w[i] * fsilu(z[base + i]));
 }
+
+// kv_put stores v into a KV cache of float32 or bf16 (rounded to nearest
+// even); kv_get reads an element back as float32.
+template <typename T>
+static __device__ __forceinline__ void kv_put(T* p, float v);
+template <>
+__device__ __forceinline__ void kv_put<float>(float* p, float v) { *p = v; }
+template <>
+__device__ __forceinline__ void kv_put<u16>(u16* p, float v) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+  *p = r;
+}
+static __device__ __forceinline__ float kv_get(const float* p) { return *p; }
+static __device__ __forceinline__ float kv_get(const u16* p) { return bf16_to_f32(*p); }
