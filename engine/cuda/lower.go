@@ -508,8 +508,8 @@ type qiShape struct {
 }
 
 // shared is the block's dynamic shared memory (route_i8.cu's qi_gemm):
-// the stages of x's rows and the codes, then for
-// each group of a stage x's four parts, two float64 a token and two a row.
+// the stages of x's rows and the codes, then for each group of a stage
+// x's four parts, two float64 a token and two a row.
 func (s qiShape) shared() int {
 	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(4*s.tokens*80+s.tokens*16+s.rows*16)
 }

@@ -145,6 +145,21 @@ prefill_rounds() {
 	done
 }
 
+# binary_rounds CARRY OUT NAME:SASS...: prefill_rounds' lengths for each
+# build CARRY/NAME on the cubins of /tmp/SASS, in ROUNDS (default 2)
+# alternating rounds: a variant's build (variant-pack.sh) against main's.
+binary_rounds() {
+	local dir=$1 out=$2 round run b s
+	shift 2
+	for round in $(seq 1 "${ROUNDS:-2}"); do
+		for run in "$@"; do
+			b=${run%%:*} s=${run#*:}
+			PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=60 bench_run "$dir/$b" "$out" "$round-$b" cuda --max-context 17000 \
+				--prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
+		done
+	done
+}
+
 # routenorm=cluster was removed after fw4; this stays for run-fw4.sh, that run's command.
 # routenorm_rounds SASS PETAL OUT ROUNDS: decode at 4K and 32K (and prefill
 # of 512 tokens) under routenorm=ticket (the default) and routenorm=cluster,

@@ -43,12 +43,6 @@ for v in main $V; do
     grep -oE '^dense [a-z_]+ [0-9x]+ +M=[0-9]+|w256rp +[0-9.]+ µs|w128rp +[0-9.]+ µs' | paste -d' ' - - -
 done
 echo "tests: $(( $(date +%s) - start )) s"
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for run in petal:s1 petal-lean:s-lean petal-stf32:s-stf32; do
-    b=${run%%:*} s=${run#*:}
-    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=60 bench_run $D/$b $O "$round-$b" cuda --max-context 17000 \
-      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
-  done
-done
+binary_rounds $D $O petal:s1 petal-lean:s-lean petal-stf32:s-stf32
 echo "all: $(( $(date +%s) - start )) s"
 pack_out "$O"

@@ -20,12 +20,7 @@ new_cubin /tmp/s25 qk_rows /tmp/s25
 (cd /tmp && tar czf $O/sass.tgz s25/qk_rows.* s25/manifest.txt s25/ptxas-*.txt)
 export PETAL_CUDA_SASS=/tmp/s25
 cuda_tests /tmp/s25 $D/cuda.test 'TestQKRowsMatchPrep|TestKVShadow' $O/tests.txt
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for be in cuda cuda:qkrows=warp; do
-    BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 17000 \
-      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
-  done
-done
+ROUNDS=${ROUNDS:-2} prefill_rounds $D/petal $O cuda cuda:qkrows=warp
 (cd $O && tar czf rounds.tgz bench-* && rm -f bench-*)
 timeout 60 $D/petal bench --backend cuda:qkrows=warp --synthetic qwen3.6-35b-a3b --max-context 5000 \
   --prompt-lengths 4K --context-lengths 4K --decode-tokens 16 --profile > $O/profile.txt 2>&1

@@ -27,12 +27,7 @@ cuda_tests /tmp/s24 $D/cuda.test 'TestMoEGroupedMatchesReference|TestGEMMWGModul
   -test.run '^TestMeasureGEMM$' > $O/gemm.txt 2>&1)
 echo "TestMeasureGEMM: rc=$?"; grep -E 'moe T=(2048|4096|16384) .*(w160rw|w160r4|w128rp) ' $O/gemm.txt | sed 's/.*moe T/moe T/' | cut -c1-230
 echo "tests: $(( $(date +%s) - start )) s"
-for round in $(seq 1 "${ROUNDS:-3}"); do
-  for be in cuda cuda:moefit=wide; do
-    BENCH_LIMIT=60 bench_run $D/petal $O "$round-$(tag_of $be)" $be --max-context 17000 \
-      --prompt-lengths 512,4K,16K --context-lengths 256 --decode-tokens 4 --repeats 3 --floors=false
-  done
-done
+ROUNDS=${ROUNDS:-3} prefill_rounds $D/petal $O cuda cuda:moefit=wide
 (cd $O && tar czf rounds.tgz bench-* && rm -f bench-*)
 echo "rounds: $(( $(date +%s) - start )) s"
 if [ $(( $(date +%s) - start )) -lt ${NCU_BEFORE:-330} ]; then
