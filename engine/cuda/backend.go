@@ -111,6 +111,9 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag {
 		fams = append(fams, "gdn_chunk_frag")
 	}
+	if o.ChunkedDelta && o.DeltaFrag && o.DeltaState != "" {
+		fams = append(fams, "gdn_chunk_w16")
+	}
 	return fams
 }
 

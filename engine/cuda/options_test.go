@@ -68,6 +68,17 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "normbf", Value: "all"}}); err == nil || !strings.Contains(err.Error(), "want on, moe or off") {
 		t.Errorf("normbf=all: %v, want an error naming the values", err)
 	}
+	for v, want := range map[string]string{"w8": "", "w16": "w16", "w16k": "w16k"} {
+		if o, err := ParseOptions([]backend.Option{{Key: "deltastate", Value: v}}); err != nil || o.DeltaState != want {
+			t.Errorf("deltastate=%s: %q (%v), want %q", v, o.DeltaState, err, want)
+		}
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "deltastate", Value: "w32"}}); err == nil || !strings.Contains(err.Error(), "want w8, w16 or w16k") {
+		t.Errorf("deltastate=w32: %v, want an error naming the values", err)
+	}
+	if d := DefaultOptions(); d.DeltaState != "" {
+		t.Errorf("defaults: deltastate %q, want w8", d.DeltaState)
+	}
 	for v, want := range map[string]bool{"lean": true, "full": false} {
 		if o, err := ParseOptions([]backend.Option{{Key: "normf32", Value: v}}); err != nil || o.NormF32Lean != want {
 			t.Errorf("normf32=%s: %v (%v), want %v", v, o.NormF32Lean, err, want)
