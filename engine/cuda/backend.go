@@ -30,17 +30,18 @@ type Backend struct {
 	gdn   *GDN
 	gemm  *GEMM // the tensor-core GEMMs of prefill (nil with gemm=plain)
 
-	counter driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
-	scratch grower                      // temporaries of one op at a time (ops run in order)
-	zeros   grower                      // never written: the MoE kernel's residual input
-	tickets grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
-	ropes   map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
-	last    *program                    // the last program run, named in errors that surface later
-	rb      readback                    // reads that wait only for their buffer's writer (readback.go)
-	held    []driver.Ptr                // memory freed at Close
-	pooled  []driver.Ptr                // pool memory freed at Close (grown scratch's old allocations)
-	primed  bool                        // the pool's reserve mapped (pool=on)
-	shadows map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
+	counter    driver.Ptr                  // the router's and qmv_group_norm's ticket, moe_layer's grid barrier at +8 (left as found by every launch)
+	scratch    grower                      // temporaries of one op at a time (ops run in order)
+	zeros      grower                      // never written: the MoE kernel's residual input
+	tickets    grower                      // the Gated DeltaNet kernel's counters (left as found by every launch)
+	deltaFlags grower                      // deltaflow's flags, a (value head, block of tokens) each (left at zero by every launch)
+	ropes      map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
+	last       *program                    // the last program run, named in errors that surface later
+	rb         readback                    // reads that wait only for their buffer's writer (readback.go)
+	held       []driver.Ptr                // memory freed at Close
+	pooled     []driver.Ptr                // pool memory freed at Close (grown scratch's old allocations)
+	primed     bool                        // the pool's reserve mapped (pool=on)
+	shadows    map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
 }
 
 type ropeKey struct {
@@ -113,6 +114,9 @@ func noticeFamilies(o Options) []string {
 	}
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaState != "" {
 		fams = append(fams, "gdn_chunk_w16")
+	}
+	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlow {
+		fams = append(fams, "gdn_chunk_flow")
 	}
 	return fams
 }
@@ -426,7 +430,7 @@ func (b *Backend) Close() error {
 			keep(b.ctx.Free(p))
 		}
 	}
-	for _, p := range append(b.pooled, b.scratch.p, b.zeros.p, b.tickets.p) {
+	for _, p := range append(b.pooled, b.scratch.p, b.zeros.p, b.tickets.p, b.deltaFlags.p) {
 		if p != 0 {
 			keep(b.freeOrdered(p))
 		}

@@ -35,11 +35,19 @@ const (
 	deltaChunkW16StateName  = deltaChunkStatePrefix + "w16"
 	deltaChunkW16KStateName = deltaChunkStatePrefix + "w16k"
 	deltaChunkW16Threads    = 512
-	deltaChunkTokens        = 32
-	deltaChunkSlice         = 32
-	deltaChunkWS            = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
-	deltaChunkPrepThreads   = 128
-	deltaChunkStateThreads  = 256
+	// gdn_chunk_flow.cu's kernels (deltaflow=on): gdn_chunk_frag's prep and
+	// state pass at once, each block of tokens handed over by a flag
+	deltaChunkFlowPrepName  = "gdn_chunk_prep_flow"
+	deltaChunkFlowStateName = "gdn_chunk_state_flow"
+	// deltaFlowPrepBlocks is the flow prep's blocks a multiprocessor: two
+	// leave room for a state pass block beside them (shared memory 2 x 39
+	// + 145 KB, registers 2 x 16K + 32K of 64K)
+	deltaFlowPrepBlocks    = 2
+	deltaChunkTokens       = 32
+	deltaChunkSlice        = 32
+	deltaChunkWS           = 4*deltaChunkTokens*GDNHeadDim + deltaChunkTokens*deltaChunkTokens + 4
+	deltaChunkPrepThreads  = 128
+	deltaChunkStateThreads = 256
 )
 
 // deltaChunkPrepShared is GC_PREP_SHARED: the log-gate sums (float64), the
@@ -180,6 +188,7 @@ type deltaState struct {
 	fn      *driver.Function
 	shared  int
 	threads int
+	flow    bool // gdn_chunk_flow's: the prep and the state pass take the flags
 }
 
 // deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
@@ -191,6 +200,9 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 	stateName, kernels, family, prepName := deltaStateKernel, deltaStateKernels, "", deltaChunkPrepName
 	state.threads = deltaChunkStateThreads
 	switch {
+	case b.o.DeltaFrag && b.o.DeltaFlow:
+		stateName, family, prepName, state.flow = deltaChunkFlowStateName, "gdn_chunk_flow", deltaChunkFlowPrepName, true
+		kernels = map[string]func() int{prepName: deltaChunkPrepShared, stateName: deltaChunkFragShared}
 	case b.o.DeltaFrag:
 		// its own prep, which lays the workspace out for its state pass
 		stateName, family, prepName = deltaFragKernel, "gdn_chunk_frag", deltaChunkFragPrepName
@@ -224,6 +236,14 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 		}
 	}
 	state.fn = b.fn[stateName]
+	if state.flow {
+		// the prep's blocks and the state pass's side by side on a multiprocessor
+		for _, fn := range []*driver.Function{b.fn[prepName], state.fn} {
+			if err := fn.PreferMaxShared(); err != nil {
+				return nil, deltaState{}, "", err
+			}
+		}
+	}
 	return b.fn[prepName], state, step, nil
 }
 
@@ -271,15 +291,30 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
+	prepGrid := o.ValueHeads * blocks
+	var flags driver.Ptr
+	if state.flow {
+		// zero between launches (the state pass takes down what the prep raises)
+		if flags, err = b.grow(&b.deltaFlags, 4*int64(o.ValueHeads*blocks), "the delta rule's flags"); err != nil {
+			return nil, err
+		}
+		prepGrid = min(prepGrid, deltaFlowPrepBlocks*b.ctx.Device().SMs)
+	}
 	return []step{{kernels: 2, name: name, launch: func(s *driver.Stream) error {
 		ws := p.scratch.Add(wsOff)
 		var a driver.Args
 		a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
-		if err := s.Launch(prep, driver.D1(o.ValueHeads*blocks), driver.D1(deltaChunkPrepThreads), deltaChunkPrepShared(), &a); err != nil {
+		if state.flow {
+			a.Ptr(flags)
+		}
+		if err := s.Launch(prep, driver.D1(prepGrid), driver.D1(deltaChunkPrepThreads), deltaChunkPrepShared(), &a); err != nil {
 			return err
 		}
 		var c driver.Args
 		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
+		if state.flow {
+			c.Ptr(flags)
+		}
 		return s.Launch(state.fn, slices, driver.D1(state.threads), state.shared, &c)
 	}}}, nil
 }

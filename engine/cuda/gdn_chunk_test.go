@@ -142,6 +142,18 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^#define GC_W16_THREADS (\d+)$`).FindSubmatch(src); m == nil || string(m[1]) != strconv.Itoa(deltaChunkW16Threads) {
 		t.Errorf("gdn_chunk.cu's GC_W16_THREADS is not the launcher's %d", deltaChunkW16Threads)
 	}
+	flow, err := kernels.PTX("gdn_chunk_flow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{deltaChunkFlowPrepName, deltaChunkFlowStateName} {
+		if !bytes.Contains(flow, []byte(".visible .entry "+name+"(")) {
+			t.Errorf("no entry point %s in gdn_chunk_flow's PTX", name)
+		}
+	}
+	if n := bytes.Count(flow, []byte(".visible .entry ")); n != 2 || bytes.Contains(flow, []byte("call.uni")) {
+		t.Errorf("gdn_chunk_flow's PTX has %d entry points, want 2, or calls a function", n)
+	}
 	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels, deltaFragKernels, deltaW16Kernels) {
 		if s := size(); s <= 48<<10 || s > 227<<10 {
 			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
@@ -344,6 +356,77 @@ func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
 	}
 }
 
+// TestChunkedDeltaFlowMatchesFrag: deltaflow=on (gdn_chunk_flow.cu: the
+// prep and the state pass at once, each block of tokens handed over by a
+// flag) gives the bits of gdn_chunk_state_frag (so of delta=tf32's
+// gdn_chunk_state_tf32), outputs and state, over two runs of the same
+// program (the second from the first's state, a graph replay under
+// graphs=on, whose flags must have come back to zero), with graphs on and
+// off and with pdl=off (the prep finishing before the state pass starts),
+// from the same inputs at the 35B and an odd head grouping up to 4096
+// tokens; and leaves every flag at zero.
+func TestChunkedDeltaFlowMatchesFrag(t *testing.T) {
+	for _, form := range []struct{ graphs, pdl bool }{{true, true}, {false, true}, {true, false}} {
+		graphs := form.graphs
+		of, ow := DefaultOptions(), DefaultOptions()
+		of.Graphs, ow.Graphs, ow.DeltaFlow, ow.PDL = graphs, graphs, true, form.pdl
+		bf, bw := testBackend(t, of), testBackend(t, ow)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, n := range []int{16, 33, 100, 512, 4096} {
+				if n == 4096 && sh.hk != 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v pdl=%v", sh.name, n, graphs, form.pdl), func(t *testing.T) {
+					var outs, states [2][]float32
+					for i, b := range []*Backend{bf, bw} {
+						c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), uint64(sh.hv)+7)), n, sh.hk, sh.hv)
+						p, err := b.Compile([]backend.Op{c.o})
+						if err != nil {
+							t.Fatal(err)
+						}
+						want := deltaChunkFragPrepName + "+" + deltaChunkFragStateName
+						if i == 1 {
+							want = deltaChunkFlowPrepName + "+" + deltaChunkFlowStateName
+						}
+						if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
+							t.Fatalf("kernels %v, want %s", got, want)
+						}
+						for range 2 {
+							if err := p.Run(); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := b.Sync(); err != nil {
+							t.Fatal(err)
+						}
+						outs[i] = readGuarded(t, b, c.outAll, n*sh.hv*GDNHeadDim, "out")
+						states[i] = readGuarded(t, b, c.stateAll, len(c.state), "state")
+					}
+					for what, pair := range map[string][2][]float32{"out": outs, "state": states} {
+						for j := range pair[0] {
+							if math.Float32bits(pair[0][j]) != math.Float32bits(pair[1][j]) {
+								t.Fatalf("%s element %d: %v with deltaflow=on, %v without", what, j, pair[1][j], pair[0][j])
+							}
+						}
+					}
+					flags := make([]byte, bw.deltaFlags.bytes)
+					if err := bw.s.CopyToHost(flags, bw.deltaFlags.p); err != nil {
+						t.Fatal(err)
+					}
+					if err := bw.s.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					for i, v := range flags {
+						if v != 0 {
+							t.Fatalf("flag byte %d is %d after the runs, want 0", i, v)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestChunkedDeltaRuleLongPrefill: a chunk of 4096 tokens (--chunk 4096,
 // 128 blocks of tokens, a 285 MB workspace) on the 35B head counts holds
 // the same bar, and a second op of 512 rows compiled after it on the same
@@ -452,6 +535,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(mergedKernels(deltaFragKernels, deltaW16Kernels))) {
 		forms = append(forms, form{true, true, true, name})
 	}
+	forms = append(forms, form{true, true, true, deltaChunkFlowStateName})
 	for _, f := range forms {
 		switch {
 		case f.frag:
@@ -463,6 +547,9 @@ func TestMeasureDeltaForms(t *testing.T) {
 		}
 		o := DefaultOptions()
 		o.ChunkedDelta, o.DeltaTF32, o.DeltaFrag = f.chunked, f.tf32, f.frag
+		if o.DeltaFlow = f.state == deltaChunkFlowStateName; o.DeltaFlow {
+			deltaFragKernel = deltaChunkFragStateName
+		}
 		b := testBackend(t, o)
 		for _, rows := range []int{512, 4096} {
 			c := newDeltaCase(b, rand.New(rand.NewPCG(3, uint64(rows))), rows, 16, 32)

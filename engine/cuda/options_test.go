@@ -76,6 +76,22 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "deltastate", Value: "w32"}}); err == nil || !strings.Contains(err.Error(), "want w8, w16 or w16k") {
 		t.Errorf("deltastate=w32: %v, want an error naming the values", err)
 	}
+	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}}, {{Key: "delta", Value: "tf32frag"}, {Key: "deltaflow", Value: "on"}}} {
+		if o, err := ParseOptions(kvs); err != nil || !o.DeltaFlow {
+			t.Errorf("%v: deltaflow %v (%v), want on", kvs, o.DeltaFlow, err)
+		}
+	}
+	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}, {Key: "deltastate", Value: "w16"}}, {{Key: "delta", Value: "tf32"}, {Key: "deltaflow", Value: "on"}}} {
+		if _, err := ParseOptions(kvs); err == nil || !strings.Contains(err.Error(), "deltaflow=on takes delta=tf32frag with deltastate=w8") {
+			t.Errorf("%v: %v, want an error naming what deltaflow takes", kvs, err)
+		}
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "some"}}); err == nil || !strings.Contains(err.Error(), "deltaflow") {
+		t.Errorf("deltaflow=some: %v, want an error naming deltaflow", err)
+	}
+	if d := DefaultOptions(); d.DeltaFlow {
+		t.Error("defaults: deltaflow on, want off")
+	}
 	if d := DefaultOptions(); d.DeltaState != "" {
 		t.Errorf("defaults: deltastate %q, want w8", d.DeltaState)
 	}

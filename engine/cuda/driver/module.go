@@ -115,6 +115,7 @@ const (
 	funcPTXVersion       = 5
 	funcBinaryVersion    = 6
 	funcMaxDynamicShared = 8
+	funcSharedCarveout   = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 )
 
 // Info reads the kernel's resource use.
@@ -140,6 +141,14 @@ func (f *Function) Info() (FuncInfo, error) {
 // shared memory (above 48 KiB a kernel must opt in).
 func (f *Function) SetMaxDynamicShared(n int) error {
 	return f.c.do("cuFuncSetAttribute", f.Name, func() uintptr { return lib.cuFuncSetAttribute(f.h, funcMaxDynamicShared, int32(n)) })
+}
+
+// PreferMaxShared asks that a multiprocessor running the kernel be set up
+// with as much shared memory as it can have (a carveout of 100 %), so that
+// the blocks of another kernel that need more than this one's can be
+// placed beside its blocks, not only once they leave.
+func (f *Function) PreferMaxShared() error {
+	return f.c.do("cuFuncSetAttribute", f.Name, func() uintptr { return lib.cuFuncSetAttribute(f.h, funcSharedCarveout, 100) })
 }
 
 // BlocksPerSM is how many blocks of the given size and dynamic shared

@@ -232,18 +232,27 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-// (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep, gdn_chunk_w16.cu gdn_chunk_frag.ptx's)
+// (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep, gdn_chunk_w16.cu gdn_chunk_frag.ptx's;
+// under GC_FLOW it is gc_prep_task, the work of one (value head j, block
+// blk) for gdn_chunk_prep_flow's loop)
 #if (!defined(GC_ONE_PRODUCT) || defined(GC_FRAG)) && !defined(GC_W16)
 #ifdef GC_FRAG
 #define GC_PREP_ENTRY gdn_chunk_prep_frag
 #else
 #define GC_PREP_ENTRY gdn_chunk_prep
 #endif
+#ifdef GC_FLOW
+static __device__ __forceinline__ void gc_prep_task(const float* __restrict__ qkv, const float* __restrict__ bb,
+                                                    const float* __restrict__ aa, const float* __restrict__ aLog,
+                                                    const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
+                                                    int Hk, int Hv, int j, int blk) {
+#else
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     GC_PREP_ENTRY(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
                    int Hk, int Hv) {
   pdl_begin();
+#endif
   extern __shared__ double gc_prep_smem[];
   if (gc_dyn_smem() < GC_PREP_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
   double* Gd = gc_prep_smem;
@@ -257,8 +266,10 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int nb = (rows + GC_C - 1) / GC_C;
+#ifndef GC_FLOW
   const int j = PETAL_BID_X() / nb, blk = PETAL_BID_X() % nb;
   if (j >= Hv) return;
+#endif
   const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
   const int kh = j / (Hv / Hk);
   const long long width = 2LL * Hk * GC_D + (long long)Hv * GC_D;
@@ -421,6 +432,48 @@ static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, f
   if (tid == 0) gc_cp16(M + GC_MS, src + GC_WS_GL);
 }
 
+// The flags of the flow form (GC_FLOW): a u32 a (value head, block of
+// tokens), zero between launches; the prep adds the state pass's blocks
+// of a head (GC_D / GC_VT) once the block's workspace is written, each of
+// those takes one off once it has read it.
+// gc_flag_peek reads a flag without waiting for it: its value is used a
+// block of tokens later (gc_flag_wait's seen), the read's latency hidden.
+static __device__ __forceinline__ u32 gc_flag_peek(const u32* f) {
+  u32 v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
+  return v;
+}
+// gc_flag_wait returns once the flag at f is up (seen: its last reading),
+// reading it again with acquire semantics while it is not, sleeping
+// between tries; a flag never raised (a bug) traps after about a second
+// rather than hanging the GPU. The copies after it read the workspace
+// through L2 (cp.async.cg), where the prep's writes are.
+static __device__ __forceinline__ void gc_flag_wait(const u32* f, u32 seen) {
+  for (int i = 0; seen == 0; i++) {
+    if (i > 0) {
+      if (i > (1 << 22)) __builtin_trap();
+      asm volatile("nanosleep.u32 256;" ::: "memory");
+    }
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(f) : "memory");
+  }
+}
+// gc_flag_take takes a state block's count off the flag at f.
+static __device__ __forceinline__ void gc_flag_take(u32* f) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(f), "r"(0xffffffffu) : "memory");
+}
+// gc_flag_raise adds the state pass's blocks of a head to the flag at f,
+// after the writes of every thread of the block (a barrier first).
+static __device__ __forceinline__ void gc_flag_raise(u32* f) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(f), "r"((u32)(GC_D / GC_VT)) : "memory");
+}
+// gc_ldcg is *p through L2 (a kernel that does not wait for the one
+// before must not read a stale L1 line).
+static __device__ __forceinline__ float gc_ldcg(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
 // gc_mma3_split is mma_tf32x3 with its two small products summed in small
 // and the large one in big: two accumulators, two chains of dependent mma
 // (in gdn_chunk_tf32.cu the large one alone).
@@ -451,9 +504,16 @@ static __device__ __forceinline__ void gc_mma3_split(float* big, float* small, c
 // (The next block's copies issued after a block's first barrier instead,
 // a barrier fewer a block, measured under 1 % faster, 755 against 759 us
 // at 4096 tokens on an H100, and went: docs/bench/cuda/2026-12-06-wgr1.)
-template <int ILP>
+//
+// FLOW (gdn_chunk_state_flow, ILP 1): the prep runs beside this pass and
+// raises each (value head, block of tokens)'s flag in flags once that
+// block's workspace is written; this pass fetches a block once its flag
+// is up (read a block ahead, so that the read's wait is hidden), after the
+// block before's first barrier, and takes its count down by one, so that
+// the flags are back at zero when the launch ends.
+template <int ILP, bool FLOW = false>
 static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, float* __restrict__ state,
-                                                float* __restrict__ out, int rows, int Hv) {
+                                                float* __restrict__ out, int rows, int Hv, u32* __restrict__ flags = nullptr) {
   extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
   // a launch with too little shared memory is a bug
   if (gc_dyn_smem() < (ILP == 2 ? GC_STATE_SK_SHARED : GC_STATE_SHARED)) __builtin_trap();
@@ -471,19 +531,40 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   const int nb = (rows + GC_C - 1) / GC_C;
   const float* wsj = ws + (long long)j * nb * GC_WS;
   float* st = state + ((long long)j * GC_D + a0) * GC_D;
+  u32* fj = flags + (long long)j * nb;  // FLOW: this head's flags
+  u32 fnext = 0;                        // FLOW: the flag of the block after the next, as last read
+  if constexpr (FLOW) {
+    gc_flag_wait(fj, 0);
+    if (nb > 1) fnext = gc_flag_peek(fj + 1);
+  }
   gc_fetch(wsj, bufs, a0, tid);
   asm volatile("cp.async.commit_group;" ::: "memory");
-  for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = st[i];
+  for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = FLOW ? gc_ldcg(st + i) : st[i];
 
   // warp w's tiles: rows r0.. of the block's tokens and columns n0.. of
   // the slice for Vn, γ·S0·q and o; rows s0.. of the slice and columns
   // c0..c0+31 of the state for its update
   const int r0 = (warp >> 2) * 16, n0 = (warp & 3) * 8, s0 = (warp >> 2) * 16, c0 = (warp & 3) * 32;
   for (int blk = 0; blk < nb; blk++) {
-    if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-    __syncthreads();
+    if constexpr (!FLOW) {
+      if (blk + 1 < nb) gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      __syncthreads();
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      __syncthreads();
+      // every thread has seen block blk's flag (before its copies): this
+      // block's count comes off it
+      if (tid == 0) gc_flag_take(fj + blk);
+      if (blk + 1 < nb) {
+        const u32 seen = fnext;
+        if (blk + 2 < nb) fnext = gc_flag_peek(fj + blk + 2);
+        gc_flag_wait(fj + blk + 1, seen);
+        gc_fetch(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    }
     const float* W = bufs + (blk & 1) * GC_BUF;
     const float* Qg = W + GC_WQ;
     const float* Kd = Qg + GC_WQ;
@@ -794,7 +875,43 @@ static __device__ __forceinline__ void gc_state16(const float* __restrict__ ws, 
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#if defined(GC_W16)
+#if defined(GC_FLOW)
+// gdn_chunk_prep_flow: gdn_chunk_prep_frag's work over the (value head,
+// block of tokens) pairs in the order of the blocks (the order the state
+// pass walks them), each block of this launch taking every gridDim-th,
+// raising each pair's flag once written. It lets the state pass launch
+// as soon as it has waited for the kernel before: launched with fewer
+// blocks than fill the GPU (two a multiprocessor), it leaves room for the
+// state pass's block beside its own (two of these at 128 registers and
+// one state block at 128, its launch bounds' cap, are the 64K registers of
+// a multiprocessor; ptxas 12.4 gives this 128 as it is, and spills with
+// minimum blocks asked).
+extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
+    gdn_chunk_prep_flow(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+                        const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws,
+                        int rows, int Hk, int Hv, u32* __restrict__ flags) {
+  pdl_begin();
+  pdl_trigger();
+  const int nb = (rows + GC_C - 1) / GC_C;
+  for (int t = PETAL_BID_X(); t < nb * Hv; t += PETAL_NCTAID_X()) {
+    const int blk = t / Hv, j = t % Hv;
+    gc_prep_task(qkv, bb, aa, aLog, dtBias, ws, rows, Hk, Hv, j, blk);
+    __syncthreads();  // the pair's workspace written, and shared memory free for the next
+    if (PETAL_TID_X() == 0) gc_flag_raise(flags + (long long)j * nb + blk);
+  }
+}
+// gdn_chunk_state_flow: gdn_chunk_state_frag (gc_state<1>) fetching each
+// block of tokens once its flag is up. It does not wait for the kernel
+// before (the prep, which lets it launch once every one of its blocks has
+// waited for its own predecessor, so every kernel before the prep has
+// finished): it reads only the state (through L2) and, behind the flags,
+// the workspace.
+extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS, 2)
+    gdn_chunk_state_flow(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
+                         int Hv, u32* __restrict__ flags) {
+  gc_state<1, true>(ws, state, out, rows, Hv, flags);
+}
+#elif defined(GC_W16)
 // gc_state16's kernels, GC_W16_THREADS threads, GC_W16_SHARED bytes
 extern "C" __global__ void __launch_bounds__(GC_W16_THREADS)
     gdn_chunk_state_w16(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) {

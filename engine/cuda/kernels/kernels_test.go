@@ -99,6 +99,26 @@ var earlyLoads = map[string]string{
 // wrote or writes its own, and the one before waited likewise.
 var earlyTriggers = map[string]bool{"phase_step_pre_early": true, "phase_step_reg": true, "phase_step_reg_v4": true, "phase_step_smem": true}
 
+// unwaited are kernels that never wait for the kernel before them: each
+// is launched after one that lets it launch only once every block of its
+// own has waited for its predecessor (so every kernel before that one has
+// finished), and reads what that one writes only behind flags it raises.
+// Their global loads must go through L2 (ld.global.cg, ld.relaxed or
+// ld.acquire at gpu scope, cp.async.cg), not a possibly stale L1 line.
+var unwaited = map[string]string{
+	"gdn_chunk_state_flow": "the workspace gdn_chunk_prep_flow writes, a block of tokens once its flag is up; the state, through L2",
+}
+
+// l1Load matches a load of global (or generic) memory that may be served
+// from L1.
+func l1Load(l string) bool {
+	m := memoryOp.FindStringSubmatch(l)
+	if m == nil || (m[1] != "ld" && m[1] != "ldu") || !reachesGlobal(l) {
+		return false
+	}
+	return !strings.Contains(m[2], ".cg") && !strings.Contains(m[2], ".relaxed.gpu") && !strings.Contains(m[2], ".acquire.gpu")
+}
+
 func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 	for _, family := range Families() {
 		ptx, err := PTX(family)
@@ -113,6 +133,17 @@ func TestEveryEntryWaitsForItsPredecessor(t *testing.T) {
 			name, _, _ := strings.Cut(body, "(")
 			if next := strings.Index(body, ".visible .func"); next >= 0 {
 				body = body[:next]
+			}
+			if _, ok := unwaited[name]; ok {
+				if strings.Contains(body, "griddepcontrol") {
+					t.Errorf("%s: %s, which must not wait for its predecessor, has griddepcontrol", family, name)
+				}
+				for _, l := range strings.Split(body, "\n") {
+					if l = strings.TrimSpace(l); l1Load(l) {
+						t.Errorf("%s: %s loads global memory through L1: %q", family, name, l)
+					}
+				}
+				continue
 			}
 			if !strings.Contains(body, "griddepcontrol.wait") {
 				t.Errorf("%s: %s does not wait for its predecessor (no pdl_begin)", family, name)
@@ -368,6 +399,27 @@ func TestTargets(t *testing.T) {
 	for target, want := range map[string]string{"sm_90a": "9.0", "sm_100a": "10.0", "sm_90": "", "sm_89": "", "compute_90a": ""} {
 		if got := ForOnly(target); got != want {
 			t.Errorf("ForOnly(%s) = %q, want %q", target, got, want)
+		}
+	}
+}
+
+// TestL1Load: l1Load tells the loads that may hit a stale L1 line (plain,
+// .nc, generic) from those through L2 and from non-global ones.
+func TestL1Load(t *testing.T) {
+	for l, want := range map[string]bool{
+		"ld.global.f32 %f1, [%rd1];":                        true,
+		"ld.global.nc.v4.u32 {%r1, %r2, %r3, %r4}, [%rd2];": true,
+		"ld.f32 %f1, [%rd1];":                               true,
+		"@%p1 ld.global.f32 %f1, [%rd1];":                   true,
+		"ld.global.cg.f32 %f1, [%rd1];":                     false,
+		"ld.relaxed.gpu.global.u32 %r1, [%rd1];":            false,
+		"ld.acquire.gpu.global.u32 %r1, [%rd1];":            false,
+		"ld.shared.f32 %f1, [%r1];":                         false,
+		"st.global.f32 [%rd1], %f1;":                        false,
+		"cp.async.cg.shared.global [%r1], [%rd1], 16;":      false,
+	} {
+		if got := l1Load(l); got != want {
+			t.Errorf("l1Load(%q) = %v, want %v", l, got, want)
 		}
 	}
 }
