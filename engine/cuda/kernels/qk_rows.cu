@@ -49,6 +49,11 @@ static __device__ __forceinline__ void qk_rows(const float* __restrict__ qg, con
     float ss = 0.f;  // block_sum's order: warp u's sum, then 0 + s_0 + s_1 + ...
 #pragma unroll
     for (int u = 0; u < U; u++) ss += warp_sum(x[u] * x[u]);
+    // lane 0's sum for every lane, as block_sum hands each warp's lane 0 on:
+    // the lanes' sums may differ in the last place (the first step of
+    // warp_sum fuses a lane's own square into its add, each lane a
+    // different one)
+    ss = __nvvm_shfl_sync_idx_f32(0xffffffffu, ss, 0, 0x1f);
     const float inv = 1.f / __builtin_sqrtf(ss / QR_D + eps);
     float y[U];
 #pragma unroll
