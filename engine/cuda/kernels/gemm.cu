@@ -163,11 +163,17 @@ struct __attribute__((aligned(8))) U32x2 {
 // bf16 outputs at 4096 tokens took 189.7 µs against 227.1, gate/up 353.7
 // against 366.0; prefill at 4K 0.3-2.1 % faster in five alternating
 // rounds, at 16K -0.04 to +1.8 % (docs/bench/cuda, stout1 and stout2).
-// GEMM_RA_STAGED_OUT = 2 stages the float32 outputs too (the dense GEMMs',
-// the float32 down GEMM's): each value one 4-byte shared store, then
-// 16-byte global stores (not yet measured).
+// GEMM_RA_STAGED_OUT = 2 (the built families') stages the float32 outputs
+// too (the dense GEMMs', the float32 down GEMM's): each value one 4-byte
+// shared store, then 16-byte global stores. On an H100 at 4096 rows the
+// dense 256-row tile took 1.8-2.5 % less time than with 1 (q_proj 281.2
+// against 288.3 µs, in_proj_z 137.0 against 139.5, o_proj 123.5 against
+// 126.4), the same at 512 rows; prefill at 4K and 16K within the rounds'
+// noise (docs/bench/cuda/2026-12-07-next26, run-epi1.sh). The same bits.
+// (Stores through two pointers stepped 8 rows a j, GEMM_RA_LEAN_OUT,
+// measured between the two, 1.1-1.8 %, and went.)
 #ifndef GEMM_RA_STAGED_OUT
-#define GEMM_RA_STAGED_OUT 1
+#define GEMM_RA_STAGED_OUT 2
 #endif
 
 // stsm_x4_trans and stsm_x2_trans store four or two 8x8 bf16 matrices of
@@ -194,16 +200,6 @@ static __device__ __forceinline__ void st_global_v4(void* p, const u32* v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                : "memory");
 }
-
-// GEMM_RA_LEAN_OUT: the register-A tiles' float32 outputs (dense, and the
-// down GEMM's float32 expert outputs) stored through two pointers stepped
-// 8 rows at a time, each row checked against the tile's last by one
-// comparison, where each store had its own 64-bit row times N (about 18
-// instructions a pair of stores in gemm_dense_w160rw's machine code). The
-// same stores.
-#ifndef GEMM_RA_LEAN_OUT
-#define GEMM_RA_LEAN_OUT 0
-#endif
 
 // Branched and Predicated name gemm_tile's two forms of a k-tile's copies
 // past the last k-tile: branched around, or each predicated (load, below).
@@ -695,28 +691,6 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
         ld_shared_v4(sbase + (u32)row * PITCH + ch * 16, v);
         st_global_v4((u16*)Y + (long long)r * N + n, v);
       }
-    }
-  } else if constexpr (GEMM_RA_LEAN_OUT && RA && (MODE == MODE_DENSE || MODE == MODE_DOWN)) {
-    // wacc[0][4j + i] as below; this thread's outputs are rows 8j + 2c
-    // (i even) and 8j + 2c + 1 (i odd) of the tile, columns wrow and
-    // wrow + 8: two pointers stepped 8 rows a j
-    const int wrow = 64 * (warp >> 2) + 16 * (warp & 3) + g;
-    const bool in0 = n0 + wrow < N, in1 = n0 + wrow + 8 < N;
-    const int live = rend - r0 - 2 * c;  // this thread's rows 8j + e that exist: 8j + e < live
-    float* ya = (float*)Y + (long long)(r0 + 2 * c) * N + n0 + wrow;
-    float* yb = ya + N;
-    const long long n8 = 8LL * N;
-#pragma unroll
-    for (int j = 0; j < BM / 8; j++) {
-      if (8 * j < live) {
-        if (in0) ya[0] = wacc[0][4 * j];
-        if (in1) ya[8] = wacc[0][4 * j + 2];
-      }
-      if (8 * j + 1 < live) {
-        if (in0) yb[0] = wacc[0][4 * j + 1];
-        if (in1) yb[8] = wacc[0][4 * j + 3];
-      }
-      ya += n8, yb += n8;
     }
   } else if constexpr (RA) {
     // wacc[0][4j + i]: weight row 64·(warp / 4) + 16·(warp % 4) + g (+8
