@@ -160,13 +160,16 @@ type Options struct {
 	// (TestNormF32LeanMatchesFull); the default (normf32=lean), measured
 	// with normbf=moe above.
 	NormF32Lean bool
-	// QKRowsWarp (qkrows=warp) prepares a prompt chunk's queries and keys
-	// (their norms, RoPE, the caches' rows) with qk_rows.cu's warp a row
-	// over every head, where ops.cu's qk_prep_rows takes a block of 256
-	// threads a (head, row) and a block-wide sum behind two barriers; the
-	// f32 cache's bf16 shadow written from the same registers. The same
-	// bits (block_sum's order of sums). Heads of 256 values with 64
-	// rotated only; written, not yet run on a GPU.
+	// QKRowsWarp (qkrows=warp, the default) prepares a prompt chunk's
+	// queries and keys (their norms, RoPE, the caches' rows) with
+	// qk_rows.cu's warp a row over every head, where ops.cu's qk_prep_rows
+	// takes a block of 256 threads a (head, row) and a block-wide sum
+	// behind two barriers; the f32 cache's bf16 shadow written from the
+	// same registers. The same bits (block_sum's order of sums,
+	// TestQKRowsMatchPrep). Heads of 256 values with 64 rotated only. On
+	// an H100 attn.qk_prep 0.8 % of prefill at 4K against 1.7 %, prefill
+	// of 4K tokens 1.4-1.6 % and of 16K 0.7-1.3 % faster than qkrows=block
+	// in two alternating rounds (docs/bench/cuda/2026-12-07-qkrows2).
 	QKRowsWarp bool
 	// FlashAttention runs the Attention of 64 or more query rows (a
 	// prefill chunk) on the flash kernels of attn_prefill.cu: tensor cores,
@@ -438,7 +441,7 @@ func (o Options) kvShadowed() bool { return o.KVShadow && o.KV == backend.F32 }
 
 // DefaultOptions are the settings of "--backend cuda".
 func DefaultOptions() Options {
-	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8WG, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, NormBF16MoE: true, NormF32Lean: true, MoEYsBF16: true}
+	return Options{Graphs: true, Fused: true, TensorCores: true, WGMMA: true, WGRegA: true, FlashAttention: true, ChunkedDelta: true, DeltaTF32: true, DeltaFrag: true, PDL: true, PDLSome: false, Router: RouterI8WG, GDNCluster: true, MoEFit: true, MoEFitWidth: true, FusedNorms: true, KV: backend.F32, MoE: MoEWG, GroupGEMM: true, FlashWide: true, FlashWG: true, FlashWGPipe: true, WGUndrained: true, SplitK: true, SplitKGroups: true, KVCopy: true, KVShadow: true, SamplerTopK: true, Pool: true, MoEGroupBlocks: true, NormBF16: true, NormBF16MoE: true, NormF32Lean: true, MoEYsBF16: true, QKRowsWarp: true}
 }
 
 // OptionsHelp lists the options of "--backend cuda:KEY=VALUE,...".
@@ -457,7 +460,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltastate=w8|w16|w16k (under delta=tf32frag, the state pass's warps a block: 8, or 16 with twice the warps on its products, w16 a product a warp, w16k both products of a tile over half the k-steps a warp; the same bits; w16 and w16k not yet measured; default w8), ` +
 	`deltaflow=on|off (under delta=tf32frag with deltastate=w8, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; not yet measured; default off), ` +
-	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp not yet measured; default block), ` +
+	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
