@@ -112,9 +112,6 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag {
 		fams = append(fams, "gdn_chunk_frag")
 	}
-	if o.ChunkedDelta && o.DeltaFrag && o.DeltaState != "" {
-		fams = append(fams, "gdn_chunk_w16")
-	}
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlow {
 		fams = append(fams, "gdn_chunk_flow")
 	}

@@ -29,12 +29,6 @@ const (
 	deltaChunkFragPrepName    = "gdn_chunk_prep_frag"
 	deltaChunkFragStateName   = "gdn_chunk_state_frag"
 	deltaChunkFragStateSKName = "gdn_chunk_state_frag_sk"
-	// gdn_chunk_w16.cu's state kernels (deltastate=w16|w16k): gdn_chunk_state_frag
-	// over 16 warps, on gdn_chunk_frag.cu's prep and workspace
-	deltaChunkStatePrefix   = "gdn_chunk_state_"
-	deltaChunkW16StateName  = deltaChunkStatePrefix + "w16"
-	deltaChunkW16KStateName = deltaChunkStatePrefix + "w16k"
-	deltaChunkW16Threads    = 512
 	// gdn_chunk_flow.cu's kernels (deltaflow=on): gdn_chunk_frag's prep and
 	// state pass at once, each block of tokens handed over by a flag
 	deltaChunkFlowPrepName  = "gdn_chunk_prep_flow"
@@ -99,14 +93,6 @@ var deltaFragKernels = map[string]func() int{
 }
 
 var deltaFragKernel = deltaChunkFragStateName
-
-// deltaW16Kernels are gdn_chunk_w16.cu's state kernels (GC_W16_SHARED):
-// gdn_chunk_state_frag's shared memory, w16k's with the odd k-steps' sums
-// of its 8 tiles too (8 floats a lane).
-var deltaW16Kernels = map[string]func() int{
-	deltaChunkW16StateName:  deltaChunkFragShared,
-	deltaChunkW16KStateName: func() int { return deltaChunkFragShared() + 4*8*32*8 },
-}
 
 // deltaStateKernels are gdn_chunk.cu's state kernels with the dynamic
 // shared memory each takes: the same products, float32 sums in other
@@ -185,10 +171,9 @@ var deltaStateKernel = deltaChunkStateSKName
 // threads, deltaChunkSlice state rows a block): its kernel and the
 // kernel's dynamic shared memory.
 type deltaState struct {
-	fn      *driver.Function
-	shared  int
-	threads int
-	flow    bool // gdn_chunk_flow's: the prep and the state pass take the flags
+	fn     *driver.Function
+	shared int
+	flow   bool // gdn_chunk_flow's: the prep and the state pass take the flags
 }
 
 // deltaChunkFunctions loads gdn_chunk.cu's module (and the state pass's
@@ -198,7 +183,6 @@ type deltaState struct {
 // option names another, and step names the prep and state kernels.
 func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState, step string, err error) {
 	stateName, kernels, family, prepName := deltaStateKernel, deltaStateKernels, "", deltaChunkPrepName
-	state.threads = deltaChunkStateThreads
 	switch {
 	case b.o.DeltaFrag && b.o.DeltaFlow:
 		stateName, family, prepName, state.flow = deltaChunkFlowStateName, "gdn_chunk_flow", deltaChunkFlowPrepName, true
@@ -206,19 +190,7 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 	case b.o.DeltaFrag:
 		// its own prep, which lays the workspace out for its state pass
 		stateName, family, prepName = deltaFragKernel, "gdn_chunk_frag", deltaChunkFragPrepName
-		if b.o.DeltaState != "" {
-			stateName = deltaChunkStatePrefix + b.o.DeltaState
-		}
 		kernels = mergedKernels(deltaFragKernels, map[string]func() int{prepName: deltaChunkPrepShared})
-		if _, ok := deltaW16Kernels[stateName]; ok {
-			// gdn_chunk_frag's prep, the state pass of a module of its own
-			if b.fn[prepName] == nil {
-				if err := b.loadDeltaFamily(family, kernels); err != nil {
-					return nil, deltaState{}, "", err
-				}
-			}
-			family, kernels, state.threads = "gdn_chunk_w16", deltaW16Kernels, deltaChunkW16Threads
-		}
 	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	}
@@ -315,6 +287,6 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		if state.flow {
 			c.Ptr(flags)
 		}
-		return s.Launch(state.fn, slices, driver.D1(state.threads), state.shared, &c)
+		return s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c)
 	}}}, nil
 }

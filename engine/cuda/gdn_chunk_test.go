@@ -126,22 +126,6 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
 	}
-	w16, err := kernels.PTX("gdn_chunk_w16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range deltaW16Kernels {
-		if !bytes.Contains(w16, []byte(".visible .entry "+name+"(")) || !strings.HasPrefix(name, deltaChunkStatePrefix) {
-			t.Errorf("no entry point %s in gdn_chunk_w16's PTX", name)
-		}
-	}
-	// only its state kernels: the prep is gdn_chunk_frag's
-	if n := bytes.Count(w16, []byte(".visible .entry ")); n != len(deltaW16Kernels) || bytes.Contains(w16, []byte("call.uni")) {
-		t.Errorf("gdn_chunk_w16's PTX has %d entry points, want %d, or calls a function", n, len(deltaW16Kernels))
-	}
-	if m := regexp.MustCompile(`(?m)^#define GC_W16_THREADS (\d+)$`).FindSubmatch(src); m == nil || string(m[1]) != strconv.Itoa(deltaChunkW16Threads) {
-		t.Errorf("gdn_chunk.cu's GC_W16_THREADS is not the launcher's %d", deltaChunkW16Threads)
-	}
 	flow, err := kernels.PTX("gdn_chunk_flow")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +138,7 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if n := bytes.Count(flow, []byte(".visible .entry ")); n != 2 || bytes.Contains(flow, []byte("call.uni")) {
 		t.Errorf("gdn_chunk_flow's PTX has %d entry points, want 2, or calls a function", n)
 	}
-	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels, deltaFragKernels, deltaW16Kernels) {
+	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels, deltaFragKernels) {
 		if s := size(); s <= 48<<10 || s > 227<<10 {
 			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
 		}
@@ -305,15 +289,13 @@ func TestChunkedDeltaTF32MatchesReference(t *testing.T) {
 // TestChunkedDeltaFragMatchesTF32: delta=tf32frag (gdn_chunk_frag.cu: the
 // prep writing the workspace in the tensor cores' fragment order) gives
 // the bits of delta=tf32, state kernel against state kernel of the same
-// tiles (gdn_chunk_state_frag against _tf32, _frag_sk against _tf32_sk;
-// deltastate=w16's and w16k's 16 warps, gdn_chunk_w16.cu, against _tf32),
+// tiles (gdn_chunk_state_frag against _tf32, _frag_sk against _tf32_sk),
 // outputs and state, from the same inputs (poisoned outputs first) at the
 // 35B and an odd head grouping up to 4096 tokens; and holds deltaTF32Bar
 // against the float64 reference.
 func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
 	defer func(v, w string) { deltaFragKernel, deltaTF32Kernel = v, w }(deltaFragKernel, deltaTF32Kernel)
-	pairs := [][2]string{{deltaChunkFragStateName, deltaChunkStateTF32Name}, {deltaChunkFragStateSKName, deltaChunkStateTF32SKName},
-		{deltaChunkW16StateName, deltaChunkStateTF32Name}, {deltaChunkW16KStateName, deltaChunkStateTF32Name}}
+	pairs := [][2]string{{deltaChunkFragStateName, deltaChunkStateTF32Name}, {deltaChunkFragStateSKName, deltaChunkStateTF32SKName}}
 	for _, pair := range pairs {
 		deltaFragKernel, deltaTF32Kernel = pair[0], pair[1]
 		of, ot := DefaultOptions(), DefaultOptions()
@@ -532,7 +514,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
 		forms = append(forms, form{true, true, false, name})
 	}
-	for _, name := range slices.Sorted(maps.Keys(mergedKernels(deltaFragKernels, deltaW16Kernels))) {
+	for _, name := range slices.Sorted(maps.Keys(deltaFragKernels)) {
 		forms = append(forms, form{true, true, true, name})
 	}
 	forms = append(forms, form{true, true, true, deltaChunkFlowStateName})

@@ -288,17 +288,6 @@ type Options struct {
 	// at 4K -0.03 to +0.8 %, in two rounds each with and without the late
 	// copies (docs/bench/cuda/2026-12-07-fw3).
 	DeltaFrag bool
-	// DeltaState (deltastate=w16 or w16k; "" is w8, the default) runs
-	// delta=tf32frag's state pass over 16 warps a block instead of 8
-	// (gdn_chunk_w16.cu): Nsight Compute had the pass of 8 warps a
-	// multiprocessor latency-bound (an instruction every 2.2 cycles a
-	// scheduler, 0.57 of 2 warps eligible), so twice the warps halve each
-	// warp's chain of products a block of tokens. w16: warps 0-7 a tile of
-	// Vn each, 8-15 the same tiles of γ·S0·q; w16k: every warp both
-	// products of a tile over half the k-steps, summed through shared
-	// memory. The same tiles and sums as gdn_chunk_state_frag, the same
-	// bits (TestChunkedDeltaFragMatchesTF32). Not yet measured.
-	DeltaState string
 	// DeltaFlow (deltaflow=on) runs delta=tf32frag's prep and state pass
 	// at once (gdn_chunk_flow.cu): the prep's blocks, two a
 	// multiprocessor, write the blocks of tokens in order and raise a flag
@@ -307,7 +296,7 @@ type Options struct {
 	// 8 warps the state pass leaves a multiprocessor's issue slots more
 	// than half idle (ncu2), and it waits today for the whole prep, about a
 	// third of the delta rule's 586 µs a layer at 4096 tokens. The same
-	// arithmetic, the same bits. With deltastate=w8 only. Not yet measured.
+	// arithmetic, the same bits. Not yet measured.
 	DeltaFlow bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
@@ -458,8 +447,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moefit=on|all|width|wide|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; wide, width's tiles 256 weight rows deep in four warpgroups, one block a multiprocessor with seven stages, not yet measured; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
-	`deltastate=w8|w16|w16k (under delta=tf32frag, the state pass's warps a block: 8, or 16 with twice the warps on its products, w16 a product a warp, w16k both products of a tile over half the k-steps a warp; the same bits; w16 and w16k not yet measured; default w8), ` +
-	`deltaflow=on|off (under delta=tf32frag with deltastate=w8, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; not yet measured; default off), ` +
+	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; not yet measured; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
@@ -575,15 +563,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "normf32":
 			o.NormF32Lean, err = kv.Is("cuda", "lean", "full")
-		case "deltastate":
-			switch kv.Value {
-			case "w8":
-				o.DeltaState = ""
-			case "w16", "w16k":
-				o.DeltaState = kv.Value
-			default:
-				err = fmt.Errorf("cuda: deltastate=%q: want w8, w16 or w16k", kv.Value)
-			}
 		case "deltaflow":
 			o.DeltaFlow, err = kv.On("cuda")
 		case "qkrows":
@@ -643,8 +622,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			return Options{}, err
 		}
 	}
-	if o.DeltaFlow && (!o.ChunkedDelta || !o.DeltaFrag || o.DeltaState != "") {
-		return Options{}, fmt.Errorf("cuda: deltaflow=on takes delta=tf32frag with deltastate=w8 (its state pass is 8 warps a block on tf32frag's workspace)")
+	if o.DeltaFlow && (!o.ChunkedDelta || !o.DeltaFrag) {
+		return Options{}, fmt.Errorf("cuda: deltaflow=on takes delta=tf32frag (its state pass reads tf32frag's workspace)")
 	}
 	return o, nil
 }

@@ -68,21 +68,13 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "normbf", Value: "all"}}); err == nil || !strings.Contains(err.Error(), "want on, moe or off") {
 		t.Errorf("normbf=all: %v, want an error naming the values", err)
 	}
-	for v, want := range map[string]string{"w8": "", "w16": "w16", "w16k": "w16k"} {
-		if o, err := ParseOptions([]backend.Option{{Key: "deltastate", Value: v}}); err != nil || o.DeltaState != want {
-			t.Errorf("deltastate=%s: %q (%v), want %q", v, o.DeltaState, err, want)
-		}
-	}
-	if _, err := ParseOptions([]backend.Option{{Key: "deltastate", Value: "w32"}}); err == nil || !strings.Contains(err.Error(), "want w8, w16 or w16k") {
-		t.Errorf("deltastate=w32: %v, want an error naming the values", err)
-	}
 	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}}, {{Key: "delta", Value: "tf32frag"}, {Key: "deltaflow", Value: "on"}}} {
 		if o, err := ParseOptions(kvs); err != nil || !o.DeltaFlow {
 			t.Errorf("%v: deltaflow %v (%v), want on", kvs, o.DeltaFlow, err)
 		}
 	}
-	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}, {Key: "deltastate", Value: "w16"}}, {{Key: "delta", Value: "tf32"}, {Key: "deltaflow", Value: "on"}}} {
-		if _, err := ParseOptions(kvs); err == nil || !strings.Contains(err.Error(), "deltaflow=on takes delta=tf32frag with deltastate=w8") {
+	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}, {Key: "delta", Value: "chunked"}}, {{Key: "delta", Value: "tf32"}, {Key: "deltaflow", Value: "on"}}} {
+		if _, err := ParseOptions(kvs); err == nil || !strings.Contains(err.Error(), "deltaflow=on takes delta=tf32frag") {
 			t.Errorf("%v: %v, want an error naming what deltaflow takes", kvs, err)
 		}
 	}
@@ -91,9 +83,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	}
 	if d := DefaultOptions(); d.DeltaFlow {
 		t.Error("defaults: deltaflow on, want off")
-	}
-	if d := DefaultOptions(); d.DeltaState != "" {
-		t.Errorf("defaults: deltastate %q, want w8", d.DeltaState)
 	}
 	for v, want := range map[string]bool{"lean": true, "full": false} {
 		if o, err := ParseOptions([]backend.Option{{Key: "normf32", Value: v}}); err != nil || o.NormF32Lean != want {

@@ -232,10 +232,10 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // gdn_chunk_prep computes the workspace of value head bid / nb and block
 // bid % nb (nb = ceil(rows / GC_C)): q and k L2-normalised (q scaled by
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
-// (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep, gdn_chunk_w16.cu gdn_chunk_frag.ptx's;
+// (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep;
 // under GC_FLOW it is gc_prep_task, the work of one (value head j, block
 // blk) for gdn_chunk_prep_flow's loop)
-#if (!defined(GC_ONE_PRODUCT) || defined(GC_FRAG)) && !defined(GC_W16)
+#if !defined(GC_ONE_PRODUCT) || defined(GC_FRAG)
 #ifdef GC_FRAG
 #define GC_PREP_ENTRY gdn_chunk_prep_frag
 #else
@@ -374,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #endif
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif  // (!GC_ONE_PRODUCT || GC_FRAG) && !GC_W16
+#endif  // !GC_ONE_PRODUCT || GC_FRAG
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -403,25 +403,24 @@ static __device__ __forceinline__ void gc_cp16(float* dst, const float* src) {
 }
 
 // gc_fetch starts copying one block's workspace src (the slice's
-// columns a0.. of U) into the buffer bf, NT threads sharing the copies.
-template <int NT = GC_STATE_THREADS>
+// columns a0.. of U) into the buffer bf.
 static __device__ __forceinline__ void gc_fetch(const float* __restrict__ src, float* bf, int a0, int tid) {
   constexpr int part = GC_C * GC_D / 4;  // 16-byte pieces of W, γ·Q or the decayed K
 #ifdef GC_FRAG
-  for (int i = tid; i < 3 * part; i += NT) gc_cp16(bf + 4 * i, src + 4 * i);  // as laid out
+  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) gc_cp16(bf + 4 * i, src + 4 * i);  // as laid out
 #else
-  for (int i = tid; i < 3 * part; i += NT) {
+  for (int i = tid; i < 3 * part; i += GC_STATE_THREADS) {
     const int m = i / part, r = i % part / (GC_D / 4), c = i % (GC_D / 4) * 4;
     gc_cp16(bf + m * GC_C * GC_LK + r * (m == 2 ? GC_LKD : GC_LK) + c, src + m * GC_C * GC_D + r * GC_D + c);
   }
 #endif
   float* U = bf + 2 * GC_WQ + GC_KDS;
   float* M = U + GC_C * GC_LV;
-  for (int i = tid; i < GC_C * GC_VT / 4; i += NT) {
+  for (int i = tid; i < GC_C * GC_VT / 4; i += GC_STATE_THREADS) {
     const int r = i / (GC_VT / 4), c = i % (GC_VT / 4) * 4;
     gc_cp16(U + r * GC_LV + c, src + 3 * GC_C * GC_D + r * GC_D + a0 + c);
   }
-  for (int i = tid; i < GC_C * GC_C / 4; i += NT) {
+  for (int i = tid; i < GC_C * GC_C / 4; i += GC_STATE_THREADS) {
     const int r = i / (GC_C / 4), c = i % (GC_C / 4) * 4;
 #ifdef GC_FRAG
     gc_cp16(M + 4 * i, src + GC_WS_M + 4 * i);
@@ -714,157 +713,6 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
   for (int i = tid; i < GC_VT * GC_D; i += GC_STATE_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
 }
 
-#ifdef GC_W16
-#if !defined(GC_ONE_PRODUCT) || !defined(GC_FRAG)
-#error "gdn_chunk_w16.cu's state pass reads gdn_chunk_frag.cu's workspace"
-#endif
-// gc_state16 is gc_state<1> (gdn_chunk_state_frag) over 16 warps, twice
-// its 8: ncu had the state pass of 8 warps a multiprocessor issuing an
-// instruction every 2.2 cycles a scheduler, each warp waiting on its own
-// products and shared loads, with 0.57 warps of 2 eligible; twice the
-// warps halve each warp's chain of products a block of tokens. The tiles
-// and the order of every sum are gc_state<1>'s, so the bits are too
-// (TestChunkedDeltaFragMatchesTF32):
-// - Vn and γ·S0·q: KSPLIT false, warps 0-7 a 16 x 8 tile of Vn and warps
-//   8-15 the same tile of γ·S0·q, each over all 16 k-steps (S0's
-//   fragments loaded by both); KSPLIT true, warp w both products of tile
-//   w % 8 over the k-steps of parity w / 8 (gc_state<1>'s two chains a
-//   product), the odd ones' sums handed to the even ones through shared
-//   memory at a barrier of their own.
-// - o: warps 0-7 gc_state<1>'s tile each.
-// - S's update: each warp a 16 x 16 tile (two n-tiles), 32 columns of 16
-//   rows shared by warps w and w + 8.
-#define GC_W16_THREADS 512
-// KSPLIT: the odd k-steps' sums of the 8 tiles, Vn's and γ·S0·q's, 8 floats a lane
-#define GC_W16_PART (8 * 32 * 8)
-#define GC_W16_SHARED(KSPLIT) (GC_STATE_SHARED + ((KSPLIT) ? 4 * GC_W16_PART : 0))
-template <bool KSPLIT>
-static __device__ __forceinline__ void gc_state16(const float* __restrict__ ws, float* __restrict__ state,
-                                                  float* __restrict__ out, int rows, int Hv) {
-  extern __shared__ __attribute__((aligned(16))) float gc_state_smem[];
-  // a launch with too little shared memory is a bug
-  if (gc_dyn_smem() < GC_W16_SHARED(KSPLIT)) __builtin_trap();
-  float* Sb = gc_state_smem;
-  float* bufs = Sb + GC_VT * GC_LK;
-  float* Vn = bufs + 2 * GC_BUF;
-  float* Og = Vn + GC_C * GC_LV;
-  float* P = Og + GC_C * GC_LV;  // KSPLIT: the odd k-steps' sums
-
-  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, tq = lane & 3;
-  const int slices = GC_D / GC_VT;
-  const int j = PETAL_BID_X() / slices, a0 = (PETAL_BID_X() % slices) * GC_VT;
-  if (j >= Hv) return;
-  const int nb = (rows + GC_C - 1) / GC_C;
-  const float* wsj = ws + (long long)j * nb * GC_WS;
-  float* st = state + ((long long)j * GC_D + a0) * GC_D;
-  gc_fetch<GC_W16_THREADS>(wsj, bufs, a0, tid);
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  for (int i = tid; i < GC_VT * GC_D; i += GC_W16_THREADS) Sb[(i / GC_D) * GC_LK + i % GC_D] = st[i];
-
-  // warp w's tile of Vn, γ·S0·q and o: rows r0.. of the block's tokens,
-  // columns n0.. of the slice; half = w / 8 (the product, or KSPLIT the
-  // k-steps' parity); of S's update rows s0.., columns c0..c0+15
-  const int tile = warp & 7, half = warp >> 3;
-  const int r0 = (tile >> 2) * 16, n0 = (tile & 3) * 8;
-  const int s0 = (tile >> 2) * 16, c0 = (tile & 3) * 32 + half * 16;
-  for (int blk = 0; blk < nb; blk++) {
-    if (blk + 1 < nb) gc_fetch<GC_W16_THREADS>(wsj + (long long)(blk + 1) * GC_WS, bufs + ((blk + 1) & 1) * GC_BUF, a0, tid);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-    __syncthreads();
-    const float* W = bufs + (blk & 1) * GC_BUF;
-    const float* Qg = W + GC_WQ;
-    const float* Kd = Qg + GC_WQ;
-    const float* U = Kd + GC_KDS;
-    const float* M = U + GC_C * GC_LV;
-    const float gl = M[GC_MS];
-    const GcMat S{Sb, 1, GC_LK};
-
-    if constexpr (!KSPLIT) {
-      // Vn = U - W·S0ᵀ (half 0) or γ·S0·q (half 1): gc_state<1>'s chains,
-      // even and odd k-steps apart
-      const float* A = half ? Qg : W;
-      float vb[2][4] = {}, vs[2][4] = {};
-#pragma unroll
-      for (int k0 = 0; k0 < GC_D; k0 += 8) {
-        const int par = (k0 >> 3) & 1;
-        gc_mma3_split(vb[par], vs[par], gc_pre_a(A, r0, k0, lane), gc_frag_b(S, k0, n0, lane));
-      }
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-        const float cv = (vs[0][e] + vs[1][e]) + (vb[0][e] + vb[1][e]);
-        if (half)
-          Og[r * GC_LV + a] = cv;
-        else
-          Vn[r * GC_LV + a] = U[r * GC_LV + a] - cv;
-      }
-    } else {
-      // both products over the k-steps of parity half
-      float vb[4] = {}, vs[4] = {}, ob[4] = {}, os[4] = {};
-#pragma unroll
-      for (int k0 = half * 8; k0 < GC_D; k0 += 16) {
-        const TfB b = gc_frag_b(S, k0, n0, lane);
-        gc_mma3_split(vb, vs, gc_pre_a(W, r0, k0, lane), b);
-        gc_mma3_split(ob, os, gc_pre_a(Qg, r0, k0, lane), b);
-      }
-      float4v* pw = (float4v*)(P + (tile * 32 + lane) * 8);
-      if (half) pw[0] = float4v{vb[0], vb[1], vb[2], vb[3]}, pw[1] = float4v{ob[0], ob[1], ob[2], ob[3]};
-      __syncthreads();
-      if (!half) {
-        // gc_state<1>'s sums: (small even + small odd) + (big even + big
-        // odd), the small ones zero in the one-product form
-        const float4v pv = pw[0], po = pw[1];
-        const float odd_v[4] = {pv.x, pv.y, pv.z, pv.w}, odd_o[4] = {po.x, po.y, po.z, po.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-          Vn[r * GC_LV + a] = U[r * GC_LV + a] - ((vs[e] + 0.f) + (vb[e] + odd_v[e]));
-          Og[r * GC_LV + a] = (os[e] + 0.f) + (ob[e] + odd_o[e]);
-        }
-      }
-    }
-    __syncthreads();
-
-    // o = γ·S0·q + M·Vn (warps 0-7) and S = γ_{n-1}·S0 + Vnᵀ·(decayed K)
-    // (every warp): each of S's elements is read and written by one thread
-    {
-      const GcMat V{Vn, GC_LV, 1}, Vt{Vn, 1, GC_LV};
-      if (!half) {
-        const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
-        float c[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int k0 = 0; k0 < GC_C; k0 += 8) gc_mma3_split(cb, c, gc_pre_a(M, r0, k0, lane), gc_frag_b(V, k0, n0, lane));
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          c[e] += cb[e];
-          const int r = r0 + g + (e >> 1) * 8, a = n0 + 2 * tq + (e & 1);
-          if (r < n) out[((long long)(t0 + r) * Hv + j) * GC_D + a0 + a] = Og[r * GC_LV + a] + c[e];
-        }
-      }
-      float cs[2][4], css[2][4] = {};
-#pragma unroll
-      for (int u = 0; u < 2; u++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) cs[u][e] = gl * Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)];
-#pragma unroll
-      for (int k0 = 0; k0 < GC_C; k0 += 8) {
-        const TfA a = gc_frag_a(Vt, s0, k0, lane);
-#pragma unroll
-        for (int u = 0; u < 2; u++) gc_mma3_split(cs[u], css[u], a, gc_pre_b(Kd, k0, c0 + u * 8, lane));
-      }
-#pragma unroll
-      for (int u = 0; u < 2; u++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) Sb[(s0 + g + (e >> 1) * 8) * GC_LK + c0 + u * 8 + 2 * tq + (e & 1)] = cs[u][e] + css[u][e];
-    }
-    __syncthreads();
-  }
-  for (int i = tid; i < GC_VT * GC_D; i += GC_W16_THREADS) st[i] = Sb[(i / GC_D) * GC_LK + i % GC_D];
-}
-#endif  // GC_W16
-
 // The state kernels, a block per (value head, slice of GC_VT state rows),
 // GC_STATE_THREADS threads, GC_STATE_SHARED bytes of dynamic shared memory
 // (the _sk forms GC_STATE_SK_SHARED): gdn_chunk_state (gc_state's ILP 0),
@@ -910,18 +758,6 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS, 2)
     gdn_chunk_state_flow(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
                          int Hv, u32* __restrict__ flags) {
   gc_state<1, true>(ws, state, out, rows, Hv, flags);
-}
-#elif defined(GC_W16)
-// gc_state16's kernels, GC_W16_THREADS threads, GC_W16_SHARED bytes
-extern "C" __global__ void __launch_bounds__(GC_W16_THREADS)
-    gdn_chunk_state_w16(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) {
-  pdl_begin();
-  gc_state16<false>(ws, state, out, rows, Hv);
-}
-extern "C" __global__ void __launch_bounds__(GC_W16_THREADS)
-    gdn_chunk_state_w16k(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows, int Hv) {
-  pdl_begin();
-  gc_state16<true>(ws, state, out, rows, Hv);
 }
 #elif !defined(GC_ONE_PRODUCT)
 GC_STATE_ENTRY(gdn_chunk_state, 0)
