@@ -82,9 +82,6 @@ func noticeFamilies(o Options) []string {
 	if o.MoEFit && o.MoEFitWidth {
 		fams = append(fams, "gemm_fitw")
 	}
-	if o.MoEFit && o.MoEFitWide {
-		fams = append(fams, "gemm_fit4")
-	}
 	if o.WGProducer || o.WGThree {
 		fams = append(fams, "gemm_ws")
 	}
@@ -315,12 +312,6 @@ func (b *Backend) init() error {
 						return err
 					}
 					b.gemm.WidthMoETiles(true)
-				}
-				if b.o.MoEFitWide {
-					if err := b.addModule(LoadGEMMFit4Module, b.gemm.AddWideTiles); err != nil {
-						return err
-					}
-					b.gemm.WideMoETiles(true)
 				}
 			}
 			if b.o.MoEYsBF16 && b.o.WGRegA {

@@ -98,14 +98,6 @@ var WidthTiles = []GEMMTile{
 	{Name: "w160rw", BM: 160, BN: 128, Threads: 256, Stages: 4, WG: true, RegA: true, Blocks: 2},
 }
 
-// WideTiles are gemm_fit4.cu's: w160r4, w160rw with 256 weight rows a tile
-// in four warpgroups (512 threads, one block a multiprocessor, seven
-// stages), taken in w160rw's place under moefit=wide. A module of its own
-// (LoadGEMMFit4Module, AddWideTiles).
-var WideTiles = []GEMMTile{
-	{Name: "w160r4", BM: 160, BN: 256, Threads: 512, Stages: 7, WG: true, RegA: true, Blocks: 1},
-}
-
 // DenseOnlyTiles are gemm_ws.cu's, w256rp's dense GEMM in two other
 // forms, each taken in w256rp's place by DenseIn256 (a module of its own:
 // LoadGEMMWSModule, AddDenseOnlyTiles):
@@ -176,7 +168,7 @@ func allGEMMTiles() []GEMMTile { return slices.Concat(GEMMTiles, MoERegTiles, Mo
 // (Lowering asks for tiles by name many times a program: the lists are
 // walked in place, nothing allocated.)
 func GEMMTileByName(name string) (GEMMTile, error) {
-	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles, WideTiles, DenseOnlyTiles} {
+	for _, tiles := range [...][]GEMMTile{GEMMTiles, MoERegTiles, MoEStreamTiles, WGMMATiles, FitTiles, WidthTiles, DenseOnlyTiles} {
 		for _, t := range tiles {
 			if t.Name == name {
 				return t, nil
@@ -286,15 +278,6 @@ func (g *GEMM) addTilesBF(mod *driver.Module, tiles []GEMMTile) error {
 	return nil
 }
 
-// LoadGEMMFit4Module loads gemm_fit4.cu's kernels (WideTiles; sm_90a PTX).
-func LoadGEMMFit4Module(c *driver.Context) (*driver.Module, error) {
-	return loadWGMMAFamily(c, "gemm_fit4")
-}
-
-// AddWideTiles finds WideTiles' kernels in mod (LoadGEMMFit4Module), their
-// down GEMMs with bf16 outputs among them (DownBF).
-func (g *GEMM) AddWideTiles(mod *driver.Module) error { return g.addTilesBF(mod, WideTiles) }
-
 // LoadGEMMWSModule loads gemm_ws.cu's kernels (DenseOnlyTiles; sm_90a PTX).
 func LoadGEMMWSModule(c *driver.Context) (*driver.Module, error) {
 	return loadWGMMAFamily(c, "gemm_ws")
@@ -311,10 +294,6 @@ func (g *GEMM) DenseIn256(name string) { g.dense256 = name }
 // WidthMoETiles makes MoETile take w160rw where it would take w160rp
 // (moefit=width), once AddWidthTiles has added it.
 func (g *GEMM) WidthMoETiles(on bool) { g.fitWidth = on }
-
-// WideMoETiles makes MoETile take w160r4 where it would take w160rw
-// (moefit=wide), once AddWideTiles has added it.
-func (g *GEMM) WideMoETiles(on bool) { g.fitWide = on }
 
 // DownBFTiles are the tiles of gemm_downbf.cu's down GEMMs with bf16
 // expert outputs (moeys=bf16): the register-A tiles the MoE takes under
@@ -435,7 +414,6 @@ type GEMM struct {
 	undrained               bool             // UndrainedTiles
 	fit, fitAll             bool             // FitMoETiles
 	fitWidth                bool             // WidthMoETiles
-	fitWide                 bool             // WideMoETiles
 	dense256                string           // DenseIn256
 	groupCount, groupScan   *driver.Function // moe_group.cu's (AddMoEGroup)
 	groupPlace              *driver.Function
@@ -883,9 +861,6 @@ func (g *GEMM) MoETile(tokens, experts int, kernel MoEKernel) GEMMTile {
 			w, _ = GEMMTileByName("w160rp")
 			if g.fitWidth && g.tiles["w160rw"].gateUp != nil {
 				w, _ = GEMMTileByName("w160rw")
-			}
-			if g.fitWide && g.tiles["w160r4"].gateUp != nil {
-				w, _ = GEMMTileByName("w160r4")
 			}
 		}
 	}

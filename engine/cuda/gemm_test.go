@@ -109,12 +109,6 @@ func TestGEMMTilesFit(t *testing.T) {
 	moeTiles("gemm=wgrp, moefit=width, w160rw not loaded", MoEWG, map[int]string{4096: "w160rp", 2048: "w128rp"})
 	g.tiles = map[string]gemmKernels{"w160rw": {gateUp: &driver.Function{}}}
 	moeTiles("gemm=wgrp, moefit=width", MoEWG, map[int]string{8192: "w128rp", 4096: "w160rw", 3072: "w128rp", 2048: "w128rp"})
-	// moefit=wide: w160r4 in w160rw's place, once its kernels are there
-	g.WideMoETiles(true)
-	moeTiles("gemm=wgrp, moefit=wide, w160r4 not loaded", MoEWG, map[int]string{4096: "w160rw", 2048: "w128rp"})
-	g.tiles["w160r4"] = gemmKernels{gateUp: &driver.Function{}}
-	moeTiles("gemm=wgrp, moefit=wide", MoEWG, map[int]string{8192: "w128rp", 4096: "w160r4", 3072: "w128rp", 2048: "w128rp"})
-	g.WideMoETiles(false)
 	g.tiles = nil
 	g.WidthMoETiles(false)
 	g.FitMoETiles(false, false)
@@ -284,9 +278,6 @@ func newGEMM(t testing.TB, c *driver.Context) *GEMM {
 			t.Fatal(err)
 		}
 		if err := g.AddWidthTiles(loadModule(t, LoadGEMMFitWModule, c)); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.AddWideTiles(loadModule(t, LoadGEMMFit4Module, c)); err != nil {
 			t.Fatal(err)
 		}
 		if err := g.AddDenseOnlyTiles(loadModule(t, LoadGEMMWSModule, c)); err != nil {
@@ -773,7 +764,7 @@ func TestMoEGroupedMatchesReference(t *testing.T) {
 		if T == 100 || T == 512 {
 			tiles = g.AllTiles()
 		}
-		for _, name := range []string{"w80rp", "w160rp", "w160rw", "w160r4"} { // moefit's tiles where they run, beside MoETile's (w160rw, w160r4: 64 to 96 rows wide at 2048 tokens, 112 to 160 at 4096)
+		for _, name := range []string{"w80rp", "w160rp", "w160rw"} { // moefit's tiles where they run, beside MoETile's (w160rw: 64 to 96 rows wide at 2048 tokens, 112 to 160 at 4096)
 			if w, err := GEMMTileByName(name); err == nil && T >= 2048 && slices.Contains(g.AllTiles(), w) {
 				tiles = append(tiles, w)
 			}
@@ -1168,7 +1159,7 @@ func TestMeasureGEMM(t *testing.T) {
 		if T > 4096 { // a 16K-token chunk: the wide tiles only
 			tiles = nil
 			for _, tile := range allTiles {
-				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w160rp", "w160rw", "w160r4", "w256r", "w256rp"}, tile.Name) {
+				if slices.Contains([]string{"w64r", "w128r", "w128rp", "w160rp", "w160rw", "w256r", "w256rp"}, tile.Name) {
 					tiles = append(tiles, tile)
 				}
 			}
@@ -1331,23 +1322,6 @@ func TestGEMMWGModule(t *testing.T) {
 			}
 		}
 	}
-	fit4, err := kernels.PTX("gemm_fit4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tile := range WideTiles {
-		for _, kind := range []string{"dense", "group", "gateup", "down", "downbf"} {
-			if name := "gemm_" + kind + "_" + tile.Name + "("; !strings.Contains(string(fit4), ".entry "+name) {
-				t.Errorf("gemm_%s_%s: not in gemm_fit4.ptx", kind, tile.Name)
-			}
-		}
-		if tile.Threads != 2*tile.BN || tile.shared() > 227*1024 {
-			t.Errorf("tile %s: %+v, shared %d: want a warpgroup each 64 weight rows, within a block's 227 KB", tile, tile, tile.shared())
-		}
-	}
-	if !strings.Contains(string(fit4), ".maxntid 512, 1, 1") || !strings.Contains(string(fit4), ".target sm_90a") {
-		t.Error("gemm_fit4.ptx: not sm_90a PTX of 512-thread blocks")
-	}
 	ws, err := kernels.PTX("gemm_ws")
 	if err != nil {
 		t.Fatal(err)
@@ -1385,7 +1359,7 @@ func TestGEMMWGModule(t *testing.T) {
 	if !strings.Contains(string(fitw), ".target sm_90a") {
 		t.Error("gemm_fitw.ptx is not sm_90a PTX")
 	}
-	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, WideTiles, DenseOnlyTiles) {
+	for _, tile := range slices.Concat(WGMMATiles, FitTiles, WidthTiles, DenseOnlyTiles) {
 		if got, err := GEMMTileByName(tile.Name); err != nil || !got.WG {
 			t.Errorf("tile %s: found %v, %v", tile.Name, got, err)
 		}

@@ -105,12 +105,6 @@ type Options struct {
 	// 43,314 / 43,375, 16K +0.8 / -0.2 %, 512 and 1K within their noise
 	// (fw4, two rounds, an H100).
 	MoEFitWidth bool
-	// MoEFitWide (moefit=wide) is moefit=width with w160r4 in w160rw's
-	// place (gemm_fit4.cu): 256 weight rows a tile in four warpgroups, one
-	// block a multiprocessor, each staged X tile serving twice the weight
-	// rows and seven stages where w160rw's two blocks hold four each.
-	// Written, not yet run on a GPU.
-	MoEFitWide bool
 	// MoEYsBF16 (moeys=bf16, the default) has prefill's MoE down GEMM
 	// write each expert's output row in bf16 (gemm_downbf.cu) and the
 	// combine add them back in float32, where the tile is one of
@@ -444,7 +438,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moelayer=one|three (the MoE block of one token, its norm, router and experts, in one launch with grid-wide barriers, or three launches; default three), ` +
 	`pdl=off|on|some (programmatic dependent launch: each kernel launched while the one before runs, waiting for it inside; some: only the first projections and the experts' gate/up, which gained from it when every kernel let the next launch at its start; default on), ` +
 	`gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain (prefill's projections and experts on the tensor cores with bf16 inputs, or the float32 kernels; wgr: the larger tiles on Hopper's wgmma (compute capability 9.0; elsewhere as tc), each thread dequantising its own weights as wgmma's register operand; wgrp: wgr's tiles with their k-tiles not drained between barriers, prefill of 4K-16K tokens 1-2 % faster than wgr,attn=wg on an H100 in two alternating rounds; wgrs: wgrp with the dense 256-row tiles' copies issued by a warp of their own, the stages handed over by mbarriers, 273-287 TFLOP/s at 4096 rows against wgrp's 489-549 on an H100; wgr3: wgrp with the dense 256-row tiles three warpgroups of weight rows deep, 192 a block, no faster than wgrp; wg: the tiles with the weights through shared memory, about 1 % slower than wgr; tc: mma.sync tiles only, 14-17 % slower than wg; default wgrp), ` +
-	`moefit=on|all|width|wide|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; wide, width's tiles 256 weight rows deep in four warpgroups, one block a multiprocessor with seven stages, not yet measured; default width), ` +
+	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; not yet measured; default off), ` +
@@ -542,11 +536,11 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "moefit":
 			switch kv.Value {
-			case "on", "all", "width", "wide", "off":
+			case "on", "all", "width", "off":
 				o.MoEFit, o.MoEFitAll = kv.Value != "off", kv.Value == "all"
-				o.MoEFitWidth, o.MoEFitWide = kv.Value == "width" || kv.Value == "wide", kv.Value == "wide"
+				o.MoEFitWidth = kv.Value == "width"
 			default:
-				err = fmt.Errorf("cuda: moefit=%q: want on, all, width, wide or off", kv.Value)
+				err = fmt.Errorf("cuda: moefit=%q: want on, all, width or off", kv.Value)
 			}
 		case "moeys":
 			o.MoEYsBF16, err = kv.Is("cuda", "bf16", "f32")

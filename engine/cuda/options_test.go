@@ -107,11 +107,13 @@ func TestParseOptionsChoices(t *testing.T) {
 	if d := DefaultOptions(); !d.NormBF16 || !d.NormBF16MoE {
 		t.Errorf("defaults: normbf %v, moe %v; want normbf=moe", d.NormBF16, d.NormBF16MoE)
 	}
-	for v, want := range map[string][4]bool{"on": {true, false, false, false}, "all": {true, true, false, false}, "width": {true, false, true, false},
-		"wide": {true, false, true, true}, "off": {false, false, false, false}} {
-		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [4]bool{o.MoEFit, o.MoEFitAll, o.MoEFitWidth, o.MoEFitWide} != want {
-			t.Errorf("moefit=%s: %v %v %v %v (%v), want %v", v, o.MoEFit, o.MoEFitAll, o.MoEFitWidth, o.MoEFitWide, err, want)
+	for v, want := range map[string][3]bool{"on": {true, false, false}, "all": {true, true, false}, "width": {true, false, true}, "off": {false, false, false}} {
+		if o, err := ParseOptions([]backend.Option{{Key: "moefit", Value: v}}); err != nil || [3]bool{o.MoEFit, o.MoEFitAll, o.MoEFitWidth} != want {
+			t.Errorf("moefit=%s: %v %v %v (%v), want %v", v, o.MoEFit, o.MoEFitAll, o.MoEFitWidth, err, want)
 		}
+	}
+	if _, err := ParseOptions([]backend.Option{{Key: "moefit", Value: "wide"}}); err == nil || !strings.Contains(err.Error(), "want on, all, width or off") {
+		t.Errorf("moefit=wide: %v, want an error naming the values", err)
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "sampler", Value: "row"}}); err != nil || o.SamplerTopK || !DefaultOptions().SamplerTopK {
 		t.Errorf("sampler=row: topk %v (%v); the default: topk %v, want topk", o.SamplerTopK, err, DefaultOptions().SamplerTopK)

@@ -6,7 +6,7 @@
 # regenerated (clang-19), committed there (not on any branch; the commit's
 # name goes into DIR/BUILT_FROM.NAME, which devrun-pack.sh leaves), then
 #   DIR/ptx-NAME.txz       that build's gemm, gemm_wg, gemm_fit,
-#                          gemm_downbf, gemm_fitw, gemm_fit4 and gemm_ws PTX (the
+#                          gemm_downbf, gemm_fitw and gemm_ws PTX (the
 #                          families made of gemm.cu), as ptx-NAME/*.ptx
 #   DIR/cuda-NAME.test.xz  its engine/cuda test binary
 # and prints the commit, for devrun-pack.sh's petal-NAME=COMMIT.
@@ -30,7 +30,7 @@ sed -i "s/^#define $switch [0-9]*\$/#define $switch $value/" engine/cuda/kernels
 sh engine/cuda/kernels/gen.sh
 git -c user.name=petal -c user.email=petal@localhost commit -qam "variant: $switch=$value (a measurement build, not for main)"
 variant=$(git rev-parse --short HEAD)
-mkdir -p "ptx-$name" && cp engine/cuda/kernels/{gemm,gemm_wg,gemm_fit,gemm_downbf,gemm_fitw,gemm_fit4,gemm_ws}.ptx "ptx-$name/"
+mkdir -p "ptx-$name" && cp engine/cuda/kernels/{gemm,gemm_wg,gemm_fit,gemm_downbf,gemm_fitw,gemm_ws}.ptx "ptx-$name/"
 tar cJf "$dir/ptx-$name.txz" "ptx-$name"
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go test -c -o "$wt/cuda-$name.test" ./engine/cuda
 xz -9e -T0 -c "$wt/cuda-$name.test" > "$dir/cuda-$name.test.xz"

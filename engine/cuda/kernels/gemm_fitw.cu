@@ -15,8 +15,10 @@
 
 // fitw_tile runs MODE's tile of block (bx, tile t) at the width its live
 // rows need: w160rp's shape (two warpgroups of 64 weight rows, four stages,
-// k-tiles not drained) against 64 to 160 X rows; gemm_fit4.cu's, BN weight
-// rows in WN warpgroups of 64 and S stages.
+// k-tiles not drained) against 64 to 160 X rows; or BN weight rows in WN
+// warpgroups of 64 and S stages (gemm_fit4.cu's w160r4, 256 in four with
+// seven stages, one block a multiprocessor, was slower: gate/up 386.5
+// against 338.8 µs at 4096 tokens on an H100, docs/bench/cuda/2026-12-07-next26).
 template <int MODE, int BN = 128, int WN = 2, int S = 4>
 static __device__ __forceinline__ void fitw_tile(const u16* X, const int* rowTok, const u32* W, const u32* SB,
                                                  const u32* W2, const u32* SB2, void* Y, int N, int K,
