@@ -48,6 +48,18 @@
 #define GC_VT 32
 #define GC_LK (GC_D + 4)
 #define GC_LC (GC_C + 4)
+#define GC_PREP_THREADS 128
+
+// GC_PREP_VEC: the prep writes its fragment-order matrices a lane's
+// fragment at a time (one 16- or 8-byte store, gc_put_afrag and
+// gc_put_bfrag) over fixed trip counts, and takes its q and k norms two
+// tokens at a time, where it writes one element a loop step (a fragment
+// position worked out from the step's index each time) and one token's
+// norms a step. The same values to the same places: the same bits. 0 in
+// the built families; not yet measured (docs/bench/cuda/run-dprep1.sh).
+#ifndef GC_PREP_VEC
+#define GC_PREP_VEC 0
+#endif
 
 // gc_dyn_smem is the dynamic shared memory of the launch, in bytes.
 static __device__ __forceinline__ u32 gc_dyn_smem() {
@@ -195,6 +207,38 @@ static __device__ __forceinline__ void gc_bfrag_kn(int x, int& k, int& n) {
   k = (tile / (GC_D / 8)) * 8 + (lane & 3) + e * 4;
   n = (tile % (GC_D / 8)) * 8 + (lane >> 2);
 }
+// GcF4 is four floats stored as one 16-byte access.
+struct __attribute__((aligned(16))) GcF4 {
+  float x, y, z, w;
+};
+
+// gc_put_afrag writes the GC_C x GC_D matrix whose element (r, k) is
+// val(r, k) to dst in A-fragment order (gc_afrag_at), a lane's four
+// elements (a0 .. a3) as one 16-byte store; gc_put_bfrag the GC_C x GC_D
+// matrix of elements (k, n) in B-fragment order (gc_bfrag_at), a lane's
+// two as one 8-byte store; the prep's threads on consecutive lanes
+// (GC_PREP_VEC).
+template <typename F>
+static __device__ __forceinline__ void gc_put_afrag(float* dst, int tid, F val) {
+#pragma unroll 1
+  for (int it = 0; it < GC_C * GC_D / 4 / GC_PREP_THREADS; it++) {
+    const int q = tid + it * GC_PREP_THREADS;
+    int r, k;
+    gc_afrag_rc(4 * q, r, k);
+    *(GcF4*)(dst + 4 * q) = GcF4{val(r, k), val(r + 8, k), val(r, k + 4), val(r + 8, k + 4)};
+  }
+}
+template <typename F>
+static __device__ __forceinline__ void gc_put_bfrag(float* dst, int tid, F val) {
+#pragma unroll 1
+  for (int it = 0; it < GC_C * GC_D / 2 / GC_PREP_THREADS; it++) {
+    const int q = tid + it * GC_PREP_THREADS;
+    int k, n;
+    gc_bfrag_kn(2 * q, k, n);
+    *(GcF2*)(dst + 2 * q) = GcF2{val(k, n), val(k + 4, n)};
+  }
+}
+
 #ifdef GC_FRAG
 // a workspace value the state pass reads as a tf32 operand, rounded once here
 #define GC_PRE(x) __uint_as_float(tf32_round(x))
@@ -224,7 +268,6 @@ static_assert(GC_WS == 4 * GC_C * GC_D + GC_C * GC_C + 4, "GC_WS");
 #define GC_WS_M (4 * GC_C * GC_D)
 #define GC_WS_GL (GC_WS_M + GC_C * GC_C)
 
-#define GC_PREP_THREADS 128
 static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // shared memory: G (doubles), Kb, Qb [C][LK], Am [C][LC], beta, γ, dec [C]
 #define GC_PREP_SHARED (8 * GC_C + 4 * (2 * GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C))
@@ -284,7 +327,14 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   // the normalised queries and keys (zero rows past n), a warp a token;
   // γ·Q and the decayed K go to the workspace
   const float qscale = 1.f / __builtin_sqrtf((float)GC_D);
+#if GC_PREP_VEC
+  // a fixed trip count, two tokens' loads in flight at once
+#pragma unroll 2
+  for (int it = 0; it < GC_C / (GC_PREP_THREADS / 32); it++) {
+    const int i = warp + it * (GC_PREP_THREADS / 32);
+#else
   for (int i = warp; i < GC_C; i += GC_PREP_THREADS / 32) {
+#endif
     float q[GC_D / 32], k[GC_D / 32], qs = 0.f, ks = 0.f;
     const float* row = qkv + (long long)(t0 + i) * width;
 #pragma unroll
@@ -313,6 +363,10 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #ifdef GC_FRAG
   // γ·Q and the decayed K in fragment order, from the normalised rows in
   // shared memory: consecutive threads write consecutive elements
+#if GC_PREP_VEC
+  gc_put_afrag(w + GC_C * GC_D, tid, [&](int r, int k) { return GC_PRE(gam[r] * Qb[r * GC_LK + k]); });
+  gc_put_bfrag(w + 2 * GC_C * GC_D, tid, [&](int k, int n) { return GC_PRE(dec[k] * Kb[k * GC_LK + n]); });
+#else
   for (int at = tid; at < GC_C * GC_D; at += GC_PREP_THREADS) {
     int r, k;
     gc_afrag_rc(at, r, k);
@@ -320,6 +374,7 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
     gc_bfrag_kn(at, r, k);
     w[2 * GC_C * GC_D + at] = GC_PRE(dec[r] * Kb[r * GC_LK + k]);
   }
+#endif
 #endif
 
   // k·k → A (beta, decayed, strictly lower) and q·k → the workspace's M
@@ -366,11 +421,15 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
   }
 #ifdef GC_FRAG
   __syncthreads();
+#if GC_PREP_VEC
+  gc_put_afrag(w, tid, [&](int r, int k) { return GC_PRE(Qb[r * GC_LK + k]); });  // W in fragment order, as γ·Q
+#else
   for (int at = tid; at < GC_C * GC_D; at += GC_PREP_THREADS) {  // W in fragment order, as γ·Q
     int r, k;
     gc_afrag_rc(at, r, k);
     w[at] = GC_PRE(Qb[r * GC_LK + k]);
   }
+#endif
 #endif
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
