@@ -309,29 +309,8 @@ func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s %d rows %s against %s", sh.name, n, pair[0], pair[1]), func(t *testing.T) {
-					var outs, states [2][]float32
-					for i, b := range []*Backend{bf, bt} {
-						c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), uint64(sh.hv)+99)), n, sh.hk, sh.hv)
-						p, err := b.Compile([]backend.Op{c.o})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if err := p.Run(); err != nil {
-							t.Fatal(err)
-						}
-						if err := b.Sync(); err != nil {
-							t.Fatal(err)
-						}
-						outs[i] = readGuarded(t, b, c.outAll, n*sh.hv*GDNHeadDim, "out")
-						states[i] = readGuarded(t, b, c.stateAll, len(c.state), "state")
-					}
-					for what, pair := range map[string][2][]float32{"out": outs, "state": states} {
-						for j := range pair[0] {
-							if math.Float32bits(pair[0][j]) != math.Float32bits(pair[1][j]) {
-								t.Fatalf("%s element %d: %v with tf32frag, %v with tf32", what, j, pair[0][j], pair[1][j])
-							}
-						}
-					}
+					outs, states := deltaRunBoth(t, [2]*Backend{bf, bt}, sh, n, uint64(sh.hv)+99, 1, [2]string{})
+					sameDeltaBits(t, outs, states, [2]string{"tf32frag", "tf32"})
 				})
 			}
 		}
@@ -359,38 +338,9 @@ func TestChunkedDeltaFlowMatchesFrag(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s %d rows graphs=%v pdl=%v", sh.name, n, graphs, form.pdl), func(t *testing.T) {
-					var outs, states [2][]float32
-					for i, b := range []*Backend{bf, bw} {
-						c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), uint64(sh.hv)+7)), n, sh.hk, sh.hv)
-						p, err := b.Compile([]backend.Op{c.o})
-						if err != nil {
-							t.Fatal(err)
-						}
-						want := deltaChunkFragPrepName + "+" + deltaChunkFragStateName
-						if i == 1 {
-							want = deltaChunkFlowPrepName + "+" + deltaChunkFlowStateName
-						}
-						if got := p.(*program).kernelNames()[0]; !slices.Equal(got, []string{want}) {
-							t.Fatalf("kernels %v, want %s", got, want)
-						}
-						for range 2 {
-							if err := p.Run(); err != nil {
-								t.Fatal(err)
-							}
-						}
-						if err := b.Sync(); err != nil {
-							t.Fatal(err)
-						}
-						outs[i] = readGuarded(t, b, c.outAll, n*sh.hv*GDNHeadDim, "out")
-						states[i] = readGuarded(t, b, c.stateAll, len(c.state), "state")
-					}
-					for what, pair := range map[string][2][]float32{"out": outs, "state": states} {
-						for j := range pair[0] {
-							if math.Float32bits(pair[0][j]) != math.Float32bits(pair[1][j]) {
-								t.Fatalf("%s element %d: %v with deltaflow=on, %v without", what, j, pair[1][j], pair[0][j])
-							}
-						}
-					}
+					outs, states := deltaRunBoth(t, [2]*Backend{bw, bf}, sh, n, uint64(sh.hv)+7, 2, [2]string{
+						deltaChunkFlowPrepName + "+" + deltaChunkFlowStateName, deltaChunkFragPrepName + "+" + deltaChunkFragStateName})
+					sameDeltaBits(t, outs, states, [2]string{"deltaflow=on", "deltaflow=off"})
 					flags := make([]byte, bw.deltaFlags.bytes)
 					if err := bw.s.CopyToHost(flags, bw.deltaFlags.p); err != nil {
 						t.Fatal(err)
@@ -404,6 +354,48 @@ func TestChunkedDeltaFlowMatchesFrag(t *testing.T) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+// deltaRunBoth runs one DeltaRule op of n rows at shape sh on each of bs
+// in turn, from the same inputs (seed), runs times over, and returns each
+// one's outputs and state; where want names a backend's kernel step, its
+// program must have that one.
+func deltaRunBoth(t *testing.T, bs [2]*Backend, sh gdnShape, n int, seed uint64, runs int, want [2]string) (outs, states [2][]float32) {
+	t.Helper()
+	for i, b := range bs {
+		c := newDeltaCase(b, rand.New(rand.NewPCG(uint64(n), seed)), n, sh.hk, sh.hv)
+		p, err := b.Compile([]backend.Op{c.o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.(*program).kernelNames()[0]; want[i] != "" && !slices.Equal(got, []string{want[i]}) {
+			t.Fatalf("kernels %v, want %s", got, want[i])
+		}
+		for range runs {
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = readGuarded(t, b, c.outAll, n*sh.hv*GDNHeadDim, "out")
+		states[i] = readGuarded(t, b, c.stateAll, len(c.state), "state")
+	}
+	return outs, states
+}
+
+// sameDeltaBits fails at the first element of the outputs or the state
+// whose bits differ between the two forms named.
+func sameDeltaBits(t *testing.T, outs, states [2][]float32, forms [2]string) {
+	t.Helper()
+	for what, pair := range map[string][2][]float32{"out": outs, "state": states} {
+		for j := range pair[0] {
+			if math.Float32bits(pair[0][j]) != math.Float32bits(pair[1][j]) {
+				t.Fatalf("%s element %d: %v with %s, %v with %s", what, j, pair[0][j], forms[0], pair[1][j], forms[1])
 			}
 		}
 	}
