@@ -286,11 +286,13 @@ type Options struct {
 	// at once (gdn_chunk_flow.cu): the prep's blocks, two a
 	// multiprocessor, write the blocks of tokens in order and raise a flag
 	// a (value head, block) as each is written; the state pass, launched
-	// beside them under pdl=on, fetches a block once its flag is up. With
-	// 8 warps the state pass leaves a multiprocessor's issue slots more
-	// than half idle (ncu2), and it waits today for the whole prep, about a
-	// third of the delta rule's 586 µs a layer at 4096 tokens. The same
-	// arithmetic, the same bits. Not yet measured.
+	// beside them under pdl=on, fetches a block once its flag is up. The
+	// same arithmetic, the same bits (TestChunkedDeltaFlowMatchesFrag). On
+	// an H100 (docs/bench/cuda/2026-12-07-flowtrace1) the two kernels run
+	// together, 561 µs a layer at 4096 tokens against the defaults' 278 +
+	// 299, but the prep at two blocks a multiprocessor beside the state
+	// pass takes 553 µs, and the state pass waits on it; prefill within
+	// 1 % (dstate1). Off until the prep is faster.
 	DeltaFlow bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
@@ -441,7 +443,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
-	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; not yet measured; default off), ` +
+	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
