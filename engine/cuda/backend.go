@@ -97,6 +97,9 @@ func noticeFamilies(o Options) []string {
 	if o.NormBF16 && o.NormF32Lean {
 		fams = append(fams, "norm_bfo")
 	}
+	if o.NormBF16 && o.CombineNorm {
+		fams = append(fams, "norm_comb")
+	}
 	if o.QKRowsWarp {
 		fams = append(fams, "qk_rows")
 	}
@@ -243,6 +246,11 @@ func (b *Backend) init() error {
 		}
 		if b.o.NormF32Lean {
 			if err := b.loadFamilyKernels("norm_bfo"); err != nil {
+				return err
+			}
+		}
+		if b.o.CombineNorm {
+			if err := b.loadFamilyKernels("norm_comb"); err != nil {
 				return err
 			}
 		}

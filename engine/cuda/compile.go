@@ -46,6 +46,9 @@ type program struct {
 	events                 []*driver.Event // ProfiledRun's, made on first use
 	writes                 []span          // the bytes its ops may write
 	done                   *driver.Event   // recorded after each Run (readback.go)
+	// combine: an MoE block's combine left to the norm after it
+	// (combinenorm=on), until that norm's lowering takes it (prefill.go)
+	combine *combineIn
 }
 
 // step launches some kernels of op ops[op] on s.
@@ -95,7 +98,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		var steps []step
 		var err error
-		fused := 0 // the ops after this one that its steps run too
+		left := p.combine // an MoE combine the op before left to this one's norm
+		fused := 0        // the ops after this one that its steps run too
 		if st, ok := b.normLinearsSteps(p, i); ok {
 			steps, fused = st, 1
 		} else if st, ok := b.normMoESteps(p, i); ok {
@@ -113,6 +117,14 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cuda: op %d (%s): %w", i, backend.LabelOf(op), err)
+		}
+		if left != nil {
+			p.combine = nil
+			if !left.taken { // this op's lowering did not sum it: the combine runs first, as it would have
+				st := left.step
+				st.op = -1
+				steps = append([]step{st}, steps...)
+			}
 		}
 		for _, s := range steps {
 			s.op += i // relative to op i where a fused lowering says so

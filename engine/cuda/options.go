@@ -154,6 +154,17 @@ type Options struct {
 	// (TestNormF32LeanMatchesFull); the default (normf32=lean), measured
 	// with normbf=moe above.
 	NormF32Lean bool
+	// CombineNorm (combinenorm=on) leaves a prompt chunk's MoE combine
+	// (moe_combine_bf: the shared expert's output plus each token's eight
+	// bf16 expert outputs, weighted) to the next layer's input norm
+	// (norm_comb.cu's add_rmsnorm_comb_bf), which sums it where it would
+	// have read it back: a write and a read of a float32 row a token fewer
+	// (33.5 MB each a layer at 4096 tokens) and a launch, where the MoE's
+	// output is read by that norm alone (backend.Overwritten) and the norm
+	// takes normbf's form; elsewhere the combine runs as before. The same
+	// sums in the same order, the same bits (TestCombineNormMatchesApart).
+	// Not yet measured.
+	CombineNorm bool
 	// QKRowsWarp (qkrows=warp, the default) prepares a prompt chunk's
 	// queries and keys (their norms, RoPE, the caches' rows) with
 	// qk_rows.cu's warp a row over every head, where ops.cu's qk_prep_rows
@@ -444,6 +455,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; default off), ` +
+	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; not yet measured; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
@@ -561,6 +573,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.NormF32Lean, err = kv.Is("cuda", "lean", "full")
 		case "deltaflow":
 			o.DeltaFlow, err = kv.On("cuda")
+		case "combinenorm":
+			o.CombineNorm, err = kv.On("cuda")
 		case "qkrows":
 			o.QKRowsWarp, err = kv.Is("cuda", "warp", "block")
 		case "normbf":

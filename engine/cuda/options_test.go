@@ -81,6 +81,14 @@ func TestParseOptionsChoices(t *testing.T) {
 	if _, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "some"}}); err == nil || !strings.Contains(err.Error(), "deltaflow") {
 		t.Errorf("deltaflow=some: %v, want an error naming deltaflow", err)
 	}
+	for v, want := range map[string]bool{"on": true, "off": false} {
+		if o, err := ParseOptions([]backend.Option{{Key: "combinenorm", Value: v}}); err != nil || o.CombineNorm != want {
+			t.Errorf("combinenorm=%s: %v (%v), want %v", v, o.CombineNorm, err, want)
+		}
+	}
+	if DefaultOptions().CombineNorm {
+		t.Error("defaults: combinenorm on, want off")
+	}
 	if d := DefaultOptions(); d.DeltaFlow {
 		t.Error("defaults: deltaflow on, want off")
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"petal/engine/backend"
@@ -262,9 +263,17 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
 	}
 	if ysBF {
-		tail = append(tail,
-			one("gemm_downbf_"+tile.Name, func(s *driver.Stream) error { return g.MoEDownBF(s, groups(), down.q, H, I, at(hb), at(ys)) }),
-			one("moe_combine_bf", func(s *driver.Stream) error { return g.MoECombineBF(s, groups(), at(ys), wts, out, rows, H, true) }))
+		tail = append(tail, one("gemm_downbf_"+tile.Name, func(s *driver.Stream) error { return g.MoEDownBF(s, groups(), down.q, H, I, at(hb), at(ys)) }))
+		combine := one("moe_combine_bf", func(s *driver.Stream) error { return g.MoECombineBF(s, groups(), at(ys), wts, out, rows, H, true) })
+		if b.leaveCombine(p, o, H) {
+			// the next layer's input norm sums it (or, if its lowering does
+			// not, Compile runs it before that norm's steps)
+			p.combine = &combineIn{delta: o.Out, step: combine, args: func(a *driver.Args) {
+				a.Ptr(out).Ptr(at(ys)).Ptr(at(pos)).Ptr(wts)
+			}}
+		} else {
+			tail = append(tail, combine)
+		}
 	} else {
 		tail = append(tail,
 			one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
@@ -272,6 +281,42 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	}
 	return append(append(head, shared...), tail...), true
 }
+
+// combineIn is an MoE block's combine left to the norm after it
+// (combinenorm=on): the MoE output it would sum into (delta), its launch
+// (step), and add_rmsnorm_comb_bf's arguments for it (args: the shared
+// expert's output, already in delta, the bf16 expert outputs, their
+// positions and the weights); taken once a norm's lowering sums it.
+type combineIn struct {
+	delta backend.Buffer
+	step  step
+	args  func(a *driver.Args)
+	taken bool
+}
+
+// leaveCombine says whether o, an MoE block of a prompt chunk, leaves its
+// combine to the norm after it: under combinenorm=on with normbf, the next
+// op an AddRMSNorm adding o's output (whole, as its delta) to its rows of
+// at most normCombMaxDim values, no other op reading that output before
+// the program writes over it.
+func (b *Backend) leaveCombine(p *program, o *backend.Experts, H int) bool {
+	if !b.o.CombineNorm || !b.o.NormBF16 || b.fn[normCombKernel] == nil || H > normCombMaxDim {
+		return false
+	}
+	e := slices.IndexFunc(p.ops, func(op backend.Op) bool { return op == backend.Op(o) })
+	if e < 0 || e+1 >= len(p.ops) {
+		return false
+	}
+	n, ok := p.ops[e+1].(*backend.AddRMSNorm)
+	return ok && n.Delta == o.Out && n.Rows == o.Rows && n.Dim == H && backend.Overwritten(p.ops, e, o.Out, e+1)
+}
+
+// normCombKernel is norm_comb.cu's norm; normCombMaxDim the longest row it
+// takes (NC_THREADS·NC_REG there).
+const (
+	normCombKernel = "add_rmsnorm_comb_bf"
+	normCombMaxDim = 256 * 8
+)
 
 // routeStepName names the MoE grouping's step by its kernels.
 func routeStepName(g *GEMM) string {
@@ -392,6 +437,22 @@ func (b *Backend) addNormBF(p *program, ch *checks, n *backend.AddRMSNorm) (xp d
 	var delta driver.Ptr
 	if n.Delta.Mem != nil {
 		delta = ch.buf("the delta", n.Delta, backend.F32, rows*dim)
+	}
+	if c := p.combine; c != nil && c.delta == n.Delta && dim <= normCombMaxDim && b.fn[normCombKernel] != nil {
+		// the MoE block before leaves its combine here (combinenorm=on),
+		// taken once the caller builds this step (it may yet fall back)
+		return xp, func(xb int64, lean bool) step {
+			c.taken = true
+			out := xp
+			if lean {
+				out = 0
+			}
+			return b.launch(normCombKernel, driver.D1(rows), driver.D1(256), 0, func(a *driver.Args) {
+				a.Ptr(h)
+				c.args(a)
+				a.Ptr(w).Ptr(out).Ptr(p.scratch.Add(xb)).I32(int32(dim)).F32(eps)
+			})
+		}
 	}
 	return xp, func(xb int64, lean bool) step {
 		name, out := normKernel("add_rmsnorm_bf", xp, lean)

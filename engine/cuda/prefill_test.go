@@ -1,15 +1,20 @@
 package cuda
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 )
 
@@ -621,5 +626,99 @@ func TestNormF32LeanMatchesFull(t *testing.T) {
 				sameBits(t, what, got[0][j], got[1][j])
 			}
 		})
+	}
+}
+
+// TestNormCombKernelMatchesLauncher: norm_comb.cu has the entry point the
+// launcher names, calls no function, and takes rows of normCombMaxDim
+// values (NC_THREADS·NC_REG) and MoETopK slots.
+func TestNormCombKernelMatchesLauncher(t *testing.T) {
+	ptx, err := kernels.PTX("norm_comb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ptx, []byte(".visible .entry "+normCombKernel+"(")) || bytes.Contains(ptx, []byte("call.uni")) {
+		t.Errorf("norm_comb.ptx: no entry point %s, or a call", normCombKernel)
+	}
+	src, err := os.ReadFile("kernels/norm_comb.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(name string) int {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("norm_comb.cu does not define %s", name)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	if got := def("NC_THREADS") * def("NC_REG"); got != normCombMaxDim {
+		t.Errorf("norm_comb.cu takes rows of %d values, the launcher %d", got, normCombMaxDim)
+	}
+	if got := def("NC_TOPK"); got != MoETopK {
+		t.Errorf("norm_comb.cu sums %d slots, the MoE has %d", got, MoETopK)
+	}
+}
+
+// TestCombineNormMatchesApart: under combinenorm=on an MoE block whose
+// output only the next layer's input norm reads (the program writes over
+// it after) leaves its combine to that norm (add_rmsnorm_comb_bf, no
+// moe_combine_bf): h, the norm's GEMM's output and the last op's output
+// are bit for bit combinenorm=off's, outputs poisoned first; where the norm
+// after it is not followed by a GEMM (so not normbf's form; a second norm
+// writes over the MoE's output), the combine runs on its own before it,
+// the same bits again.
+func TestCombineNormMatchesApart(t *testing.T) {
+	on, off := DefaultOptions(), DefaultOptions()
+	on.CombineNorm = true
+	bOn, bOff := testBackend(t, on), testBackend(t, off)
+	type shape struct{ E, H, I, rows int }
+	for _, sh := range []shape{{256, 2048, 512, 300}, {16, 256, 128, 37}} {
+		for _, withGEMM := range []bool{true, false} {
+			t.Run(fmt.Sprintf("E=%d H=%d I=%d rows=%d gemm=%v", sh.E, sh.H, sh.I, sh.rows, withGEMM), func(t *testing.T) {
+				rng := freshRNG(t)
+				ms := randomMoEMatrices(rng, sh.E, sh.H, sh.I, 8)
+				m2 := quant.RandomMatrix(rng, 1, sh.H, sh.H, 4, 64)
+				h, delta, w := randoms(rng, sh.rows*sh.H, 2), randoms(rng, sh.rows*sh.H, 1), randoms(rng, sh.H, 1)
+				h2, w2 := randoms(rng, sh.rows*sh.H, 2), randoms(rng, sh.H, 1)
+				var got [2][][]float32
+				var names [2][][]string
+				for k, b := range []*Backend{bOn, bOff} {
+					n, r, e := newMoEBlockRows(t, b, ms, sh.I, sh.rows, h, delta, w)
+					u2, err := b.Upload(m2)
+					if err != nil {
+						t.Fatal(err)
+					}
+					hb2, o2, y2 := floats(b, h2), floats(b, nans(sh.rows*sh.H)), floats(b, nans(sh.rows*sh.H))
+					n2 := &backend.AddRMSNorm{H: hb2, Delta: e.Out, Weight: floats(b, w2), Out: o2, Rows: sh.rows, Dim: sh.H, Eps: 1e-6}
+					// then the MoE's output written over: only n2 read it
+					ops := []backend.Op{n, r, e, n2, &backend.QLinear{X: o2, W: u2, Y: y2, Rows: sh.rows},
+						&backend.QLinear{X: o2, W: u2, Y: e.Out, Rows: sh.rows}}
+					if !withGEMM {
+						ops = []backend.Op{n, r, e, n2, &backend.AddRMSNorm{H: floats(b, h2), Weight: floats(b, w2), Out: e.Out, Rows: sh.rows, Dim: sh.H, Eps: 1e-6}}
+					}
+					p, err := b.Compile(ops)
+					if err != nil {
+						t.Fatal(err)
+					}
+					names[k] = p.(*program).kernelNames()
+					runWith(t, b, p, 2, map[backend.Buffer][]float32{n.H: h, hb2: h2, e.Out: nans(sh.rows * sh.H)})
+					got[k] = [][]float32{read(t, b, hb2), read(t, b, o2), read(t, b, y2), read(t, b, e.Out)}
+				}
+				has := func(ns [][]string, name string) bool {
+					return slices.ContainsFunc(ns, func(s []string) bool { return slices.Contains(s, name) })
+				}
+				fused := withGEMM // normbf's form of the norm takes it; the plain add_rmsnorm does not (the combine runs first)
+				if has(names[0], normCombKernel) != fused || has(names[0], "moe_combine_bf") == fused || !has(names[1], "moe_combine_bf") {
+					t.Fatalf("kernels %v under combinenorm=on, %v off", names[0], names[1])
+				}
+				for j, what := range []string{"h", "the norm's output", "the norm's GEMM's output", "the last op's output"} {
+					if j == 2 && !withGEMM {
+						continue
+					}
+					sameBits(t, what, got[0][j], got[1][j])
+				}
+			})
+		}
 	}
 }
