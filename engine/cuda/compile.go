@@ -98,8 +98,14 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		var steps []step
 		var err error
-		left := p.combine // an MoE combine the op before left to this one's norm
-		fused := 0        // the ops after this one that its steps run too
+		// an MoE combine the op before left to this one's norm; one from a
+		// lowering that was tried and not kept (its op not the one before)
+		// goes
+		left := p.combine
+		if left != nil && left.expertsAt != i-1 {
+			left, p.combine = nil, nil
+		}
+		fused := 0 // the ops after this one that its steps run too
 		if st, ok := b.normLinearsSteps(p, i); ok {
 			steps, fused = st, 1
 		} else if st, ok := b.normMoESteps(p, i); ok {

@@ -265,10 +265,10 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	if ysBF {
 		tail = append(tail, one("gemm_downbf_"+tile.Name, func(s *driver.Stream) error { return g.MoEDownBF(s, groups(), down.q, H, I, at(hb), at(ys)) }))
 		combine := one("moe_combine_bf", func(s *driver.Stream) error { return g.MoECombineBF(s, groups(), at(ys), wts, out, rows, H, true) })
-		if b.leaveCombine(p, o, H) {
+		if e, ok := b.leaveCombine(p, o, H); ok {
 			// the next layer's input norm sums it (or, if its lowering does
 			// not, Compile runs it before that norm's steps)
-			p.combine = &combineIn{delta: o.Out, step: combine, args: func(a *driver.Args) {
+			p.combine = &combineIn{delta: o.Out, expertsAt: e, step: combine, args: func(a *driver.Args) {
 				a.Ptr(out).Ptr(at(ys)).Ptr(at(pos)).Ptr(wts)
 			}}
 		} else {
@@ -283,32 +283,34 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 }
 
 // combineIn is an MoE block's combine left to the norm after it
-// (combinenorm=on): the MoE output it would sum into (delta), its launch
-// (step), and add_rmsnorm_comb_bf's arguments for it (args: the shared
-// expert's output, already in delta, the bf16 expert outputs, their
-// positions and the weights); taken once a norm's lowering sums it.
+// (combinenorm=on): the MoE output it would sum into (delta), the Experts
+// op's index, its launch (step), and add_rmsnorm_comb_bf's arguments for
+// it (args: the shared expert's output, already in delta, the bf16 expert
+// outputs, their positions and the weights); taken once a norm's lowering
+// sums it.
 type combineIn struct {
-	delta backend.Buffer
-	step  step
-	args  func(a *driver.Args)
-	taken bool
+	delta     backend.Buffer
+	expertsAt int
+	step      step
+	args      func(a *driver.Args)
+	taken     bool
 }
 
 // leaveCombine says whether o, an MoE block of a prompt chunk, leaves its
 // combine to the norm after it: under combinenorm=on with normbf, the next
 // op an AddRMSNorm adding o's output (whole, as its delta) to its rows of
 // at most normCombMaxDim values, no other op reading that output before
-// the program writes over it.
-func (b *Backend) leaveCombine(p *program, o *backend.Experts, H int) bool {
+// the program writes over it; with the Experts op's index e where it does.
+func (b *Backend) leaveCombine(p *program, o *backend.Experts, H int) (e int, ok bool) {
 	if !b.o.CombineNorm || !b.o.NormBF16 || b.fn[normCombKernel] == nil || H > normCombMaxDim {
-		return false
+		return 0, false
 	}
-	e := slices.IndexFunc(p.ops, func(op backend.Op) bool { return op == backend.Op(o) })
+	e = slices.IndexFunc(p.ops, func(op backend.Op) bool { return op == backend.Op(o) })
 	if e < 0 || e+1 >= len(p.ops) {
-		return false
+		return 0, false
 	}
 	n, ok := p.ops[e+1].(*backend.AddRMSNorm)
-	return ok && n.Delta == o.Out && n.Rows == o.Rows && n.Dim == H && backend.Overwritten(p.ops, e, o.Out, e+1)
+	return e, ok && n.Delta == o.Out && n.Rows == o.Rows && n.Dim == H && backend.Overwritten(p.ops, e, o.Out, e+1)
 }
 
 // normCombKernel is norm_comb.cu's norm; normCombMaxDim the longest row it
