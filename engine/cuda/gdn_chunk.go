@@ -206,16 +206,17 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 		if err := b.loadDeltaFamily(family, kernels); err != nil {
 			return nil, deltaState{}, "", err
 		}
-	}
-	state.fn = b.fn[stateName]
-	if state.flow {
-		// the prep's blocks and the state pass's side by side on a multiprocessor
-		for _, fn := range []*driver.Function{b.fn[prepName], state.fn} {
-			if err := fn.PreferMaxShared(); err != nil {
-				return nil, deltaState{}, "", err
+		if state.flow {
+			// the prep's blocks and the state pass's side by side on a
+			// multiprocessor: set once, as the module is loaded
+			for _, fn := range []*driver.Function{b.fn[prepName], b.fn[stateName]} {
+				if err := fn.PreferMaxShared(); err != nil {
+					return nil, deltaState{}, "", err
+				}
 			}
 		}
 	}
+	state.fn = b.fn[stateName]
 	return b.fn[prepName], state, step, nil
 }
 

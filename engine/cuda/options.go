@@ -302,8 +302,9 @@ type Options struct {
 	// an H100 (docs/bench/cuda/2026-12-07-flowtrace1) the two kernels run
 	// together, 561 µs a layer at 4096 tokens against the defaults' 278 +
 	// 299, but the prep at two blocks a multiprocessor beside the state
-	// pass takes 553 µs, and the state pass waits on it; prefill within
-	// 1 % (dstate1). Off until the prep is faster.
+	// pass takes 553 µs, and the state pass waits on it; prefill of 4K
+	// tokens -0.04 to +1.2 % in two rounds (dstate1). Off until the prep
+	// is faster.
 	DeltaFlow bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
