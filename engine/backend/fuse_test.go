@@ -59,3 +59,48 @@ func TestDeltaNetStep(t *testing.T) {
 		t.Error("fused a conv of width 4 where 3 was asked")
 	}
 }
+
+// TestConvDelta: a chunk's conv and delta rule may run as one where the
+// conv's output is dead: in two layers sharing it, each layer's pair
+// fuses at any rows; an op reading the conv's output elsewhere (later, or
+// earlier: the next run's), rows that differ, heads other than asked or a
+// conv of another width keep them apart.
+func TestConvDelta(t *testing.T) {
+	const Hk, Hv, D, K = 2, 4, 128, 4
+	C := (2*Hk + Hv) * D
+	buf := func(n int) backend.Buffer { return backend.Buffer{Mem: &fakeMem{}, Len: n, Type: backend.F32} }
+	conv, x := buf(64*C), buf(64*C)
+	layer := func(rows, ruleRows, dim int) []backend.Op {
+		return []backend.Op{
+			&backend.ConvSiLU{X: x, State: buf(3 * C), Weight: buf(4 * C), Out: conv, Rows: rows, Chans: C, K: K},
+			&backend.DeltaRule{QKV: conv, B: buf(rows * Hv), A: buf(rows * Hv), ALog: buf(Hv), DtBias: buf(Hv), State: buf(Hv * D * D),
+				Out: buf(rows * Hv * D), Rows: ruleRows, KeyHeads: Hk, KeyDim: dim, ValueHeads: Hv, ValueDim: dim},
+		}
+	}
+	fusible := func(ops []backend.Op, i int) bool {
+		_, _, ok := backend.ConvDelta(ops, i, D, K)
+		return ok
+	}
+	two := append(layer(64, 64, D), layer(64, 64, D)...)
+	if !fusible(two, 0) || !fusible(two, 2) {
+		t.Error("the pairs of two layers sharing the conv's output are not fused")
+	}
+	if c, d, _ := backend.ConvDelta(two, 0, D, K); c != two[0] || d != two[1] {
+		t.Error("the pair's ops are not the program's")
+	}
+	if fusible(two, 1) || fusible(two, 3) || fusible(two, -1) {
+		t.Error("a pair fused from the middle, or out of range")
+	}
+	if fusible(append(layer(64, 64, D), &backend.QLinear{X: conv, Rows: 64}), 0) {
+		t.Error("fused although a later op reads the conv's output")
+	}
+	if fusible(append([]backend.Op{&backend.QLinear{X: conv, Rows: 64}}, layer(64, 64, D)...), 1) {
+		t.Error("fused although an earlier op (the next run's) reads the conv's output")
+	}
+	if fusible(layer(64, 32, D), 0) || fusible(layer(64, 64, 64), 0) {
+		t.Error("fused rows that differ, or heads of 64")
+	}
+	if _, _, ok := backend.ConvDelta(layer(64, 64, D), 0, D, 3); ok {
+		t.Error("fused a conv of width 4 where 3 was asked")
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"petal/engine/backend"
 	"petal/engine/backend/backendtest"
+	"petal/engine/cuda/kernels"
 	"petal/engine/quant"
 	"petal/engine/sample"
 )
@@ -517,6 +518,29 @@ func TestSamplePartsMatchKernel(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(string(m[1])); n != sampleFastK {
 		t.Errorf("sample.cu has SAMPLE_FAST_K %d, the launcher %d", n, sampleFastK)
+	}
+}
+
+// TestFamilyKernelsInPTX: every kernel familyKernels names for a family
+// is an entry point of that family's PTX, so that an option loading the
+// family finds it (a family's kernel missing from the table leaves its
+// option without effect, which only a GPU run would show).
+func TestFamilyKernelsInPTX(t *testing.T) {
+	for fam, names := range familyKernels {
+		ptx, err := kernels.PTX(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range names {
+			if !strings.Contains(string(ptx), ".visible .entry "+name+"(") {
+				t.Errorf("no entry point %s in %s's PTX", name, fam)
+			}
+		}
+	}
+	for fam, want := range map[string]string{"norm_comb": normCombKernel, "gdn_chunk_conv": deltaChunkConvPrepName} {
+		if _, ok := familyKernels[fam][want]; !ok {
+			t.Errorf("familyKernels has no %s for %s", want, fam)
+		}
 	}
 }
 

@@ -33,6 +33,10 @@ const (
 	// state pass at once, each block of tokens handed over by a flag
 	deltaChunkFlowPrepName  = "gdn_chunk_prep_flow"
 	deltaChunkFlowStateName = "gdn_chunk_state_flow"
+	// gdn_chunk_conv.cu's kernels (convprep=on): gdn_chunk_frag's prep
+	// with the conv in it, and the conv state's advance after it
+	deltaChunkConvPrepName = "gdn_chunk_prep_conv"
+	convKeepName           = "gdn_conv_keep"
 	// deltaFlowPrepBlocks is the flow prep's blocks a multiprocessor: two
 	// leave room for a state pass block beside them (shared memory 2 x 39
 	// + 145 KB, registers 2 x 16K + 32K of 64K)
@@ -255,10 +259,16 @@ func (b *Backend) loadDeltaFamily(family string, kernels map[string]func() int) 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
-func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr) ([]step, error) {
+func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr, conv *convIn) ([]step, error) {
 	prep, state, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
+	}
+	if conv != nil {
+		if state.flow || b.fn[deltaChunkConvPrepName] == nil || b.fn[convKeepName] == nil {
+			return nil, fmt.Errorf("cuda: the conv in the delta rule's prep without its kernels, or under deltaflow")
+		}
+		prep, name = b.fn[deltaChunkConvPrepName], deltaChunkConvPrepName+"+"+deltaFragKernel+"+"+convKeepName
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
 	var off int64
@@ -273,10 +283,19 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		}
 		prepGrid = min(prepGrid, deltaFlowPrepBlocks*b.ctx.Device().SMs)
 	}
-	return []step{{kernels: 2, name: name, launch: func(s *driver.Stream) error {
+	kernels := 2
+	if conv != nil {
+		kernels = 3
+	}
+	return []step{{kernels: kernels, name: name, launch: func(s *driver.Stream) error {
 		ws := p.scratch.Add(wsOff)
 		var a driver.Args
-		a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
+		if conv != nil {
+			a.Ptr(conv.x).Ptr(conv.state).Ptr(conv.weight)
+		} else {
+			a.Ptr(qkv)
+		}
+		a.Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
 		if state.flow {
 			a.Ptr(flags)
 		}
@@ -288,6 +307,48 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		if state.flow {
 			c.Ptr(flags)
 		}
-		return s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c)
+		if err := s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c); err != nil || conv == nil {
+			return err
+		}
+		var k driver.Args
+		k.Ptr(conv.x).Ptr(conv.state).I32(int32(o.Rows)).I32(int32(conv.chans))
+		return s.Launch(b.fn[convKeepName], driver.D1(ceil(conv.chans, 256)), driver.D1(256), 0, &k)
 	}}}, nil
+}
+
+// convIn is the conv a chunked delta rule's prep runs itself (convprep=on):
+// the conv's input rows (in place of the rule's q, k and v), its state
+// (advanced by gdn_conv_keep after the state pass) and its weights.
+type convIn struct {
+	x, state, weight driver.Ptr
+	chans            int
+}
+
+// convDeltaSteps lowers ops[i:i+2], a prompt chunk's ConvSiLU and the
+// DeltaRule that alone reads its output (backend.ConvDelta), to the
+// chunked rule with the conv in its prep (convprep=on, delta=tf32frag
+// without deltaflow): gdn_chunk_prep_conv, the state pass, gdn_conv_keep.
+// Otherwise false, and the ops are lowered apart (which also says what is
+// wrong with a buffer).
+func (b *Backend) convDeltaSteps(p *program, i int) ([]step, bool) {
+	if !b.o.ConvPrep || !b.o.ChunkedDelta || !b.o.DeltaFrag || b.o.DeltaFlow || b.fn[deltaChunkConvPrepName] == nil {
+		return nil, false
+	}
+	c, d, ok := backend.ConvDelta(p.ops, i, GDNHeadDim, GDNConvK)
+	if !ok || !chunkableDelta(d) {
+		return nil, false
+	}
+	ch := &checks{b: b}
+	C, Hv, rows := c.Chans, d.ValueHeads, d.Rows
+	conv := &convIn{x: ch.buf("x", c.X, backend.F32, rows*C), state: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
+		weight: ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK), chans: C}
+	bb, aa := ch.buf("b", d.B, backend.F32, rows*Hv), ch.buf("a", d.A, backend.F32, rows*Hv)
+	aLog, dt := ch.buf("A_log", d.ALog, backend.F32, Hv), ch.buf("dt_bias", d.DtBias, backend.F32, Hv)
+	st := ch.buf("the state", d.State, backend.F32, Hv*GDNHeadDim*GDNHeadDim)
+	out := ch.buf("the output", d.Out, backend.F32, rows*Hv*GDNHeadDim)
+	if ch.err != nil {
+		return nil, false
+	}
+	steps, err := b.deltaRuleChunked(p, d, 0, bb, aa, aLog, dt, st, out, conv)
+	return steps, err == nil
 }

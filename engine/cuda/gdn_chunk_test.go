@@ -550,3 +550,62 @@ func TestMeasureDeltaForms(t *testing.T) {
 		}
 	}
 }
+
+// TestConvPrepMatchesApart: under convprep=on a chunk's conv and delta rule
+// (the conv's output read by the rule alone) run as gdn_chunk_prep_conv,
+// the state pass and gdn_conv_keep, with no conv_silu; the rule's output
+// and state and the conv's state are bit for bit convprep=off's (conv_silu,
+// then gdn_chunk_prep_frag and the state pass) over two runs of the same
+// program (the second's first block of tokens reading the state the first
+// left), with graphs on and off, from the same random inputs at the 35B and
+// an odd head grouping from 16 to 4096 tokens, outputs poisoned first.
+func TestConvPrepMatchesApart(t *testing.T) {
+	for _, graphs := range []bool{true, false} {
+		on, off := DefaultOptions(), DefaultOptions()
+		on.Graphs, off.Graphs, on.ConvPrep = graphs, graphs, true
+		bOn, bOff := testBackend(t, on), testBackend(t, off)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+			for _, n := range []int{16, 33, 100, 512, 4096} {
+				if n == 4096 && sh.hk != 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, n, graphs), func(t *testing.T) {
+					C := (2*sh.hk + sh.hv) * GDNHeadDim
+					var got [2][3][]float32
+					for k, b := range []*Backend{bOn, bOff} {
+						rng := rand.New(rand.NewPCG(uint64(n), uint64(sh.hv)+5))
+						d := newDeltaCase(b, rng, n, sh.hk, sh.hv)
+						x, cw := randoms(rng, n*C, 1), randoms(rng, C*GDNConvK, 0.5)
+						csAll := floats(b, append(randoms(rng, (GDNConvK-1)*C, 1), nans(deltaGuard)...))
+						convOut := floats(b, nans(n*C))
+						d.o.QKV = convOut
+						conv := &backend.ConvSiLU{X: floats(b, x), State: csAll.View(0, (GDNConvK-1)*C), Weight: floats(b, cw),
+							Out: convOut, Rows: n, Chans: C, K: GDNConvK}
+						p, err := b.Compile([]backend.Op{conv, d.o})
+						if err != nil {
+							t.Fatal(err)
+						}
+						names := slices.Concat(p.(*program).kernelNames()...)
+						want := deltaChunkConvPrepName + "+" + deltaFragKernel + "+" + convKeepName
+						if fused := slices.Contains(names, want); fused != (b == bOn) || slices.Contains(names, "conv_silu") == fused {
+							t.Fatalf("kernels %v (convprep=%v)", names, b == bOn)
+						}
+						for range 2 {
+							if err := p.Run(); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := b.Sync(); err != nil {
+							t.Fatal(err)
+						}
+						got[k] = [3][]float32{readGuarded(t, b, d.outAll, n*sh.hv*GDNHeadDim, "out"),
+							readGuarded(t, b, d.stateAll, len(d.state), "state"), readGuarded(t, b, csAll, (GDNConvK-1)*C, "conv state")}
+					}
+					for j, what := range []string{"the rule's output", "the rule's state", "the conv's state"} {
+						sameBits(t, what, got[0][j], got[1][j])
+					}
+				})
+			}
+		}
+	}
+}

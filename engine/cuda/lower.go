@@ -164,7 +164,7 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 		st := c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim)
 		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim)
 		if b.o.ChunkedDelta && chunkableDelta(o) && o.Rows > 0 && c.err == nil {
-			chunked, err := b.deltaRuleChunked(p, o, qkv, bb, aa, aLog, dt, st, out)
+			chunked, err := b.deltaRuleChunked(p, o, qkv, bb, aa, aLog, dt, st, out, nil)
 			steps, c.err = append(steps, chunked...), err
 		} else if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
 			steps = append(steps, b.launch("delta_rule", driver.D1(ceil(tasks, 8)), driver.D1(256), 0, func(a *driver.Args) {
