@@ -21,7 +21,8 @@
 #   tar cJf devrun/cb/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
 # norm_comb.ptx and gdn_chunk_conv.ptx left out of the call. About 8
-# minutes. Logs in $OUT: logs.tgz, sass.tgz, env.txt.
+# minutes. Logs in $OUT: tests.tgz (packed before the rounds, so that a
+# call cut short still brings them back), logs.tgz, sass.tgz, env.txt.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/cb}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
@@ -51,6 +52,7 @@ for v in main vec; do
   echo "TestMeasureDeltaForms $v: rc=$?"; grep -E 'gdn_chunk_prep_(frag|flow)' "$O/measure-$v.txt" | sed 's/^ *//' | cut -c1-130
 done
 el measure
+(cd "$O" && tar czf tests.tgz tests-*.txt oracle.txt measure-*.txt ptxas-*.txt vec && rm -rf tests-*.txt oracle.txt measure-*.txt ptxas-*.txt vec)
 for round in 1 2; do
   [ $round = 2 ] && [ $(($(date +%s) - start)) -gt 430 ] && { el "round 2 skipped"; break; }
   for cfg in petal:s1:cuda petal:s1:cuda:combinenorm=on petal:s1:cuda:convprep=on petal:s1:cuda:combinenorm=on,convprep=on \
