@@ -47,7 +47,7 @@ PETAL_CUDA_SASS=/tmp/s1 oracle_specs "$D" 'defaults|combinenorm=on|convprep=on|c
 el oracle
 for v in main vec; do
   if [ $v = main ]; then bin=$D/cuda.test sass=/tmp/s1; else bin=$D/cuda-vec.test sass=/tmp/s-vec; fi
-  (cd engine/cuda && PETAL_CUDA_SASS=$sass PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 60 $bin -test.v \
+  (cd engine/cuda && PETAL_CUDA_SASS=$sass PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 $bin -test.v \
     -test.run '^TestMeasureDeltaForms$' > "$O/measure-$v.txt" 2>&1)
   echo "TestMeasureDeltaForms $v: rc=$?"; grep -E 'gdn_chunk_prep_(frag|flow)' "$O/measure-$v.txt" | sed 's/^ *//' | cut -c1-130
 done
