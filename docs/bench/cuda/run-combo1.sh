@@ -11,9 +11,9 @@
 # conformance, TestCombineNormMatchesApart, TestNormCombKernelMatchesLauncher,
 # TestConvPrepMatchesApart) and of the variant (the delta rule's bit-for-bit
 # tests, TestConvPrepMatchesApart); the oracle under the defaults,
-# combinenorm=on, convprep=on and both; TestMeasureDeltaForms of main and
-# the variant; then prefill of 4K and 16K tokens (two repeats) in two
-# alternating rounds: main under the defaults, combinenorm=on, convprep=on
+# combinenorm=on, convprep=on and both; prefill of 4K and 16K tokens (two
+# repeats) in two alternating rounds, TestMeasureDeltaForms of main and the
+# variant between them: main under the defaults, combinenorm=on, convprep=on
 # and both, the variant under the defaults and both.
 # From the repository root; $CARRY (default devrun/cb) made as
 #   V=$(bash docs/bench/cuda/variant-pack.sh devrun/cb vec gdn_chunk.cu:GC_PREP_VEC | tail -1)
@@ -21,8 +21,10 @@
 #   tar cJf devrun/cb/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
 # norm_comb.ptx and gdn_chunk_conv.ptx left out of the call. About 8
-# minutes. Logs in $OUT: tests.tgz (packed before the rounds, so that a
-# call cut short still brings them back), logs.tgz, sass.tgz, env.txt.
+# minutes. Logs in $OUT: tests.tgz (the tests, the oracle), rounds.tgz
+# (the prefill runs, packed again after each, so that a call cut short
+# brings back what it ran), logs.tgz (TestMeasureDeltaForms), sass.tgz,
+# env.txt.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/cb}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
@@ -45,6 +47,23 @@ cuda_tests /tmp/s-vec "$D/cuda-vec.test" \
 el tests vec
 PETAL_CUDA_SASS=/tmp/s1 oracle_specs "$D" 'defaults|combinenorm=on|convprep=on|convprep=on,combinenorm=on' "$O/oracle.txt"
 el oracle
+(cd "$O" && tar czf tests.tgz tests-*.txt oracle.txt ptxas-*.txt vec && rm -rf tests-*.txt oracle.txt ptxas-*.txt vec)
+# the rounds' logs in $O/r, packed again after each run (rounds.tgz), so
+# that a call cut short brings back what it ran
+mkdir -p "$O/r"
+rounds() {
+  local round=$1 cfg b rest s be
+  for cfg in petal:s1:cuda petal:s1:cuda:combinenorm=on petal:s1:cuda:convprep=on petal:s1:cuda:combinenorm=on,convprep=on \
+    petal-vec:s-vec:cuda petal-vec:s-vec:cuda:combinenorm=on,convprep=on; do
+    b=${cfg%%:*} rest=${cfg#*:}
+    s=${rest%%:*} be=${rest#*:}
+    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" "$O/r" "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
+      --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
+    tar czf "$O/.rounds.tgz" -C "$O" r && mv "$O/.rounds.tgz" "$O/rounds.tgz"
+  done
+}
+rounds 1
+el round 1
 for v in main vec; do
   if [ $v = main ]; then bin=$D/cuda.test sass=/tmp/s1; else bin=$D/cuda-vec.test sass=/tmp/s-vec; fi
   (cd engine/cuda && PETAL_CUDA_SASS=$sass PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 $bin -test.v \
@@ -52,16 +71,7 @@ for v in main vec; do
   echo "TestMeasureDeltaForms $v: rc=$?"; grep -E 'gdn_chunk_prep_(frag|flow)' "$O/measure-$v.txt" | sed 's/^ *//' | cut -c1-130
 done
 el measure
-(cd "$O" && tar czf tests.tgz tests-*.txt oracle.txt measure-*.txt ptxas-*.txt vec && rm -rf tests-*.txt oracle.txt measure-*.txt ptxas-*.txt vec)
-for round in 1 2; do
-  [ $round = 2 ] && [ $(($(date +%s) - start)) -gt 430 ] && { el "round 2 skipped"; break; }
-  for cfg in petal:s1:cuda petal:s1:cuda:combinenorm=on petal:s1:cuda:convprep=on petal:s1:cuda:combinenorm=on,convprep=on \
-    petal-vec:s-vec:cuda petal-vec:s-vec:cuda:combinenorm=on,convprep=on; do
-    b=${cfg%%:*} rest=${cfg#*:}
-    s=${rest%%:*} be=${rest#*:}
-    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" "$O" "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
-      --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
-  done
-done
+if [ $(($(date +%s) - start)) -lt 430 ]; then rounds 2; else el "round 2 skipped"; fi
+rm -rf "$O/r"
 el all
 pack_out "$O"
