@@ -21,45 +21,48 @@
 #   tar cJf devrun/cb/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
 # norm_comb.ptx and gdn_chunk_conv.ptx left out of the call. About 8
-# minutes. Logs in $OUT: tests.tgz (the tests, the oracle), rounds.tgz
-# (the prefill runs, packed again after each, so that a call cut short
-# brings back what it ran), logs.tgz (TestMeasureDeltaForms), sass.tgz,
-# env.txt.
+# minutes. Logs in $OUT: tests.tgz (the tests, the oracle,
+# TestMeasureDeltaForms), rounds.tgz
+# (the prefill runs), each packed again as it goes, so that a call cut
+# short brings back what it ran; sass.tgz, env.txt.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/cb}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
 el() { echo "[$(($(date +%s) - start)) s] $*"; }
 unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
 gpu_env "$O/env.txt"
+# the tests' logs in /tmp/t, packed into tests.tgz after each part, so
+# that a call cut short brings back what it ran
+T=/tmp/t && rm -rf $T && mkdir -p $T
+snap() { tar czf "$O/.tests.tgz" -C /tmp t && mv "$O/.tests.tgz" "$O/tests.tgz"; }
 rm -rf /tmp/s1 && cp -r engine/cuda/kernels/sass /tmp/s1
-new_cubin /tmp/s1 norm_comb "$O"
-new_cubin /tmp/s1 gdn_chunk_conv "$O"
-variant_cubins "$D" vec "$O"
+new_cubin /tmp/s1 norm_comb $T
+new_cubin /tmp/s1 gdn_chunk_conv $T
+variant_cubins "$D" vec $T
 (cd /tmp && tar czf "$O/sass.tgz" s1/norm_comb.* s1/gdn_chunk_conv.* s1/manifest.txt s-vec/gdn_chunk*.cubin.gz s-vec/manifest.txt)
-el cubins
+el cubins; snap
 cuda_tests /tmp/s1 "$D/cuda.test" \
   'TestDefaultsHaveCubins|TestConformance/default$|TestCombineNormMatchesApart|TestNormCombKernelMatchesLauncher|TestConvPrepMatchesApart|TestFamilyKernelsInPTX' \
-  "$O/tests-main.txt"
-el tests main
+  $T/tests-main.txt
+el tests main; snap
 cuda_tests /tmp/s-vec "$D/cuda-vec.test" \
   'TestChunkedDeltaFragMatchesTF32|TestChunkedDeltaFlowMatchesFrag|TestConvPrepMatchesApart' \
-  "$O/tests-vec.txt"
-el tests vec
-PETAL_CUDA_SASS=/tmp/s1 oracle_specs "$D" 'defaults|combinenorm=on|convprep=on|convprep=on,combinenorm=on' "$O/oracle.txt"
-el oracle
-(cd "$O" && tar czf tests.tgz tests-*.txt oracle.txt ptxas-*.txt vec && rm -rf tests-*.txt oracle.txt ptxas-*.txt vec)
-# the rounds' logs in $O/r, packed again after each run (rounds.tgz), so
-# that a call cut short brings back what it ran
-mkdir -p "$O/r"
+  $T/tests-vec.txt
+el tests vec; snap
+PETAL_CUDA_SASS=/tmp/s1 oracle_specs "$D" 'defaults|combinenorm=on|convprep=on|convprep=on,combinenorm=on' $T/oracle.txt
+el oracle; snap
+# the rounds' logs in /tmp/r, packed again after each run (rounds.tgz),
+# so that a call cut short brings back what it ran
+rm -rf /tmp/r && mkdir -p /tmp/r
 rounds() {
   local round=$1 cfg b rest s be
   for cfg in petal:s1:cuda petal:s1:cuda:combinenorm=on petal:s1:cuda:convprep=on petal:s1:cuda:combinenorm=on,convprep=on \
     petal-vec:s-vec:cuda petal-vec:s-vec:cuda:combinenorm=on,convprep=on; do
     b=${cfg%%:*} rest=${cfg#*:}
     s=${rest%%:*} be=${rest#*:}
-    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" "$O/r" "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
+    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" /tmp/r "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
       --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
-    tar czf "$O/.rounds.tgz" -C "$O" r && mv "$O/.rounds.tgz" "$O/rounds.tgz"
+    tar czf "$O/.rounds.tgz" -C /tmp r && mv "$O/.rounds.tgz" "$O/rounds.tgz"
   done
 }
 rounds 1
@@ -67,11 +70,9 @@ el round 1
 for v in main vec; do
   if [ $v = main ]; then bin=$D/cuda.test sass=/tmp/s1; else bin=$D/cuda-vec.test sass=/tmp/s-vec; fi
   (cd engine/cuda && PETAL_CUDA_SASS=$sass PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 $bin -test.v \
-    -test.run '^TestMeasureDeltaForms$' > "$O/measure-$v.txt" 2>&1)
-  echo "TestMeasureDeltaForms $v: rc=$?"; grep -E 'gdn_chunk_prep_(frag|flow)' "$O/measure-$v.txt" | sed 's/^ *//' | cut -c1-130
+    -test.run '^TestMeasureDeltaForms$' > $T/measure-$v.txt 2>&1)
+  echo "TestMeasureDeltaForms $v: rc=$?"; grep -E 'gdn_chunk_prep_(frag|flow)' $T/measure-$v.txt | sed 's/^ *//' | cut -c1-130
 done
-el measure
+el measure; snap
 if [ $(($(date +%s) - start)) -lt 430 ]; then rounds 2; else el "round 2 skipped"; fi
-rm -rf "$O/r"
 el all
-pack_out "$O"
