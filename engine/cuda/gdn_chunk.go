@@ -259,15 +259,12 @@ func (b *Backend) loadDeltaFamily(family string, kernels map[string]func() int) 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
-func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa, aLog, dt, st, out driver.Ptr, conv *convIn) ([]step, error) {
+func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.Ptr, d deltaBuffers, conv *convIn) ([]step, error) {
 	prep, state, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
 	}
-	if conv != nil {
-		if state.flow || b.fn[deltaChunkConvPrepName] == nil || b.fn[convKeepName] == nil {
-			return nil, fmt.Errorf("cuda: the conv in the delta rule's prep without its kernels, or under deltaflow")
-		}
+	if conv != nil { // (convDeltaSteps: gdn_chunk_conv loaded, deltaflow off)
 		prep, name = b.fn[deltaChunkConvPrepName], deltaChunkConvPrepName+"+"+deltaFragKernel+"+"+convKeepName
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
@@ -295,7 +292,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		} else {
 			a.Ptr(qkv)
 		}
-		a.Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
+		a.Ptr(d.b).Ptr(d.a).Ptr(d.aLog).Ptr(d.dtBias).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
 		if state.flow {
 			a.Ptr(flags)
 		}
@@ -303,7 +300,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 			return err
 		}
 		var c driver.Args
-		c.Ptr(ws).Ptr(st).Ptr(out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
+		c.Ptr(ws).Ptr(d.state).Ptr(d.out).I32(int32(o.Rows)).I32(int32(o.ValueHeads))
 		if state.flow {
 			c.Ptr(flags)
 		}
@@ -314,6 +311,22 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv, bb, aa
 		k.Ptr(conv.x).Ptr(conv.state).I32(int32(o.Rows)).I32(int32(conv.chans))
 		return s.Launch(b.fn[convKeepName], driver.D1(ceil(conv.chans, 256)), driver.D1(256), 0, &k)
 	}}}, nil
+}
+
+// deltaBuffers are a DeltaRule's buffers but its q, k and v (under
+// convprep=on the conv's input stands in for those).
+type deltaBuffers struct {
+	b, a, aLog, dtBias, state, out driver.Ptr
+}
+
+// deltaRuleBuffers checks o's buffers but q, k and v, as c's errors say.
+func deltaRuleBuffers(c *checks, o *backend.DeltaRule) deltaBuffers {
+	return deltaBuffers{
+		b: c.buf("b", o.B, backend.F32, o.Rows*o.ValueHeads), a: c.buf("a", o.A, backend.F32, o.Rows*o.ValueHeads),
+		aLog: c.buf("A_log", o.ALog, backend.F32, o.ValueHeads), dtBias: c.buf("dt_bias", o.DtBias, backend.F32, o.ValueHeads),
+		state: c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim),
+		out:   c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim),
+	}
 }
 
 // convIn is the conv a chunked delta rule's prep runs itself (convprep=on):
@@ -339,16 +352,13 @@ func (b *Backend) convDeltaSteps(p *program, i int) ([]step, bool) {
 		return nil, false
 	}
 	ch := &checks{b: b}
-	C, Hv, rows := c.Chans, d.ValueHeads, d.Rows
-	conv := &convIn{x: ch.buf("x", c.X, backend.F32, rows*C), state: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
+	C := c.Chans
+	conv := &convIn{x: ch.buf("x", c.X, backend.F32, d.Rows*C), state: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
 		weight: ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK), chans: C}
-	bb, aa := ch.buf("b", d.B, backend.F32, rows*Hv), ch.buf("a", d.A, backend.F32, rows*Hv)
-	aLog, dt := ch.buf("A_log", d.ALog, backend.F32, Hv), ch.buf("dt_bias", d.DtBias, backend.F32, Hv)
-	st := ch.buf("the state", d.State, backend.F32, Hv*GDNHeadDim*GDNHeadDim)
-	out := ch.buf("the output", d.Out, backend.F32, rows*Hv*GDNHeadDim)
+	bufs := deltaRuleBuffers(ch, d)
 	if ch.err != nil {
 		return nil, false
 	}
-	steps, err := b.deltaRuleChunked(p, d, 0, bb, aa, aLog, dt, st, out, conv)
+	steps, err := b.deltaRuleChunked(p, d, 0, bufs, conv)
 	return steps, err == nil
 }

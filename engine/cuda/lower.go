@@ -157,18 +157,13 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 		c.require(o.KeyDim >= 1 && o.KeyDim <= 32*8, "key heads of %d values; the kernel takes up to 256", o.KeyDim)
 		width := 2*o.KeyHeads*o.KeyDim + o.ValueHeads*o.ValueDim
 		qkv := c.buf("qkv", o.QKV, backend.F32, o.Rows*width)
-		bb := c.buf("b", o.B, backend.F32, o.Rows*o.ValueHeads)
-		aa := c.buf("a", o.A, backend.F32, o.Rows*o.ValueHeads)
-		aLog := c.buf("A_log", o.ALog, backend.F32, o.ValueHeads)
-		dt := c.buf("dt_bias", o.DtBias, backend.F32, o.ValueHeads)
-		st := c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim)
-		out := c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim)
+		d := deltaRuleBuffers(c, o)
 		if b.o.ChunkedDelta && chunkableDelta(o) && o.Rows > 0 && c.err == nil {
-			chunked, err := b.deltaRuleChunked(p, o, qkv, bb, aa, aLog, dt, st, out, nil)
+			chunked, err := b.deltaRuleChunked(p, o, qkv, d, nil)
 			steps, c.err = append(steps, chunked...), err
 		} else if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
 			steps = append(steps, b.launch("delta_rule", driver.D1(ceil(tasks, 8)), driver.D1(256), 0, func(a *driver.Args) {
-				a.Ptr(qkv).Ptr(bb).Ptr(aa).Ptr(aLog).Ptr(dt).Ptr(st).Ptr(out).
+				a.Ptr(qkv).Ptr(d.b).Ptr(d.a).Ptr(d.aLog).Ptr(d.dtBias).Ptr(d.state).Ptr(d.out).
 					I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.KeyDim)).I32(int32(o.ValueHeads)).I32(int32(o.ValueDim))
 			}))
 		}

@@ -56,7 +56,7 @@
 // tokens at a time, where it writes one element a loop step (a fragment
 // position worked out from the step's index each time) and one token's
 // norms a step. The same values to the same places: the same bits. 0 in
-// the built families; not yet measured (docs/bench/cuda/run-dprep1.sh).
+// the built families; not yet measured (docs/bench/cuda/run-combo1.sh).
 #ifndef GC_PREP_VEC
 #define GC_PREP_VEC 0
 #endif
@@ -281,8 +281,8 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // which takes the conv's input, below)
 #if !defined(GC_ONE_PRODUCT) || defined(GC_FRAG)
 #ifdef GC_CONV
-// gc_conv_col hands put(i, value) conv_silu's output (ops.cu: width 4, its
-// sums in its order, so the same bits) at row t0 + i of column c, for i
+// gc_conv_col hands put(i, value) conv_silu's output (ops.cu: width 4,
+// conv4_silu as there, so the same bits) at row t0 + i of column c, for i
 // below GC_C, zero from n: the causal conv over [cs; x] (the state's 3
 // rows before row 0) of the pre-conv rows x, then SiLU. Unrolled
 // (Unroll = GC_C) where put writes registers; a few rows a trip where it
@@ -297,11 +297,7 @@ static __device__ __forceinline__ void gc_conv_col(const float* __restrict__ x, 
 #pragma unroll Unroll
   for (int i = 0; i < GC_C; i++) {
     const float xv = i < n ? x[(t0 + i) * width + c] : 0.f;
-    float s = w3 * xv;
-    s += w0 * a;
-    s += w1 * b;
-    s += w2 * d;
-    put(i, i < n ? fsilu(s) : 0.f);
+    put(i, i < n ? conv4_silu(w0, w1, w2, w3, a, b, d, xv) : 0.f);
     a = b, b = d, d = xv;
   }
 }

@@ -300,13 +300,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const float w0 = w[c * 4LL], w1 = w[c * 4LL + 1], w2 = w[c * 4LL + 2], w3 = w[c * 4LL + 3];
     float a = CONV_IN(r0 - 3), b = CONV_IN(r0 - 2), d = CONV_IN(r0 - 1);
     // the sums in the order of the loops below
-    auto conv = [&](float p0, float p1, float p2, float xv) __attribute__((always_inline)) {
-      float s = w3 * xv;
-      s += w0 * p0;
-      s += w1 * p1;
-      s += w2 * p2;
-      return fsilu(s);
-    };
+    auto conv = [&](float p0, float p1, float p2, float xv)
+                    __attribute__((always_inline)) { return conv4_silu(w0, w1, w2, w3, p0, p1, p2, xv); };
     int r = r0;
     for (; r + 4 <= r1; r += 4) {  // four rows' loads in flight at once
       const float* xr = x + (long long)r * C + c;

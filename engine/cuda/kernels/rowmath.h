@@ -61,6 +61,19 @@ static __device__ __forceinline__ float fexp(float x) {
 static __device__ __forceinline__ float fsigmoid(float x) { return 1.f / (1.f + fexp(-x)); }
 static __device__ __forceinline__ float fsilu(float x) { return x / (1.f + fexp(-x)); }
 
+// conv4_silu is the Gated DeltaNet's causal conv of width 4 at one token,
+// then SiLU: taps w0..w3 over the three inputs before it (p0 the oldest)
+// and its own, x; the sums in this order wherever it is computed
+// (conv_silu, gdn_chunk_prep_conv), so that they give the same bits.
+static __device__ __forceinline__ float conv4_silu(float w0, float w1, float w2, float w3, float p0, float p1, float p2,
+                                                   float x) {
+  float s = w3 * x;
+  s += w0 * p0;
+  s += w1 * p1;
+  s += w2 * p2;
+  return fsilu(s);
+}
+
 // pow2d is 2^n for -1022 <= n <= 1023.
 static __device__ __forceinline__ double pow2d(long long n) {
   return __builtin_bit_cast(double, (unsigned long long)(n + 1023) << 52);
