@@ -54,35 +54,3 @@ func readsOwnProducer(ops []Op, j int, buf Buffer) bool {
 	}
 	return false
 }
-
-// ConvDelta reports whether ops[i:i+2] is a ConvSiLU and the DeltaRule
-// reading its output, of the same rows, that a backend may run as one
-// (the conv computed where the rule reads its input, the conv's output
-// never written): a conv of width convK over the rule's q, k and v, heads
-// of headDim, value heads a multiple of key heads, and the conv's output
-// read by no other op (a later one, or an earlier one: the next run's).
-// The conv's state must still be advanced.
-func ConvDelta(ops []Op, i, headDim, convK int) (*ConvSiLU, *DeltaRule, bool) {
-	if i < 0 || i+1 >= len(ops) {
-		return nil, nil, false
-	}
-	c, ok1 := ops[i].(*ConvSiLU)
-	d, ok2 := ops[i+1].(*DeltaRule)
-	if !ok1 || !ok2 || c.Rows != d.Rows || c.Out != d.QKV || c.K != convK || d.KeyDim != headDim || d.ValueDim != headDim ||
-		d.KeyHeads < 1 || d.ValueHeads < d.KeyHeads || d.ValueHeads%d.KeyHeads != 0 ||
-		c.Chans != (2*d.KeyHeads+d.ValueHeads)*headDim {
-		return nil, nil, false
-	}
-	for j, other := range ops {
-		if j == i+1 {
-			continue
-		}
-		r, _ := other.Access()
-		for _, buf := range r {
-			if buf.Overlaps(c.Out) && !readsOwnProducer(ops, j, buf) {
-				return nil, nil, false
-			}
-		}
-	}
-	return c, d, true
-}

@@ -115,9 +115,6 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlow {
 		fams = append(fams, "gdn_chunk_flow")
 	}
-	if o.ChunkedDelta && o.DeltaFrag && o.ConvPrep {
-		fams = append(fams, "gdn_chunk_conv")
-	}
 	return fams
 }
 
@@ -258,11 +255,6 @@ func (b *Backend) init() error {
 			}
 		}
 	}
-	if b.o.ChunkedDelta && b.o.DeltaFrag && b.o.ConvPrep {
-		if err := b.loadFamilyKernels("gdn_chunk_conv"); err != nil {
-			return err
-		}
-	}
 	// The cluster form is a module of its own (gdn_cl.cu), so that gdn.ptx
 	// stays as it was; it is loaded only under its option.
 	if b.o.GDNCluster {
@@ -362,8 +354,6 @@ var familyKernels = withRouterKernels(map[string]map[string]int{
 	"qk_rows":     {"qk_rows_f32": 0, "qk_rows_bf16": 0, "qk_rows_f32_shadow": 0},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 	"norm_comb":   {normCombKernel: 0},
-	// the prep's 39 KB of shared memory are within the default limit
-	"gdn_chunk_conv": {deltaChunkConvPrepName: 0, convKeepName: 0},
 })
 
 // withRouterKernels is fams with qgemm_i8's shapes' kernels added to their

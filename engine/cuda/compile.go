@@ -110,8 +110,6 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 			steps, fused = st, 1
 		} else if st, ok := b.normMoESteps(p, i); ok {
 			steps, fused = st, 2
-		} else if st, ok := b.convDeltaSteps(p, i); ok {
-			steps, fused = st, 1
 		} else if st, ok := b.gdnStep(p, i); ok {
 			steps = []step{st}
 		} else if st, ok := b.moeLayerStep(p, i); ok {

@@ -33,10 +33,6 @@ const (
 	// state pass at once, each block of tokens handed over by a flag
 	deltaChunkFlowPrepName  = "gdn_chunk_prep_flow"
 	deltaChunkFlowStateName = "gdn_chunk_state_flow"
-	// gdn_chunk_conv.cu's kernels (convprep=on): gdn_chunk_frag's prep
-	// with the conv in it, and the conv state's advance after it
-	deltaChunkConvPrepName = "gdn_chunk_prep_conv"
-	convKeepName           = "gdn_conv_keep"
 	// deltaFlowPrepBlocks is the flow prep's blocks a multiprocessor: two
 	// leave room for a state pass block beside them (shared memory 2 x 39
 	// + 145 KB, registers 2 x 16K + 32K of 64K)
@@ -259,13 +255,10 @@ func (b *Backend) loadDeltaFamily(family string, kernels map[string]func() int) 
 // deltaRuleChunked lowers o (chunkableDelta) to gdn_chunk_prep, writing
 // its workspace to p's scratch, and gdn_chunk_state over the checked
 // buffers.
-func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.Ptr, d deltaBuffers, conv *convIn) ([]step, error) {
+func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.Ptr, d deltaBuffers) ([]step, error) {
 	prep, state, name, err := b.deltaChunkFunctions()
 	if err != nil {
 		return nil, err
-	}
-	if conv != nil { // (convDeltaSteps: gdn_chunk_conv loaded, deltaflow off)
-		prep, name = b.fn[deltaChunkConvPrepName], deltaChunkConvPrepName+"+"+deltaFragKernel+"+"+convKeepName
 	}
 	slices := driver.D1(o.ValueHeads * (GDNHeadDim / deltaChunkSlice))
 	var off int64
@@ -280,19 +273,10 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 		}
 		prepGrid = min(prepGrid, deltaFlowPrepBlocks*b.ctx.Device().SMs)
 	}
-	kernels := 2
-	if conv != nil {
-		kernels = 3
-	}
-	return []step{{kernels: kernels, name: name, launch: func(s *driver.Stream) error {
+	return []step{{kernels: 2, name: name, launch: func(s *driver.Stream) error {
 		ws := p.scratch.Add(wsOff)
 		var a driver.Args
-		if conv != nil {
-			a.Ptr(conv.x).Ptr(conv.state).Ptr(conv.weight)
-		} else {
-			a.Ptr(qkv)
-		}
-		a.Ptr(d.b).Ptr(d.a).Ptr(d.aLog).Ptr(d.dtBias).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
+		a.Ptr(qkv).Ptr(d.b).Ptr(d.a).Ptr(d.aLog).Ptr(d.dtBias).Ptr(ws).I32(int32(o.Rows)).I32(int32(o.KeyHeads)).I32(int32(o.ValueHeads))
 		if state.flow {
 			a.Ptr(flags)
 		}
@@ -304,17 +288,11 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 		if state.flow {
 			c.Ptr(flags)
 		}
-		if err := s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c); err != nil || conv == nil {
-			return err
-		}
-		var k driver.Args
-		k.Ptr(conv.x).Ptr(conv.state).I32(int32(o.Rows)).I32(int32(conv.chans))
-		return s.Launch(b.fn[convKeepName], driver.D1(ceil(conv.chans, 256)), driver.D1(256), 0, &k)
+		return s.Launch(state.fn, slices, driver.D1(deltaChunkStateThreads), state.shared, &c)
 	}}}, nil
 }
 
-// deltaBuffers are a DeltaRule's buffers but its q, k and v (under
-// convprep=on the conv's input stands in for those).
+// deltaBuffers are a DeltaRule's buffers but its q, k and v.
 type deltaBuffers struct {
 	b, a, aLog, dtBias, state, out driver.Ptr
 }
@@ -327,38 +305,4 @@ func deltaRuleBuffers(c *checks, o *backend.DeltaRule) deltaBuffers {
 		state: c.buf("the state", o.State, backend.F32, o.ValueHeads*o.ValueDim*o.KeyDim),
 		out:   c.buf("the output", o.Out, backend.F32, o.Rows*o.ValueHeads*o.ValueDim),
 	}
-}
-
-// convIn is the conv a chunked delta rule's prep runs itself (convprep=on):
-// the conv's input rows (in place of the rule's q, k and v), its state
-// (advanced by gdn_conv_keep after the state pass) and its weights.
-type convIn struct {
-	x, state, weight driver.Ptr
-	chans            int
-}
-
-// convDeltaSteps lowers ops[i:i+2], a prompt chunk's ConvSiLU and the
-// DeltaRule that alone reads its output (backend.ConvDelta), to the
-// chunked rule with the conv in its prep (convprep=on, delta=tf32frag
-// without deltaflow): gdn_chunk_prep_conv, the state pass, gdn_conv_keep.
-// Otherwise false, and the ops are lowered apart (which also says what is
-// wrong with a buffer).
-func (b *Backend) convDeltaSteps(p *program, i int) ([]step, bool) {
-	if !b.o.ConvPrep || !b.o.ChunkedDelta || !b.o.DeltaFrag || b.o.DeltaFlow || b.fn[deltaChunkConvPrepName] == nil {
-		return nil, false
-	}
-	c, d, ok := backend.ConvDelta(p.ops, i, GDNHeadDim, GDNConvK)
-	if !ok || !chunkableDelta(d) {
-		return nil, false
-	}
-	ch := &checks{b: b}
-	C := c.Chans
-	conv := &convIn{x: ch.buf("x", c.X, backend.F32, d.Rows*C), state: ch.buf("the conv state", c.State, backend.F32, (GDNConvK-1)*C),
-		weight: ch.buf("the conv weights", c.Weight, backend.F32, C*GDNConvK), chans: C}
-	bufs := deltaRuleBuffers(ch, d)
-	if ch.err != nil {
-		return nil, false
-	}
-	steps, err := b.deltaRuleChunked(p, d, 0, bufs, conv)
-	return steps, err == nil
 }

@@ -159,7 +159,7 @@ func (b *Backend) lower(p *program, op backend.Op) ([]step, error) {
 		qkv := c.buf("qkv", o.QKV, backend.F32, o.Rows*width)
 		d := deltaRuleBuffers(c, o)
 		if b.o.ChunkedDelta && chunkableDelta(o) && o.Rows > 0 && c.err == nil {
-			chunked, err := b.deltaRuleChunked(p, o, qkv, d, nil)
+			chunked, err := b.deltaRuleChunked(p, o, qkv, d)
 			steps, c.err = append(steps, chunked...), err
 		} else if tasks := o.ValueHeads * o.ValueDim; o.Rows > 0 && tasks > 0 && c.err == nil {
 			steps = append(steps, b.launch("delta_rule", driver.D1(ceil(tasks, 8)), driver.D1(256), 0, func(a *driver.Args) {

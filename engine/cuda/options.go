@@ -163,19 +163,9 @@ type Options struct {
 	// output is read by that norm alone (backend.Overwritten) and the norm
 	// takes normbf's form; elsewhere the combine runs as before. The same
 	// sums in the same order, the same bits (TestCombineNormMatchesApart).
-	// Not yet measured.
+	// Prefill of 4K and 16K tokens within 0.8 % of off on an H100 (two
+	// rounds, docs/bench/cuda/2026-12-08-combo1): off by default.
 	CombineNorm bool
-	// ConvPrep (convprep=on) runs a prompt chunk's Gated DeltaNet conv
-	// inside the chunked delta rule's prep (gdn_chunk_conv.cu's
-	// gdn_chunk_prep_conv: each thread a column of q, k and v through the
-	// conv from its input rows, conv_silu's sums in its order, the same
-	// bits), where the conv's output is read by that rule alone
-	// (backend.ConvDelta): conv_silu's write and the prep's read of it,
-	// float32 rows of 8,192 values a token (134 MB each a layer at 4096
-	// tokens, where conv_silu took 105 µs of an H100), go; gdn_conv_keep
-	// advances the conv's state after. Under delta=tf32frag without
-	// deltaflow. Not yet measured.
-	ConvPrep bool
 	// QKRowsWarp (qkrows=warp, the default) prepares a prompt chunk's
 	// queries and keys (their norms, RoPE, the caches' rows) with
 	// qk_rows.cu's warp a row over every head, where ops.cu's qk_prep_rows
@@ -467,8 +457,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; default off), ` +
-	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; not yet measured; default off), ` +
-	`convprep=on|off (a prompt chunk's Gated DeltaNet conv computed inside the chunked delta rule's prep where only that rule reads its output, not written and read back; the same bits; delta=tf32frag without deltaflow; not yet measured; default off), ` +
+	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; prefill of 4K and 16K tokens within 0.8 % of off on an H100; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
 	`normbf=on|moe|off (a prompt chunk's input norm and gated norm also write the bf16 copy of their output that the next tensor-core GEMM reads, in place of a conversion; the same bits; prefill 0.2-2.4 % faster; moe, the post-attention norm too, for the MoE's GEMMs, with normf32=lean prefill of 4K tokens 1.5-2.4 % faster than neither on an H100; default moe), ` +
@@ -588,8 +577,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			o.DeltaFlow, err = kv.On("cuda")
 		case "combinenorm":
 			o.CombineNorm, err = kv.On("cuda")
-		case "convprep":
-			o.ConvPrep, err = kv.On("cuda")
 		case "qkrows":
 			o.QKRowsWarp, err = kv.Is("cuda", "warp", "block")
 		case "normbf":
@@ -649,9 +636,6 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 	}
 	if o.DeltaFlow && (!o.ChunkedDelta || !o.DeltaFrag) {
 		return Options{}, fmt.Errorf("cuda: deltaflow=on takes delta=tf32frag (its state pass reads tf32frag's workspace)")
-	}
-	if o.ConvPrep && (!o.ChunkedDelta || !o.DeltaFrag || o.DeltaFlow) {
-		return Options{}, fmt.Errorf("cuda: convprep=on takes delta=tf32frag with deltaflow=off (its prep is tf32frag's, with the conv in it)")
 	}
 	return o, nil
 }

@@ -89,22 +89,6 @@ func TestParseOptionsChoices(t *testing.T) {
 	if DefaultOptions().CombineNorm {
 		t.Error("defaults: combinenorm on, want off")
 	}
-	for v, want := range map[string]bool{"on": true, "off": false} {
-		if o, err := ParseOptions([]backend.Option{{Key: "convprep", Value: v}}); err != nil || o.ConvPrep != want {
-			t.Errorf("convprep=%s: %v (%v), want %v", v, o.ConvPrep, err, want)
-		}
-	}
-	for _, bad := range [][]backend.Option{
-		{{Key: "convprep", Value: "on"}, {Key: "deltaflow", Value: "on"}},
-		{{Key: "convprep", Value: "on"}, {Key: "delta", Value: "tf32"}},
-	} {
-		if _, err := ParseOptions(bad); err == nil || !strings.Contains(err.Error(), "convprep") {
-			t.Errorf("%v: %v, want an error naming convprep", bad, err)
-		}
-	}
-	if DefaultOptions().ConvPrep {
-		t.Error("defaults: convprep on, want off")
-	}
 	if d := DefaultOptions(); d.DeltaFlow {
 		t.Error("defaults: deltaflow on, want off")
 	}

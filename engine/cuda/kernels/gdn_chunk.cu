@@ -55,10 +55,12 @@
 // gc_put_bfrag) over fixed trip counts, and takes its q and k norms two
 // tokens at a time, where it writes one element a loop step (a fragment
 // position worked out from the step's index each time) and one token's
-// norms a step. The same values to the same places: the same bits. 0 in
-// the built families; not yet measured (docs/bench/cuda/run-combo1.sh).
+// norms a step. The same values to the same places: the same bits. 1 in
+// the built families: the delta rule at 4096 tokens 569 against 595 µs,
+// prefill of 4K tokens 0.0-1.3 % faster on an H100 (two rounds,
+// docs/bench/cuda/2026-12-08-combo1).
 #ifndef GC_PREP_VEC
-#define GC_PREP_VEC 0
+#define GC_PREP_VEC 1
 #endif
 
 // gc_dyn_smem is the dynamic shared memory of the launch, in bytes.
@@ -277,32 +279,9 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
 // (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep;
 // under GC_FLOW it is gc_prep_task, the work of one (value head j, block
-// blk) for gdn_chunk_prep_flow's loop; under GC_CONV gdn_chunk_prep_conv,
-// which takes the conv's input, below)
+// blk) for gdn_chunk_prep_flow's loop)
 #if !defined(GC_ONE_PRODUCT) || defined(GC_FRAG)
-#ifdef GC_CONV
-// gc_conv_col hands put(i, value) conv_silu's output (ops.cu: width 4,
-// conv4_silu as there, so the same bits) at row t0 + i of column c, for i
-// below GC_C, zero from n: the causal conv over [cs; x] (the state's 3
-// rows before row 0) of the pre-conv rows x, then SiLU. Unrolled
-// (Unroll = GC_C) where put writes registers; a few rows a trip where it
-// writes shared memory, so that the loads in flight stay few.
-template <int Unroll, typename F>
-static __device__ __forceinline__ void gc_conv_col(const float* __restrict__ x, const float* __restrict__ cs,
-                                                   const float* __restrict__ cw, long long width, int t0, int n,
-                                                   long long c, F put) {
-  const float w0 = cw[c * 4], w1 = cw[c * 4 + 1], w2 = cw[c * 4 + 2], w3 = cw[c * 4 + 3];
-  auto in = [&](int r) { return r >= 0 ? x[r * width + c] : cs[(r + 3) * width + c]; };
-  float a = in(t0 - 3), b = in(t0 - 2), d = in(t0 - 1);
-#pragma unroll Unroll
-  for (int i = 0; i < GC_C; i++) {
-    const float xv = i < n ? x[(t0 + i) * width + c] : 0.f;
-    put(i, i < n ? conv4_silu(w0, w1, w2, w3, a, b, d, xv) : 0.f);
-    a = b, b = d, d = xv;
-  }
-}
-#define GC_PREP_ENTRY gdn_chunk_prep_conv
-#elif defined(GC_FRAG)
+#ifdef GC_FRAG
 #define GC_PREP_ENTRY gdn_chunk_prep_frag
 #else
 #define GC_PREP_ENTRY gdn_chunk_prep
@@ -314,11 +293,7 @@ static __device__ __forceinline__ void gc_prep_task(const float* __restrict__ qk
                                                     int Hk, int Hv, int j, int blk) {
 #else
 extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
-    GC_PREP_ENTRY(const float* __restrict__ qkv,
-#ifdef GC_CONV
-                  const float* __restrict__ cstate, const float* __restrict__ cw,
-#endif
-                  const float* __restrict__ bb, const float* __restrict__ aa,
+    GC_PREP_ENTRY(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                    const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
                    int Hk, int Hv) {
   pdl_begin();
@@ -347,16 +322,8 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 
   // this thread's column of the block's values, loaded first (used last)
   float v[GC_C];
-#ifdef GC_CONV
-  // (qkv is the conv's input) this thread's columns of q and k through the
-  // conv into Qb and Kb, normalised in place below, and of v into v
-  gc_conv_col<4>(qkv, cstate, cw, width, t0, n, kh * GC_D + tid, [&](int i, float y) { Qb[i * GC_LK + tid] = y; });
-  gc_conv_col<4>(qkv, cstate, cw, width, t0, n, (Hk + kh) * GC_D + tid, [&](int i, float y) { Kb[i * GC_LK + tid] = y; });
-  gc_conv_col<GC_C>(qkv, cstate, cw, width, t0, n, 2LL * Hk * GC_D + j * GC_D + tid, [&](int i, float y) { v[i] = y; });
-#else
 #pragma unroll
   for (int i = 0; i < GC_C; i++) v[i] = i < n ? qkv[(long long)(t0 + i) * width + 2LL * Hk * GC_D + j * GC_D + tid] : 0.f;
-#endif
   gc_gates(bb, aa, aLog, dtBias, t0, n, j, Hv, tid, Gd, betaS, gam, dec);
 
   // the normalised queries and keys (zero rows past n), a warp a token;
@@ -375,13 +342,8 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #pragma unroll
     for (int u = 0; u < GC_D / 32; u++) {
       const int c = lane + 32 * u;
-#ifdef GC_CONV
-      q[u] = Qb[i * GC_LK + c];  // the conv's output (gc_gates' barriers between)
-      k[u] = Kb[i * GC_LK + c];
-#else
       q[u] = i < n ? row[kh * GC_D + c] : 0.f;
       k[u] = i < n ? row[(Hk + kh) * GC_D + c] : 0.f;
-#endif
       qs += q[u] * q[u];
       ks += k[u] * k[u];
     }
@@ -857,20 +819,6 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS, 2)
     gdn_chunk_state_flow(const float* __restrict__ ws, float* __restrict__ state, float* __restrict__ out, int rows,
                          int Hv, u32* __restrict__ flags) {
   gc_state<1, true>(ws, state, out, rows, Hv, flags);
-}
-#elif defined(GC_CONV)
-// gdn_conv_keep: the conv's state advanced to the last 3 rows of [cs; x]
-// (as conv_silu leaves it) once gdn_chunk_prep_conv, which reads it, has
-// finished: a thread a channel.
-extern "C" __global__ void __launch_bounds__(256)
-    gdn_conv_keep(const float* __restrict__ x, float* __restrict__ cs, int rows, int C) {
-  pdl_begin();
-  const int c = PETAL_BID_X() * PETAL_NTID_X() + PETAL_TID_X();
-  if (c >= C) return;
-  for (int j = 0; j < 3; j++) {
-    const int r = rows - 3 + j;  // in order: a row of the state read before it is written
-    cs[(long long)j * C + c] = r >= 0 ? x[(long long)r * C + c] : cs[(long long)(r + 3) * C + c];
-  }
 }
 #elif !defined(GC_ONE_PRODUCT)
 GC_STATE_ENTRY(gdn_chunk_state, 0)
