@@ -115,6 +115,9 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlow {
 		fams = append(fams, "gdn_chunk_flow")
 	}
+	if o.ChunkedDelta && o.DeltaFrag && o.DeltaPair && !o.DeltaFlow {
+		fams = append(fams, "gdn_chunk_pair")
+	}
 	return fams
 }
 

@@ -33,6 +33,10 @@ const (
 	// state pass at once, each block of tokens handed over by a flag
 	deltaChunkFlowPrepName  = "gdn_chunk_prep_flow"
 	deltaChunkFlowStateName = "gdn_chunk_state_flow"
+	// gdn_chunk_pair.cu's prep (deltapair=on): gdn_chunk_frag's for two
+	// value heads of a key head a block
+	deltaChunkPairPrepName = "gdn_chunk_prep_pair"
+	deltaChunkPairThreads  = 256
 	// deltaFlowPrepBlocks is the flow prep's blocks a multiprocessor: two
 	// leave room for a state pass block beside them (shared memory 2 x 39
 	// + 145 KB, registers 2 x 16K + 32K of 64K)
@@ -50,6 +54,14 @@ const (
 func deltaChunkPrepShared() int {
 	const c, lk, lc = deltaChunkTokens, GDNHeadDim + 4, deltaChunkTokens + 4
 	return 8*c + 4*(2*c*lk+c*lc+3*c)
+}
+
+// deltaChunkPairShared is GC_PAIR_SHARED: a head's log-gate sums
+// (float64) each, the block's keys and queries (rows of 132), then a head's
+// W (rows of 132), decayed k·k (rows of 36), beta, γ and decays each.
+func deltaChunkPairShared() int {
+	const c, lk, lc = deltaChunkTokens, GDNHeadDim + 4, deltaChunkTokens + 4
+	return 2*8*c + 4*(2*c*lk+2*(c*lk+c*lc+3*c))
 }
 
 // deltaChunkStateShared is GC_STATE_SHARED: the state's slice (rows of
@@ -191,6 +203,11 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 		// its own prep, which lays the workspace out for its state pass
 		stateName, family, prepName = deltaFragKernel, "gdn_chunk_frag", deltaChunkFragPrepName
 		kernels = mergedKernels(deltaFragKernels, map[string]func() int{prepName: deltaChunkPrepShared})
+		if b.o.DeltaPair && b.fn[deltaChunkPairPrepName] == nil {
+			if err := b.loadDeltaFamily("gdn_chunk_pair", map[string]func() int{deltaChunkPairPrepName: deltaChunkPairShared}); err != nil {
+				return nil, deltaState{}, "", err
+			}
+		}
 	case b.o.DeltaTF32:
 		stateName, kernels, family = deltaTF32Kernel, deltaTF32Kernels, "gdn_chunk_tf32"
 	}
@@ -264,7 +281,12 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 	var off int64
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
-	prepGrid := o.ValueHeads * blocks
+	prepGrid, prepThreads, prepShared := o.ValueHeads*blocks, deltaChunkPrepThreads, deltaChunkPrepShared()
+	if pair := b.fn[deltaChunkPairPrepName]; b.o.DeltaPair && !state.flow && pair != nil && (o.ValueHeads/o.KeyHeads)%2 == 0 {
+		// a block for each two value heads of a key head
+		prep, name = pair, deltaChunkPairPrepName+"+"+deltaFragKernel
+		prepGrid, prepThreads, prepShared = o.ValueHeads/2*blocks, deltaChunkPairThreads, deltaChunkPairShared()
+	}
 	var flags driver.Ptr
 	if state.flow {
 		// zero between launches (the state pass takes down what the prep raises)
@@ -280,7 +302,7 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 		if state.flow {
 			a.Ptr(flags)
 		}
-		if err := s.Launch(prep, driver.D1(prepGrid), driver.D1(deltaChunkPrepThreads), deltaChunkPrepShared(), &a); err != nil {
+		if err := s.Launch(prep, driver.D1(prepGrid), driver.D1(prepThreads), prepShared, &a); err != nil {
 			return err
 		}
 		var c driver.Args

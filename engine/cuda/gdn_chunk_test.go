@@ -138,6 +138,17 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if n := bytes.Count(flow, []byte(".visible .entry ")); n != 2 || bytes.Contains(flow, []byte("call.uni")) {
 		t.Errorf("gdn_chunk_flow's PTX has %d entry points, want 2, or calls a function", n)
 	}
+	pair, err := kernels.PTX("gdn_chunk_pair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(pair, []byte(".visible .entry ")); n != 1 || !bytes.Contains(pair, []byte(".visible .entry "+deltaChunkPairPrepName+"(")) ||
+		bytes.Contains(pair, []byte("call.uni")) {
+		t.Errorf("gdn_chunk_pair's PTX has %d entry points, want %s alone, or calls a function", n, deltaChunkPairPrepName)
+	}
+	if s := deltaChunkPairShared(); 2*s > 227<<10 {
+		t.Errorf("gdn_chunk_prep_pair's shared memory %d bytes: two blocks a multiprocessor do not fit", s)
+	}
 	for name, size := range mergedKernels(deltaStateKernels, deltaTF32Kernels, deltaFragKernels) {
 		if s := size(); s <= 48<<10 || s > 227<<10 {
 			t.Errorf("%s's shared memory %d bytes: the launcher opts in above 48 KB, an H100/H200 allows 227 KB", name, s)
@@ -311,6 +322,36 @@ func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
 				t.Run(fmt.Sprintf("%s %d rows %s against %s", sh.name, n, pair[0], pair[1]), func(t *testing.T) {
 					outs, states := deltaRunBoth(t, [2]*Backend{bf, bt}, sh, n, uint64(sh.hv)+99, 1, [2]string{})
 					sameDeltaBits(t, outs, states, [2]string{"tf32frag", "tf32"})
+				})
+			}
+		}
+	}
+}
+
+// TestChunkedDeltaPairMatchesFrag: deltapair=on (gdn_chunk_pair.cu: the
+// prep a block for two value heads of a key head) gives gdn_chunk_prep_frag's
+// workspace, so delta=tf32frag's bits, outputs and state, over two runs of
+// the same program, with graphs on and off, from the same inputs at the
+// 35B grouping (2 value heads a key head) and at 4 a key head, up to 4096
+// tokens; at 3 a key head the prep stays gdn_chunk_prep_frag.
+func TestChunkedDeltaPairMatchesFrag(t *testing.T) {
+	for _, graphs := range []bool{true, false} {
+		of, op := DefaultOptions(), DefaultOptions()
+		of.Graphs, op.Graphs, op.DeltaPair = graphs, graphs, true
+		bf, bp := testBackend(t, of), testBackend(t, op)
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"2k/8v heads", 2, 8}, {"3k/9v heads", 3, 9}} {
+			for _, n := range []int{16, 33, 100, 512, 4096} {
+				if n == 4096 && sh.hk != 16 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v", sh.name, n, graphs), func(t *testing.T) {
+					frag := deltaChunkFragPrepName + "+" + deltaChunkFragStateName
+					want := deltaChunkPairPrepName + "+" + deltaChunkFragStateName
+					if sh.hv/sh.hk%2 != 0 {
+						want = frag
+					}
+					outs, states := deltaRunBoth(t, [2]*Backend{bp, bf}, sh, n, uint64(sh.hv)+11, 2, [2]string{want, frag})
+					sameDeltaBits(t, outs, states, [2]string{"deltapair=on", "deltapair=off"})
 				})
 			}
 		}
@@ -491,25 +532,27 @@ func TestChunkedDeltaRuleFallsBack(t *testing.T) {
 // TestMeasureDeltaForms logs the time of one DeltaRule op on the 35B
 // shapes (32 value heads, 16 key heads) sequential, then chunked with each
 // state kernel of deltaStateKernels and deltaTF32Kernels, at 512 and 4096
-// tokens: the median of 5 runs after a warm-up.
+// tokens (delta=tf32frag's with and without deltapair=on): the median of
+// 5 runs after a warm-up.
 func TestMeasureDeltaForms(t *testing.T) {
 	defer func(v, w, x string) { deltaStateKernel, deltaTF32Kernel, deltaFragKernel = v, w, x }(deltaStateKernel, deltaTF32Kernel, deltaFragKernel)
 	// a form: the options that choose its state kernel, state
 	type form struct {
 		chunked, tf32, frag bool
 		state               string
+		pair                bool // deltapair=on
 	}
-	forms := []form{{false, false, false, deltaStateKernel}}
+	forms := []form{{false, false, false, deltaStateKernel, false}}
 	for _, f := range deltaForms(false) {
-		forms = append(forms, form{true, false, false, f.state})
+		forms = append(forms, form{true, false, false, f.state, false})
 	}
 	for _, name := range slices.Sorted(maps.Keys(deltaTF32Kernels)) {
-		forms = append(forms, form{true, true, false, name})
+		forms = append(forms, form{true, true, false, name, false})
 	}
 	for _, name := range slices.Sorted(maps.Keys(deltaFragKernels)) {
-		forms = append(forms, form{true, true, true, name})
+		forms = append(forms, form{true, true, true, name, false}, form{true, true, true, name, true})
 	}
-	forms = append(forms, form{true, true, true, deltaChunkFlowStateName})
+	forms = append(forms, form{true, true, true, deltaChunkFlowStateName, false})
 	for _, f := range forms {
 		switch {
 		case f.frag:
@@ -520,7 +563,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 			deltaStateKernel = f.state
 		}
 		o := DefaultOptions()
-		o.ChunkedDelta, o.DeltaTF32, o.DeltaFrag = f.chunked, f.tf32, f.frag
+		o.ChunkedDelta, o.DeltaTF32, o.DeltaFrag, o.DeltaPair = f.chunked, f.tf32, f.frag, f.pair
 		if o.DeltaFlow = f.state == deltaChunkFlowStateName; o.DeltaFlow {
 			deltaFragKernel = deltaChunkFragStateName
 		}

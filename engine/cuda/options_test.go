@@ -89,6 +89,19 @@ func TestParseOptionsChoices(t *testing.T) {
 	if DefaultOptions().CombineNorm {
 		t.Error("defaults: combinenorm on, want off")
 	}
+	for v, want := range map[string]bool{"on": true, "off": false} {
+		if o, err := ParseOptions([]backend.Option{{Key: "deltapair", Value: v}}); err != nil || o.DeltaPair != want {
+			t.Errorf("deltapair=%s: %v (%v), want %v", v, o.DeltaPair, err, want)
+		}
+	}
+	for _, kvs := range [][]backend.Option{{{Key: "deltapair", Value: "on"}, {Key: "deltaflow", Value: "on"}}, {{Key: "delta", Value: "tf32"}, {Key: "deltapair", Value: "on"}}} {
+		if _, err := ParseOptions(kvs); err == nil || !strings.Contains(err.Error(), "deltapair=on takes delta=tf32frag with deltaflow=off") {
+			t.Errorf("%v: %v, want an error naming what deltapair takes", kvs, err)
+		}
+	}
+	if DefaultOptions().DeltaPair {
+		t.Error("defaults: deltapair on, want off")
+	}
 	if d := DefaultOptions(); d.DeltaFlow {
 		t.Error("defaults: deltaflow on, want off")
 	}

@@ -279,8 +279,9 @@ static_assert(GC_PREP_THREADS == GC_D, "a thread per column of K and of V");
 // 128^-1/2), beta = sigmoid(b), log g = -exp(A_log)·softplus(a + dt_bias).
 // (gdn_chunk_tf32.cu takes gdn_chunk.ptx's prep;
 // under GC_FLOW it is gc_prep_task, the work of one (value head j, block
-// blk) for gdn_chunk_prep_flow's loop)
-#if !defined(GC_ONE_PRODUCT) || defined(GC_FRAG)
+// blk) for gdn_chunk_prep_flow's loop; under GC_PAIR gdn_chunk_prep_pair,
+// below, in its place)
+#if (!defined(GC_ONE_PRODUCT) || defined(GC_FRAG)) && !defined(GC_PAIR)
 #ifdef GC_FRAG
 #define GC_PREP_ENTRY gdn_chunk_prep_frag
 #else
@@ -435,7 +436,140 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #endif
   if (tid == 0) w[GC_WS_GL] = gam[GC_C - 1];
 }
-#endif  // !GC_ONE_PRODUCT || GC_FRAG
+#endif  // (!GC_ONE_PRODUCT || GC_FRAG) && !GC_PAIR
+
+#ifdef GC_PAIR
+// gdn_chunk_prep_pair (gdn_chunk_pair.cu, deltapair=on): gdn_chunk_prep_frag
+// for the two value heads 2jp and 2jp+1 of block bid % nb at once (jp =
+// bid / nb), which share a key head (Hv / Hk even): a thread a column of
+// each head (threads 0-127 the first, 128-255 the second). The queries and
+// keys are read and normalised once, and q·k and k·k taken once, for both
+// heads; only the gates, their decays and V are a head's own. Each value
+// is computed as gdn_chunk_prep_frag computes it: the same workspace, bit
+// for bit.
+// shared memory: a head's G (doubles) [C] each; Kb, Qb [C][LK]; a head's
+// W [C][LK], Am [C][LC], beta, γ, dec [C] each
+#define GC_PAIR_HEAD (GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C)
+#define GC_PAIR_SHARED (2 * 8 * GC_C + 4 * (2 * GC_C * GC_LK + 2 * GC_PAIR_HEAD))
+#define GC_PAIR_THREADS (2 * GC_PREP_THREADS)
+extern "C" __global__ void __launch_bounds__(GC_PAIR_THREADS)
+    gdn_chunk_prep_pair(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+                        const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws,
+                        int rows, int Hk, int Hv) {
+  pdl_begin();
+  extern __shared__ double gc_pair_smem[];
+  if (gc_dyn_smem() < GC_PAIR_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
+  const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
+  const int h = tid / GC_PREP_THREADS, ct = tid % GC_PREP_THREADS;  // this thread's head of the pair, its column
+  const int g = lane >> 2, tq = lane & 3;
+  const int nb = (rows + GC_C - 1) / GC_C;
+  const int jp = PETAL_BID_X() / nb, blk = PETAL_BID_X() % nb;
+  if (2 * jp >= Hv) return;
+  const int j = 2 * jp + h;
+  const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
+  const int kh = 2 * jp / (Hv / Hk);
+  const long long width = 2LL * Hk * GC_D + (long long)Hv * GC_D;
+  float* Kb = (float*)(gc_pair_smem + 2 * GC_C);
+  float* Qb = Kb + GC_C * GC_LK;
+  // head hh's part of shared memory
+  auto Wof = [&](int hh) { return Qb + GC_C * GC_LK + hh * GC_PAIR_HEAD; };
+  double* Gd = gc_pair_smem + h * GC_C;
+  float* Wb = Wof(h);
+  float* Am = Wb + GC_C * GC_LK;
+  float* betaS = Am + GC_C * GC_LC;
+  float* gam = betaS + GC_C;
+  float* dec = gam + GC_C;
+  float* w = ws + ((long long)j * nb + blk) * GC_WS;
+
+  // this thread's column of its head's values, loaded first (used last)
+  float v[GC_C];
+#pragma unroll
+  for (int i = 0; i < GC_C; i++) v[i] = i < n ? qkv[(long long)(t0 + i) * width + 2LL * Hk * GC_D + j * GC_D + ct] : 0.f;
+  gc_gates(bb, aa, aLog, dtBias, t0, n, j, Hv, ct, Gd, betaS, gam, dec);
+
+  // the normalised queries and keys (zero rows past n), a warp a token, for both heads
+  const float qscale = 1.f / __builtin_sqrtf((float)GC_D);
+#pragma unroll 2
+  for (int it = 0; it < GC_C / (GC_PAIR_THREADS / 32); it++) {
+    const int i = warp + it * (GC_PAIR_THREADS / 32);
+    float q[GC_D / 32], k[GC_D / 32], qs = 0.f, ks = 0.f;
+    const float* row = qkv + (long long)(t0 + i) * width;
+#pragma unroll
+    for (int u = 0; u < GC_D / 32; u++) {
+      const int c = lane + 32 * u;
+      q[u] = i < n ? row[kh * GC_D + c] : 0.f;
+      k[u] = i < n ? row[(Hk + kh) * GC_D + c] : 0.f;
+      qs += q[u] * q[u];
+      ks += k[u] * k[u];
+    }
+    qs = warp_sum(qs), ks = warp_sum(ks);
+    const float qinv = qscale / __builtin_sqrtf(qs + 1e-6f), kinv = 1.f / __builtin_sqrtf(ks + 1e-6f);
+#pragma unroll
+    for (int u = 0; u < GC_D / 32; u++) {
+      const int c = lane + 32 * u;
+      Qb[i * GC_LK + c] = q[u] * qinv;
+      Kb[i * GC_LK + c] = k[u] * kinv;
+    }
+  }
+  __syncthreads();
+  // γ·Q and the decayed K of this thread's head in fragment order
+  gc_put_afrag(w + GC_C * GC_D, ct, [&](int r, int k) { return GC_PRE(gam[r] * Qb[r * GC_LK + k]); });
+  gc_put_bfrag(w + 2 * GC_C * GC_D, ct, [&](int k, int n) { return GC_PRE(dec[k] * Kb[k * GC_LK + n]); });
+
+  // k·k → each head's A (beta, decayed, strictly lower) and q·k → each
+  // head's M (decayed, m <= i): 16 tiles of 16x8 over the 8 warps, each
+  // product taken once for both heads
+  for (int item = warp; item < 16; item += GC_PAIR_THREADS / 32) {
+    const int kind = item / 8, r0 = (item % 8) / 4 * 16, n0 = item % 4 * 8;
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    if (n0 <= r0 + 15) {
+      const GcMat A{kind ? Qb : Kb, GC_LK, 1}, B{Kb, 1, GC_LK};
+#pragma unroll 4
+      for (int k0 = 0; k0 < GC_D; k0 += 8) mma_tf32x3(c, gc_frag_a<true>(A, r0, k0, lane), gc_frag_b<true>(B, k0, n0, lane));
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      const double* G = gc_pair_smem + hh * GC_C;
+      float* A = Wof(hh) + GC_C * GC_LK;
+      const float* beta = A + GC_C * GC_LC;
+      float* M = ws + ((long long)(2 * jp + hh) * nb + blk) * GC_WS + GC_WS_M;
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = r0 + g + (e >> 1) * 8, m = n0 + 2 * tq + (e & 1);
+        const float d = m <= r ? (float)dexp(G[r] - G[m]) : 0.f;
+        if (kind == 0)
+          A[r * GC_LC + m] = m < r ? beta[r] * c[e] * d : 0.f;
+        else
+          M[GC_AT_A(r, m, GC_C)] = GC_PRE(c[e] * d);
+      }
+    }
+  }
+  __syncthreads();
+
+  // (I + A)·[W U] = [beta·γ·K  beta·V] by forward substitution, this
+  // thread's column of its head's (U's column through its own pointer:
+  // an index of i and ct leaves the stores 32 addresses, and ptxas 12.4
+  // then takes 255 registers and spills)
+  float x[GC_C], y[GC_C];
+  float* wu = w + 3 * GC_C * GC_D + ct;
+#pragma unroll
+  for (int i = 0; i < GC_C; i++) {
+    float sx = betaS[i] * gam[i] * Kb[i * GC_LK + ct], sy = betaS[i] * v[i];
+#pragma unroll
+    for (int m = 0; m < i; m++) {
+      const float a = Am[i * GC_LC + m];
+      sx = __builtin_fmaf(-a, x[m], sx);
+      sy = __builtin_fmaf(-a, y[m], sy);
+    }
+    x[i] = sx, y[i] = sy;
+    Wb[i * GC_LK + ct] = sx;
+    wu[i * GC_D] = sy;
+  }
+  __syncthreads();
+  gc_put_afrag(w, ct, [&](int r, int k) { return GC_PRE(Wb[r * GC_LK + k]); });  // W in fragment order, as γ·Q
+  if (ct == 0) w[GC_WS_GL] = gam[GC_C - 1];
+}
+#endif  // GC_PAIR
 
 #define GC_STATE_THREADS 256
 static_assert(GC_STATE_THREADS == 8 * 32 && GC_C == 32 && GC_VT == 32, "gdn_chunk_state's tiling: 8 warps, 32x32");
@@ -820,6 +954,8 @@ extern "C" __global__ void __launch_bounds__(GC_STATE_THREADS, 2)
                          int Hv, u32* __restrict__ flags) {
   gc_state<1, true>(ws, state, out, rows, Hv, flags);
 }
+#elif defined(GC_PAIR)
+// (the pair's prep only: gdn_chunk_frag.cu's state pass reads its workspace)
 #elif !defined(GC_ONE_PRODUCT)
 GC_STATE_ENTRY(gdn_chunk_state, 0)
 GC_STATE_ENTRY(gdn_chunk_state_ilp, 1)
