@@ -99,8 +99,14 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming what deltapair takes", kvs, err)
 		}
 	}
-	if DefaultOptions().DeltaPair {
-		t.Error("defaults: deltapair on, want off")
+	if !DefaultOptions().DeltaPair {
+		t.Error("defaults: deltapair off, want on")
+	}
+	// by default it gives way where its prep is not the one run
+	for _, kvs := range [][]backend.Option{{{Key: "deltaflow", Value: "on"}}, {{Key: "delta", Value: "tf32"}}, {{Key: "delta", Value: "sequential"}}} {
+		if o, err := ParseOptions(kvs); err != nil || o.DeltaPair {
+			t.Errorf("%v: deltapair %v (%v), want off and no error", kvs, o.DeltaPair, err)
+		}
 	}
 	if d := DefaultOptions(); d.DeltaFlow {
 		t.Error("defaults: deltaflow on, want off")
