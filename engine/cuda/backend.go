@@ -118,6 +118,9 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaPair && !o.DeltaFlow {
 		fams = append(fams, "gdn_chunk_pair")
 	}
+	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlowPair {
+		fams = append(fams, "gdn_chunk_pairflow")
+	}
 	return fams
 }
 

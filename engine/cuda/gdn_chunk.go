@@ -36,7 +36,10 @@ const (
 	// gdn_chunk_pair.cu's prep (deltapair=on): gdn_chunk_frag's for two
 	// value heads of a key head a block
 	deltaChunkPairPrepName = "gdn_chunk_prep_pair"
-	deltaChunkPairThreads  = 256
+	// gdn_chunk_pairflow.cu's (deltaflow=pair): gdn_chunk_flow's prep with
+	// the pair's work, one block a multiprocessor beside a state block
+	deltaChunkPairFlowPrepName = "gdn_chunk_prep_pair_flow"
+	deltaChunkPairThreads      = 256
 	// deltaFlowPrepBlocks is the flow prep's blocks a multiprocessor: two
 	// leave room for a state pass block beside them (shared memory 2 x 39
 	// + 145 KB, registers 2 x 16K + 32K of 64K)
@@ -233,6 +236,14 @@ func (b *Backend) deltaChunkFunctions() (prep *driver.Function, state deltaState
 			}
 		}
 	}
+	if state.flow && b.o.DeltaFlowPair && b.fn[deltaChunkPairFlowPrepName] == nil {
+		if err := b.loadDeltaFamily("gdn_chunk_pairflow", map[string]func() int{deltaChunkPairFlowPrepName: deltaChunkPairShared}); err != nil {
+			return nil, deltaState{}, "", err
+		}
+		if err := b.fn[deltaChunkPairFlowPrepName].PreferMaxShared(); err != nil {
+			return nil, deltaState{}, "", err
+		}
+	}
 	state.fn = b.fn[stateName]
 	return b.fn[prepName], state, step, nil
 }
@@ -282,7 +293,8 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 	wsOff := p.reserve(&off, deltaChunkWorkspace(o))
 	blocks := (o.Rows + deltaChunkTokens - 1) / deltaChunkTokens
 	prepGrid, prepThreads, prepShared := o.ValueHeads*blocks, deltaChunkPrepThreads, deltaChunkPrepShared()
-	if pair := b.fn[deltaChunkPairPrepName]; b.o.DeltaPair && !state.flow && pair != nil && (o.ValueHeads/o.KeyHeads)%2 == 0 {
+	even := (o.ValueHeads/o.KeyHeads)%2 == 0
+	if pair := b.fn[deltaChunkPairPrepName]; b.o.DeltaPair && !state.flow && pair != nil && even {
 		// a block for each two value heads of a key head
 		prep, name = pair, deltaChunkPairPrepName+"+"+deltaFragKernel
 		prepGrid, prepThreads, prepShared = o.ValueHeads/2*blocks, deltaChunkPairThreads, deltaChunkPairShared()
@@ -293,7 +305,13 @@ func (b *Backend) deltaRuleChunked(p *program, o *backend.DeltaRule, qkv driver.
 		if flags, err = b.grow(&b.deltaFlags, 4*int64(o.ValueHeads*blocks), "the delta rule's flags"); err != nil {
 			return nil, err
 		}
-		prepGrid = min(prepGrid, deltaFlowPrepBlocks*b.ctx.Device().SMs)
+		prepBlocks := deltaFlowPrepBlocks
+		if pf := b.fn[deltaChunkPairFlowPrepName]; b.o.DeltaFlowPair && pf != nil && even {
+			// deltaflow=pair: a block of two value heads a multiprocessor
+			prep, name = pf, deltaChunkPairFlowPrepName+"+"+deltaChunkFlowStateName
+			prepGrid, prepThreads, prepShared, prepBlocks = o.ValueHeads/2*blocks, deltaChunkPairThreads, deltaChunkPairShared(), 1
+		}
+		prepGrid = min(prepGrid, prepBlocks*b.ctx.Device().SMs)
 	}
 	return []step{{kernels: 2, name: name, launch: func(s *driver.Stream) error {
 		ws := p.scratch.Add(wsOff)

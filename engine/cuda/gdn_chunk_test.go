@@ -146,6 +146,14 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 		bytes.Contains(pair, []byte("call.uni")) {
 		t.Errorf("gdn_chunk_pair's PTX has %d entry points, want %s alone, or calls a function", n, deltaChunkPairPrepName)
 	}
+	pairFlow, err := kernels.PTX("gdn_chunk_pairflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(pairFlow, []byte(".visible .entry ")); n != 1 || !bytes.Contains(pairFlow, []byte(".visible .entry "+deltaChunkPairFlowPrepName+"(")) ||
+		bytes.Contains(pairFlow, []byte("call.uni")) {
+		t.Errorf("gdn_chunk_pairflow's PTX has %d entry points, want %s alone, or calls a function", n, deltaChunkPairFlowPrepName)
+	}
 	if s := deltaChunkPairShared(); 2*s > 227<<10 {
 		t.Errorf("gdn_chunk_prep_pair's shared memory %d bytes: two blocks a multiprocessor do not fit", s)
 	}
@@ -310,7 +318,7 @@ func TestChunkedDeltaFragMatchesTF32(t *testing.T) {
 	for _, pair := range pairs {
 		deltaFragKernel, deltaTF32Kernel = pair[0], pair[1]
 		of, ot := DefaultOptions(), DefaultOptions()
-		of.ChunkedDelta, of.DeltaTF32, of.DeltaFrag = true, true, true
+		of.ChunkedDelta, of.DeltaTF32, of.DeltaFrag, of.DeltaPair = true, true, true, false
 		ot.ChunkedDelta, ot.DeltaTF32, ot.DeltaFrag = true, true, false
 		bf, bt := testBackend(t, of), testBackend(t, ot)
 		checkDeltaLengths(t, bf, []int{16, 33, 512, 4096}, pair[0], deltaChunkFragPrepName+"+"+pair[0], deltaTF32Bar)
@@ -368,19 +376,24 @@ func TestChunkedDeltaPairMatchesFrag(t *testing.T) {
 // from the same inputs at the 35B and an odd head grouping up to 4096
 // tokens; and leaves every flag at zero.
 func TestChunkedDeltaFlowMatchesFrag(t *testing.T) {
-	for _, form := range []struct{ graphs, pdl bool }{{true, true}, {false, true}, {true, false}} {
+	for _, form := range []struct{ graphs, pdl, pair bool }{{true, true, false}, {false, true, false}, {true, false, false}, {true, true, true}, {false, true, true}} {
 		graphs := form.graphs
 		of, ow := DefaultOptions(), DefaultOptions()
-		of.Graphs, ow.Graphs, ow.DeltaFlow, ow.PDL = graphs, graphs, true, form.pdl
+		of.Graphs, ow.Graphs, ow.DeltaFlow, ow.PDL, ow.DeltaFlowPair = graphs, graphs, true, form.pdl, form.pair
+		of.DeltaPair = false // gdn_chunk_prep_frag, the prep the flow forms are made of
 		bf, bw := testBackend(t, of), testBackend(t, ow)
-		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"3k/9v heads", 3, 9}} {
+		for _, sh := range []gdnShape{{"35B 16k/32v heads", 16, 32}, {"2k/8v heads", 2, 8}, {"3k/9v heads", 3, 9}} {
 			for _, n := range []int{16, 33, 100, 512, 4096} {
-				if n == 4096 && sh.hk != 16 {
+				if n == 4096 && sh.hk != 16 || sh.hk == 2 && !form.pair {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s %d rows graphs=%v pdl=%v", sh.name, n, graphs, form.pdl), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %d rows graphs=%v pdl=%v pair=%v", sh.name, n, graphs, form.pdl, form.pair), func(t *testing.T) {
+					flow := deltaChunkFlowPrepName + "+" + deltaChunkFlowStateName
+					if form.pair && sh.hv/sh.hk%2 == 0 {
+						flow = deltaChunkPairFlowPrepName + "+" + deltaChunkFlowStateName
+					}
 					outs, states := deltaRunBoth(t, [2]*Backend{bw, bf}, sh, n, uint64(sh.hv)+7, 2, [2]string{
-						deltaChunkFlowPrepName + "+" + deltaChunkFlowStateName, deltaChunkFragPrepName + "+" + deltaChunkFragStateName})
+						flow, deltaChunkFragPrepName + "+" + deltaChunkFragStateName})
 					sameDeltaBits(t, outs, states, [2]string{"deltaflow=on", "deltaflow=off"})
 					flags := make([]byte, bw.deltaFlags.bytes)
 					if err := bw.s.CopyToHost(flags, bw.deltaFlags.p); err != nil {
@@ -552,7 +565,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(deltaFragKernels)) {
 		forms = append(forms, form{true, true, true, name, false}, form{true, true, true, name, true})
 	}
-	forms = append(forms, form{true, true, true, deltaChunkFlowStateName, false})
+	forms = append(forms, form{true, true, true, deltaChunkFlowStateName, false}, form{true, true, true, deltaChunkFlowStateName, true})
 	for _, f := range forms {
 		switch {
 		case f.frag:
@@ -565,6 +578,7 @@ func TestMeasureDeltaForms(t *testing.T) {
 		o := DefaultOptions()
 		o.ChunkedDelta, o.DeltaTF32, o.DeltaFrag, o.DeltaPair = f.chunked, f.tf32, f.frag, f.pair
 		if o.DeltaFlow = f.state == deltaChunkFlowStateName; o.DeltaFlow {
+			o.DeltaPair, o.DeltaFlowPair = false, f.pair
 			deltaFragKernel = deltaChunkFragStateName
 		}
 		b := testBackend(t, o)

@@ -307,6 +307,13 @@ type Options struct {
 	// tokens -0.04 to +1.2 % in two rounds (dstate1). Off until the prep
 	// is faster.
 	DeltaFlow bool
+	// DeltaFlowPair (deltaflow=pair) is DeltaFlow with deltapair's prep
+	// (gdn_chunk_pairflow.cu's gdn_chunk_prep_pair_flow: a block of 256
+	// threads a multiprocessor beside a state block, two value heads of a
+	// key head a task, both heads' flags raised), where a key head has an
+	// even number of value heads; gdn_chunk_prep_flow elsewhere. The same
+	// bits. Not yet measured.
+	DeltaFlowPair bool
 	// DeltaPair (deltapair=on) runs delta=tf32frag's prep a block for two
 	// value heads of one key head (gdn_chunk_pair.cu's
 	// gdn_chunk_prep_pair, 256 threads): the queries and keys read and
@@ -467,7 +474,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moefit=on|all|width|off (prefill's MoE tiles sized to the rows an expert gets under gemm=wgrp: on, 160 rows a tile from 97 to 144 on average (4K tokens), so that most experts take one tile, not one and a nearly empty second, the MoE of 4096 tokens 13 % faster on an H100; all, 80 rows from 57 to 72 too (2K tokens), not faster in prefill there; width, on's 160-row tiles with each tile's products only as wide as its live rows, the MoE of 4096 tokens 2 % faster, prefill of 4K tokens 2-2.5 % faster on an H100; default width), ` +
 	`moeys=f32|bf16 (prefill's expert outputs between the MoE's down GEMM and the sum over a token's experts: float32, or each rounded to bf16, half the bytes written and read back, the sums float32; register-A tiles under moe=wg only; prefill 1-2.5 % faster; default bf16), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
-	`deltaflow=on|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; default off), ` +
+	`deltaflow=on|pair|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; pair: with deltapair's prep, two value heads of a key head a block, not yet measured; default off), ` +
 	`deltapair=on|off (under delta=tf32frag without deltaflow, the delta rule's prep a block for two value heads of one key head, their queries and keys normalised and their q·k and k·k taken once; the same bits; prefill of 4K-16K tokens 0.5-1.3 % faster on an H100; default on; off under deltaflow or another delta), ` +
 	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; prefill of 4K and 16K tokens within 0.8 % of off on an H100; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
@@ -587,7 +594,11 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 		case "normf32":
 			o.NormF32Lean, err = kv.Is("cuda", "lean", "full")
 		case "deltaflow":
-			o.DeltaFlow, err = kv.On("cuda")
+			if o.DeltaFlowPair = kv.Value == "pair"; o.DeltaFlowPair {
+				o.DeltaFlow = true
+			} else if o.DeltaFlow, err = kv.On("cuda"); err != nil {
+				err = fmt.Errorf("cuda: deltaflow=%q: want on, pair or off", kv.Value)
+			}
 		case "deltapair":
 			o.DeltaPair, err = kv.On("cuda")
 			pairNamed = true

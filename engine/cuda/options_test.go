@@ -78,8 +78,14 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming what deltaflow takes", kvs, err)
 		}
 	}
-	if _, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "some"}}); err == nil || !strings.Contains(err.Error(), "deltaflow") {
-		t.Errorf("deltaflow=some: %v, want an error naming deltaflow", err)
+	if _, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "some"}}); err == nil || !strings.Contains(err.Error(), "want on, pair or off") {
+		t.Errorf("deltaflow=some: %v, want an error naming deltaflow's values", err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "pair"}}); err != nil || !o.DeltaFlow || !o.DeltaFlowPair {
+		t.Errorf("deltaflow=pair: flow %v, pair %v (%v), want both", o.DeltaFlow, o.DeltaFlowPair, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "deltaflow", Value: "pair"}, {Key: "deltaflow", Value: "on"}}); err != nil || !o.DeltaFlow || o.DeltaFlowPair {
+		t.Errorf("deltaflow=pair then on: flow %v, pair %v (%v), want flow alone", o.DeltaFlow, o.DeltaFlowPair, err)
 	}
 	for v, want := range map[string]bool{"on": true, "off": false} {
 		if o, err := ParseOptions([]backend.Option{{Key: "combinenorm", Value: v}}); err != nil || o.CombineNorm != want {

@@ -452,19 +452,30 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 #define GC_PAIR_HEAD (GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C)
 #define GC_PAIR_SHARED (2 * 8 * GC_C + 4 * (2 * GC_C * GC_LK + 2 * GC_PAIR_HEAD))
 #define GC_PAIR_THREADS (2 * GC_PREP_THREADS)
+#ifdef GC_FLOW
+// (gdn_chunk_pairflow.cu) gc_pair_task is gdn_chunk_prep_pair's work for
+// the pair jp and block blk, for gdn_chunk_prep_pair_flow's loop
+static __device__ __forceinline__ void gc_pair_task(const float* __restrict__ qkv, const float* __restrict__ bb,
+                                                    const float* __restrict__ aa, const float* __restrict__ aLog,
+                                                    const float* __restrict__ dtBias, float* __restrict__ ws, int rows,
+                                                    int Hk, int Hv, int jp, int blk) {
+#else
 extern "C" __global__ void __launch_bounds__(GC_PAIR_THREADS)
     gdn_chunk_prep_pair(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
                         const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws,
                         int rows, int Hk, int Hv) {
   pdl_begin();
+#endif
   extern __shared__ double gc_pair_smem[];
   if (gc_dyn_smem() < GC_PAIR_SHARED) __builtin_trap();  // a launch with too little shared memory is a bug
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
   const int h = tid / GC_PREP_THREADS, ct = tid % GC_PREP_THREADS;  // this thread's head of the pair, its column
   const int g = lane >> 2, tq = lane & 3;
   const int nb = (rows + GC_C - 1) / GC_C;
+#ifndef GC_FLOW
   const int jp = PETAL_BID_X() / nb, blk = PETAL_BID_X() % nb;
   if (2 * jp >= Hv) return;
+#endif
   const int j = 2 * jp + h;
   const int t0 = blk * GC_C, n = imin(GC_C, rows - t0);
   const int kh = 2 * jp / (Hv / Hk);
@@ -918,7 +929,27 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     pdl_begin();                                                                                               \
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
-#if defined(GC_FLOW)
+#if defined(GC_FLOW) && defined(GC_PAIR)
+// gdn_chunk_prep_pair_flow (gdn_chunk_pairflow.cu): gdn_chunk_prep_flow
+// with gdn_chunk_prep_pair's work, a (pair of value heads, block of
+// tokens) a task in the order of the blocks, each task raising both heads'
+// flags for gdn_chunk_flow.cu's state pass. One block a multiprocessor (78
+// KB of shared memory, 256 threads of 128 registers) beside a state block.
+extern "C" __global__ void __launch_bounds__(GC_PAIR_THREADS)
+    gdn_chunk_prep_pair_flow(const float* __restrict__ qkv, const float* __restrict__ bb, const float* __restrict__ aa,
+                             const float* __restrict__ aLog, const float* __restrict__ dtBias, float* __restrict__ ws,
+                             int rows, int Hk, int Hv, u32* __restrict__ flags) {
+  pdl_begin();
+  pdl_trigger();
+  const int nb = (rows + GC_C - 1) / GC_C, pairs = Hv / 2;
+  for (int t = PETAL_BID_X(); t < nb * pairs; t += PETAL_NCTAID_X()) {
+    const int blk = t / pairs, jp = t % pairs;
+    gc_pair_task(qkv, bb, aa, aLog, dtBias, ws, rows, Hk, Hv, jp, blk);
+    __syncthreads();  // the pair's workspace written, and shared memory free for the next
+    if (PETAL_TID_X() < 2) gc_flag_raise(flags + (long long)(2 * jp + PETAL_TID_X()) * nb + blk);
+  }
+}
+#elif defined(GC_FLOW)
 // gdn_chunk_prep_flow: gdn_chunk_prep_frag's work over the (value head,
 // block of tokens) pairs in the order of the blocks (the order the state
 // pass walks them), each block of this launch taking every gridDim-th,
