@@ -8,13 +8,16 @@
 # oracle under deltaflow=pair (pairflow-tests.txt), and prefill of 4K and
 # 16K tokens (two repeats) under the defaults, deltaflow=on and
 # deltaflow=pair in two alternating rounds (pairflow-rounds.tgz, packed
-# again after each run).
-# From the repository root; $CARRY (default devrun/pf): cuda.test.xz and
-# petals.txz of a commit with deltaflow=pair (TEST=HEAD devrun-pack.sh
-# devrun/pf petal=HEAD) and the oracle's ref.txz (tar cJf devrun/pf/ref.txz
-# -C ../shared/oracle reference); the tree's logs, results, tokenizer test
-# data and PTX but gdn_chunk_pairflow.ptx left out of the call. About 3
-# minutes.
+# again after each run). The same for the variant "ahead" (gdn_chunk.cu's
+# GC_FLOW_AHEAD=1: the pair-flow prep asking L2 for its next task's rows
+# first): its cubin (/tmp/s-ahead), the flow test, TestMeasureDeltaForms,
+# and deltaflow=pair in the rounds.
+# From the repository root; $CARRY (default devrun/pf) made as
+#   V=$(bash docs/bench/cuda/variant-pack.sh devrun/pf ahead gdn_chunk.cu:GC_FLOW_AHEAD | tail -1)
+#   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/pf petal=HEAD petal-ahead=$V
+#   tar cJf devrun/pf/ref.txz -C ../shared/oracle reference
+# and the tree's logs, results, tokenizer test data and PTX but
+# gdn_chunk_pairflow.ptx left out of the call. About 4 minutes.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/pf}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
@@ -24,19 +27,26 @@ gpu_env "$O/env.txt"
 T=/tmp/pt && rm -rf $T && mkdir -p $T
 rm -rf /tmp/sf && cp -r engine/cuda/kernels/sass /tmp/sf
 new_cubin /tmp/sf gdn_chunk_pairflow $T
-(cd /tmp && tar czf "$O/sass-pairflow.tgz" sf/gdn_chunk_pairflow.* sf/manifest.txt pt/ptxas-gdn_chunk_pairflow.txt)
+rm -rf /tmp/s1 && cp -r /tmp/sf /tmp/s1 && variant_cubins "$D" ahead $T
+(cd /tmp && tar czf "$O/sass-pairflow.tgz" sf/gdn_chunk_pairflow.* sf/manifest.txt s-ahead/gdn_chunk_pairflow.* s-ahead/manifest.txt pt/ptxas-*.txt pt/ahead)
 cuda_tests /tmp/sf "$D/cuda.test" 'TestChunkedDeltaFlowMatchesFrag|TestChunkedDeltaPairMatchesFrag|TestChunkedDeltaFragMatchesTF32|TestDefaultsHaveCubins' $T/tests.txt
 grep -E 'element|want' $T/tests.txt | head -5
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/sf PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 "$D/cuda.test" -test.v \
   -test.run '^TestMeasureDeltaForms$' > $T/measure.txt 2>&1)
 echo "TestMeasureDeltaForms: rc=$?"; grep -E 'gdn_chunk_prep_(frag|pair|flow|pair_flow)\+' $T/measure.txt | sed 's/^ *//' | cut -c1-130
 PETAL_CUDA_SASS=/tmp/sf oracle_specs "$D" 'defaults|deltaflow=pair' $T/oracle.txt
-cat $T/tests.txt $T/measure.txt $T/oracle.txt > "$O/pairflow-tests.txt"
+cuda_tests /tmp/s-ahead "$D/cuda-ahead.test" 'TestChunkedDeltaFlowMatchesFrag' $T/tests-ahead.txt
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s-ahead PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 "$D/cuda-ahead.test" -test.v \
+  -test.run '^TestMeasureDeltaForms$' > $T/measure-ahead.txt 2>&1)
+echo "TestMeasureDeltaForms ahead: rc=$?"; grep -E 'gdn_chunk_prep_pair_flow\+' $T/measure-ahead.txt | sed 's/^ *//' | cut -c1-130
+cat $T/tests.txt $T/measure.txt $T/oracle.txt $T/tests-ahead.txt $T/measure-ahead.txt > "$O/pairflow-tests.txt"
 el tests
 rm -rf /tmp/pr && mkdir -p /tmp/pr
 for round in 1 2; do
-  for be in cuda cuda:deltaflow=on cuda:deltaflow=pair; do
-    PETAL_CUDA_SASS=/tmp/sf BENCH_LIMIT=45 bench_run "$D/petal" /tmp/pr "$round-$(tag_of "$be")" "$be" --max-context 17000 \
+  for cfg in petal:sf:cuda petal:sf:cuda:deltaflow=on petal:sf:cuda:deltaflow=pair petal-ahead:s-ahead:cuda:deltaflow=pair; do
+    b=${cfg%%:*} rest=${cfg#*:}
+    s=${rest%%:*} be=${rest#*:}
+    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" /tmp/pr "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
       --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
     tar czf "$O/.pairflow-rounds.tgz" -C /tmp pr && mv "$O/.pairflow-rounds.tgz" "$O/pairflow-rounds.tgz"
   done

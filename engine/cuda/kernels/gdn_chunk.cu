@@ -930,6 +930,28 @@ static __device__ __forceinline__ void gc_state(const float* __restrict__ ws, fl
     gc_state<ILP>(ws, state, out, rows, Hv);                                                                   \
   }
 #if defined(GC_FLOW) && defined(GC_PAIR)
+// GC_FLOW_AHEAD: gdn_chunk_prep_pair_flow asks L2 for its next task's q, k
+// and v rows (gc_pair_ahead) before it works on this one, so that at one
+// block a multiprocessor, where the prep waits on its loads, the next
+// task's find them there. 0 in the built family; not yet measured.
+#ifndef GC_FLOW_AHEAD
+#define GC_FLOW_AHEAD 0
+#endif
+// gc_pair_ahead asks L2 for the q, k and v rows that gc_pair_task(jp,
+// blk) reads: a row's 16 lines of 128 bytes (4 of q, 4 of k, 8 of the two
+// heads' v), two a thread.
+static __device__ __forceinline__ void gc_pair_ahead(const float* __restrict__ qkv, int rows, int Hk, int Hv, int jp,
+                                                     int blk) {
+  const int t0 = blk * GC_C, n = imin(GC_C, rows - t0), kh = 2 * jp / (Hv / Hk);
+  const long long width = 2LL * Hk * GC_D + (long long)Hv * GC_D;
+  for (int x = PETAL_TID_X(); x < n * 16; x += GC_PAIR_THREADS) {
+    const int i = x / 16, l = x % 16;
+    const long long col = l < 4   ? (long long)kh * GC_D + 32 * l
+                          : l < 8 ? (long long)(Hk + kh) * GC_D + 32 * (l - 4)
+                                  : 2LL * Hk * GC_D + 2LL * jp * GC_D + 32 * (l - 8);
+    prefetch_l2(qkv + (long long)(t0 + i) * width + col);
+  }
+}
 // gdn_chunk_prep_pair_flow (gdn_chunk_pairflow.cu): gdn_chunk_prep_flow
 // with gdn_chunk_prep_pair's work, a (pair of value heads, block of
 // tokens) a task in the order of the blocks, each task raising both heads'
@@ -944,6 +966,9 @@ extern "C" __global__ void __launch_bounds__(GC_PAIR_THREADS)
   const int nb = (rows + GC_C - 1) / GC_C, pairs = Hv / 2;
   for (int t = PETAL_BID_X(); t < nb * pairs; t += PETAL_NCTAID_X()) {
     const int blk = t / pairs, jp = t % pairs;
+#if GC_FLOW_AHEAD
+    if (const int tn = t + PETAL_NCTAID_X(); tn < nb * pairs) gc_pair_ahead(qkv, rows, Hk, Hv, tn % pairs, tn / pairs);
+#endif
     gc_pair_task(qkv, bb, aa, aLog, dtBias, ws, rows, Hk, Hv, jp, blk);
     __syncthreads();  // the pair's workspace written, and shared memory free for the next
     if (PETAL_TID_X() < 2) gc_flag_raise(flags + (long long)(2 * jp + PETAL_TID_X()) * nb + blk);
