@@ -17,7 +17,8 @@
 #   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/pf petal=HEAD petal-ahead=$V
 #   tar cJf devrun/pf/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
-# gdn_chunk_pairflow.ptx left out of the call. About 4 minutes.
+# gdn_chunk_pairflow.ptx left out of the call. About 4 minutes, then the
+# kernel traces below (about 1.5) if the call is not past 330 s.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/pf}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
@@ -52,3 +53,16 @@ for round in 1 2; do
   done
   el "round $round"
 done
+# then, if time is left, the kernel traces of a 4K prefill under the
+# defaults and deltaflow=pair (ktrace-def.csv.gz, ktrace-pairflow.csv.gz,
+# as run-flowtrace1.sh): where the pair's prep and the state pass go, and
+# whether they run side by side
+if [ $(($(date +%s) - start)) -lt 330 ]; then
+  for run in def:cuda pairflow:cuda:deltaflow=pair; do
+    PETAL_CUDA_SASS=/tmp/sf OUT=$O PETAL=$D/petal TAG=${run%%:*} BACKEND=${run#*:} KT_PROMPTS=4K KT_CONTEXTS=256 LIMIT=100 \
+      bash docs/bench/cuda/run-ktrace.sh 2>&1 | tail -4
+  done
+  el traces
+else
+  el "traces skipped"
+fi
