@@ -38,6 +38,7 @@ type Backend struct {
 	ropes      map[ropeKey]driver.Ptr      // float64 inverse frequencies per (rotary dims, theta)
 	last       *program                    // the last program run, named in errors that surface later
 	rb         readback                    // reads that wait only for their buffer's writer (readback.go)
+	side       sideStream                  // a prompt chunk's shared expert beside the routed ones (sharedside=on, side.go)
 	held       []driver.Ptr                // memory freed at Close
 	pooled     []driver.Ptr                // pool memory freed at Close (grown scratch's old allocations)
 	primed     bool                        // the pool's reserve mapped (pool=on)
@@ -456,6 +457,7 @@ func (b *Backend) Close() error {
 		keep(b.rb.side.Sync())
 		keep(b.rb.side.Close())
 	}
+	keep(b.side.close())
 	if b.rb.stage != nil {
 		keep(b.rb.stage.Free())
 	}

@@ -58,6 +58,7 @@ type step struct {
 	name    string // the kernels, for tests and traces
 	launch  func(s *driver.Stream) error
 	early   bool // under pdl=some: launched with programmatic serialization
+	side    bool // forks work onto the side stream (sideSteps)
 }
 
 func (p *program) Ops() []backend.Op { return p.ops }

@@ -325,6 +325,15 @@ type Options struct {
 	// at 512 86 against 92; prefill of 4K tokens +0.5-1.3 %, of 16K
 	// +0.9-1.1 % in two rounds (docs/bench/cuda/2026-12-08-pair1).
 	DeltaPair bool
+	// SharedSide (sharedside=on) runs a prompt chunk's shared expert (its
+	// gate logit, gate and up, SwiGLU and down) on a second stream, forked
+	// once the MoE's input norm is queued and joined by the combine, so
+	// that its GEMMs run beside the router, the grouping and the routed
+	// experts' GEMMs (a CUDA graph captures it as a branch). The same
+	// kernels on the same data: the same bits (TestSharedSideMatchesApart).
+	// Not where the combine is left to the next norm (combinenorm=on). Not
+	// yet measured.
+	SharedSide bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -476,6 +485,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltaflow=on|pair|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; pair: with deltapair's prep, two value heads of a key head a block, not yet measured; default off), ` +
 	`deltapair=on|off (under delta=tf32frag without deltaflow, the delta rule's prep a block for two value heads of one key head, their queries and keys normalised and their q·k and k·k taken once; the same bits; prefill of 4K-16K tokens 0.5-1.3 % faster on an H100; default on; off under deltaflow or another delta), ` +
+	`sharedside=on|off (a prompt chunk's shared expert on a second stream beside the router and the routed experts, joined by the combine; the same bits; not under combinenorm; not yet measured; default off), ` +
 	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; prefill of 4K and 16K tokens within 0.8 % of off on an H100; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
 	`normf32=lean|full (under normbf, a norm's float32 output left unwritten where the program writes over it before any op but the GEMM after it, which reads the bf16 copy, reads it; the same bits; prefill of 4K tokens 0.7-1.9 % faster on an H100; default lean), ` +
@@ -599,6 +609,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			} else if o.DeltaFlow, err = kv.On("cuda"); err != nil {
 				err = fmt.Errorf("cuda: deltaflow=%q: want on, pair or off", kv.Value)
 			}
+		case "sharedside":
+			o.SharedSide, err = kv.On("cuda")
 		case "deltapair":
 			o.DeltaPair, err = kv.On("cuda")
 			pairNamed = true

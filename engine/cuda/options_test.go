@@ -105,6 +105,14 @@ func TestParseOptionsChoices(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming what deltapair takes", kvs, err)
 		}
 	}
+	for v, want := range map[string]bool{"on": true, "off": false} {
+		if o, err := ParseOptions([]backend.Option{{Key: "sharedside", Value: v}}); err != nil || o.SharedSide != want {
+			t.Errorf("sharedside=%s: %v (%v), want %v", v, o.SharedSide, err, want)
+		}
+	}
+	if DefaultOptions().SharedSide {
+		t.Error("defaults: sharedside on, want off")
+	}
 	if !DefaultOptions().DeltaPair {
 		t.Error("defaults: deltapair off, want on")
 	}

@@ -237,31 +237,32 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 	if !xbMade {
 		head = append(head, one("gemm_to_bf16", func(s *driver.Stream) error { return g.ToBF16(s, x, at(xb), rows*H) }))
 	}
-	head = append(head,
+	shared := []step{ // the shared expert: its gate logit, gate and up (one launch, or one each), SwiGLU and down
 		one(segGemm, func(s *driver.Stream) error { // the shared expert's gate logit, from x in float32
 			var a driver.Args
 			a.Ptr(seg.desc).Ptr(x).Ptr(at(logit)).I32(int32(rows)).I32(1)
 			return s.Launch(b.fn[segGemm], segGrid, driver.D1(256), 0, &a)
-		}))
-	var shared []step // the shared expert's gate and up: one launch, or one each
+		})}
 	if b.o.GroupGEMM {
 		tileS := g.DenseTile(rows, 2*SI)
-		shared = []step{one("gemm_group_"+tileS.Name, func(s *driver.Stream) error {
+		shared = append(shared, one("gemm_group_"+tileS.Name, func(s *driver.Stream) error {
 			return g.DenseGroup(s, tileS, []*QMatrix{sg.q, su.q}, []driver.Ptr{at(gs), at(us)}, at(xb), rows)
-		})}
+		}))
 	} else {
 		tileS := g.DenseTile(rows, SI)
-		shared = []step{
+		shared = append(shared,
 			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, sg.q, at(xb), at(gs), rows) }),
 			one("gemm_dense_"+tileS.Name, func(s *driver.Stream) error { return g.Dense(s, tileS, su.q, at(xb), at(us), rows) }),
-		}
+		)
 	}
-	tail := []step{
+	shared = append(shared,
 		one("moe_shared_swiglu", func(s *driver.Stream) error { return g.SharedSwiGLU(s, at(gs), at(us), at(logit), at(hs), rows, SI) }),
-		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }),
+		one("gemm_dense_"+tileD.Name, func(s *driver.Stream) error { return g.Dense(s, tileD, sd.q, at(hs), out, rows) }))
+	tail := []step{
 		{kernels: g.RouteKernels(), name: routeStepName(g), launch: func(s *driver.Stream) error { return g.Route(s, groups(), idx, rows) }},
 		one("gemm_gateup_"+tile.Name, func(s *driver.Stream) error { return g.MoEGateUp(s, groups(), gate.q, up.q, I, H, at(xb), at(hb)) }),
 	}
+	left := false // the combine left to the next layer's norm
 	if ysBF {
 		tail = append(tail, one("gemm_downbf_"+tile.Name, func(s *driver.Stream) error { return g.MoEDownBF(s, groups(), down.q, H, I, at(hb), at(ys)) }))
 		combine := one("moe_combine_bf", func(s *driver.Stream) error { return g.MoECombineBF(s, groups(), at(ys), wts, out, rows, H, true) })
@@ -271,6 +272,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 			p.combine = &combineIn{delta: o.Out, expertsAt: e, step: combine, args: func(a *driver.Args) {
 				a.Ptr(out).Ptr(at(ys)).Ptr(at(pos)).Ptr(wts)
 			}}
+			left = true
 		} else {
 			tail = append(tail, combine)
 		}
@@ -278,6 +280,14 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 		tail = append(tail,
 			one("gemm_down_"+tile.Name, func(s *driver.Stream) error { return g.MoEDown(s, groups(), down.q, H, I, at(hb), at(ys)) }),
 			one("moe_combine", func(s *driver.Stream) error { return g.MoECombine(s, groups(), at(ys), wts, out, rows, H, true) }))
+	}
+	if b.o.SharedSide && !left {
+		// sharedside=on: the shared expert on the side stream, beside the
+		// grouping and the routed experts (and the router, which
+		// normMoESteps queues after it); the combine, which adds to the
+		// shared expert's output, waits for it
+		tail[len(tail)-1] = b.joinSide(tail[len(tail)-1])
+		return append(append(head, b.sideSteps(shared)), tail...), true
 	}
 	return append(append(head, shared...), tail...), true
 }
@@ -505,6 +515,13 @@ func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
 		return nil, false
 	}
 	steps := []step{norm(xb, false)}
+	if len(experts) > 0 && experts[0].side {
+		// the shared expert's fork first, so that it runs beside the router
+		// too; listed with the norm it forks from (steps stay in the order
+		// of their ops, as --profile's timing of each op needs)
+		experts[0].op = 0
+		steps, experts = append(steps, experts[0]), experts[1:]
+	}
 	for _, st := range route {
 		st.op = 1
 		steps = append(steps, st)

@@ -722,3 +722,57 @@ func TestCombineNormMatchesApart(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedSideMatchesApart: under sharedside=on a prompt chunk's shared
+// expert runs on the side stream (one side[...] step) and both MoE blocks
+// of a program (the second's norm adding the first's output, so reading
+// what the first's join guards) give sharedside=off's bits, h and each
+// block's output, over two runs, with graphs on and off, with the MoE's
+// input norm fused with it (normbf=moe: the fork before the router) and
+// not, outputs poisoned first.
+func TestSharedSideMatchesApart(t *testing.T) {
+	type shape struct{ E, H, I, rows int }
+	for _, form := range []struct{ graphs, normMoE bool }{{true, true}, {false, true}, {true, false}} {
+		on, off := DefaultOptions(), DefaultOptions()
+		on.Graphs, off.Graphs, on.NormBF16MoE, off.NormBF16MoE = form.graphs, form.graphs, form.normMoE, form.normMoE
+		on.SharedSide = true
+		bOn, bOff := testBackend(t, on), testBackend(t, off)
+		for _, sh := range []shape{{256, 2048, 512, 300}, {16, 256, 128, 37}} {
+			t.Run(fmt.Sprintf("E=%d H=%d I=%d rows=%d graphs=%v normbf=moe %v", sh.E, sh.H, sh.I, sh.rows, form.graphs, form.normMoE), func(t *testing.T) {
+				rng := freshRNG(t)
+				ms := randomMoEMatrices(rng, sh.E, sh.H, sh.I, 8)
+				h, delta, w, w2 := randoms(rng, sh.rows*sh.H, 2), randoms(rng, sh.rows*sh.H, 1), randoms(rng, sh.H, 1), randoms(rng, sh.H, 1)
+				var got [2][][]float32
+				var names [2][][]string
+				for k, b := range []*Backend{bOn, bOff} {
+					n, r, e := newMoEBlockRows(t, b, ms, sh.I, sh.rows, h, delta, w)
+					n2, r2, e2 := newMoEBlockRows(t, b, ms, sh.I, sh.rows, h, nil, w2)
+					n2.H, n2.Delta = n.H, e.Out
+					p, err := b.Compile([]backend.Op{n, r, e, n2, r2, e2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					names[k] = p.(*program).kernelNames()
+					runWith(t, b, p, 2, map[backend.Buffer][]float32{n.H: h, e.Out: nans(sh.rows * sh.H), e2.Out: nans(sh.rows * sh.H)})
+					got[k] = [][]float32{read(t, b, n.H), read(t, b, e.Out), read(t, b, e2.Out)}
+				}
+				sides := func(ns [][]string) (c int) {
+					for _, op := range ns {
+						for _, name := range op {
+							if strings.HasPrefix(name, "side[") {
+								c++
+							}
+						}
+					}
+					return c
+				}
+				if sides(names[0]) != 2 || sides(names[1]) != 0 {
+					t.Fatalf("kernels %v under sharedside=on, %v off: want a side step a block, and none", names[0], names[1])
+				}
+				for j, what := range []string{"h", "the first block's output", "the second block's output"} {
+					sameBits(t, what, got[0][j], got[1][j])
+				}
+			})
+		}
+	}
+}

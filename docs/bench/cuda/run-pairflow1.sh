@@ -11,14 +11,16 @@
 # again after each run). The same for the variant "ahead" (gdn_chunk.cu's
 # GC_FLOW_AHEAD=1: the pair-flow prep asking L2 for its next task's rows
 # first): its cubin (/tmp/s-ahead), the flow test, TestMeasureDeltaForms,
-# and deltaflow=pair in the rounds.
+# and deltaflow=pair in the rounds. And sharedside=on (the shared expert
+# on a second stream beside the router and the routed experts):
+# TestSharedSideMatchesApart, the oracle, and its prefill in the rounds.
 # From the repository root; $CARRY (default devrun/pf) made as
 #   V=$(bash docs/bench/cuda/variant-pack.sh devrun/pf ahead gdn_chunk.cu:GC_FLOW_AHEAD | tail -1)
 #   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/pf petal=HEAD petal-ahead=$V
 #   tar cJf devrun/pf/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
 # gdn_chunk_pairflow.ptx left out of the call. About 4 minutes, then the
-# kernel traces below (about 1.5) if the call is not past 330 s.
+# kernel traces below (about 1.5) if the call is not past 360 s.
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/pf}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
@@ -30,12 +32,12 @@ rm -rf /tmp/sf && cp -r engine/cuda/kernels/sass /tmp/sf
 new_cubin /tmp/sf gdn_chunk_pairflow $T
 rm -rf /tmp/s1 && cp -r /tmp/sf /tmp/s1 && variant_cubins "$D" ahead $T
 (cd /tmp && tar czf "$O/sass-pairflow.tgz" sf/gdn_chunk_pairflow.* sf/manifest.txt s-ahead/gdn_chunk_pairflow.* s-ahead/manifest.txt pt/ptxas-*.txt pt/ahead)
-cuda_tests /tmp/sf "$D/cuda.test" 'TestChunkedDeltaFlowMatchesFrag|TestChunkedDeltaPairMatchesFrag|TestChunkedDeltaFragMatchesTF32|TestDefaultsHaveCubins' $T/tests.txt
+cuda_tests /tmp/sf "$D/cuda.test" 'TestChunkedDeltaFlowMatchesFrag|TestChunkedDeltaPairMatchesFrag|TestChunkedDeltaFragMatchesTF32|TestDefaultsHaveCubins|TestSharedSideMatchesApart' $T/tests.txt
 grep -E 'element|want' $T/tests.txt | head -5
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/sf PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 "$D/cuda.test" -test.v \
   -test.run '^TestMeasureDeltaForms$' > $T/measure.txt 2>&1)
 echo "TestMeasureDeltaForms: rc=$?"; grep -E 'gdn_chunk_prep_(frag|pair|flow|pair_flow)\+' $T/measure.txt | sed 's/^ *//' | cut -c1-130
-PETAL_CUDA_SASS=/tmp/sf oracle_specs "$D" 'defaults|deltaflow=pair' $T/oracle.txt
+PETAL_CUDA_SASS=/tmp/sf oracle_specs "$D" 'defaults|deltaflow=pair|sharedside=on' $T/oracle.txt
 cuda_tests /tmp/s-ahead "$D/cuda-ahead.test" 'TestChunkedDeltaFlowMatchesFrag' $T/tests-ahead.txt
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/s-ahead PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 40 "$D/cuda-ahead.test" -test.v \
   -test.run '^TestMeasureDeltaForms$' > $T/measure-ahead.txt 2>&1)
@@ -44,7 +46,8 @@ cat $T/tests.txt $T/measure.txt $T/oracle.txt $T/tests-ahead.txt $T/measure-ahea
 el tests
 rm -rf /tmp/pr && mkdir -p /tmp/pr
 for round in 1 2; do
-  for cfg in petal:sf:cuda petal:sf:cuda:deltaflow=on petal:sf:cuda:deltaflow=pair petal-ahead:s-ahead:cuda:deltaflow=pair; do
+  for cfg in petal:sf:cuda petal:sf:cuda:deltaflow=on petal:sf:cuda:deltaflow=pair petal-ahead:s-ahead:cuda:deltaflow=pair \
+    petal:sf:cuda:sharedside=on; do
     b=${cfg%%:*} rest=${cfg#*:}
     s=${rest%%:*} be=${rest#*:}
     PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" /tmp/pr "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
@@ -57,7 +60,7 @@ done
 # defaults and deltaflow=pair (ktrace-def.csv.gz, ktrace-pairflow.csv.gz,
 # as run-flowtrace1.sh): where the pair's prep and the state pass go, and
 # whether they run side by side
-if [ $(($(date +%s) - start)) -lt 330 ]; then
+if [ $(($(date +%s) - start)) -lt 360 ]; then
   for run in def:cuda pairflow:cuda:deltaflow=pair; do
     PETAL_CUDA_SASS=/tmp/sf OUT=$O PETAL=$D/petal TAG=${run%%:*} BACKEND=${run#*:} KT_PROMPTS=4K KT_CONTEXTS=256 LIMIT=100 \
       bash docs/bench/cuda/run-ktrace.sh 2>&1 | tail -4
