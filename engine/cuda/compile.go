@@ -59,6 +59,8 @@ type step struct {
 	launch  func(s *driver.Stream) error
 	early   bool // under pdl=some: launched with programmatic serialization
 	side    bool // forks work onto the side stream (sideSteps)
+	// under side, the program's scratch the forked work uses, [from, to)
+	sideFrom, sideTo int64
 }
 
 func (p *program) Ops() []backend.Op { return p.ops }

@@ -219,7 +219,8 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 		ysBytes = 2
 	}
 	hb, ys := res(2*pairs*I), res(ysBytes*pairs*H)
-	gs, us, hs, logit := res(4*rows*SI), res(4*rows*SI), res(2*rows*SI), res(4*rows)
+	gs, us, hs, logit := res(4*rows*SI), res(4*rows*SI), res(2*rows*SI), res(4*rows) // the shared expert's, to off
+	sharedEnd := off
 	at := func(o int64) driver.Ptr { return p.scratch.Add(o) }
 	groups := func() *MoEGroups {
 		return &MoEGroups{Tokens: rows, Experts: E, Tile: tile, MaxTiles: maxTiles,
@@ -287,7 +288,7 @@ func (b *Backend) expertsTC(p *program, o *backend.Experts, gate, up, down, sg, 
 		// normMoESteps queues after it); the combine, which adds to the
 		// shared expert's output, waits for it
 		tail[len(tail)-1] = b.joinSide(tail[len(tail)-1])
-		return append(append(head, b.sideSteps(shared)), tail...), true
+		return append(append(head, b.sideSteps(shared, gs, sharedEnd)), tail...), true
 	}
 	return append(append(head, shared...), tail...), true
 }
@@ -510,15 +511,20 @@ func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
 	if err != nil {
 		return nil, false // not the tensor-core path, or a bad op the plain lowering names
 	}
+	need := p.scratchNeed
+	p.scratchNeed = 0 // the router's scratch: from off to what it reserves
 	route, err := b.routeOpFrom(p, &checks{b: b}, r, off)
+	routeEnd := p.scratchNeed
+	p.scratchNeed = max(need, routeEnd)
 	if err != nil {
 		return nil, false
 	}
 	steps := []step{norm(xb, false)}
-	if len(experts) > 0 && experts[0].side {
+	if len(experts) > 0 && experts[0].side && routeEnd <= experts[0].sideFrom {
 		// the shared expert's fork first, so that it runs beside the router
-		// too; listed with the norm it forks from (steps stay in the order
-		// of their ops, as --profile's timing of each op needs)
+		// too (whose scratch ends before the shared expert's starts); listed
+		// with the norm it forks from (steps stay in the order of their
+		// ops, as --profile's timing of each op needs)
 		experts[0].op = 0
 		steps, experts = append(steps, experts[0]), experts[1:]
 	}

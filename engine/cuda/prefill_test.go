@@ -729,7 +729,8 @@ func TestCombineNormMatchesApart(t *testing.T) {
 // what the first's join guards) give sharedside=off's bits, h and each
 // block's output, over two runs, with graphs on and off, with the MoE's
 // input norm fused with it (normbf=moe: the fork before the router) and
-// not, outputs poisoned first.
+// not (the fork with the norm, before the router, or with the experts),
+// outputs poisoned first.
 func TestSharedSideMatchesApart(t *testing.T) {
 	type shape struct{ E, H, I, rows int }
 	for _, form := range []struct{ graphs, normMoE bool }{{true, true}, {false, true}, {true, false}} {
@@ -768,6 +769,16 @@ func TestSharedSideMatchesApart(t *testing.T) {
 				}
 				if sides(names[0]) != 2 || sides(names[1]) != 0 {
 					t.Fatalf("kernels %v under sharedside=on, %v off: want a side step a block, and none", names[0], names[1])
+				}
+				// fused with its norm the fork comes before the router (listed with the norm), else with the experts
+				at := []int{2, 5}
+				if form.normMoE {
+					at = []int{0, 3}
+				}
+				for _, i := range at {
+					if sides(names[0][i:i+1]) != 1 {
+						t.Fatalf("kernels %v under sharedside=on: no side step in op %d's", names[0], i)
+					}
 				}
 				for j, what := range []string{"h", "the first block's output", "the second block's output"} {
 					sameBits(t, what, got[0][j], got[1][j])

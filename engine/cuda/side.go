@@ -59,14 +59,15 @@ func (side *sideStream) close() error {
 
 // sideSteps is one step that queues steps on the side stream once the main
 // stream has reached it, and marks their end for joinSide: their kernels
-// run beside whatever the main stream queues after it.
-func (b *Backend) sideSteps(steps []step) step {
+// run beside whatever the main stream queues after it, which must not touch
+// the program's scratch from..to that they use.
+func (b *Backend) sideSteps(steps []step, from, to int64) step {
 	n, names := 0, make([]string, len(steps))
 	for i, st := range steps {
 		n += st.kernels
 		names[i] = st.name
 	}
-	return step{kernels: n, name: "side[" + strings.Join(names, "+") + "]", side: true, launch: func(s *driver.Stream) error {
+	return step{kernels: n, name: "side[" + strings.Join(names, "+") + "]", side: true, sideFrom: from, sideTo: to, launch: func(s *driver.Stream) error {
 		if err := b.side.open(b.ctx); err != nil {
 			return err
 		}
