@@ -520,9 +520,11 @@ func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
 		return nil, false
 	}
 	steps := []step{norm(xb, false)}
-	if len(experts) > 0 && experts[0].side && routeEnd <= experts[0].sideFrom {
+	if len(experts) > 0 && experts[0].side && routeEnd <= experts[0].sideFrom &&
+		!e.Out.Overlaps(r.X) && !e.Out.Overlaps(r.Idx) && !e.Out.Overlaps(r.Weights) {
 		// the shared expert's fork first, so that it runs beside the router
-		// too (whose scratch ends before the shared expert's starts); listed
+		// too (whose scratch ends before the shared expert's starts, and
+		// whose buffers are not the MoE's output, which it writes); listed
 		// with the norm it forks from (steps stay in the order of their
 		// ops, as --profile's timing of each op needs)
 		experts[0].op = 0
