@@ -126,34 +126,9 @@ func TestDeltaChunkKernelMatchesLauncher(t *testing.T) {
 	if s := deltaChunkPrepShared(); s > 48<<10 {
 		t.Errorf("gdn_chunk_prep's shared memory %d bytes: more than 48 KB leaves fewer blocks per multiprocessor", s)
 	}
-	flow, err := kernels.PTX("gdn_chunk_flow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{deltaChunkFlowPrepName, deltaChunkFlowStateName} {
-		if !bytes.Contains(flow, []byte(".visible .entry "+name+"(")) {
-			t.Errorf("no entry point %s in gdn_chunk_flow's PTX", name)
-		}
-	}
-	if n := bytes.Count(flow, []byte(".visible .entry ")); n != 2 || bytes.Contains(flow, []byte("call.uni")) {
-		t.Errorf("gdn_chunk_flow's PTX has %d entry points, want 2, or calls a function", n)
-	}
-	pair, err := kernels.PTX("gdn_chunk_pair")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := bytes.Count(pair, []byte(".visible .entry ")); n != 1 || !bytes.Contains(pair, []byte(".visible .entry "+deltaChunkPairPrepName+"(")) ||
-		bytes.Contains(pair, []byte("call.uni")) {
-		t.Errorf("gdn_chunk_pair's PTX has %d entry points, want %s alone, or calls a function", n, deltaChunkPairPrepName)
-	}
-	pairFlow, err := kernels.PTX("gdn_chunk_pairflow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := bytes.Count(pairFlow, []byte(".visible .entry ")); n != 1 || !bytes.Contains(pairFlow, []byte(".visible .entry "+deltaChunkPairFlowPrepName+"(")) ||
-		bytes.Contains(pairFlow, []byte("call.uni")) {
-		t.Errorf("gdn_chunk_pairflow's PTX has %d entry points, want %s alone, or calls a function", n, deltaChunkPairFlowPrepName)
-	}
+	onlyEntries(t, "gdn_chunk_flow", deltaChunkFlowPrepName, deltaChunkFlowStateName)
+	onlyEntries(t, "gdn_chunk_pair", deltaChunkPairPrepName)
+	onlyEntries(t, "gdn_chunk_pairflow", deltaChunkPairFlowPrepName)
 	if s := deltaChunkPairShared(); 2*s > 227<<10 {
 		t.Errorf("gdn_chunk_prep_pair's shared memory %d bytes: two blocks a multiprocessor do not fit", s)
 	}
@@ -207,6 +182,24 @@ func readGuarded(t *testing.T, b *Backend, buf backend.Buffer, n int, what strin
 		}
 	}
 	return v[:n]
+}
+
+// onlyEntries fails unless family's PTX has exactly the entry points
+// names and calls no function.
+func onlyEntries(t *testing.T, family string, names ...string) {
+	t.Helper()
+	ptx, err := kernels.PTX(family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !bytes.Contains(ptx, []byte(".visible .entry "+name+"(")) {
+			t.Errorf("no entry point %s in %s's PTX", name, family)
+		}
+	}
+	if n := bytes.Count(ptx, []byte(".visible .entry ")); n != len(names) || bytes.Contains(ptx, []byte("call.uni")) {
+		t.Errorf("%s's PTX has %d entry points, want %d, or calls a function", family, n, len(names))
+	}
 }
 
 // TestChunkedDeltaRuleMatchesReference: gdn_chunk over 16 to 512 tokens

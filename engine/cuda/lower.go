@@ -382,12 +382,14 @@ func (b *Backend) attention(p *program, c *checks, o *backend.Attention) ([]step
 }
 
 func (b *Backend) routeOp(p *program, c *checks, o *backend.Route) ([]step, error) {
-	return b.routeOpFrom(p, c, o, 0)
+	var off int64
+	return b.routeOpFrom(p, c, o, &off)
 }
 
-// routeOpFrom is routeOp with the scratch's first off bytes taken (a norm's
-// bf16 copy for the experts after it: normMoESteps).
-func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64) ([]step, error) {
+// routeOpFrom is routeOp with the scratch's first *off bytes taken (a
+// norm's bf16 copy for the experts after it: normMoESteps); *off is left
+// at the end of the scratch it takes.
+func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off *int64) ([]step, error) {
 	w := c.mat("the router", o.Router)
 	if w == nil {
 		return nil, c.err
@@ -402,13 +404,13 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64
 	}
 	q := w.q
 	if b.o.Fused && o.Rows == 1 && routeFits(q, o.TopK) && x%16 == 0 {
-		lOff := p.reserve(&off, 4*int64(E))
+		lOff := p.reserve(off, 4*int64(E))
 		return []step{{kernels: 1, name: "route", launch: func(s *driver.Stream) error {
 			bufs := RouteBuffers{X: x, Logits: p.scratch.Add(lOff), Counter: b.counter, IDs: idx, Weights: wts}
 			return b.route.Launch(s, q, bufs, o.TopK, o.Normalize)
 		}}}, nil
 	}
-	lOff := p.reserve(&off, 4*int64(o.Rows*E))
+	lOff := p.reserve(off, 4*int64(o.Rows*E))
 	rows, topK, norm := o.Rows, o.TopK, int32(0)
 	if o.Normalize {
 		norm = 1
@@ -423,7 +425,7 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64
 		sh := qiShapes[b.o.Router]
 		tiles := ceil(E, sh.rows) * ceil(rows, sh.tokens)
 		if splits = routerSplits(sh.weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
-			pOff = p.reserve(&off, 8*int64(splits*rows*E))
+			pOff = p.reserve(off, 8*int64(splits*rows*E))
 		}
 		grid = driver.Dim3{X: ceil(E, sh.rows), Y: ceil(rows, sh.tokens), Z: splits}
 		f64, gemm, threads, shared = true, sh.kernel, sh.threads, sh.shared()
@@ -437,7 +439,7 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off int64
 		}
 		tiles := ceil(E, tile) * ceil(rows, tile)
 		if splits = routerSplits(weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
-			pOff = p.reserve(&off, 8*int64(splits*rows*E))
+			pOff = p.reserve(off, 8*int64(splits*rows*E))
 		}
 		grid = driver.Dim3{X: ceil(E, tile), Y: ceil(rows, tile), Z: splits}
 	}

@@ -511,11 +511,8 @@ func (b *Backend) normMoESteps(p *program, i int) ([]step, bool) {
 	if err != nil {
 		return nil, false // not the tensor-core path, or a bad op the plain lowering names
 	}
-	need := p.scratchNeed
-	p.scratchNeed = 0 // the router's scratch: from off to what it reserves
-	route, err := b.routeOpFrom(p, &checks{b: b}, r, off)
-	routeEnd := p.scratchNeed
-	p.scratchNeed = max(need, routeEnd)
+	routeEnd := off // the router's scratch: from off to routeEnd
+	route, err := b.routeOpFrom(p, &checks{b: b}, r, &routeEnd)
 	if err != nil {
 		return nil, false
 	}

@@ -145,6 +145,27 @@ prefill_rounds() {
 	done
 }
 
+# config_rounds CARRY OUT TGZ BUILD:SASS:BACKEND...: prefill of 4K and
+# 16K tokens (two repeats; decode 4 tokens at 256) of each build
+# CARRY/BUILD under BACKEND on the cubins of /tmp/SASS, in ROUNDS (default
+# 2) alternating rounds; OUT packed into TGZ again after each run, so that
+# a call cut short brings back what it ran.
+config_rounds() {
+	local dir=$1 out=$2 tgz=$3 round cfg b rest s be
+	shift 3
+	for round in $(seq 1 "${ROUNDS:-2}"); do
+		for cfg in "$@"; do
+			b=${cfg%%:*} rest=${cfg#*:}
+			s=${rest%%:*} be=${rest#*:}
+			PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$dir/$b" "$out" "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
+				--prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
+			tar czf "$(dirname "$tgz")/.$(basename "$tgz")" -C "$(dirname "$out")" "$(basename "$out")" &&
+				mv "$(dirname "$tgz")/.$(basename "$tgz")" "$tgz"
+		done
+		echo "round $round: $(($(date +%s) - ${start:-0})) s"
+	done
+}
+
 # binary_rounds CARRY OUT NAME:SASS...: prefill_rounds' lengths for each
 # build CARRY/NAME on the cubins of /tmp/SASS, in ROUNDS (default 2)
 # alternating rounds: a variant's build (variant-pack.sh) against main's.

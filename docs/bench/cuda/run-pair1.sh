@@ -29,11 +29,4 @@ PETAL_CUDA_SASS=/tmp/sp oracle_specs "$D" 'defaults|deltapair=on' $T/oracle.txt
 cat $T/tests.txt $T/measure.txt $T/oracle.txt > "$O/pair-tests.txt"
 el tests
 rm -rf /tmp/pr && mkdir -p /tmp/pr
-for round in 1 2; do
-  for be in cuda cuda:deltapair=on; do
-    PETAL_CUDA_SASS=/tmp/sp BENCH_LIMIT=45 bench_run "$D/petal" /tmp/pr "$round-$(tag_of "$be")" "$be" --max-context 17000 \
-      --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
-    tar czf "$O/.pair-rounds.tgz" -C /tmp pr && mv "$O/.pair-rounds.tgz" "$O/pair-rounds.tgz"
-  done
-  el "round $round"
-done
+config_rounds "$D" /tmp/pr "$O/pair-rounds.tgz" petal:sp:cuda petal:sp:cuda:deltapair=on

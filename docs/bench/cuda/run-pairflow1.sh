@@ -45,17 +45,8 @@ echo "TestMeasureDeltaForms ahead: rc=$?"; grep -E 'gdn_chunk_prep_pair_flow\+' 
 cat $T/tests.txt $T/measure.txt $T/oracle.txt $T/tests-ahead.txt $T/measure-ahead.txt > "$O/pairflow-tests.txt"
 el tests
 rm -rf /tmp/pr && mkdir -p /tmp/pr
-for round in 1 2; do
-  for cfg in petal:sf:cuda petal:sf:cuda:deltaflow=on petal:sf:cuda:deltaflow=pair petal-ahead:s-ahead:cuda:deltaflow=pair \
-    petal:sf:cuda:sharedside=on; do
-    b=${cfg%%:*} rest=${cfg#*:}
-    s=${rest%%:*} be=${rest#*:}
-    PETAL_CUDA_SASS=/tmp/$s BENCH_LIMIT=45 bench_run "$D/$b" /tmp/pr "$round-$b-$(tag_of "$be")" "$be" --max-context 17000 \
-      --prompt-lengths 4K,16K --context-lengths 256 --decode-tokens 4 --repeats 2 --floors=false
-    tar czf "$O/.pairflow-rounds.tgz" -C /tmp pr && mv "$O/.pairflow-rounds.tgz" "$O/pairflow-rounds.tgz"
-  done
-  el "round $round"
-done
+config_rounds "$D" /tmp/pr "$O/pairflow-rounds.tgz" petal:sf:cuda petal:sf:cuda:deltaflow=on petal:sf:cuda:deltaflow=pair \
+  petal-ahead:s-ahead:cuda:deltaflow=pair petal:sf:cuda:sharedside=on
 # then, if time is left, the kernel traces of a 4K prefill under the
 # defaults and deltaflow=pair (ktrace-def.csv.gz, ktrace-pairflow.csv.gz,
 # as run-flowtrace1.sh): where the pair's prep and the state pass go, and

@@ -446,7 +446,10 @@ extern "C" __global__ void __launch_bounds__(GC_PREP_THREADS)
 // keys are read and normalised once, and q·k and k·k taken once, for both
 // heads; only the gates, their decays and V are a head's own. Each value
 // is computed as gdn_chunk_prep_frag computes it: the same workspace, bit
-// for bit.
+// for bit. Its norm loop, q·k and k·k tiles and forward substitution are
+// copies of the prep's: shared as inline functions they reorder
+// gdn_chunk_frag.ptx's and gdn_chunk.ptx's instructions, whose cubins only
+// a GPU can make again (docs/bench/cuda/README.md, Next).
 // shared memory: a head's G (doubles) [C] each; Kb, Qb [C][LK]; a head's
 // W [C][LK], Am [C][LC], beta, γ, dec [C] each
 #define GC_PAIR_HEAD (GC_C * GC_LK + GC_C * GC_LC + 3 * GC_C)
