@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 
 	"petal/engine/backend"
 	"petal/engine/cuda/driver"
@@ -41,6 +42,7 @@ type FlashShape struct {
 	Wide            bool // the flash_wide kernels
 	WG              bool // attn_prefill_wg.cu's flash_wg_bf16_d256 (heads of 256, a bf16 cache)
 	WGPipe          bool // with WG, its flash_wgp_bf16_d256 (attn=wgp)
+	WGOver          bool // with WG and WGPipe, attn_prefill_wgo.cu's flash_wgo_bf16_d256 (attn=wgo)
 }
 
 // FlashBuffers are the op's device buffers: Q [Rows][QH][D] and QG
@@ -89,6 +91,8 @@ func (sh FlashShape) kernel() string {
 	}
 	kind := "attn"
 	switch {
+	case sh.WG && sh.WGOver:
+		return flashWGOKernel
 	case sh.WG && sh.WGPipe:
 		return flashWGKernels[1]
 	case sh.WG:
@@ -161,6 +165,24 @@ var flashWGShape = FlashShape{HeadDim: 256, KV: KVBF16, WG: true}
 // H100: docs/bench/cuda, pipebench1).
 var flashWGKernels = []string{"flash_wg_bf16_d256", "flash_wgp_bf16_d256"}
 
+// LoadFlashWGOModule loads attn_prefill_wgo.cu's kernel (sm_90a, as
+// attn_prefill_wg's).
+func LoadFlashWGOModule(c *driver.Context) (*driver.Module, error) {
+	return loadFamily(c, "attn_prefill_wgo")
+}
+
+// flashWGOKernel is attn_prefill_wgo.cu's entry point (attn=wgo,
+// FlashShape.WGOver): flash_wgp_bf16_d256's arithmetic with its wgmma kept
+// pipelined by ptxas.
+const flashWGOKernel = "flash_wgo_bf16_d256"
+
+// flashKindShape is the shape flags of a flash kernel named by kind:
+// "flash", "wide", or a wgmma kernel's entry point.
+func flashKindShape(kind string) FlashShape {
+	return FlashShape{Wide: kind == "wide", WG: strings.HasPrefix(kind, "flash_wg"),
+		WGPipe: kind == flashWGKernels[1] || kind == flashWGOKernel, WGOver: kind == flashWGOKernel}
+}
+
 // wgmmaGPU says whether the GPU takes sm_90a's modules (wgmma).
 func wgmmaGPU(c *driver.Context) bool { d := c.Device(); return d.Major == 9 && d.Minor == 0 }
 
@@ -204,6 +226,14 @@ func (f *FlashAttn) AddWG(c *driver.Context, mod *driver.Module) error {
 	pipe := flashWGShape
 	pipe.WGPipe = true
 	return f.add(c, mod, []FlashShape{flashWGShape, pipe})
+}
+
+// AddWGO adds attn_prefill_wgo.cu's kernel (flashWGOKernel) from its
+// module (LoadFlashWGOModule).
+func (f *FlashAttn) AddWGO(c *driver.Context, mod *driver.Module) error {
+	over := flashWGShape
+	over.WGPipe, over.WGOver = true, true
+	return f.add(c, mod, []FlashShape{over})
 }
 
 func (f *FlashAttn) add(c *driver.Context, mod *driver.Module, shapes []FlashShape) error {
@@ -312,7 +342,7 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 		}
 	}
 	if sh.KV == KVBF16 && b.o.FlashWG && wgmmaGPU(b.ctx) && o.HeadDim == flashWGShape.HeadDim {
-		sh.WG, sh.WGPipe = true, b.o.FlashWGPipe
+		sh.WG, sh.WGPipe, sh.WGOver = true, b.o.FlashWGPipe, b.o.FlashWGPipe && b.o.FlashWGOver
 	}
 	if err := b.loadFlash(sh); err != nil {
 		return nil, false, err
@@ -321,13 +351,17 @@ func (b *Backend) flashAttention(p *program, o *backend.Attention, bufs FlashBuf
 }
 
 // loadFlash loads the module of sh's kernel on first use (attn_prefill, or
-// attn_prefill_wg for a WG shape) and keeps it until Close.
+// attn_prefill_wg for a WG shape, attn_prefill_wgo for a WGOver one) and
+// keeps it until Close.
 func (b *Backend) loadFlash(sh FlashShape) error {
 	if b.fn[sh.kernel()] != nil {
 		return nil
 	}
 	load := LoadFlashAttnModule
-	if sh.WG {
+	switch {
+	case sh.WG && sh.WGOver:
+		load = LoadFlashWGOModule
+	case sh.WG:
 		load = LoadFlashWGModule
 	}
 	m, err := load(b.ctx)
@@ -339,9 +373,12 @@ func (b *Backend) loadFlash(sh FlashShape) error {
 	}
 	b.mods = append(b.mods, m)
 	f := &FlashAttn{fn: map[string]*driver.Function{}}
-	if sh.WG {
+	switch {
+	case sh.WG && sh.WGOver:
+		err = f.AddWGO(b.ctx, m)
+	case sh.WG:
 		err = f.AddWG(b.ctx, m)
-	} else {
+	default:
 		f, err = NewFlashAttn(b.ctx, m)
 	}
 	if err != nil {

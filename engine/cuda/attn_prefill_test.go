@@ -23,8 +23,20 @@ func TestParseAttnOption(t *testing.T) {
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wg"}}); err != nil || !o.FlashAttention || !o.FlashWide || !o.FlashWG || o.FlashWGPipe {
 		t.Fatalf("attn=wg: %+v, %v", o, err)
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wgp"}}); err != nil || !o.FlashWG || !o.FlashWGPipe {
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wgp"}}); err != nil || !o.FlashWG || !o.FlashWGPipe || o.FlashWGOver {
 		t.Fatalf("attn=wgp: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wgo"}}); err != nil || !o.FlashWG || !o.FlashWGPipe || !o.FlashWGOver {
+		t.Fatalf("attn=wgo: %+v, %v", o, err)
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "wgo"}, {Key: "attn", Value: "plain"}}); err != nil || o.FlashWG || o.FlashWGOver {
+		t.Fatalf("attn=wgo then attn=plain: %+v, %v", o, err)
+	}
+	if fams := noticeFamilies(DefaultOptions()); slices.Contains(fams, "attn_prefill_wgo") {
+		t.Errorf("the defaults load attn_prefill_wgo: %v", fams)
+	}
+	if o, _ := ParseOptions([]backend.Option{{Key: "attn", Value: "wgo"}}); !slices.Contains(noticeFamilies(o), "attn_prefill_wgo") {
+		t.Errorf("attn=wgo does not name attn_prefill_wgo among its families: %v", noticeFamilies(o))
 	}
 	if o, err := ParseOptions([]backend.Option{{Key: "attn", Value: "flash"}}); err != nil || !o.FlashAttention {
 		t.Fatalf("attn=flash: %+v, %v", o, err)
@@ -111,7 +123,7 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	f := testFlashAttn(t, c)
 	rng := freshRNG(t)
 	type shape struct{ QH, KVH, D int }
-	for _, kind := range append([]string{"flash", "wide"}, flashWGKernels...) {
+	for _, kind := range append([]string{"flash", "wide"}, flashWGKinds()...) {
 		wg := strings.HasPrefix(kind, "flash_wg")
 		if wg && f.fn[kind] == nil {
 			t.Logf("%s: not on this GPU (compute capability 9.0 only)", kind)
@@ -141,6 +153,53 @@ func TestFlashAttnMatchesReference(t *testing.T) {
 	}
 }
 
+// TestFlashWGOMatchesWGP: attn=wgo's flash_wgo_bf16_d256 is
+// flash_wgp_bf16_d256's arithmetic in the same order, so its outputs are
+// flash_wgp's bit for bit, on fresh random inputs at the 35B model's heads
+// over a bf16 cache: chunks of one tile and several, starts at and off the
+// 64-key tiles, each output poisoned before its kernel runs.
+func TestFlashWGOMatchesWGP(t *testing.T) {
+	c := gpu(t)
+	s := newTestStream(t, c)
+	f := testFlashAttn(t, c)
+	if f.fn[flashWGOKernel] == nil {
+		t.Skipf("%s: not on this GPU (compute capability 9.0 only)", flashWGOKernel)
+	}
+	rng := freshRNG(t)
+	const QH, KVH, D = 16, 2, 256
+	for _, cs := range []struct{ start, rows int }{{0, 8}, {0, 64}, {37, 100}, {0, 300}, {4096, 512}, {1000, 1}} {
+		t.Run(fmt.Sprintf("start%d/rows%d", cs.start, cs.rows), func(t *testing.T) {
+			n := cs.start + cs.rows
+			maxPos := n + 5
+			kh, vh := make([]uint16, maxPos*KVH*D), make([]uint16, maxPos*KVH*D)
+			for i := range kh {
+				kh[i], vh[i] = quant.ToBF16(float32(rng.NormFloat64())), quant.ToBF16(float32(rng.NormFloat64()))
+			}
+			kb, vb := upBuf(t, c, s, kh, "k cache"), upBuf(t, c, s, vh, "v cache")
+			qb := upBuf(t, c, s, randomVector(rng, cs.rows*QH*D), "q")
+			qgb := upBuf(t, c, s, randomVector(rng, cs.rows*QH*2*D), "qg")
+			pb := upBuf(t, c, s, []int32{int32(cs.start)}, "pos")
+			outs := map[string][]float32{}
+			for _, kind := range []string{flashWGKernels[1], flashWGOKernel} {
+				sh := flashKindShape(kind)
+				sh.Rows, sh.QHeads, sh.KVHeads, sh.HeadDim, sh.MaxPos, sh.KV = cs.rows, QH, KVH, D, maxPos, KVBF16
+				out := newBuf(t, c, s, cs.rows*QH*D, "out")
+				if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
+					t.Fatal(err)
+				}
+				outs[kind] = out.Floats(t, s, kind)
+			}
+			want, got := outs[flashWGKernels[1]], outs[flashWGOKernel]
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.IsNaN(float64(got[i])) {
+					t.Fatalf("out[%d] (row %d, head %d) = %g (%#08x), %s gave %g (%#08x)", i, i/(QH*D), i/D%QH,
+						got[i], math.Float32bits(got[i]), flashWGKernels[1], want[i], math.Float32bits(want[i]))
+				}
+			}
+		})
+	}
+}
+
 // testFlashAttn loads the flash attention kernels, and on a GPU of compute
 // capability 9.0 flash_wg too.
 func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
@@ -154,7 +213,10 @@ func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
 		if err := f.AddWG(c, m); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range flashWGKernels {
+		if err := f.AddWGO(c, loadModule(t, LoadFlashWGOModule, c)); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range flashWGKinds() {
 			if fi, err := f.fn[k].Info(); err == nil {
 				t.Logf("%s: %d registers, %d bytes local", k, fi.Registers, fi.LocalBytes)
 			}
@@ -162,6 +224,10 @@ func testFlashAttn(t *testing.T, c *driver.Context) *FlashAttn {
 	}
 	return f
 }
+
+// flashWGKinds are the wgmma flash kernels by entry point: attn_prefill_wg's
+// and attn_prefill_wgo's.
+func flashWGKinds() []string { return append(slices.Clone(flashWGKernels), flashWGOKernel) }
 
 func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, rng *rand.Rand, kv KVType, QH, KVH, D, start, rows int, kind string) {
 	kvW, n := KVH*D, start+rows
@@ -193,8 +259,8 @@ func flashCase(t *testing.T, c *driver.Context, s *driver.Stream, f *FlashAttn, 
 	qb, qgb := upBuf(t, c, s, q, "q"), upBuf(t, c, s, qg, "qg")
 	pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
 	out := newBuf(t, c, s, rows*QH*D, "out")
-	wg := strings.HasPrefix(kind, "flash_wg")
-	sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg, WGPipe: kind == flashWGKernels[1]}
+	sh := flashKindShape(kind)
+	sh.Rows, sh.QHeads, sh.KVHeads, sh.HeadDim, sh.MaxPos, sh.KV = rows, QH, KVH, D, maxPos, kv
 	if err := f.Launch(s, sh, FlashBuffers{Q: qb.P, QG: qgb.P, KCache: kb.P, VCache: vb.P, Pos: pb.P, Out: out.P}); err != nil {
 		t.Fatal(err)
 	}
@@ -282,13 +348,14 @@ func TestFlashAttnInBackend(t *testing.T) {
 	const QH, KVH, D, start, rows = 16, 2, 256, 37, 100
 	kvW, maxPos := KVH*D, 256
 	for _, kvt := range []backend.DType{backend.F32, backend.BF16} {
-		for _, mode := range []string{"flash", "wide", "wg", "wgp", "plain", "wide,kvcopy=off"} {
+		for _, mode := range []string{"flash", "wide", "wg", "wgp", "wgo", "plain", "wide,kvcopy=off"} {
 			flash := mode != "plain"
 			// over an f32 cache the flash kernels read kv_to_bf16's copy
 			copied := flash && kvt == backend.F32 && mode != "wide,kvcopy=off"
 			t.Run(fmt.Sprintf("%v/attn=%s", kvt, mode), func(t *testing.T) {
 				o := DefaultOptions()
-				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe, o.KVCopy = flash, mode != "flash", mode == "wg" || mode == "wgp", mode == "wgp", mode != "wide,kvcopy=off"
+				o.FlashAttention, o.FlashWide, o.KVCopy = flash, mode != "flash", mode != "wide,kvcopy=off"
+				o.FlashWG, o.FlashWGPipe, o.FlashWGOver = mode == "wg" || mode == "wgp" || mode == "wgo", mode == "wgp" || mode == "wgo", mode == "wgo"
 				o.KVShadow = false // kvcopy's copy here; the shadow's reads are TestKVShadow's
 				b := testBackend(t, o)
 				rng := rand.New(rand.NewPCG(3, 5))
@@ -316,8 +383,8 @@ func TestFlashAttnInBackend(t *testing.T) {
 					t.Fatal(err)
 				}
 				names := p.(*program).kernelNames()[0]
-				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "wg": "flash_wg_", "wgp": "flash_wgp_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
-				if (mode == "wg" || mode == "wgp") && !wgmmaGPU(b.ctx) {
+				kernel := map[string]string{"flash": "flash_attn_", "wide": "flash_wide_", "wg": "flash_wg_", "wgp": "flash_wgp_", "wgo": "flash_wgo_", "plain": "attn_rows_", "wide,kvcopy=off": "flash_wide_"}[mode]
+				if o.FlashWG && !wgmmaGPU(b.ctx) {
 					kernel = "flash_wide_" // attn=wg is attn=wide on other GPUs
 				}
 				switch {
@@ -383,13 +450,13 @@ func TestMeasureFlash(t *testing.T) {
 	caches[KVBF16] = [2]devBuf{upBuf(t, c, s, kh, "k bf16"), upBuf(t, c, s, vh, "v bf16")}
 	for _, kv := range []KVType{KVF32, KVBF16} {
 		for _, start := range []int{0, 28 << 10, maxPos - rows} {
-			for _, kind := range append([]string{"flash", "wide"}, flashWGKernels...) {
-				wg := strings.HasPrefix(kind, "flash_wg")
-				if wg && (kv != KVBF16 || f.fn[kind] == nil) {
+			for _, kind := range append([]string{"flash", "wide"}, flashWGKinds()...) {
+				sh := flashKindShape(kind)
+				if sh.WG && (kv != KVBF16 || f.fn[kind] == nil) {
 					continue
 				}
 				pb := upBuf(t, c, s, []int32{int32(start)}, "pos")
-				sh := FlashShape{Rows: rows, QHeads: QH, KVHeads: KVH, HeadDim: D, MaxPos: maxPos, KV: kv, Wide: kind == "wide", WG: wg, WGPipe: kind == flashWGKernels[1]}
+				sh.Rows, sh.QHeads, sh.KVHeads, sh.HeadDim, sh.MaxPos, sh.KV = rows, QH, KVH, D, maxPos, kv
 				b := FlashBuffers{Q: q.P, QG: qg.P, KCache: caches[kv][0].P, VCache: caches[kv][1].P, Pos: pb.P, Out: out.P}
 				d := timeLaunches(t, c, s, 5, func() error { return f.Launch(s, sh, b) })
 				keys := float64(rows)*float64(start) + float64(rows)*float64(rows+1)/2

@@ -122,6 +122,9 @@ func noticeFamilies(o Options) []string {
 	if o.ChunkedDelta && o.DeltaFrag && o.DeltaFlowPair {
 		fams = append(fams, "gdn_chunk_pairflow")
 	}
+	if o.FlashWG && o.FlashWGPipe && o.FlashWGOver {
+		fams = append(fams, "attn_prefill_wgo")
+	}
 	return fams
 }
 

@@ -203,6 +203,13 @@ type Options struct {
 	// at 28K-127K, prefill of 128K tokens 2.3 % faster on an H100
 	// (2026-12-06-pipe2, -pipebench1).
 	FlashWGPipe bool
+	// FlashWGOver (attn=wgo) is FlashWGPipe with attn_prefill_wgo.cu's
+	// flash_wgo_bf16_d256: flash_wgp's arithmetic written so that ptxas
+	// keeps the products pipelined (flash_wgp's machine code waits for
+	// each of its 24 wgmma a tile on its own, ptxas's note C7513, so its
+	// softmax never ran beside P·V), 212 registers and no spills against
+	// 255 and 16 bytes under ptxas 12.4. The same outputs.
+	FlashWGOver bool
 	// SplitK (splitk=on) splits the columns of the dense GEMMs that take
 	// the 16-row tile (a few rows: too few tiles to fill the GPU, each
 	// walking all of K) several ways, the partials added in order by a
@@ -493,7 +500,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moe=smem|reg|stream|wg (prefill's MoE GEMMs at up to 16 rows an expert: through a bf16 weight tile in shared memory, dequantised in registers, or each warp streaming its own weight rows: stream took 7-14 % less time than smem at 512 tokens on an H100, with tokens routed evenly and skewed as a trained router's; wg: under gemm=wgr or wgrp the register-A wgmma tile of 32 rows (elsewhere as stream), the MoE at 512 tokens 7-16 % faster than stream's with tokens routed evenly and skewed, prefill of 512 tokens 1-3 %; default wg), ` +
 	`linears=group|apart (prefill's dense GEMMs of matrices that read one input, in one launch or one a matrix; default group), ` +
 	`splitk=on|off|all (prefill's dense GEMMs at a few rows with their columns split over more blocks, partials added in order; all: a matrix group's grouped launch too; on: single matrices only; default all), ` +
-	`attn=wgp|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; or the float32 kernel; default wgp), ` +
+	`attn=wgp|wgo|wg|wide|flash|plain (prefill's attention on the tensor cores, bf16 operands: flash, 64 query rows a block; wide, 128 and the next key tile loading while one is used; wg, wide's blocks with the products on Hopper's wgmma (compute capability 9.0, heads of 256; elsewhere as wide), 1.7x wide's throughput at long context, prefill of 128K tokens 33 % faster on an H100; wgp, wg with each warpgroup's softmax overlapping its products of the tile before, 5-7 % more throughput than wg, prefill of 128K tokens 2.3 % faster; wgo, wgp's arithmetic with its products kept pipelined by ptxas (wgp's machine code waits for each product on its own), not yet measured; or the float32 kernel; default wgp), ` +
 	`qmv=exact|fast (the 4-bit mat-vec with float32's error, or x in two int8 parts; default exact), ` +
 	`delta=tf32|tf32frag|chunked|sequential (prefill's delta rule in blocks of 32 tokens on the tensor cores, its state float32 and its products one tf32 product a pair of operands (about 2^-11 relative, below the 2^-9 of its bf16-rounded inputs); chunked, the same with three tf32 products a pair, as accurate as float32's, prefill of 4K and 16K tokens 4 % slower; tf32frag, tf32 with its workspace in the tensor cores' fragment order, the same bits, its delta rule 4 % faster at 4K tokens; or token by token; default tf32frag), ` +
 	`kv=f32|bf16 (element type of the KV cache; default f32), ` +
@@ -647,13 +654,14 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "attn":
 			switch kv.Value {
-			case "flash", "wide", "wg", "wgp":
+			case "flash", "wide", "wg", "wgp", "wgo":
 				o.FlashAttention, o.FlashWide = true, kv.Value != "flash"
-				o.FlashWG, o.FlashWGPipe = kv.Value == "wg" || kv.Value == "wgp", kv.Value == "wgp"
+				o.FlashWG = kv.Value == "wg" || kv.Value == "wgp" || kv.Value == "wgo"
+				o.FlashWGPipe, o.FlashWGOver = kv.Value == "wgp" || kv.Value == "wgo", kv.Value == "wgo"
 			case "plain":
-				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe = false, false, false, false
+				o.FlashAttention, o.FlashWide, o.FlashWG, o.FlashWGPipe, o.FlashWGOver = false, false, false, false, false
 			default:
-				err = fmt.Errorf("cuda: attn=%q: want wgp, wg, wide, flash or plain", kv.Value)
+				err = fmt.Errorf("cuda: attn=%q: want wgp, wgo, wg, wide, flash or plain", kv.Value)
 			}
 		case "kv":
 			o.KV, err = kv.KVType("cuda")

@@ -275,6 +275,7 @@ static __device__ __forceinline__ void flash_wg_pipe(const float* __restrict__ q
   fa_store<FG_D>(st, warp, lane, G, g, tok0, rows, p0, maxPos, QH, qg, out);
 }
 
+#ifndef FG_HELPERS_ONLY
 // The entry point: gridDim (blocks of 128/G tokens, KV heads), 256 threads,
 // FG_SHARED bytes of dynamic shared memory (attn_prefill.go).
 extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
@@ -291,3 +292,4 @@ extern "C" __global__ void __launch_bounds__(FG_THREADS, 1)
   pdl_begin();
   flash_wg_pipe(q, qg, kc, vc, pos, out, rows, QH, KVH, maxPos);
 }
+#endif  // FG_HELPERS_ONLY

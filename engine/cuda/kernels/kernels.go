@@ -41,7 +41,7 @@ func Families() []string {
 
 // Target is the .target of family's PTX: sm_90 for a module the driver can
 // compile for compute capability 9.0 and later, sm_90a for one built for
-// 9.0 only (Hopper's wgmma: gemm_wg, gemm_fit, attn_prefill_wg).
+// 9.0 only (Hopper's wgmma: gemm_wg, gemm_fit, attn_prefill_wg, ...).
 func Target(family string) (string, error) {
 	b, err := PTX(family)
 	if err != nil {
