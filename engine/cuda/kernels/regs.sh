@@ -19,7 +19,14 @@
 # Either is a guide (the GPU machine's ptxas builds the cubins), never a
 # cubin.
 #
-# Usage: [PTXAS=path] regs.sh FAMILY...
+# With CUOBJDUMP (the same package's cuobjdump) it also counts, for each
+# entry point with wgmma, the wgmma instructions (HGMMA) and the waits for
+# them (WARPGROUP.DEPBAR) in its machine code: ptxas notes serialised wgmma
+# (C7513) only for some causes; a wait where the paths of a branch meet, or
+# one it places early to reuse a wgmma's registers, shows only as a count
+# of waits near the count of products (attn_prefill_wgo.cu's header).
+#
+# Usage: [PTXAS=path] [CUOBJDUMP=path] regs.sh FAMILY...
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 ptxas=${PTXAS:-ptxas}
@@ -39,4 +46,11 @@ for fam in "$@"; do
 		     /spill stores/ { spill = $0; sub(/^.*info *: */, "", spill) }
 		     /Used [0-9]+ registers/ { regs = $0; sub(/^.*Used /, "", regs); print name ": " regs "; " spill }
 		     /error|C75[0-9][0-9]/ { print }'
+	if [ -n "${CUOBJDUMP:-}" ] && [ -f "$tmp/$fam.cubin" ]; then
+		"$CUOBJDUMP" -sass "$tmp/$fam.cubin" |
+			awk '/Function :/ { if (name != "" && h > 0) print name ": " h " wgmma, " w " waits"; name = $3; h = 0; w = 0 }
+			     /HGMMA/ { h++ }
+			     /WARPGROUP.DEPBAR/ { w++ }
+			     END { if (name != "" && h > 0) print name ": " h " wgmma, " w " waits" }'
+	fi
 done
