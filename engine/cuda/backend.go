@@ -43,6 +43,7 @@ type Backend struct {
 	pooled     []driver.Ptr                // pool memory freed at Close (grown scratch's old allocations)
 	primed     bool                        // the pool's reserve mapped (pool=on)
 	shadows    map[[2]driver.Ptr]*kvShadow // the bf16 shadows of float32 KV caches by (K, V) cache (kvshadow=on)
+	certBounds map[*matrix]driver.Ptr      // router=cert's bounds by router (route_cert_bound)
 }
 
 type ropeKey struct {
@@ -351,6 +352,9 @@ func (b *Backend) init() error {
 // routerFamily is the module of router k where it has one of its own
 // (qgemm_i8's shapes), loaded only under its option.
 func routerFamily(k RouterKernel) (string, bool) {
+	if k == RouterCert {
+		return certShape.family, true
+	}
 	sh, ok := qiShapes[k]
 	return sh.family, ok
 }
@@ -364,6 +368,7 @@ var familyKernels = withRouterKernels(map[string]map[string]int{
 	"qk_rows":     {"qk_rows_f32": 0, "qk_rows_bf16": 0, "qk_rows_f32_shadow": 0},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 	"norm_comb":   {normCombKernel: 0},
+	"route_cert":  {certShape.kernel: certShape.shared(), certSelectKernel: certSelectMaxShared, certBoundKernel: 0},
 })
 
 // withRouterKernels is fams with qgemm_i8's shapes' kernels added to their

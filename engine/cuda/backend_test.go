@@ -926,6 +926,109 @@ func TestRouterShapesMatchI8(t *testing.T) {
 	}
 }
 
+// TestRouterCertMatchesI8: router=cert (route_cert.cu) chooses the experts
+// router=i8wg's qgemm_i8_wg2 and route_select choose, in the same order,
+// with the weights within one float32 unit in the last place of theirs
+// (the same bits but where a float64 rounding of its sum over the
+// candidates, not over all experts, crosses a float32 one): 8- and 4-bit
+// routers at the 35B and small widths, rows off every tile, one split of
+// the columns and as many as routerSplits makes at 8 blocks a
+// multiprocessor; routers with rows in equal pairs (exact ties, to the
+// lower id); tokens of zeros (every logit tied: every expert a
+// candidate, over several batches of 32) and a token holding a NaN (its
+// bounds not finite: every expert exact, route_select's weights bit for
+// bit). The weights poisoned first.
+func TestRouterCertMatchesI8(t *testing.T) {
+	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
+	backends := map[RouterKernel]*Backend{}
+	for _, k := range []RouterKernel{RouterI8WG, RouterCert} {
+		o := DefaultOptions()
+		o.Router = k
+		backends[k] = testBackend(t, o)
+	}
+	const K = 8
+	for _, sh := range []struct{ E, C int }{{256, 2048}, {40, 320}} {
+		for _, bits := range []int{8, 4} {
+			for _, rows := range []int{7, 100, 555, 4096} {
+				for _, per := range []int{0, 8} {
+					for _, ties := range []bool{false, true} {
+						E, C := sh.E, sh.C
+						t.Run(fmt.Sprintf("%dx%d %d-bit %d rows %d blocks an SM ties %v", E, C, bits, rows, per, ties), func(t *testing.T) {
+							routerBlocks = func(sms int) int { return per * sms }
+							rng := freshRNG(t)
+							m := quant.RandomMatrix(rng, 1, E, C, bits, 64)
+							if ties {
+								backendtest.PairRows(&m)
+							}
+							x := randoms(rng, rows*C, 1)
+							clear(x[:C]) // token 0: zeros
+							if rows > 3 {
+								x[2*C+5] = float32(math.NaN()) // token 2: a NaN
+							}
+							wantIDs, wantW := runRoute(t, backends[RouterI8WG], m, x, rows, K, qiShapes[RouterI8WG].kernel)
+							ids, w := runRoute(t, backends[RouterCert], m, x, rows, K, certShape.kernel)
+							if !slices.Equal(ids, wantIDs) {
+								for i := range ids {
+									if ids[i] != wantIDs[i] {
+										t.Fatalf("token %d: experts %v, router=i8wg's %v", i/K, ids[i/K*K:i/K*K+K], wantIDs[i/K*K:i/K*K+K])
+									}
+								}
+							}
+							ulps := 0
+							for i := range w {
+								a, b := math.Float32bits(w[i]), math.Float32bits(wantW[i])
+								nan := math.IsNaN(float64(w[i])) && math.IsNaN(float64(wantW[i]))
+								switch {
+								case a == b || nan:
+								case a == b+1 || a+1 == b:
+									ulps++
+								default:
+									t.Fatalf("token %d: weight %d %v, router=i8wg's %v", i/K, i%K, w[i], wantW[i])
+								}
+								if i/K == 2 && rows > 3 && a != b && !nan {
+									t.Fatalf("token 2 (a NaN, every expert exact): weight %d %v, router=i8wg's %v", i%K, w[i], wantW[i])
+								}
+							}
+							t.Logf("%d of %d weights one unit in the last place off", ulps, len(w))
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMeasureRouterCert: the Route of several tokens at the 35B router's
+// shape (8-bit, 256 x 2048, top-8, x uniform in ±1) under router=i8wg
+// (qgemm_i8_wg2 and route_select) and router=cert (qgemm_cert and
+// route_cert_select), the columns split as routerSplits makes them.
+func TestMeasureRouterCert(t *testing.T) {
+	benchOnly(t)
+	const E, C, K = 256, 2048, 8
+	rng := freshRNG(t)
+	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
+	for _, k := range []RouterKernel{RouterI8WG, RouterCert} {
+		o := DefaultOptions()
+		o.Router = k
+		b := testBackend(t, o)
+		w, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rows := range []int{64, 512, 1024, 4096, 16384} {
+			r := &backend.Route{X: floats(b, randoms(rng, rows*C, 1)), Router: w, Idx: ints(b, make([]int32, rows*K)),
+				Weights: floats(b, nans(rows*K)), Rows: rows, TopK: K, Normalize: true}
+			p, err := b.Compile([]backend.Op{r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := timeLaunches(t, b.ctx, b.s, 20, p.Run)
+			name := map[RouterKernel]string{RouterI8WG: "i8wg", RouterCert: "cert"}[k]
+			t.Logf("router %5d rows, %-5s %v: %7.1f µs", rows, name, p.(*program).kernelNames()[0], d.Seconds()*1e6)
+		}
+	}
+}
+
 // TestMeasureRouter: the Route of several tokens (qgemm_f64 or, 64 x 64
 // blocks, qgemm_f64_w or qgemm_f64_h, and qgemm_i8 under router=i8, then
 // route_select) at the 35B router's shape, its

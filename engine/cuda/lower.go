@@ -420,6 +420,8 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off *int6
 	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
 	switch {
+	case exact && b.o.Router == RouterCert && certFits(q, rows, o.TopK, o.Normalize) && x%16 == 0:
+		return b.certRouteSteps(p, w, x, idx, wts, rows, o.TopK, off)
 	case exact && b.o.Router.integer():
 		// exact integer products of x's 8-bit parts, float64 sums
 		sh := qiShapes[b.o.Router]
@@ -502,13 +504,18 @@ type qiShape struct {
 	family, kernel                string
 	tokens, rows, threads, weight int
 	groups, stages                int // groups of 64 columns a stage of copies, stages
+	parts                         int // x's 8-bit parts: 0 for qgemm_i8's four (route_cert.cu's qgemm_cert: 2)
 }
 
 // shared is the block's dynamic shared memory (route_i8.cu's qi_gemm):
 // the stages of x's rows and the codes, then for each group of a stage
-// x's four parts, two float64 a token and two a row.
+// x's parts, two float64 a token and two a row.
 func (s qiShape) shared() int {
-	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(4*s.tokens*80+s.tokens*16+s.rows*16)
+	parts := s.parts
+	if parts == 0 {
+		parts = 4
+	}
+	return s.stages*s.groups*(s.tokens*64*4+s.rows*80) + s.groups*(parts*s.tokens*80+s.tokens*16+s.rows*16)
 }
 
 // qiShapes are qgemm_i8's shapes by router, the one list of them (the
@@ -517,9 +524,9 @@ func (s qiShape) shared() int {
 // tokens x 128 rows, two blocks a multiprocessor, so twice a qgemm_f64
 // block) and route_i8w.cu's wider ones.
 var qiShapes = map[RouterKernel]qiShape{
-	RouterI8:   {"route_i8", "qgemm_i8", 32, 128, 256, 2, 1, 3},
-	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3}, // one a multiprocessor
-	RouterI8WG: {"route_i8w", "qgemm_i8_wg2", 32, 256, 512, 4, 2, 2},
+	RouterI8:   {"route_i8", "qgemm_i8", 32, 128, 256, 2, 1, 3, 0},
+	RouterI8W:  {"route_i8w", "qgemm_i8_w", 32, 256, 512, 4, 1, 3, 0}, // one a multiprocessor
+	RouterI8WG: {"route_i8w", "qgemm_i8_wg2", 32, 256, 512, 4, 2, 2, 0},
 }
 
 // routerWideWeight is what a qgemm_f64_w block counts for in routerSplits

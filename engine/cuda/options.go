@@ -421,6 +421,16 @@ const (
 	// bits as qgemm_i8 (TestRouterShapesMatchI8).
 	RouterI8W
 	RouterI8WG
+	// RouterCert (router=cert) is route_cert.cu's: qgemm_i8_wg2's blocks
+	// with x in two 8-bit parts (approximate logits, each within a bound
+	// of its exact value), then a warp a token that gives qgemm_i8's exact
+	// logit only to the experts the bounds leave in reach of the top-k
+	// (about k of 256 at the 35B model's router), and chooses among them as
+	// route_select: qgemm_i8's experts in its order, the weights its
+	// softmax over the chosen from the same logits (TestRouterCertMatchesI8).
+	// For routers that renormalise their weights over the chosen, groups of
+	// 64 and at most 1024 experts; router=i8wg elsewhere. Not yet measured.
+	RouterCert
 )
 
 // integer says whether k is qgemm_i8 in one of its shapes (qiShapes).
@@ -433,7 +443,7 @@ func (k RouterKernel) integer() bool {
 var routerValues = []struct {
 	name string
 	k    RouterKernel
-}{{"i8", RouterI8}, {"i8w", RouterI8W}, {"i8wg", RouterI8WG},
+}{{"i8", RouterI8}, {"i8w", RouterI8W}, {"i8wg", RouterI8WG}, {"cert", RouterCert},
 	{"f64", RouterF64}, {"plain", RouterPlain}}
 
 // parseRouter is router=value's kernel.
@@ -480,7 +490,7 @@ func DefaultOptions() Options {
 const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`graphs=on|off (replay each decode step and prompt chunk of up to 16 tokens as a CUDA graph; longer chunks run their kernels one by one either way, as fast as a replay; default on), ` +
 	`fused=on|off (the decode kernels for one-token ops; default on), ` +
-	`router=i8|i8w|i8wg|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64: i8wg in blocks of 32 tokens by all 256 experts with two groups of columns a stage, 115 µs at 4096 rows on an H100 against i8w's (one group a stage) 117, i8's (32 by 128) 128 and f64's 173, the same bits; float64 on the tensor cores; or the float32 kernels; default i8wg), ` +
+	`router=i8|i8w|i8wg|cert|f64|plain (prefill's router logits: exact integer products of x in four 8-bit parts on the tensor cores with float64 sums, as exact as f64: i8wg in blocks of 32 tokens by all 256 experts with two groups of columns a stage, 115 µs at 4096 rows on an H100 against i8w's (one group a stage) 117, i8's (32 by 128) 128 and f64's 173, the same bits; cert, x in two parts for logits within a bound of the exact ones, the exact logit only for the experts the bounds leave in reach of the top-k: the same experts, not yet measured; float64 on the tensor cores; or the float32 kernels; default i8wg), ` +
 	`norms=fused|apart (the norms of one token inside the kernels of the router and of the first projections; default fused), ` +
 	`sampler=row|topk (a sampled token's choice: one block's radix selections over the whole row, or with a top-k of 1 to 64 the k best of 128 blocks' k best, the same choice; topk made decode with the model's defaults 39 % faster than row on an H100; default topk), ` +
 	`gdnnorm=cluster|ticket (a decoded token's gated norm in the Gated DeltaNet step: every block through a thread-block cluster, or the last of a value head's blocks, by a ticket; cluster 0.3-0.6 % faster decode on an H100; default cluster), ` +

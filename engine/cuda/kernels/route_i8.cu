@@ -68,9 +68,22 @@ static __device__ __forceinline__ u32 qi_nibbles(u32 h) {
 // groups) and S stages, the layout of qiShape.shared (lower.go) in dynamic
 // shared memory. The groups are added to
 // each float64 sum in their order whatever G is.
-template <int WM, int WN, int NT, int G = 1, int S = QI_S>
+//
+// PARTS = 2 is route_cert.cu's approximate form: x's first two parts only
+// (d·(p0 + p1/2^8): each element x less at most d/2^8, none more), int32
+// sums, the groups' terms added in float32, each split's logits to y
+// [split][T][ldy]; and per token and split the bound eps [split][T] of how
+// far a logit may be from the exact one, over the split's groups
+// d·gbound[group]·2^-7, gbound[group] at least any row's sum of
+// |scale|·q + |bias| over the group (the truncation's d·2^-8 of it, and
+// under 2^-10 of it for the float32 sums' roundings: twice over);
+// infinite for a group holding a NaN or an infinity.
+template <int WM, int WN, int NT, int G = 1, int S = QI_S, int PARTS = 4>
 static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, const float* __restrict__ x,
-                                               float* __restrict__ y, double* __restrict__ part, int T, int ldy) {
+                                               float* __restrict__ y, double* __restrict__ part, int T, int ldy,
+                                               const float* __restrict__ gbound = nullptr,
+                                               float* __restrict__ eps = nullptr) {
+  static_assert(PARTS == 4 || PARTS == 2, "x in four parts (exact) or two (route_cert's bound)");
   constexpr int BM = 16 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
   constexpr int X_BYTES = BM * 64 * 4, GROUP = X_BYTES + BN * QI_LD, STAGE = G * GROUP;
   static_assert(BM * 16 % THREADS == 0 && BM % (2 * WM * WN) == 0, "x's chunks and rows spread evenly");
@@ -79,7 +92,7 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
   const QDesc d = *wd;
   const u32 sbase = smem_u32(qi_smem);
   unsigned char* parts = qi_smem + S * STAGE;          // [G][4][BM][QI_LD]
-  double* dsc = (double*)(parts + G * 4 * BM * QI_LD);  // [G][BM] per token: d·2^-24
+  double* dsc = (double*)(parts + G * PARTS * BM * QI_LD);  // [G][BM] per token: d·2^-24 (PARTS = 2: d·2^-8)
   double* psum = dsc + G * BM;                          // [G][BM] per token: P summed over the group (NaN: not finite)
   double* sbs = psum + G * BM;                          // [G][BN] per weight row: scale, bias
   const int tid = PETAL_TID_X(), lane = tid & 31, warp = tid >> 5;
@@ -133,6 +146,8 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
   fetch_sb(0);
 
   double acc[NT][4] = {};  // [n8 tile][fragment element]
+  float accf[NT][4] = {};  // PARTS = 2: the float32 sums
+  float epsAcc[BM / (2 * WM * WN)] = {};  // PARTS = 2: the bounds of this thread's rows (lanes 0 and 16)
   for (int i = 0; g0 + G * i < g1; i++) {
     cp_wait<S - 2>();
     __syncthreads();  // stage i staged; every warp done with stage i - 1
@@ -150,7 +165,7 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
     for (int gg = 0; gg < G; gg++) {
       if (gg >= live) break;
       const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
-      unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      unsigned char* gparts = parts + gg * PARTS * BM * QI_LD;
       // x's rows to parts: a half-warp a row, four columns a lane
 #pragma unroll
       for (int pass = 0; pass < BM / (2 * WM * WN); pass++) {
@@ -167,28 +182,35 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
         // 1/d is a float32 too): |x|/d < 128
         const int E = imax((int)(mb >> 23) - 127, -120);
         const float inv = __uint_as_float((u32)(127 + 6 - E) << 23);
-        u32 w[4] = {0, 0, 0, 0};
+        u32 w[PARTS] = {};
         long long ps = 0;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           float f = xv[e] * inv;  // exact
-          int p[4];
+          int p[PARTS];
 #pragma unroll
-          for (int k = 0; k < 4; k++) {
+          for (int k = 0; k < PARTS; k++) {
             const float t = floor_magic(f);
             p[k] = (int)(__float_as_uint(t) - 0x4B400000u);
             f = (f - (t - 12582912.f)) * 256.f;  // exact
             w[k] |= ((u32)p[k] & 0xFFu) << (8 * e);
           }
-          ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+          if constexpr (PARTS == 4)
+            ps += p[0] * 16777216 + p[1] * 65536 + p[2] * 256 + p[3];  // under 2^31 in magnitude
+          else
+            ps += p[0] * 256 + p[1];
         }
 #pragma unroll
         for (int o = 8; o > 0; o >>= 1) ps += (long long)shfl_xor_u64((unsigned long long)ps, o);
 #pragma unroll
-        for (int k = 0; k < 4; k++) *(u32*)(gparts + (k * BM + r) * QI_LD + 4 * l) = w[k];
+        for (int k = 0; k < PARTS; k++) *(u32*)(gparts + (k * BM + r) * QI_LD + 4 * l) = w[k];
         if (l == 0) {
-          dsc[gg * BM + r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - 24) << 52);
+          dsc[gg * BM + r] = __builtin_bit_cast(double, (unsigned long long)(1023 + E - 6 - (PARTS == 4 ? 24 : 8)) << 52);
           psum[gg * BM + r] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
+          if constexpr (PARTS == 2)  // d·gbound·2^-7, d = 2^(E-6) (a float32 for E >= -120)
+            epsAcc[pass] += mb >= 0x7F800000u
+                                ? __builtin_inff()
+                                : __uint_as_float((u32)(127 + E - 6) << 23) * gbound[g0 + G * i + gg] * 0.0078125f;
         }
       }
     }
@@ -197,7 +219,7 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
     for (int gg = 0; gg < G; gg++) {
       if (gg >= live) break;
       const unsigned char* st = qi_smem + (i % S) * STAGE + gg * GROUP;
-      const unsigned char* gparts = parts + gg * 4 * BM * QI_LD;
+      const unsigned char* gparts = parts + gg * PARTS * BM * QI_LD;
       const double* gsbs = sbs + 2 * gg * BN;
       // B fragments: the codes of rows wn + 8j + g, columns 32ks + 4c (+16)
       u32 b[2][NT][2];
@@ -214,7 +236,7 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
         }
       int ca[NT][4] = {}, cb[NT][4] = {};
 #pragma unroll
-      for (int p = 0; p < 4; p++) {
+      for (int p = 0; p < PARTS; p++) {
         if (p & 1) {
 #pragma unroll
           for (int j = 0; j < NT; j++)
@@ -238,7 +260,8 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
           }
         }
       }
-      // the group's exact terms added to the float64 sums
+      // the group's exact terms added to the float64 sums (PARTS = 2:
+      // its terms, rounded, to the float32 ones)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = wm + g + 8 * (e >> 1);
@@ -246,9 +269,14 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
 #pragma unroll
         for (int j = 0; j < NT; j++) {
           const int n = wn + 8 * j + 2 * c + (e & 1);
-          const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
-          const double t = __builtin_fma(gsbs[2 * n], v, gsbs[2 * n + 1] * pp);
-          acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+          if constexpr (PARTS == 4) {
+            const double v = i64_to_f64((long long)ca[j][e] * 65536 + cb[j][e]);
+            const double t = __builtin_fma(gsbs[2 * n], v, gsbs[2 * n + 1] * pp);
+            acc[j][e] = __builtin_fma(t, ds, acc[j][e]);
+          } else {
+            const float t = __builtin_fmaf((float)gsbs[2 * n], (float)ca[j][e], (float)gsbs[2 * n + 1] * (float)pp);
+            accf[j][e] = __builtin_fmaf(t, (float)ds, accf[j][e]);
+          }
         }
       }
     }
@@ -260,11 +288,22 @@ static __device__ __forceinline__ void qi_gemm(const QDesc* __restrict__ wd, con
       const int m = m0 + wm + g + 8 * (e >> 1);
       const long long n = n0 + wn + 8 * j + 2 * c + (e & 1);
       if (m >= T || n >= d.rows) continue;
-      if (splits == 1)
+      if constexpr (PARTS == 2)
+        y[((long long)split * T + m) * ldy + n] = accf[j][e];
+      else if (splits == 1)
         y[(long long)m * ldy + n] = (float)acc[j][e];
       else
         part[((long long)split * T + m) * ldy + n] = acc[j][e];
     }
+  if constexpr (PARTS == 2) {
+    if (PETAL_BID_X() == 0 && (lane & 15) == 0) {
+#pragma unroll
+      for (int pass = 0; pass < BM / (2 * WM * WN); pass++) {
+        const int m = m0 + BM / (WM * WN) * warp + 2 * pass + (lane >> 4);
+        if (m < T) eps[(long long)split * T + m] = epsAcc[pass];
+      }
+    }
+  }
 }
 
 #define QI_KERNEL(name, threads, minb, ...)                                                       \
