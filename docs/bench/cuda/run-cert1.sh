@@ -9,14 +9,19 @@
 # (router=i8wg against router=cert, 64 to 16384 rows), the oracle under
 # router=cert (cert-tests.txt), and prefill of 4K and 16K tokens (two
 # repeats) under the defaults and router=cert in two alternating rounds
-# (cert-rounds.tgz, packed again after each run).
-# From the repository root; $CARRY (default devrun/pf) made at the
+# (cert-rounds.tgz, packed again after each run). And the variant "codes"
+# (gemm.cu's GEMM_RA_CODES_L2=1: the MoE's register-A tiles ask L2 for all
+# their weight rows at the block's start): its cubins (/tmp/s-codes),
+# TestMoEGroupedMatchesReference and TestMeasureGEMM on them, its prefill
+# in the rounds.
+# From the repository root; $CARRY (default devrun/ct) made at the
 # commit to run as
-#   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/pf petal=HEAD
-#   tar cJf devrun/pf/ref.txz -C ../shared/oracle reference
+#   V=$(bash docs/bench/cuda/variant-pack.sh devrun/ct codes GEMM_RA_CODES_L2 | tail -1)
+#   TEST=HEAD bash docs/bench/cuda/devrun-pack.sh devrun/ct petal=HEAD petal-codes=$V
+#   tar cJf devrun/ct/ref.txz -C ../shared/oracle reference
 # and the tree's logs, results, tokenizer test data and PTX but
-# route_cert.ptx left out of the call. About 3 minutes.
-R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/pf}; mkdir -p "$O"
+# route_cert.ptx left out of the call. About 4 minutes.
+R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/ct}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
 el() { echo "[$(($(date +%s) - start)) s] $*"; }
@@ -25,15 +30,22 @@ gpu_env "$O/env.txt"
 T=/tmp/ct && rm -rf $T && mkdir -p $T
 rm -rf /tmp/sc && cp -r engine/cuda/kernels/sass /tmp/sc
 new_cubin /tmp/sc route_cert $T
-(cd /tmp && tar czf "$O/sass-cert.tgz" sc/route_cert.* sc/manifest.txt ct/ptxas-*.txt)
+rm -rf /tmp/s1 && cp -r /tmp/sc /tmp/s1 && variant_cubins "$D" codes $T
+(cd /tmp && tar czf "$O/sass-cert.tgz" sc/route_cert.* sc/manifest.txt ct/ptxas-*.txt ct/codes)
 cuda_tests /tmp/sc "$D/cuda.test" 'TestRouterCertMatchesI8|TestRouterShapesMatchI8|TestCertBoundHolds|TestDefaultsHaveCubins' $T/tests.txt
 grep -E 'token|weight|candidates' $T/tests.txt | head -8
 (cd engine/cuda && PETAL_CUDA_SASS=/tmp/sc PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 60 "$D/cuda.test" -test.v \
   -test.run '^TestMeasureRouterCert$' > $T/measure.txt 2>&1)
 echo "TestMeasureRouterCert: rc=$?"; grep -E 'router ' $T/measure.txt | sed 's/^ *//' | cut -c1-120
 PETAL_CUDA_SASS=/tmp/sc oracle_specs "$D" 'defaults|router=cert' $T/oracle.txt
-cat $T/tests.txt $T/measure.txt $T/oracle.txt > "$O/cert-tests.txt"
+cuda_tests /tmp/s-codes "$D/cuda-codes.test" 'TestMoEGroupedMatchesReference' $T/tests-codes.txt
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/s-codes PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 60 "$D/cuda-codes.test" -test.v \
+  -test.run '^TestMeasureGEMM$' > $T/measure-codes.txt 2>&1)
+(cd engine/cuda && PETAL_CUDA_SASS=/tmp/sc PETAL_CUDA_BENCH=1 PETAL_CUDA_REQUIRE=1 timeout 60 "$D/cuda.test" -test.v \
+  -test.run '^TestMeasureGEMM$' > $T/measure-gemm.txt 2>&1)
+echo "TestMeasureGEMM (main, codes): rc=$?"; grep -E 'w160rw' $T/measure-gemm.txt $T/measure-codes.txt | sed 's/^ *//' | cut -c1-150 | head -12
+cat $T/tests.txt $T/measure.txt $T/oracle.txt $T/tests-codes.txt $T/measure-gemm.txt $T/measure-codes.txt > "$O/cert-tests.txt"
 el tests
 rm -rf /tmp/cr && mkdir -p /tmp/cr
-config_rounds "$D" /tmp/cr "$O/cert-rounds.tgz" petal:sc:cuda petal:sc:cuda:router=cert
+config_rounds "$D" /tmp/cr "$O/cert-rounds.tgz" petal:sc:cuda petal:sc:cuda:router=cert petal-codes:s-codes:cuda
 el rounds

@@ -176,6 +176,16 @@ struct __attribute__((aligned(8))) U32x2 {
 #define GEMM_RA_STAGED_OUT 2
 #endif
 
+// GEMM_RA_CODES_L2: the register-A tiles of the MoE (gate/up, down) ask
+// L2 for all of their weight rows' code words and scale/bias words at the
+// block's start (a 128-row tile of K = 2048: 1,152 lines of 128 bytes,
+// four or five a thread), so that each k-tile's copies of them find L2
+// rather than device memory. An expert's weights are read by one tile of
+// X rows at 4096 tokens (dense weights by 16), so every k-tile's codes
+// come from device memory two k-tiles ahead (WG = 4's copies). 0 in the
+// built families; a measurement build sets 1 (variant-pack.sh).
+#define GEMM_RA_CODES_L2 0
+
 // stsm_x4_trans and stsm_x2_trans store four or two 8x8 bf16 matrices of
 // mma accumulator fragments (lane g·4 + c: row g, columns 2c, 2c+1, the low
 // half the lower column) transposed: row i of matrix m at the address lane
@@ -457,6 +467,29 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
     }
   };
 
+  if constexpr (GEMM_RA_CODES_L2 && RA && MODE != MODE_DENSE) {
+    // every code line of the tile's rows for k-tiles kt0 .. kt1 (a k-tile:
+    // 32 bytes a row), then each row's scale/bias words
+    const int lpr = ((kt1 - kt0) * 32 + 127) / 128;  // lines a row
+    for (int i = tid; i < BN * (lpr + 1); i += NTHREADS) {
+      const int row = i % BN, line = i / BN;
+      int n;
+      const u32 *base = W, *sbase_ = SB;
+      if (MODE == MODE_GATEUP) {
+        const int t = row >> 3;
+        n = n0 + (t >> 1) * 8 + (row & 7);
+        base = (t & 1) ? W2 : W;
+        sbase_ = (t & 1) ? SB2 : SB;
+      } else {
+        n = n0 + row;
+      }
+      if (n >= N) continue;
+      if (line < lpr)
+        prefetch_l2(base + (wbase + n) * wpr + kt0 * 8 + line * 32);
+      else
+        prefetch_l2(sbase_ + (wbase + n) * gpr + kt0);
+    }
+  }
 #pragma unroll
   for (int kt = 0; kt < PD; kt++) load(kt, Branched{});
 
