@@ -279,13 +279,38 @@ static __device__ __forceinline__ void store_item(void* __restrict__ Y, int N, f
 // Dense with a grid of Z > 1 (split-K): block z sums k-tiles [z·KT/Z,
 // (z+1)·KT/Z) only and writes them to Y + z·M·N, partials that
 // gemm_sum_splits adds in z order.
-template <int BM, int BN, int WM, int WN, int S, int MODE, int WG = 0>
+// GemmConv is gemm_conv.cu's epilogue (convgemm=on): where on (the
+// block's matrix is a Gated DeltaNet's qkv), the dense tile's outputs go
+// through the causal conv of width 4 and SiLU (taps w [N][4]) into out
+// [M][N], as conv_silu computes them, for every row of the tile but its
+// first three (conv_fix's, in gemm_conv.cu), and Y gets only the rows that
+// conv_fix and the conv state read (each tile's first three and last
+// three).
+struct GemmConv {
+  const float* w;
+  float* out;
+  bool on;
+};
+
+// gemm_conv4_silu is rowmath.h's conv4_silu, the same operations in the
+// same order (so the same bits as conv_silu's): gemm.cu cannot include
+// rowmath.h (both define float4v).
+static __device__ __forceinline__ float gemm_conv4_silu(float w0, float w1, float w2, float w3, float p0, float p1,
+                                                        float p2, float x) {
+  float s = w3 * x;
+  s += w0 * p0;
+  s += w1 * p1;
+  s += w2 * p2;
+  return s / (1.f + gexp(-s));
+}
+
+template <int BM, int BN, int WM, int WN, int S, int MODE, int WG = 0, bool CONV = false>
 static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
                                                  const u32* __restrict__ W, const u32* __restrict__ SB,
                                                  const u32* __restrict__ W2, const u32* __restrict__ SB2,
                                                  void* __restrict__ Y, int M, int N, int K,
                                                  const int* __restrict__ tiles, const int* __restrict__ offsets,
-                                                 const int* __restrict__ ntiles, int bx) {
+                                                 const int* __restrict__ ntiles, int bx, GemmConv conv = GemmConv{}) {
   constexpr int NTHREADS = WM * WN * 32;
   constexpr int TM = BM / WM, TN = BN / WN, MT = TM / 16, NT = TN / 8;
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
@@ -664,12 +689,36 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
           st_shared_f32(at + 32, wacc[0][4 * j + 2 + e]);
         }
       __syncthreads();
+      static_assert(!CONV || (RB == BM && MODE == MODE_DENSE), "the conv epilogue: a dense tile's rows staged at once");
 #pragma unroll
       for (int k = 0; k < (RB * CH + NTHREADS - 1) / NTHREADS; k++) {
         const int i = tid + k * NTHREADS, row = i / CH, ch = i % CH, r = r0 + p0 + row, n = n0 + 4 * ch;
         if (i < g_cmin(RB, BM - p0) * CH && r < rend && n < N) {
           u32 v[4];
           ld_shared_v4(sbase + (u32)row * PITCH + ch * 16, v);
+          if constexpr (CONV) {
+            if (conv.on) {
+              // the conv of the tile's rows from its fourth on, from the
+              // three rows before each here; the raw rows conv_fix and the
+              // conv state read
+              if (row < 3 || row >= BM - 3 || r >= rend - 3) st_global_v4((float*)Y + (long long)r * N + n, v);
+              if (row >= 3) {
+                u32 p[3][4];
+#pragma unroll
+                for (int j = 0; j < 3; j++) ld_shared_v4(sbase + (u32)(row - 3 + j) * PITCH + ch * 16, p[j]);
+                u32 o[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                  const float4v wq = *(const float4v*)(conv.w + 4LL * (n + q));
+                  o[q] = __float_as_uint(gemm_conv4_silu(wq.x, wq.y, wq.z, wq.w, __uint_as_float(p[0][q]),
+                                                         __uint_as_float(p[1][q]), __uint_as_float(p[2][q]),
+                                                         __uint_as_float(v[q])));
+                }
+                st_global_v4(conv.out + (long long)r * N + n, o);
+              }
+              continue;
+            }
+          }
           st_global_v4((float*)Y + (long long)r * N + n, v);
         }
       }
