@@ -126,6 +126,9 @@ func noticeFamilies(o Options) []string {
 	if o.FlashWG && o.FlashWGPipe && o.FlashWGOver {
 		fams = append(fams, "attn_prefill_wgo")
 	}
+	if o.NormBF16 && o.TensorCores && o.ConvGEMM && o.WGMMA && o.WGRegA {
+		fams = append(fams, "gemm_conv")
+	}
 	return fams
 }
 
@@ -265,6 +268,11 @@ func (b *Backend) init() error {
 				return err
 			}
 		}
+		if b.o.ConvGEMM && b.o.WGMMA && b.o.WGRegA && wgmmaGPU(b.ctx) {
+			if err := b.loadFamilyKernels("gemm_conv"); err != nil {
+				return err
+			}
+		}
 	}
 	// The cluster form is a module of its own (gdn_cl.cu), so that gdn.ptx
 	// stays as it was; it is loaded only under its option.
@@ -368,6 +376,7 @@ var familyKernels = withRouterKernels(map[string]map[string]int{
 	"qk_rows":     {"qk_rows_f32": 0, "qk_rows_bf16": 0, "qk_rows_f32_shadow": 0},
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 	"norm_comb":   {normCombKernel: 0},
+	"gemm_conv":   {convGemmKernel: 0, convFixKernel: 0}, // the GEMM's shared memory set by GEMM.launchTile
 	"route_cert":  {certShape.kernel: certShape.shared(), certSelectKernel: certSelectMaxShared, certBoundKernel: 0},
 })
 

@@ -111,6 +111,9 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		fused := 0 // the ops after this one that its steps run too
 		if st, ok := b.normLinearsSteps(p, i); ok {
 			steps, fused = st, 1
+			if st[len(st)-1].name == convFixKernel {
+				fused = 2 // the ConvSiLU after the linears too (convgemm=on)
+			}
 		} else if st, ok := b.normMoESteps(p, i); ok {
 			steps, fused = st, 2
 		} else if st, ok := b.gdnStep(p, i); ok {

@@ -341,6 +341,16 @@ type Options struct {
 	// Not where the combine is left to the next norm (combinenorm=on). Not
 	// yet measured.
 	SharedSide bool
+	// ConvGEMM (convgemm=on) makes a prompt chunk's Gated DeltaNet conv
+	// (ConvSiLU) in the epilogue of the in_proj GEMM that writes its input
+	// (gemm_conv.cu: the 256-row tile's outputs, staged in shared memory,
+	// through the conv for each row from the tile's fourth on), and its
+	// first three rows of each tile in conv_fix: conv_silu's arithmetic,
+	// the same bits (TestConvGEMMMatchesApart), without writing the raw
+	// projection but for the rows conv_fix reads and reading it back. Where
+	// the in_proj takes gemm_group_w256rp after its norm (normbf) and no
+	// other op reads the raw projection. Not yet measured.
+	ConvGEMM bool
 	// GDNCluster (gdnnorm=cluster, the default) takes gdn_cl.cu's decode
 	// step: the gated norm of a value head through a thread-block cluster
 	// of its blocks (their sums of squares read from each other's shared
@@ -502,6 +512,7 @@ const OptionsHelp = `device=N (the GPU, from 0; default 0), ` +
 	`moegroup=one|blocks (prefill's grouping of the (token, slot) pairs by expert: one block, or counted and placed by many blocks in three kernels, prefill of 4K and 16K tokens 1-2 % faster; default blocks), ` +
 	`deltaflow=on|pair|off (under delta=tf32frag, the delta rule's prep and state pass at once: the prep's blocks raise a flag a value head and block of tokens as they write its workspace, the state pass, launched beside them under pdl=on, fetches each block once its flag is up; the same bits; the delta rule at 4096 tokens 561 against 577 µs on an H100, the prep then the limit; pair: with deltapair's prep, two value heads of a key head a block, not yet measured; default off), ` +
 	`deltapair=on|off (under delta=tf32frag without deltaflow, the delta rule's prep a block for two value heads of one key head, their queries and keys normalised and their q·k and k·k taken once; the same bits; prefill of 4K-16K tokens 0.5-1.3 % faster on an H100; default on; off under deltaflow or another delta), ` +
+	`convgemm=on|off (a prompt chunk's Gated DeltaNet conv in the epilogue of the in_proj GEMM: the raw projection neither written but for a few rows nor read back; the same bits; not yet measured; default off), ` +
 	`sharedside=on|off (a prompt chunk's shared expert on a second stream beside the router and the routed experts, joined by the combine; the same bits; not under combinenorm; not yet measured; default off), ` +
 	`combinenorm=on|off (a prompt chunk's MoE combine summed inside the next layer's input norm where only that norm reads the MoE's output, not written and read back; the same bits; prefill of 4K and 16K tokens within 0.8 % of off on an H100; default off), ` +
 	`qkrows=warp|block (a prompt chunk's query and key norms, RoPE and cache rows: a warp a row over every head, or a block of 256 threads a head and row; the same bits; warp: prefill of 4K tokens 1.4-1.6 % faster on an H100; default warp), ` +
@@ -628,6 +639,8 @@ func ParseOptions(opts []backend.Option) (Options, error) {
 			}
 		case "sharedside":
 			o.SharedSide, err = kv.On("cuda")
+		case "convgemm":
+			o.ConvGEMM, err = kv.On("cuda")
 		case "deltapair":
 			o.DeltaPair, err = kv.On("cuda")
 			pairNamed = true

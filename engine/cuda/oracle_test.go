@@ -26,7 +26,7 @@ import (
 // each KV element type.
 func TestOracleOnGPU(t *testing.T) {
 	modelDir, refDir := oracletest.Dir(t)
-	for _, spec := range []string{"", "linears=apart,attn=flash", "gemm=tc,moe=smem,splitk=on", "gemm=wg,attn=wg", "kvcopy=off,kv=bf16,attn=wgp", "gemm=wgr,attn=wg,moe=wg", "moe=stream", "pdl=some", "norms=apart,router=plain", "router=f64,gdnnorm=ticket,moefit=all", "kvshadow=off", "kv=bf16", "delta=chunked", "delta=tf32", "moefit=on", "gemm=wgrs", "gemm=wgr3", "moeys=f32", "moegroup=one", "normbf=off", "normbf=on", "normf32=full", "pool=off", "qkrows=block", "deltaflow=on", "deltaflow=pair", "deltapair=off", "sharedside=on", "attn=wgo", "router=cert", "combinenorm=on", "attn=plain,delta=sequential",
+	for _, spec := range []string{"", "linears=apart,attn=flash", "gemm=tc,moe=smem,splitk=on", "gemm=wg,attn=wg", "kvcopy=off,kv=bf16,attn=wgp", "gemm=wgr,attn=wg,moe=wg", "moe=stream", "pdl=some", "norms=apart,router=plain", "router=f64,gdnnorm=ticket,moefit=all", "kvshadow=off", "kv=bf16", "delta=chunked", "delta=tf32", "moefit=on", "gemm=wgrs", "gemm=wgr3", "moeys=f32", "moegroup=one", "normbf=off", "normbf=on", "normf32=full", "pool=off", "qkrows=block", "deltaflow=on", "deltaflow=pair", "deltapair=off", "sharedside=on", "attn=wgo", "router=cert", "convgemm=on", "combinenorm=on", "attn=plain,delta=sequential",
 		"gemm=plain,attn=plain,delta=sequential", "kv=bf16,gemm=plain,attn=plain,delta=sequential"} {
 		name := spec
 		if name == "" {

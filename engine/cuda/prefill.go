@@ -425,15 +425,18 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	var off int64
 	xb := p.reserve(&off, 2*int64(rows*cols))
 	linears := b.linearsFrom(p, ws, xp, xb, off, ys, rows)
+	if cs, ok := b.convGEMMSteps(p, i, ws, ys, xb, rows, linears); ok {
+		linears = cs // the in_proj with the conv after it in its epilogue, and conv_fix
+	}
 	// normf32=lean: the float32 output left unwritten where only the GEMMs
 	// (which read the bf16 copy) come before the program writes over it
 	lean := b.o.NormF32Lean && backend.Overwritten(p.ops, i, outBuf, i+1)
 	for _, st := range linears {
-		lean = lean && strings.HasPrefix(st.name, "gemm_")
+		lean = lean && (strings.HasPrefix(st.name, "gemm_") || st.name == convFixKernel) // conv_fix reads the projection, not x
 	}
 	steps := []step{norm(xb, lean)}
 	for _, st := range linears {
-		st.op = 1
+		st.op = max(st.op, 1) // conv_fix's is the ConvSiLU's, 2
 		steps = append(steps, st)
 	}
 	return steps, true

@@ -723,6 +723,75 @@ func TestCombineNormMatchesApart(t *testing.T) {
 	}
 }
 
+// TestConvGEMMMatchesApart: under convgemm=on a prompt chunk's input norm,
+// in_proj group and conv (the Gated DeltaNet's, width 4) give the conv's
+// output, the advanced conv state, the group's other outputs and h bit for
+// bit as apart, over two runs (the second from the state the first left),
+// with the conv in gemm_group_conv_w256rp's epilogue and conv_fix where the
+// in_proj takes the 256-row tile (1,300 rows: a short last tile; 4,096),
+// and the kernels apart where it does not (700 rows); every output
+// poisoned first.
+func TestConvGEMMMatchesApart(t *testing.T) {
+	on, off := DefaultOptions(), DefaultOptions()
+	on.ConvGEMM = true
+	bOn, bOff := testBackend(t, on), testBackend(t, off)
+	const cols, C, Z, Hv = 512, 2048, 1024, 32
+	for _, rows := range []int{1300, 4096, 700} {
+		t.Run(fmt.Sprintf("%d rows", rows), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(23, uint64(rows)))
+			mats := []quant.Matrix{quant.RandomMatrix(rng, 1, C, cols, 4, 64), quant.RandomMatrix(rng, 1, Z, cols, 4, 64),
+				quant.RandomMatrix(rng, 1, Hv, cols, 4, 64), quant.RandomMatrix(rng, 1, Hv, cols, 4, 64)}
+			x, d, w := randoms(rng, rows*cols, 1), randoms(rng, rows*cols, 1), randoms(rng, cols, 1)
+			cw, st := randoms(rng, C*4, 1), randoms(rng, 3*C, 1)
+			var got [2][][]float32
+			var fusedAt [2]bool
+			for k, b := range []*Backend{bOn, bOff} {
+				var ws []backend.Matrix
+				for _, m := range mats {
+					u, err := b.Upload(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ws = append(ws, u)
+				}
+				h, out := floats(b, x), floats(b, nans(rows*cols))
+				proj := floats(b, nans(rows*(C+Z+2*Hv)))
+				conv, state := floats(b, nans(rows*C)), floats(b, st)
+				ops := []backend.Op{
+					&backend.AddRMSNorm{H: h, Delta: floats(b, d), Weight: floats(b, w), Out: out, Rows: rows, Dim: cols, Eps: 1e-6},
+					&backend.QLinearGroup{X: out, W: ws, Y: proj, Rows: rows},
+					&backend.ConvSiLU{X: proj.View(0, rows*C), State: state, Weight: floats(b, cw), Out: conv, Rows: rows, Chans: C, K: 4},
+				}
+				p, err := b.Compile(ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := p.(*program).kernelNames()
+				fusedAt[k] = slices.Contains(names[1], convGemmKernel) && slices.Equal(names[2], []string{convFixKernel})
+				for range 2 {
+					if err := p.Run(); err != nil {
+						t.Fatal(err)
+					}
+					others := read(t, b, proj)[rows*C:]
+					got[k] = append(got[k], read(t, b, conv), read(t, b, state), others, read(t, b, h))
+				}
+				t.Logf("convgemm=%v: kernels %v", k == 0, names)
+			}
+			if want := rows != 700; fusedAt[0] != want || fusedAt[1] {
+				t.Fatalf("the conv in the GEMM: %v under convgemm=on (want %v), %v off", fusedAt[0], want, fusedAt[1])
+			}
+			for j := range got[1] {
+				what := []string{"the conv's output", "the conv state", "z, b and a", "h"}[j%4]
+				for i := range got[1][j] {
+					if math.Float32bits(got[0][j][i]) != math.Float32bits(got[1][j][i]) {
+						t.Fatalf("run %d, %s element %d: %v with convgemm=on, %v apart", j/4+1, what, i, got[0][j][i], got[1][j][i])
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestSharedSideMatchesApart: under sharedside=on a prompt chunk's shared
 // expert runs on the side stream (one side[...] step) and both MoE blocks
 // of a program (the second's norm adding the first's output, so reading

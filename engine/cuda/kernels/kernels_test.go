@@ -380,7 +380,7 @@ func TestReachesGlobal(t *testing.T) {
 }
 
 // TestTargets: every module targets sm_90 but gemm_wg, gemm_fit,
-// gemm_fitw, gemm_ws, gemm_downbf, attn_prefill_wg and attn_prefill_wgo, Hopper's wgmma, whose sm_90a
+// gemm_fitw, gemm_ws, gemm_downbf, gemm_conv, attn_prefill_wg and attn_prefill_wgo, Hopper's wgmma, whose sm_90a
 // PTX is for compute capability 9.0 only.
 func TestTargets(t *testing.T) {
 	for _, fam := range Families() {
@@ -389,7 +389,7 @@ func TestTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "sm_90"
-		if fam == "gemm_wg" || fam == "gemm_fit" || fam == "gemm_fitw" || fam == "gemm_ws" || fam == "gemm_downbf" || fam == "attn_prefill_wg" || fam == "attn_prefill_wgo" {
+		if fam == "gemm_wg" || fam == "gemm_fit" || fam == "gemm_fitw" || fam == "gemm_ws" || fam == "gemm_downbf" || fam == "gemm_conv" || fam == "attn_prefill_wg" || fam == "attn_prefill_wgo" {
 			want = "sm_90a"
 		}
 		if tgt != want {
