@@ -81,7 +81,7 @@ func TestParseOptions(t *testing.T) {
 	if !strings.Contains(OptionsHelp, "gemm=wgrp|wgrs|wgr3|wgr|wg|tc|plain") {
 		t.Errorf("the options' help does not list gemm: %s", OptionsHelp)
 	}
-	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8, "i8w": RouterI8W, "i8wg": RouterI8WG} {
+	for v, want := range map[string]RouterKernel{"f64": RouterF64, "plain": RouterPlain, "i8": RouterI8, "i8w": RouterI8W, "i8wg": RouterI8WG, "cert": RouterCert} {
 		if o, err := ParseOptions([]backend.Option{{Key: "router", Value: v}}); err != nil || o.Router != want {
 			t.Errorf("router=%s gives %v (%v), want %v", v, o.Router, err, want)
 		}

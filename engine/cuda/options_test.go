@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,24 @@ func TestParseOptionsChoices(t *testing.T) {
 	}
 	if DefaultOptions().SharedSide {
 		t.Error("defaults: sharedside on, want off")
+	}
+	for v, want := range map[string]bool{"on": true, "off": false} {
+		o, err := ParseOptions([]backend.Option{{Key: "convgemm", Value: v}})
+		if err != nil || o.ConvGEMM != want {
+			t.Errorf("convgemm=%s: %v (%v), want %v", v, o.ConvGEMM, err, want)
+		}
+		if on := slices.Contains(noticeFamilies(o), "gemm_conv"); on != want {
+			t.Errorf("convgemm=%s: gemm_conv among the families %v, want %v", v, on, want)
+		}
+	}
+	if DefaultOptions().ConvGEMM {
+		t.Error("defaults: convgemm on, want off")
+	}
+	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "cert"}}); err != nil || !slices.Contains(noticeFamilies(o), "route_cert") {
+		t.Errorf("router=cert: families %v (%v), want route_cert among them", noticeFamilies(o), err)
+	}
+	if slices.Contains(noticeFamilies(DefaultOptions()), "route_cert") {
+		t.Error("the defaults load route_cert")
 	}
 	if !DefaultOptions().DeltaPair {
 		t.Error("defaults: deltapair off, want on")
