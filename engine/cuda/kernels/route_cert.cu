@@ -171,16 +171,27 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
   // 4. x's parts as qgemm_i8 splits a group (d from its largest |x|, the
   // bits below d·2^-24 dropped: floor(x/d·2^24) in float64, exact)
   for (int g = lane; g < groups; g += 32) {
-    const float* xr = x + (long long)t * C + g * 64;
+    const float4v* xr = (const float4v*)(x + (long long)t * C + g * 64);  // 16 bytes a load
     u32 mb = 0;
-    for (int k = 0; k < 64; k++) mb = umax(mb, __float_as_uint(xr[k]) & 0x7FFFFFFFu);
+#pragma unroll 4
+    for (int k = 0; k < 16; k++) {
+      const float4v v = xr[k];
+      mb = umax(umax(mb, __float_as_uint(v.x) & 0x7FFFFFFFu), __float_as_uint(v.y) & 0x7FFFFFFFu);
+      mb = umax(umax(mb, __float_as_uint(v.z) & 0x7FFFFFFFu), __float_as_uint(v.w) & 0x7FFFFFFFu);
+    }
     const int Eg = imax((int)(mb >> 23) - 127, -120);
     const double sc = __builtin_bit_cast(double, (unsigned long long)(1023 + 30 - Eg) << 52);  // 2^24/d
     long long ps = 0;
-    for (int k = 0; k < 64; k++) {
-      const int pk = mb >= 0x7F800000u ? 0 : (int)__builtin_floor((double)xr[k] * sc);
-      P[g * 64 + k] = pk;
-      ps += pk;
+#pragma unroll 4
+    for (int k = 0; k < 16; k++) {
+      const float4v v = xr[k];
+      const float xs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int pk = mb >= 0x7F800000u ? 0 : (int)__builtin_floor((double)xs[e] * sc);
+        P[g * 64 + 4 * k + e] = pk;
+        ps += pk;
+      }
     }
     gds[g] = __builtin_bit_cast(double, (unsigned long long)(1023 + Eg - 6 - 24) << 52);
     gps[g] = mb >= 0x7F800000u ? __builtin_nan("") : (double)ps;
@@ -195,22 +206,35 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
     for (int ci = 0; ci < nb; ci++) {
       const long long e = cand[c0 + ci];
       for (int g = lane; g < groups; g += 32) {
-        const u32* w = d.w + e * d.wpr + g * (2 * d.bits);
-        const int* pg = P + g * 64;
+        // the group's code words and x's parts, 16 bytes a load
+        const u32x4a* w4 = (const u32x4a*)(d.w + e * d.wpr + g * (2 * d.bits));
+        const u32x4a* p4 = (const u32x4a*)(P + g * 64);
         long long v = 0;  // sum of q·P: exact (under 2^45)
         if (d.bits == 8) {
-#pragma unroll 4
-          for (int j = 0; j < 16; j++) {
-            const u32 word = w[j];
 #pragma unroll
-            for (int b = 0; b < 4; b++) v += (long long)(int)((word >> (8 * b)) & 0xFFu) * pg[4 * j + b];
+          for (int j = 0; j < 4; j++) {
+            const u32x4a wv = w4[j];
+            const u32 words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+              const u32x4a pv = p4[4 * j + m];
+              const int ps[4] = {(int)pv.x, (int)pv.y, (int)pv.z, (int)pv.w};
+#pragma unroll
+              for (int b = 0; b < 4; b++) v += (long long)(int)((words[m] >> (8 * b)) & 0xFFu) * ps[b];
+            }
           }
         } else {
-#pragma unroll 4
-          for (int j = 0; j < 8; j++) {
-            const u32 word = w[j];
 #pragma unroll
-            for (int b = 0; b < 8; b++) v += (long long)(int)((word >> (4 * b)) & 0xFu) * pg[8 * j + b];
+          for (int j = 0; j < 2; j++) {
+            const u32x4a wv = w4[j];
+            const u32 words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+              const u32x4a pa = p4[8 * j + 2 * m], pb = p4[8 * j + 2 * m + 1];
+              const int ps[8] = {(int)pa.x, (int)pa.y, (int)pa.z, (int)pa.w, (int)pb.x, (int)pb.y, (int)pb.z, (int)pb.w};
+#pragma unroll
+              for (int b = 0; b < 8; b++) v += (long long)(int)((words[m] >> (4 * b)) & 0xFu) * ps[b];
+            }
           }
         }
         const double s = bf16_to_f32(d.s[e * d.gpr + g]), b = bf16_to_f32(d.b[e * d.gpr + g]);
