@@ -377,7 +377,8 @@ var familyKernels = withRouterKernels(map[string]map[string]int{
 	"attn_shadow": {"qk_prep_f32_shadow": 0, "kv_shadow_rows": 0},
 	"norm_comb":   {normCombKernel: 0},
 	"gemm_conv":   {convGemmKernel: 0, convFixKernel: 0}, // the GEMM's shared memory set by GEMM.launchTile
-	"route_cert":  {certShape.kernel: certShape.shared(), certSelectKernel: certSelectMaxShared, certBoundKernel: 0},
+	"route_cert": {certShapes[0].kernel: certShapes[0].shared(), certShapes[1].kernel: certShapes[1].shared(),
+		certSelectKernel: certSelectMaxShared, certBoundKernel: 0},
 })
 
 // withRouterKernels is fams with qgemm_i8's shapes' kernels added to their

@@ -1000,14 +1000,26 @@ func TestRouterCertMatchesI8(t *testing.T) {
 
 // TestMeasureRouterCert: the Route of several tokens at the 35B router's
 // shape (8-bit, 256 x 2048, top-8, x uniform in ±1) under router=i8wg
-// (qgemm_i8_wg2 and route_select) and router=cert (qgemm_cert and
-// route_cert_select), the columns split as routerSplits makes them.
+// (qgemm_i8_wg2 and route_select) and router=cert (each of certShapes'
+// kernels, then route_cert_select), the columns split as routerSplits
+// makes them.
 func TestMeasureRouterCert(t *testing.T) {
 	benchOnly(t)
+	defer func(sh qiShape) { certShape = sh }(certShape)
 	const E, C, K = 256, 2048, 8
 	rng := freshRNG(t)
 	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
-	for _, k := range []RouterKernel{RouterI8WG, RouterCert} {
+	type form struct {
+		k  RouterKernel
+		sh qiShape // router=cert's approximate kernel
+	}
+	runs := []form{{RouterI8WG, certShapes[0]}}
+	for _, sh := range certShapes {
+		runs = append(runs, form{RouterCert, sh})
+	}
+	for _, run := range runs {
+		k := run.k
+		certShape = run.sh
 		o := DefaultOptions()
 		o.Router = k
 		b := testBackend(t, o)

@@ -15,10 +15,17 @@ const (
 	certMaxCols      = 4096
 )
 
-// certShape is qgemm_cert's block: qgemm_i8_wg2's (32 tokens x 256 rows,
-// 16 warps, two groups of columns a stage, two stages) with x in two parts.
-var certShape = qiShape{family: "route_cert", kernel: "qgemm_cert", tokens: 32, rows: 256, threads: 512, weight: 4,
-	groups: 2, stages: 2, parts: 2}
+// certShapes are route_cert.cu's approximate-logit kernels: qgemm_cert,
+// qgemm_i8_wg2's block (32 tokens x 256 rows, 16 warps, one a
+// multiprocessor, two groups of columns a stage, two stages) with x in two
+// parts, and qgemm_cert16, the same in blocks of 16 tokens (8 warps, two a
+// multiprocessor). certShape is the one router=cert takes.
+var certShapes = []qiShape{
+	{family: "route_cert", kernel: "qgemm_cert", tokens: 32, rows: 256, threads: 512, weight: 4, groups: 2, stages: 2, parts: 2},
+	{family: "route_cert", kernel: "qgemm_cert16", tokens: 16, rows: 256, threads: 256, weight: 2, groups: 2, stages: 2, parts: 2},
+}
+
+var certShape = certShapes[0]
 
 // certSelectShared is route_cert_select's dynamic shared memory for a
 // router of E rows of cols columns (rc_bytes a warp).

@@ -80,6 +80,15 @@ extern "C" __global__ void __launch_bounds__(512, 1)
                const float* __restrict__ gbound, float* __restrict__ eps) {
   qi_gemm<2, 8, 4, 2, 2, 2>(wd, x, y, nullptr, T, ldy, gbound, eps);
 }
+// qgemm_cert16: the same in blocks of 16 tokens (8 warps, two blocks a
+// multiprocessor): twice the blocks, so that 4096 rows fill every
+// multiprocessor twice over where qgemm_cert's 128 blocks leave some idle
+// (route_cert.go's certShapes; TestMeasureRouterCert times both).
+extern "C" __global__ void __launch_bounds__(256, 2)
+    qgemm_cert16(const QDesc* __restrict__ wd, const float* __restrict__ x, float* __restrict__ y, int T, int ldy,
+                 const float* __restrict__ gbound, float* __restrict__ eps) {
+  qi_gemm<1, 8, 4, 2, 2, 2>(wd, x, y, nullptr, T, ldy, gbound, eps);
+}
 
 // rc_warp_max_u64 is the largest of the warp's v.
 static __device__ __forceinline__ unsigned long long rc_warp_max_u64(unsigned long long v) {
