@@ -930,16 +930,17 @@ func TestRouterShapesMatchI8(t *testing.T) {
 // router=i8wg's qgemm_i8_wg2 and route_select choose, in the same order,
 // with the weights within one float32 unit in the last place of theirs
 // (the same bits but where a float64 rounding of its sum over the
-// candidates, not over all experts, crosses a float32 one): 8- and 4-bit
-// routers at the 35B and small widths, rows off every tile, one split of
-// the columns and as many as routerSplits makes at 8 blocks a
-// multiprocessor; routers with rows in equal pairs (exact ties, to the
-// lower id); tokens of zeros (every logit tied: every expert a
-// candidate, over several batches of 32) and a token holding a NaN (its
-// bounds not finite: every expert exact, route_select's weights bit for
-// bit). The weights poisoned first.
+// candidates, not over all experts, crosses a float32 one), through each
+// of certShapes' approximate kernels: 8- and 4-bit routers at the 35B and
+// small widths, rows off every tile, one split of the columns and as many
+// as routerSplits makes at 8 blocks a multiprocessor; routers with rows in
+// equal pairs (exact ties, to the lower id); tokens of zeros (every logit
+// tied: every expert a candidate, over several batches of 32) and a token
+// holding a NaN (its bounds not finite: every expert exact, route_select's
+// weights bit for bit). The weights poisoned first.
 func TestRouterCertMatchesI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
+	defer func(sh qiShape) { certShape = sh }(certShape)
 	backends := map[RouterKernel]*Backend{}
 	for _, k := range []RouterKernel{RouterI8WG, RouterCert} {
 		o := DefaultOptions()
@@ -966,36 +967,46 @@ func TestRouterCertMatchesI8(t *testing.T) {
 								x[2*C+5] = float32(math.NaN()) // token 2: a NaN
 							}
 							wantIDs, wantW := runRoute(t, backends[RouterI8WG], m, x, rows, K, qiShapes[RouterI8WG].kernel)
-							ids, w := runRoute(t, backends[RouterCert], m, x, rows, K, certShape.kernel)
-							if !slices.Equal(ids, wantIDs) {
-								for i := range ids {
-									if ids[i] != wantIDs[i] {
-										t.Fatalf("token %d: experts %v, router=i8wg's %v", i/K, ids[i/K*K:i/K*K+K], wantIDs[i/K*K:i/K*K+K])
-									}
-								}
+							for _, cs := range certShapes {
+								certShape = cs
+								ids, w := runRoute(t, backends[RouterCert], m, x, rows, K, cs.kernel)
+								certMatches(t, cs.kernel, ids, w, wantIDs, wantW, K, rows > 3)
 							}
-							ulps := 0
-							for i := range w {
-								a, b := math.Float32bits(w[i]), math.Float32bits(wantW[i])
-								nan := math.IsNaN(float64(w[i])) && math.IsNaN(float64(wantW[i]))
-								switch {
-								case a == b || nan:
-								case a == b+1 || a+1 == b:
-									ulps++
-								default:
-									t.Fatalf("token %d: weight %d %v, router=i8wg's %v", i/K, i%K, w[i], wantW[i])
-								}
-								if i/K == 2 && rows > 3 && a != b && !nan {
-									t.Fatalf("token 2 (a NaN, every expert exact): weight %d %v, router=i8wg's %v", i%K, w[i], wantW[i])
-								}
-							}
-							t.Logf("%d of %d weights one unit in the last place off", ulps, len(w))
 						})
 					}
 				}
 			}
 		}
 	}
+}
+
+// certMatches fails t unless router=cert's experts ids (through kernel)
+// are router=i8wg's wantIDs and its weights w wantW's within a float32
+// unit in the last place; with nanToken, token 2's (a NaN: every expert
+// exact) bit for bit.
+func certMatches(t *testing.T, kernel string, ids []int32, w []float32, wantIDs []int32, wantW []float32, K int, nanToken bool) {
+	t.Helper()
+	for i := range ids {
+		if ids[i] != wantIDs[i] {
+			t.Fatalf("%s: token %d: experts %v, router=i8wg's %v", kernel, i/K, ids[i/K*K:i/K*K+K], wantIDs[i/K*K:i/K*K+K])
+		}
+	}
+	ulps := 0
+	for i := range w {
+		a, b := math.Float32bits(w[i]), math.Float32bits(wantW[i])
+		nan := math.IsNaN(float64(w[i])) && math.IsNaN(float64(wantW[i]))
+		switch {
+		case a == b || nan:
+		case a == b+1 || a+1 == b:
+			ulps++
+		default:
+			t.Fatalf("%s: token %d: weight %d %v, router=i8wg's %v", kernel, i/K, i%K, w[i], wantW[i])
+		}
+		if i/K == 2 && nanToken && a != b && !nan {
+			t.Fatalf("%s: token 2 (a NaN, every expert exact): weight %d %v, router=i8wg's %v", kernel, i%K, w[i], wantW[i])
+		}
+	}
+	t.Logf("%s: %d of %d weights one unit in the last place off", kernel, ulps, len(w))
 }
 
 // TestMeasureRouterCert: the Route of several tokens at the 35B router's
