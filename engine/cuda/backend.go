@@ -78,6 +78,9 @@ func noticeFamilies(o Options) []string {
 	if fam, ok := routerFamily(o.Router); ok {
 		fams = append(fams, fam)
 	}
+	if o.Router == RouterCert { // and router=i8wg's, for the routes it does not take
+		fams = append(fams, qiShapes[RouterI8WG].family)
+	}
 	if o.MoEFit {
 		fams = append(fams, "gemm_fit")
 	}
@@ -212,6 +215,11 @@ func (b *Backend) init() error {
 	}
 	if fam, ok := routerFamily(b.o.Router); ok {
 		if err := b.loadFamilyKernels(fam); err != nil {
+			return err
+		}
+	}
+	if b.o.Router == RouterCert { // router=i8wg's kernels for the routes router=cert does not take
+		if err := b.loadFamilyKernels(qiShapes[RouterI8WG].family); err != nil {
 			return err
 		}
 	}

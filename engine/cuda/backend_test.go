@@ -980,6 +980,51 @@ func TestRouterCertMatchesI8(t *testing.T) {
 	}
 }
 
+// TestRouterCertFallsBack: a Route router=cert does not take (weights not
+// renormalised over the chosen, which need every exact logit) runs as
+// router=i8wg's, qgemm_i8_wg2 and route_select, with its bits.
+func TestRouterCertFallsBack(t *testing.T) {
+	const E, C, K, rows = 256, 2048, 8, 100
+	rng := freshRNG(t)
+	m := quant.RandomMatrix(rng, 1, E, C, 8, 64)
+	x := randoms(rng, rows*C, 1)
+	var got [2][]float32
+	var ids [2][]int32
+	for i, k := range []RouterKernel{RouterI8WG, RouterCert} {
+		o := DefaultOptions()
+		o.Router = k
+		b := testBackend(t, o)
+		w, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
+			Rows: rows, TopK: K, Normalize: false}
+		p, err := b.Compile([]backend.Op{r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := p.(*program).kernelNames()[0]; names[0] != qiShapes[RouterI8WG].kernel {
+			t.Fatalf("router=%v, weights not renormalised: kernels %v, want %s first", k, names, qiShapes[RouterI8WG].kernel)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		ids[i], got[i] = readInts(t, b, r.Idx), read(t, b, r.Weights)
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Fatal("router=cert's fallback: experts differ from router=i8wg's")
+	}
+	for j := range got[0] {
+		if math.Float32bits(got[0][j]) != math.Float32bits(got[1][j]) {
+			t.Fatalf("router=cert's fallback: weight %d %v, router=i8wg's %v", j, got[1][j], got[0][j])
+		}
+	}
+}
+
 // certMatches fails t unless router=cert's experts ids (through kernel)
 // are router=i8wg's wantIDs and its weights w wantW's within a float32
 // unit in the last place; with nanToken, token 2's (a NaN: every expert

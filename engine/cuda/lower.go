@@ -422,9 +422,14 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off *int6
 	switch {
 	case exact && b.o.Router == RouterCert && certFits(q, rows, o.TopK, o.Normalize) && x%16 == 0:
 		return b.certRouteSteps(p, w, x, idx, wts, rows, o.TopK, off)
-	case exact && b.o.Router.integer():
+	case exact && (b.o.Router.integer() || b.o.Router == RouterCert):
 		// exact integer products of x's 8-bit parts, float64 sums
-		sh := qiShapes[b.o.Router]
+		// (router=cert: router=i8wg's, where certFits refuses)
+		k := b.o.Router
+		if k == RouterCert {
+			k = RouterI8WG
+		}
+		sh := qiShapes[k]
 		tiles := ceil(E, sh.rows) * ceil(rows, sh.tokens)
 		if splits = routerSplits(sh.weight*tiles, C/64, b.ctx.Device().SMs); splits > 1 {
 			pOff = p.reserve(off, 8*int64(splits*rows*E))

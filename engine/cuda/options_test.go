@@ -126,8 +126,8 @@ func TestParseOptionsChoices(t *testing.T) {
 	if DefaultOptions().ConvGEMM {
 		t.Error("defaults: convgemm on, want off")
 	}
-	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "cert"}}); err != nil || !slices.Contains(noticeFamilies(o), "route_cert") {
-		t.Errorf("router=cert: families %v (%v), want route_cert among them", noticeFamilies(o), err)
+	if o, err := ParseOptions([]backend.Option{{Key: "router", Value: "cert"}}); err != nil || !slices.Contains(noticeFamilies(o), "route_cert") || !slices.Contains(noticeFamilies(o), "route_i8w") {
+		t.Errorf("router=cert: families %v (%v), want route_cert and route_i8w (its fallback) among them", noticeFamilies(o), err)
 	}
 	if slices.Contains(noticeFamilies(DefaultOptions()), "route_cert") {
 		t.Error("the defaults load route_cert")
