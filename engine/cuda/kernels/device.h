@@ -64,6 +64,10 @@ typedef unsigned long long u64;
 struct u32x4 {
   u32 x, y, z, w;
 };
+// float4v is four floats read or written as one 16-byte access.
+struct __attribute__((aligned(16))) float4v {
+  float x, y, z, w;
+};
 
 // ticket_inc returns *p and stores (*p >= limit) ? 0 : *p + 1: the tickets
 // of "the last block to finish" (a counter that wraps by itself, so that a

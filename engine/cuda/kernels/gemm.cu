@@ -25,7 +25,7 @@
 // Shared tiles are 128-byte rows of eight 16-byte chunks, chunk c of row r
 // stored at c ^ (r & 7), so that ldmatrix and the cp.async writes hit
 // distinct banks.
-#include "device.h"
+#include "rowmath.h"  // device.h, and conv4_silu for gemm_conv.cu's epilogue
 
 #if defined(__NVCC__)
 #define G_BID_Y() blockIdx.y
@@ -41,9 +41,6 @@ static __device__ __forceinline__ int g_shfl_up(int v, int d) { return __nvvm_sh
 
 struct __attribute__((aligned(8))) float2v {
   float x, y;
-};
-struct __attribute__((aligned(16))) float4v {
-  float x, y, z, w;
 };
 
 #define GEMM_TOPK 8
@@ -291,18 +288,6 @@ struct GemmConv {
   float* out;
   bool on;
 };
-
-// gemm_conv4_silu is rowmath.h's conv4_silu, the same operations in the
-// same order (so the same bits as conv_silu's): gemm.cu cannot include
-// rowmath.h (both define float4v).
-static __device__ __forceinline__ float gemm_conv4_silu(float w0, float w1, float w2, float w3, float p0, float p1,
-                                                        float p2, float x) {
-  float s = w3 * x;
-  s += w0 * p0;
-  s += w1 * p1;
-  s += w2 * p2;
-  return s / (1.f + gexp(-s));
-}
 
 template <int BM, int BN, int WM, int WN, int S, int MODE, int WG = 0, bool CONV = false>
 static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, const int* __restrict__ rowTok,
@@ -710,9 +695,9 @@ static __device__ __forceinline__ void gemm_tile(const u16* __restrict__ X, cons
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                   const float4v wq = *(const float4v*)(conv.w + 4LL * (n + q));
-                  o[q] = __float_as_uint(gemm_conv4_silu(wq.x, wq.y, wq.z, wq.w, __uint_as_float(p[0][q]),
-                                                         __uint_as_float(p[1][q]), __uint_as_float(p[2][q]),
-                                                         __uint_as_float(v[q])));
+                  o[q] = __float_as_uint(conv4_silu(wq.x, wq.y, wq.z, wq.w, __uint_as_float(p[0][q]),
+                                                    __uint_as_float(p[1][q]), __uint_as_float(p[2][q]),
+                                                    __uint_as_float(v[q])));
                 }
                 st_global_v4(conv.out + (long long)r * N + n, o);
               }

@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(256)
   float a = GCONV_IN(r0 - 3), b = GCONV_IN(r0 - 2), d = GCONV_IN(r0 - 1);
   for (int r = r0; r < r1; r++) {
     const float xv = x[(long long)r * C + c];
-    out[(long long)r * C + c] = gemm_conv4_silu(w0, w1, w2, w3, a, b, d, xv);
+    out[(long long)r * C + c] = conv4_silu(w0, w1, w2, w3, a, b, d, xv);
     a = b, b = d, d = xv;
   }
   // row rows-3+j of the input; where that is still in the state (rows <

@@ -35,9 +35,6 @@ struct __attribute__((aligned(16))) u32x4a {
 struct __attribute__((aligned(8))) u32x2a {
   u32 x, y;
 };
-struct __attribute__((aligned(16))) float4v {
-  float x, y, z, w;
-};
 
 #define QM_F32 0
 #define QM_F16 1
