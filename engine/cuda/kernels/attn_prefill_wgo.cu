@@ -23,6 +23,10 @@
 //     tile from opaque copies of the cache pointers (as Q's address
 //     already was): 210 registers, no spills.
 // The arithmetic is flash_wgp's, in the same order: the same outputs.
+// flash_wg_over is flash_wg_pipe with those three changes, a copy: made a
+// form of flash_wg_pipe (a template switch), the same flash_wgp renumbers
+// its registers in attn_prefill_wg.ptx, whose built-in cubin only a GPU
+// run can make again. Once measured, the winner stays and the other goes.
 #define FG_HELPERS_ONLY
 #include "attn_prefill_wg.cu"
 
