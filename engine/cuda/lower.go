@@ -420,7 +420,7 @@ func (b *Backend) routeOpFrom(p *program, c *checks, o *backend.Route, off *int6
 	// the exact routers take MLX groups of 64 of 4- or 8-bit codes
 	exact := q.GroupSize == 64 && C%64 == 0 && (q.Bits == 4 || q.Bits == 8)
 	switch {
-	case exact && b.o.Router == RouterCert && certFits(q, rows, o.TopK, o.Normalize) && x%16 == 0:
+	case exact && b.o.Router == RouterCert && certFits(q, o.Normalize) && x%16 == 0:
 		return b.certRouteSteps(p, w, x, idx, wts, rows, o.TopK, off)
 	case exact && (b.o.Router.integer() || b.o.Router == RouterCert):
 		// exact integer products of x's 8-bit parts, float64 sums

@@ -36,12 +36,12 @@ func certSelectShared(cols, E int) int {
 // certSelectMaxShared is certSelectShared at the largest router it takes.
 var certSelectMaxShared = certSelectShared(certMaxCols, certMaxExperts)
 
-// certFits says whether router=cert takes a Route of rows tokens, top-k:
-// a router that renormalises its weights over the chosen (the others'
-// weights need every exact logit), groups of 64 (the caller checks),
-// at most certMaxExperts rows and certMaxCols columns.
-func certFits(q *QMatrix, rows, topK int, normalize bool) bool {
-	return normalize && q.Rows <= certMaxExperts && q.Cols <= certMaxCols && topK <= q.Rows && rows > 0
+// certFits says whether router=cert takes a Route by router q: one that
+// renormalises its weights over the chosen (the others' weights need every
+// exact logit), groups of 64 (the caller checks), at most certMaxExperts
+// rows and certMaxCols columns.
+func certFits(q *QMatrix, normalize bool) bool {
+	return normalize && q.Rows <= certMaxExperts && q.Cols <= certMaxCols
 }
 
 // certBound is route_cert_bound's table of w (one float a group of 64
@@ -95,7 +95,7 @@ func (b *Backend) certRouteSteps(p *program, w *matrix, x, idx, wts driver.Ptr, 
 		}),
 		b.launch(certSelectKernel, driver.D1(ceil(rows, certWarps)), driver.D1(32*certWarps), certSelectShared(C, E), func(a *driver.Args) {
 			a.Ptr(w.desc).Ptr(x).Ptr(p.scratch.Add(aOff)).Ptr(p.scratch.Add(eOff)).Ptr(idx).Ptr(wts).
-				I32(int32(rows)).I32(int32(topK)).I32(1).I32(int32(splits)).I32(int32(exactSplits))
+				I32(int32(rows)).I32(int32(topK)).I32(int32(splits)).I32(int32(exactSplits))
 		}),
 	}, nil
 }

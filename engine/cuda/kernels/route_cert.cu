@@ -15,8 +15,8 @@
 //     model's widths) get qgemm_i8's exact logit, its arithmetic step by
 //     step for that row, and the choice is route_select's among them.
 //     A token whose bounds are not finite (x holding a NaN or an
-//     infinity), or a router that does not renormalise its weights over
-//     the chosen (whose weights need every logit), takes every expert.
+//     infinity) takes every expert. Its weights are renormalised over the
+//     chosen (route_cert.go's certFits: the others' need every logit).
 // The experts chosen are qgemm_i8's and route_select's, in the same order.
 // The weights are its softmax over the chosen renormalised, computed over
 // the candidates' exact logits (route_select sums over all): the same
@@ -90,13 +90,25 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   qi_gemm<1, 8, 4, 2, 2, 2>(wd, x, y, nullptr, T, ldy, gbound, eps);
 }
 
-// rc_warp_max_u64 is the largest of the warp's v.
-static __device__ __forceinline__ unsigned long long rc_warp_max_u64(unsigned long long v) {
+// rc_take is the index (lane + 32i, below n) of the best of v not yet
+// taken, in route_select's order (rank_key: the larger first, NaN last,
+// then the lower index), marked in its lane's taken (bit i); -1 where none
+// is left.
+static __device__ __forceinline__ int rc_take(const float* v, int n, int lane, u32& taken) {
+  unsigned long long best = 0;
+  for (int i = 0; lane + 32 * i < n; i++)
+    if (!(taken >> i & 1u)) {
+      const unsigned long long key = rank_key(v[lane + 32 * i], lane + 32 * i);
+      best = key > best ? key : best;
+    }
   for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long u = shfl_xor_u64(v, o);
-    v = u > v ? u : v;
+    const unsigned long long u = shfl_xor_u64(best, o);
+    best = u > best ? u : best;
   }
-  return v;
+  if (best == 0) return -1;
+  const int j = rank_id(best);
+  if ((j & 31) == lane) taken |= 1u << (j >> 5);
+  return j;
 }
 
 // route_cert_select: grid ceil(T/RC_WARPS), RC_WARPS·32 threads,
@@ -108,7 +120,7 @@ static __device__ __forceinline__ unsigned long long rc_warp_max_u64(unsigned lo
 extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
     route_cert_select(const QDesc* __restrict__ wd, const float* __restrict__ x, const float* __restrict__ approx,
                       const float* __restrict__ eps, int* __restrict__ ids, float* __restrict__ wts, int T, int topK,
-                      int normalize, int splits, int exactSplits) {
+                      int splits, int exactSplits) {
   pdl_begin();
   const QDesc d = *wd;
   const int E = d.rows, C = d.cols, groups = C / 64;
@@ -130,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
   // widened over the roundings of these float32 operations
   float epsT = 0.f;
   for (int z = 0; z < splits; z++) epsT += eps[(long long)z * T + t];
-  bool all = !normalize || !(epsT <= 3.0e38f);  // NaN or infinite: every expert
+  bool all = !(epsT <= 3.0e38f);  // NaN or infinite: every expert
   for (int e = lane; e < E; e += 32) {
     float a = 0.f, mag = 0.f;
     for (int z = 0; z < splits; z++) {
@@ -151,18 +163,7 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
   float lowK = -__builtin_inff();
   if (!all) {
     u32 taken = 0;  // bit i: expert lane + 32i
-    for (int k = 0; k < topK; k++) {
-      unsigned long long best = 0;
-      for (int i = 0; lane + 32 * i < E; i++)
-        if (!(taken >> i & 1u)) {
-          const unsigned long long key = rank_key(lo[lane + 32 * i], lane + 32 * i);
-          best = key > best ? key : best;
-        }
-      best = rc_warp_max_u64(best);
-      const int e = rank_id(best);
-      if ((e & 31) == lane) taken |= 1u << (e >> 5);
-      lowK = lo[e];
-    }
+    for (int k = 0; k < topK; k++) lowK = lo[rc_take(lo, E, lane, taken)];  // topK <= E: one is left
     all = !(lowK >= -3.0e38f);
   }
   __syncwarp();
@@ -281,16 +282,8 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
   u32 taken = 0;               // bit i: slot lane + 32i
   double chosen = 0;
   for (int k = 0; k < topK; k++) {
-    unsigned long long best = 0;
-    for (int i = 0; lane + 32 * i < count; i++)
-      if (!(taken >> i & 1u)) {
-        const unsigned long long key = rank_key(cl[lane + 32 * i], lane + 32 * i);
-        best = key > best ? key : best;
-      }
-    best = rc_warp_max_u64(best);
-    const int j = best == 0 ? 0 : rank_id(best);  // 0: nothing but NaN left
-    const int e = best == 0 ? 0 : cand[j];
-    if ((j & 31) == lane) taken |= 1u << (j >> 5);
+    const int got = rc_take(cl, count, lane, taken);
+    const int j = got < 0 ? 0 : got, e = got < 0 ? 0 : cand[j];  // none left: expert 0, as route_select
     const double p = dexp((double)cl[j] - m) / sum;
     if (lane == 0) {
       chosenSlot[k] = j;
@@ -300,7 +293,6 @@ extern "C" __global__ void __launch_bounds__(RC_WARPS * 32)
     chosen += p;
   }
   __syncwarp();
-  if (normalize)
-    for (int k = lane; k < topK; k += 32)
-      wts[(long long)t * topK + k] = (float)(dexp((double)cl[chosenSlot[k]] - m) / sum / chosen);
+  for (int k = lane; k < topK; k += 32)
+    wts[(long long)t * topK + k] = (float)(dexp((double)cl[chosenSlot[k]] - m) / sum / chosen);
 }
