@@ -1,5 +1,7 @@
 package backend
 
+import "slices"
+
 // DeltaNetStep reports whether ops[i:i+3] is a Gated DeltaNet step of one
 // token that a fused kernel may run in one go: ConvSiLU, DeltaRule and
 // GatedRMSNorm of one row chained through their outputs, with key and
@@ -20,31 +22,46 @@ func DeltaNetStep(ops []Op, i, headDim, convK int) (*ConvSiLU, *DeltaRule, *Gate
 		c.Chans != (2*d.KeyHeads+d.ValueHeads)*headDim {
 		return nil, nil, nil, false
 	}
-	// The intermediates are dead if every op that reads them (this run's
-	// later ops, the next run's earlier ones: the model's layers share
-	// these buffers) reads what the op just before it wrote, as the rule
-	// and the norm of such a step do.
-	for j, other := range ops {
-		if j == i+1 || j == i+2 {
-			continue
-		}
-		r, _ := other.Access()
-		for _, buf := range r {
-			if (buf.Overlaps(c.Out) || buf.Overlaps(d.Out)) && !readsOwnProducer(ops, j, buf) {
-				return nil, nil, nil, false
-			}
-		}
+	if !ReadByOwnProducers(ops, []Buffer{c.Out, d.Out}, i+1, i+2) {
+		return nil, nil, nil, false
 	}
 	return c, d, g, true
 }
 
+// ReadByOwnProducers says whether bufs are dead to a fused kernel that
+// stands for the ops that write and read them and leaves them unwritten:
+// whether every op of ops but those at skip (the fused ones) that reads
+// some of bufs (this run's later ops, the next run's earlier ones: the
+// model's layers share these buffers) reads what the op just before it
+// wrote (readsOwnProducer), as the ops of another such step do.
+func ReadByOwnProducers(ops []Op, bufs []Buffer, skip ...int) bool {
+	for j, other := range ops {
+		if slices.Contains(skip, j) {
+			continue
+		}
+		r, _ := other.Access()
+		for _, buf := range r {
+			for _, b := range bufs {
+				if buf.Overlaps(b) && !readsOwnProducer(ops, j, buf) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // readsOwnProducer: op j's read of buf is of the output of op j-1 alone,
-// as a DeltaRule reads its ConvSiLU's and a GatedRMSNorm its DeltaRule's.
+// as a DeltaRule reads its ConvSiLU's, a GatedRMSNorm its DeltaRule's and
+// a ConvSiLU its in_proj's (a QLinearGroup's).
 func readsOwnProducer(ops []Op, j int, buf Buffer) bool {
 	if j == 0 {
 		return false
 	}
 	switch o := ops[j].(type) {
+	case *ConvSiLU:
+		prev, ok := ops[j-1].(*QLinearGroup)
+		return ok && buf == o.X && prev.Y.Covers(o.X)
 	case *DeltaRule:
 		prev, ok := ops[j-1].(*ConvSiLU)
 		return ok && buf == o.QKV && prev.Out == o.QKV

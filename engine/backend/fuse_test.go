@@ -59,3 +59,31 @@ func TestDeltaNetStep(t *testing.T) {
 		t.Error("fused a conv of width 4 where 3 was asked")
 	}
 }
+
+// TestReadByOwnProducers: an in_proj's qkv, which a conv GEMM leaves mostly
+// unwritten, is dead where only the convs right after the in_projs that
+// write it read it (two layers sharing the buffer), and live where another
+// op reads it, or a conv reads it after an op that does not write it.
+func TestReadByOwnProducers(t *testing.T) {
+	buf := func(n int) backend.Buffer { return backend.Buffer{Mem: &fakeMem{}, Len: n, Type: backend.F32} }
+	const C = 64
+	proj := buf(3 * C)
+	qkv := proj.View(0, C)
+	layer := func() []backend.Op {
+		return []backend.Op{
+			&backend.QLinearGroup{X: buf(C), Y: proj, Rows: 1},
+			&backend.ConvSiLU{X: qkv, State: buf(3 * C), Weight: buf(4 * C), Out: buf(C), Rows: 1, Chans: C, K: 4},
+		}
+	}
+	two := append(layer(), layer()...)
+	if !backend.ReadByOwnProducers(two, []backend.Buffer{qkv}, 1) {
+		t.Error("the qkv of two layers' in_proj and conv is live")
+	}
+	if backend.ReadByOwnProducers(append(two, &backend.QLinear{X: qkv, Rows: 1}), []backend.Buffer{qkv}, 1) {
+		t.Error("the qkv is dead although a QLinear reads it")
+	}
+	conv := two[3]
+	if backend.ReadByOwnProducers([]backend.Op{two[0], two[1], &backend.QLinear{X: buf(C), Rows: 1}, conv}, []backend.Buffer{qkv}, 1) {
+		t.Error("the qkv is dead although a conv reads it after an op that does not write it")
+	}
+}

@@ -837,6 +837,18 @@ func TestRouterTensorCoresMatchReference(t *testing.T) {
 	}
 }
 
+// routerBackends are a backend of the defaults under each router of ks.
+func routerBackends(t *testing.T, ks ...RouterKernel) map[RouterKernel]*Backend {
+	t.Helper()
+	backends := map[RouterKernel]*Backend{}
+	for _, k := range ks {
+		o := DefaultOptions()
+		o.Router = k
+		backends[k] = testBackend(t, o)
+	}
+	return backends
+}
+
 // integerRouters are qgemm_i8's shapes in router='s order, qgemm_i8's own
 // first.
 func integerRouters() []RouterKernel {
@@ -854,12 +866,19 @@ func integerRouters() []RouterKernel {
 // weights; the program's first kernel must be kernel.
 func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int, kernel string) ([]int32, []float32) {
 	t.Helper()
+	return runRouteNorm(t, b, m, x, rows, k, kernel, true)
+}
+
+// runRouteNorm is runRoute with the weights renormalised over the chosen
+// or not.
+func runRouteNorm(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int, kernel string, normalize bool) ([]int32, []float32) {
+	t.Helper()
 	w, err := b.Upload(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*k)), Weights: floats(b, nans(rows*k)),
-		Rows: rows, TopK: k, Normalize: true}
+		Rows: rows, TopK: k, Normalize: normalize}
 	p, err := b.Compile([]backend.Op{r})
 	if err != nil {
 		t.Fatal(err)
@@ -885,12 +904,7 @@ func runRoute(t *testing.T, b *Backend, m quant.Matrix, x []float32, rows, k int
 func TestRouterShapesMatchI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
 	kernels := integerRouters() // qgemm_i8 first
-	backends := map[RouterKernel]*Backend{}
-	for _, k := range kernels {
-		o := DefaultOptions()
-		o.Router = k
-		backends[k] = testBackend(t, o)
-	}
+	backends := routerBackends(t, kernels...)
 	const K = 8
 	for _, sh := range []struct{ E, C int }{{256, 2048}, {40, 320}} {
 		for _, bits := range []int{8, 4} {
@@ -941,12 +955,7 @@ func TestRouterShapesMatchI8(t *testing.T) {
 func TestRouterCertMatchesI8(t *testing.T) {
 	defer func(f func(int) int) { routerBlocks = f }(routerBlocks)
 	defer func(sh qiShape) { certShape = sh }(certShape)
-	backends := map[RouterKernel]*Backend{}
-	for _, k := range []RouterKernel{RouterI8WG, RouterCert} {
-		o := DefaultOptions()
-		o.Router = k
-		backends[k] = testBackend(t, o)
-	}
+	backends := routerBackends(t, RouterI8WG, RouterCert)
 	const K = 8
 	for _, sh := range []struct{ E, C int }{{256, 2048}, {40, 320}} {
 		for _, bits := range []int{8, 4} {
@@ -990,30 +999,10 @@ func TestRouterCertFallsBack(t *testing.T) {
 	x := randoms(rng, rows*C, 1)
 	var got [2][]float32
 	var ids [2][]int32
+	backends := routerBackends(t, RouterI8WG, RouterCert)
 	for i, k := range []RouterKernel{RouterI8WG, RouterCert} {
-		o := DefaultOptions()
-		o.Router = k
-		b := testBackend(t, o)
-		w, err := b.Upload(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &backend.Route{X: floats(b, x), Router: w, Idx: ints(b, make([]int32, rows*K)), Weights: floats(b, nans(rows*K)),
-			Rows: rows, TopK: K, Normalize: false}
-		p, err := b.Compile([]backend.Op{r})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if names := p.(*program).kernelNames()[0]; names[0] != qiShapes[RouterI8WG].kernel {
-			t.Fatalf("router=%v, weights not renormalised: kernels %v, want %s first", k, names, qiShapes[RouterI8WG].kernel)
-		}
-		if err := p.Run(); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		ids[i], got[i] = readInts(t, b, r.Idx), read(t, b, r.Weights)
+		// runRouteNorm fails unless the first kernel is qgemm_i8_wg2's
+		ids[i], got[i] = runRouteNorm(t, backends[k], m, x, rows, K, qiShapes[RouterI8WG].kernel, false)
 	}
 	if !slices.Equal(ids[0], ids[1]) {
 		t.Fatal("router=cert's fallback: experts differ from router=i8wg's")

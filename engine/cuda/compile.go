@@ -110,9 +110,8 @@ func (b *Backend) Compile(ops []backend.Op) (backend.Program, error) {
 		}
 		fused := 0 // the ops after this one that its steps run too
 		if st, ok := b.normLinearsSteps(p, i); ok {
-			steps, fused = st, 1
-			if st[len(st)-1].name == convFixKernel {
-				fused = 2 // the ConvSiLU after the linears too (convgemm=on)
+			for _, s := range st { // the linears' op, and under convgemm=on the ConvSiLU's after it
+				fused = max(fused, s.op)
 			}
 		} else if st, ok := b.normMoESteps(p, i); ok {
 			steps, fused = st, 2

@@ -721,6 +721,12 @@ func (g *GEMM) DenseGroup(s *driver.Stream, t GEMMTile, ms []*QMatrix, ys []driv
 // denseGroup launches the grouped dense GEMM of tile t, its outputs (for a
 // split-K launch, the partials) at outs; ys are the checked outputs.
 func (g *GEMM) denseGroup(s *driver.Stream, k gemmKernels, t GEMMTile, ms []*QMatrix, ys, outs []driver.Ptr, x driver.Ptr, M, splits int) error {
+	return g.denseGroupFn(s, k.group, t, ms, ys, outs, x, M, splits, nil)
+}
+
+// denseGroupFn is denseGroup through fn, a grouped dense kernel of tile t
+// whose parameters after the group's (table, x, M, K) more adds.
+func (g *GEMM) denseGroupFn(s *driver.Stream, fn *driver.Function, t GEMMTile, ms []*QMatrix, ys, outs []driver.Ptr, x driver.Ptr, M, splits int, more func(*driver.Args)) error {
 	table, err := QMVGroupTable(ms, outs)
 	if err != nil {
 		return err
@@ -744,7 +750,10 @@ func (g *GEMM) denseGroup(s *driver.Stream, k gemmKernels, t GEMMTile, ms []*QMa
 	K := ms[0].Cols
 	var a driver.Args
 	a.Struct(table).Ptr(x).I32(int32(M)).I32(int32(K))
-	return g.launchTile(s, k.group, t, K, driver.Dim3{X: blocks, Y: (M + t.BM - 1) / t.BM, Z: splits}, &a)
+	if more != nil {
+		more(&a)
+	}
+	return g.launchTile(s, fn, t, K, driver.Dim3{X: blocks, Y: (M + t.BM - 1) / t.BM, Z: splits}, &a)
 }
 
 // MoEGroups are the device buffers of one MoE's grouping: Tokens·MoETopK

@@ -24,30 +24,10 @@ func (g *GEMM) DenseGroupConv(s *driver.Stream, t GEMMTile, fn *driver.Function,
 	if t.Name != convGemmTile || fn == nil {
 		return fmt.Errorf("cuda: no conv GEMM of tile %q", t.Name)
 	}
-	table, err := QMVGroupTable(ms, ys)
-	if err != nil {
-		return err
-	}
-	blocks := 0
-	for i, m := range ms {
-		if err := checkGEMMWeights(m, fmt.Sprintf("weight %d", i), m.Rows, ms[0].Cols); err != nil {
-			return err
-		}
-		if !aligned16(m.Words, ys[i]) {
-			return fmt.Errorf("cuda: GEMM buffers must be 16-byte aligned")
-		}
-		blocks += ceil(m.Rows, t.BN)
-	}
-	if !aligned16(x, convW, convOut) || ci < 0 || ci >= len(ms) || ms[ci].Rows%4 != 0 {
+	if !aligned16(convW, convOut) || ci < 0 || ci >= len(ms) || ms[ci].Rows%4 != 0 {
 		return fmt.Errorf("cuda: conv GEMM: buffers not 16-byte aligned, or matrix %d of %d not taking the conv", ci, len(ms))
 	}
-	if M <= 0 {
-		return nil
-	}
-	K := ms[0].Cols
-	var a driver.Args
-	a.Struct(table).Ptr(x).I32(int32(M)).I32(int32(K)).I32(int32(ci)).Ptr(convW).Ptr(convOut)
-	return g.launchTile(s, fn, t, K, driver.Dim3{X: blocks, Y: ceil(M, t.BM), Z: 1}, &a)
+	return g.denseGroupFn(s, fn, t, ms, ys, ys, x, M, 1, func(a *driver.Args) { a.I32(int32(ci)).Ptr(convW).Ptr(convOut) })
 }
 
 // convGEMMSteps are the steps of ops[i+1:i+3], a prompt chunk's in_proj
@@ -57,9 +37,8 @@ func (g *GEMM) DenseGroupConv(s *driver.Stream, t GEMMTile, fn *driver.Function,
 // its epilogue (op 1), then conv_fix (op 2). False where the in_proj's
 // lowering is not gemm_group_w256rp alone, the conv is not of width 4 over
 // that whole output, or some other op reads the raw projection (the
-// kernel leaves most of its rows unwritten): every op that reads it must
-// be a ConvSiLU right after the QLinearGroup that writes it, as another
-// layer's conv of the same shared buffer is.
+// kernel leaves most of its rows unwritten) but as another layer's conv of
+// the same shared buffer does (backend.ReadByOwnProducers).
 func (b *Backend) convGEMMSteps(p *program, i int, ws []*matrix, ys []driver.Ptr, xb int64, rows int, linears []step) ([]step, bool) {
 	if !b.o.ConvGEMM || b.fn[convGemmKernel] == nil || i+2 >= len(p.ops) || len(linears) != 1 || linears[0].name != "gemm_group_"+convGemmTile {
 		return nil, false
@@ -75,30 +54,9 @@ func (b *Backend) convGEMMSteps(p *program, i int, ws []*matrix, ys []driver.Ptr
 	state := ch.buf("the state", c.State, backend.F32, 3*C)
 	w := ch.buf("the weight", c.Weight, backend.F32, C*4)
 	out := ch.buf("the output", c.Out, backend.F32, rows*C)
-	if ch.err != nil || x != ys[0] || w%16 != 0 || out%16 != 0 || !c.X.Overlaps(g.Y) {
+	if ch.err != nil || x != ys[0] || w%16 != 0 || out%16 != 0 || !g.Y.Covers(c.X) ||
+		!backend.ReadByOwnProducers(p.ops, []backend.Buffer{c.X}, i+2) {
 		return nil, false
-	}
-	for j, op := range p.ops {
-		if j == i+2 {
-			continue
-		}
-		r, _ := op.Access()
-		for _, buf := range r {
-			if !buf.Overlaps(c.X) {
-				continue
-			}
-			other, isConv := op.(*backend.ConvSiLU)
-			prev, afterGroup := backend.Op(nil), false
-			if j > 0 {
-				prev = p.ops[j-1]
-			}
-			if pg, ok := prev.(*backend.QLinearGroup); ok && isConv && other.X == buf && pg.Y.Overlaps(buf) {
-				afterGroup = true
-			}
-			if !afterGroup {
-				return nil, false
-			}
-		}
 	}
 	qs := make([]*QMatrix, len(ws))
 	total := 0

@@ -432,7 +432,7 @@ func (b *Backend) normLinearsSteps(p *program, i int) ([]step, bool) {
 	// (which read the bf16 copy) come before the program writes over it
 	lean := b.o.NormF32Lean && backend.Overwritten(p.ops, i, outBuf, i+1)
 	for _, st := range linears {
-		lean = lean && (strings.HasPrefix(st.name, "gemm_") || st.name == convFixKernel) // conv_fix reads the projection, not x
+		lean = lean && (strings.HasPrefix(st.name, "gemm_") || st.op > 1) // the linears' (an op after them, conv_fix's, reads not x)
 	}
 	steps := []step{norm(xb, lean)}
 	for _, st := range linears {

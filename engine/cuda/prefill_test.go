@@ -425,6 +425,20 @@ func TestTensorCoreOpsMatchReferences(t *testing.T) {
 	}
 }
 
+// uploadAll uploads mats to b.
+func uploadAll(t *testing.T, b *Backend, mats []quant.Matrix) []backend.Matrix {
+	t.Helper()
+	var ws []backend.Matrix
+	for _, m := range mats {
+		u, err := b.Upload(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, u)
+	}
+	return ws
+}
+
 // TestNormBF16MatchesApart: under normbf=on a prompt chunk's AddRMSNorm or
 // GatedRMSNorm followed by the QLinearGroup or QLinear that reads its
 // output runs as norm_bf.cu's norm and the GEMMs without gemm_to_bf16, and
@@ -457,14 +471,7 @@ func TestNormBF16MatchesApart(t *testing.T) {
 			w := randoms(rng, c.dim, 1)
 			var got [2][][]float32
 			for k, b := range []*Backend{bOn, bOff} {
-				var ws []backend.Matrix
-				for _, m := range mats {
-					u, err := b.Upload(m)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ws = append(ws, u)
-				}
+				ws := uploadAll(t, b, mats)
 				h, out := floats(b, x), floats(b, nans(c.rows*cols))
 				total := 0
 				for _, r := range c.outs {
@@ -746,14 +753,7 @@ func TestConvGEMMMatchesApart(t *testing.T) {
 			var got [2][][]float32
 			var fusedAt [2]bool
 			for k, b := range []*Backend{bOn, bOff} {
-				var ws []backend.Matrix
-				for _, m := range mats {
-					u, err := b.Upload(m)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ws = append(ws, u)
-				}
+				ws := uploadAll(t, b, mats)
 				h, out := floats(b, x), floats(b, nans(rows*cols))
 				proj := floats(b, nans(rows*(C+Z+2*Hv)))
 				conv, state := floats(b, nans(rows*C)), floats(b, st)
