@@ -24,6 +24,18 @@ gpu_env() {
 	{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv; } > "$1" 2>&1
 }
 
+# call_setup DIR R OUT LOGS SASS: a call's start: DIR's builds and the
+# oracle unpacked (unpack_oracle, petals.txz), the GPU into OUT/env.txt,
+# LOGS a fresh folder and SASS a fresh copy of the tree's cubins.
+call_setup() {
+	unpack_oracle "$1" "$2" && (cd "$1" && tar xJf petals.txz)
+	gpu_env "$3/env.txt"
+	rm -rf "$4" "$5" && mkdir -p "$4" && cp -r engine/cuda/kernels/sass "$5"
+}
+
+# el ARGS...: ARGS stamped with the seconds since $start.
+el() { echo "[$(($(date +%s) - ${start:-0})) s] $*"; }
+
 # bench_run PETAL DIR TAG BACKEND ARGS...: petal bench --synthetic
 # qwen3.6-35b-a3b under --backend BACKEND with ARGS, its table and JSON to
 # DIR/bench-TAG.txt and .json (BENCH_LIMIT seconds, default 100), the rows

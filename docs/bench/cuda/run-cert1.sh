@@ -26,11 +26,8 @@
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/ct}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
-el() { echo "[$(($(date +%s) - start)) s] $*"; }
-unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
-gpu_env "$O/env.txt"
-T=/tmp/ct && rm -rf $T && mkdir -p $T
-rm -rf /tmp/sc && cp -r engine/cuda/kernels/sass /tmp/sc
+T=/tmp/ct
+call_setup "$D" "$R" "$O" $T /tmp/sc
 new_cubin /tmp/sc route_cert $T
 new_cubin /tmp/sc gemm_conv $T
 rm -rf /tmp/s1 && cp -r /tmp/sc /tmp/s1 && variant_cubins "$D" codes $T

@@ -29,11 +29,8 @@
 R=$(pwd); O=${OUT:-/tmp/out}; D=$R/${CARRY:-devrun/pf}; mkdir -p "$O"
 . docs/bench/cuda/lib.sh
 start=$(date +%s)
-el() { echo "[$(($(date +%s) - start)) s] $*"; }
-unpack_oracle "$D" "$R" && (cd "$D" && tar xJf petals.txz)
-gpu_env "$O/env.txt"
-T=/tmp/pt && rm -rf $T && mkdir -p $T
-rm -rf /tmp/sf && cp -r engine/cuda/kernels/sass /tmp/sf
+T=/tmp/pt
+call_setup "$D" "$R" "$O" $T /tmp/sf
 new_cubin /tmp/sf gdn_chunk_pairflow $T
 new_cubin /tmp/sf attn_prefill_wgo $T
 rm -rf /tmp/s1 && cp -r /tmp/sf /tmp/s1 && variant_cubins "$D" ahead $T
